@@ -1,0 +1,3 @@
+//! The `charter` binary: a thin clap front over the compiler and runtime.
+
+fn main() {}

@@ -1,0 +1,102 @@
+//! Charter's compiler: `.charter` text to a checked, compiled flow graph.
+//!
+//! The pipeline is `syntax` (pest grammar -> AST with spans) -> `check` (names, types,
+//! flow rules -> diagnostics and resolved tables) -> `graph` (lowering -> [`CompiledSpec`])
+//! -> `bounds` (worst-case calls, tokens and wall time). The compiler does no I/O of its
+//! own: files named by a spec come through the [`Loader`] passed in.
+
+pub mod bounds;
+pub mod check;
+pub mod diagnostics;
+pub mod explain;
+pub mod graph;
+pub mod render;
+pub mod syntax;
+
+pub use diagnostics::{Code, Diagnostic, FileId, Severity, Sources, Span};
+pub use graph::CompiledSpec;
+
+/// Reads the files a spec names (`import role "..."`, `file("...")`), relative to the spec.
+pub trait Loader {
+    /// Returns the text of `relative_path` (as written in the spec) and the name to show
+    /// for it in diagnostics, or a one-line reason it could not be read.
+    fn load(&self, relative_path: &str) -> Result<LoadedFile, String>;
+}
+
+/// A file read by a [`Loader`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadedFile {
+    /// Shown in diagnostics, e.g. `specs/seeds/prompts/planner.md.j2`.
+    pub display_name: String,
+    pub text: String,
+}
+
+/// A loader that has no files: every `import` and `file(...)` fails to load.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoFiles;
+
+impl Loader for NoFiles {
+    fn load(&self, relative_path: &str) -> Result<LoadedFile, String> {
+        Err(format!("no file `{relative_path}` is available here"))
+    }
+}
+
+/// A loader over an in-memory map of relative path -> text (for tests and fuzzing).
+#[derive(Clone, Debug, Default)]
+pub struct MemoryLoader {
+    pub files: std::collections::BTreeMap<String, String>,
+}
+
+impl Loader for MemoryLoader {
+    fn load(&self, relative_path: &str) -> Result<LoadedFile, String> {
+        self.files
+            .get(relative_path)
+            .map(|text| LoadedFile {
+                display_name: relative_path.to_string(),
+                text: text.clone(),
+            })
+            .ok_or_else(|| format!("no such file `{relative_path}`"))
+    }
+}
+
+/// The result of compiling one spec: every diagnostic, sorted by position, the sources
+/// they point into, and the compiled graph when there was no error.
+#[derive(Debug)]
+pub struct Compilation {
+    pub sources: Sources,
+    pub diagnostics: Vec<Diagnostic>,
+    pub spec: Option<CompiledSpec>,
+}
+
+impl Compilation {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Compiles the spec `text`, shown in diagnostics as `name`.
+pub fn compile(name: &str, text: &str, loader: &dyn Loader) -> Compilation {
+    let mut sources = Sources::new();
+    let spec_file = sources.add(name, text);
+    let (ast, mut diagnostics) = syntax::parse(spec_file, &mut sources, loader);
+    let mut compiled = None;
+    if let Some(ast) = ast {
+        let (checked, check_diagnostics) = check::check(&ast, &sources);
+        diagnostics.extend(check_diagnostics);
+        if !diagnostics.iter().any(Diagnostic::is_error) {
+            match graph::build(&ast, &checked, &sources) {
+                Ok(spec) => {
+                    diagnostics.extend(bounds::diagnostics(&spec));
+                    compiled = Some(spec);
+                }
+                Err(internal) => diagnostics.push(internal.into_diagnostic(ast.name.span)),
+            }
+        }
+    }
+    diagnostics::sort(&mut diagnostics);
+    Compilation {
+        sources,
+        diagnostics,
+        spec: compiled,
+    }
+}

@@ -1,0 +1,1 @@
+//! Rendering diagnostics: rustc-like text (colour only when asked) and JSON.

@@ -1,0 +1,514 @@
+//! The abstract syntax tree of a `.charter` file: plain values with a span on every node.
+//!
+//! The AST holds what the author wrote and nothing that is worked out later: names are
+//! not resolved here (the checker's tables do that) and the compiled graph has its own
+//! types. Every node that can be pointed at by a diagnostic carries a [`Span`].
+
+use crate::diagnostics::Span;
+
+/// A name as written, with where it was written.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+/// A string literal after escapes were processed (and, for `"""` blocks, after the
+/// common indentation was stripped).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StringLit {
+    pub value: String,
+    pub span: Span,
+}
+
+/// A number literal. `is_integer` is true when it was written without a `.` or exponent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NumberLit {
+    pub value: f64,
+    pub is_integer: bool,
+    pub span: Span,
+}
+
+/// A non-negative integer literal (counts: rounds, retries, concurrency, ...).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntLit {
+    pub value: u64,
+    pub span: Span,
+}
+
+/// A duration literal such as `250ms`, `30s`, `15m`, `2h`, in milliseconds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DurationLit {
+    pub millis: u64,
+    pub span: Span,
+}
+
+/// One parsed `.charter` file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpecFile {
+    /// `spec NAME version "X"`.
+    pub name: Ident,
+    pub version: StringLit,
+    /// The optional `"""..."""` doc block after the header.
+    pub doc: Option<StringLit>,
+    pub items: Vec<Item>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    /// `import role "roles/x.md"`: the role file is read and parsed during parsing, so the
+    /// imported role is available as `role` (absent when the file could not be read or parsed;
+    /// the problem was already reported).
+    Import(Import),
+    Models(ModelsBlock),
+    Rules(RulesBlock),
+    Contract(Contract),
+    Tool(Tool),
+    Role(Role),
+    Gate(Gate),
+    Repair(Repair),
+    Invariant(Invariant),
+    Budget(Budget),
+    Flow(Flow),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Import {
+    pub path: StringLit,
+    pub role: Option<Role>,
+    pub span: Span,
+}
+
+/// `models { alias = "provider:model" price IN / OUT ... }`
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelsBlock {
+    pub entries: Vec<ModelEntry>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelEntry {
+    pub alias: Ident,
+    /// `"<provider>:<model>"`.
+    pub target: StringLit,
+    /// USD per one million input and output tokens.
+    pub price: Option<Price>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Price {
+    pub input: NumberLit,
+    pub output: NumberLit,
+    pub span: Span,
+}
+
+/// `rules NAME version "X" { "line" ... }`
+#[derive(Clone, Debug, PartialEq)]
+pub struct RulesBlock {
+    pub name: Ident,
+    pub version: Option<StringLit>,
+    pub lines: Vec<StringLit>,
+    pub span: Span,
+}
+
+/// `contract Name { field: type = default ... }`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Contract {
+    pub name: Ident,
+    pub fields: Vec<Field>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field {
+    pub name: Ident,
+    pub ty: TypeExpr,
+    /// A literal default (`= []`, `= "x"`, `= 3`, `= none`).
+    pub default: Option<Expr>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypeExpr {
+    pub kind: TypeKind,
+    /// Written with a trailing `?`.
+    pub optional: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TypeKind {
+    String,
+    Bool,
+    Int(Option<RangeLit>),
+    Float(Option<RangeLit>),
+    List(Box<TypeExpr>, Option<RangeLit>),
+    /// `A | B | C`: two or more variants, written as bare names (any case).
+    Enum(Vec<Ident>),
+    /// A contract name.
+    Named(Ident),
+}
+
+/// `(min..=max)`, `(min..)`, `(..=max)`, `(min..max)` (the last is rejected by the checker
+/// with E013, but it is parsed so the message can point at it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RangeLit {
+    pub min: Option<NumberLit>,
+    pub max: Option<NumberLit>,
+    /// `..=` rather than `..`.
+    pub inclusive: bool,
+    pub span: Span,
+}
+
+/// `tool NAME { input: T output: T effect: read|write|external }`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tool {
+    pub name: Ident,
+    pub input: Option<Ident>,
+    pub output: Option<Ident>,
+    pub effect: Option<EffectLit>,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Effect {
+    Read,
+    Write,
+    External,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct EffectLit {
+    pub effect: Effect,
+    pub span: Span,
+}
+
+/// Where a role was defined.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RoleOrigin {
+    /// A `role NAME { ... }` block in the spec.
+    Block,
+    /// A Markdown role file brought in by `import role "path"`.
+    File { path: String },
+}
+
+/// A role: a `role` block or an imported role file, checked the same way.
+/// Properties the author did not write are `None` / empty.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Role {
+    pub name: Ident,
+    pub origin: RoleOrigin,
+    pub model: Option<ModelRef>,
+    pub prompt: Option<Prompt>,
+    pub rules: Vec<Ident>,
+    pub inputs: Vec<Ident>,
+    pub output: Option<Ident>,
+    pub tools: Vec<Ident>,
+    pub max_tool_calls: Option<IntLit>,
+    pub timeout: Option<DurationLit>,
+    pub retry: Option<Retry>,
+    /// Role files only: the human-readable `name` and `description` from the front matter.
+    pub display_name: Option<StringLit>,
+    pub description: Option<StringLit>,
+    /// Role files only: per-tool usage notes rendered into the prompt (`tool_rules`).
+    pub tool_rules: Vec<ToolRule>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolRule {
+    pub tool: Ident,
+    pub note: StringLit,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelRef {
+    /// An alias from the `models` block.
+    Alias(Ident),
+    /// A literal `"provider:model"`.
+    Literal(StringLit),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prompt {
+    pub source: PromptSource,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum PromptSource {
+    /// An inline `"""..."""` (or plain string) template, in the spec's own file.
+    Inline(StringLit),
+    /// `file("path")`: the template text was read through the loader during parsing and
+    /// registered in the source map as `file` (absent when it could not be read; that was
+    /// reported). For a role file, the Markdown body is the template and `path` is the role
+    /// file itself.
+    File {
+        path: StringLit,
+        file: Option<crate::diagnostics::FileId>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Retry {
+    pub count: IntLit,
+    pub backoff: Option<DurationLit>,
+    pub span: Span,
+}
+
+/// `gate NAME on STEP { rules... pass when EXPR }`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gate {
+    pub name: Ident,
+    pub subject: Ident,
+    pub rules: Vec<GateRule>,
+    pub pass_when: Expr,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Severity {
+    Hard,
+    Warn,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum GateRule {
+    /// `hard|warn NAME: EXPR else CODE`
+    Check {
+        severity: Severity,
+        name: Ident,
+        expr: Expr,
+        code: Ident,
+        span: Span,
+    },
+    /// `score NAME weight W: EXPR (below T CODE)?`
+    Score {
+        name: Ident,
+        weight: NumberLit,
+        expr: Expr,
+        below: Option<(NumberLit, Ident)>,
+        span: Span,
+    },
+}
+
+/// `repair { rounds N no_progress M  CODES -> action ... _ -> action }`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Repair {
+    pub rounds: IntLit,
+    pub no_progress: Option<IntLit>,
+    pub arms: Vec<RepairArm>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RepairArm {
+    pub pattern: RepairPattern,
+    pub action: Action,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum RepairPattern {
+    Codes(Vec<Ident>),
+    /// `_`
+    Wildcard(Span),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    Rerun {
+        step: Ident,
+        with_feedback: bool,
+        span: Span,
+    },
+    Replan(Span),
+    Accept(Span),
+    Block(StringLit),
+    Fail(StringLit),
+    Ask(StringLit),
+}
+
+/// `invariant NAME: ...`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Invariant {
+    pub name: Ident,
+    pub kind: InvariantKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum InvariantKind {
+    /// `ROLE has no tools`
+    HasNoTools { role: Ident },
+    /// `only ROLE uses TOOL`
+    OnlyUses { role: Ident, tool: Ident },
+    /// `always EXPR`
+    Always(Expr),
+}
+
+/// `budget { tokens N cost X wall D steps N }`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Budget {
+    pub tokens: Option<IntLit>,
+    pub cost: Option<NumberLit>,
+    pub wall: Option<DurationLit>,
+    pub steps: Option<IntLit>,
+    pub span: Span,
+}
+
+/// `flow { step* }`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flow {
+    pub steps: Vec<Step>,
+    pub span: Span,
+}
+
+/// `NAME = body next`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub name: Ident,
+    pub body: StepBody,
+    pub next: Next,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepBody {
+    /// `role(args)`
+    Call { role: Ident, args: Vec<Expr> },
+    /// `each VAR in PATH: role(args) concurrency N check GATE by ROLE retries N`
+    Each {
+        var: Ident,
+        over: Expr,
+        role: Ident,
+        args: Vec<Expr>,
+        concurrency: Option<IntLit>,
+        check: Option<ItemCheck>,
+    },
+    /// `gate NAME`
+    Gate { gate: Ident },
+    /// `finalize role(args)`
+    Finalize { role: Ident, args: Vec<Expr> },
+    /// `ask "question"`
+    Ask { question: StringLit },
+}
+
+/// The per-item check of an `each` step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ItemCheck {
+    pub gate: Ident,
+    pub by: Option<Ident>,
+    pub retries: Option<IntLit>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    /// `-> target`
+    Goto(Target),
+    /// `when EXPR -> target ... else -> target`
+    When {
+        arms: Vec<(Expr, Target)>,
+        otherwise: Option<Target>,
+    },
+    /// `pass -> target fail -> target|repair`
+    PassFail { pass: Target, fail: FailTarget },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum FailTarget {
+    Target(Target),
+    /// `fail -> repair`
+    Repair(Span),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    Step(Ident),
+    Done(Span),
+    Blocked(StringLit),
+    Failed(StringLit),
+}
+
+impl Target {
+    pub fn span(&self) -> Span {
+        match self {
+            Target::Step(ident) => ident.span,
+            Target::Done(span) => *span,
+            Target::Blocked(lit) | Target::Failed(lit) => lit.span,
+        }
+    }
+}
+
+/// An expression with its span.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    None,
+    List(Vec<Expr>),
+    /// `a.b.c`; a single bare name may also be an enum variant, which the checker decides
+    /// from the expected type.
+    Path(Vec<Ident>),
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinaryOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+    /// A built-in function call: `len contains matches sum min max`.
+    Call {
+        function: Ident,
+        args: Vec<Expr>,
+    },
+    /// `every|some|count VAR in OVER: BODY`
+    Quantifier {
+        kind: QuantifierKind,
+        var: Ident,
+        over: Box<Expr>,
+        body: Box<Expr>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Not,
+    Neg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QuantifierKind {
+    Every,
+    Some,
+    Count,
+}

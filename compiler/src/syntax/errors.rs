@@ -4,7 +4,7 @@
 use pest::error::{ErrorVariant, InputLocation};
 
 use super::Rule;
-use crate::diagnostics::{Code, Diagnostic, FileId, Span};
+use crate::diagnostics::{Code, Diagnostic, FileId, Span, did_you_mean};
 
 /// Converts a pest error from parsing `text[offset..]` into an E001 diagnostic whose span
 /// points at the offending token in `text`.
@@ -23,6 +23,9 @@ pub(crate) fn syntax_error(
     let found = text.get(position..token_end).unwrap_or("");
     let span = Span::new(file, position, token_end);
 
+    if let Some(diagnostic) = unterminated_string(text, position, file) {
+        return diagnostic;
+    }
     let mut expected: Vec<&'static str> = Vec::new();
     let mut limit = false;
     match &error.variant {
@@ -51,6 +54,15 @@ pub(crate) fn syntax_error(
         expected.retain(|name| !is_operator(name));
         expected.push("an operator");
     }
+    let item_keywords = expected
+        .iter()
+        .filter(|name| ITEM_NAMES.contains(name))
+        .count();
+    if item_keywords == ITEM_NAMES.len() {
+        // Everything an item can start with: say so in two words.
+        expected.retain(|name| !ITEM_NAMES.contains(name));
+        expected.push("an item");
+    }
     let message = match expected.as_slice() {
         [] => "unexpected input".to_string(),
         [one] => format!("expected {one}"),
@@ -67,6 +79,48 @@ pub(crate) fn syntax_error(
         diagnostic = diagnostic.with_help(help);
     }
     diagnostic
+}
+
+/// A string whose closing quote is missing: pest can only say what it expected at the
+/// opening quote, so this says what is wrong.
+fn unterminated_string(text: &str, position: usize, file: FileId) -> Option<Diagnostic> {
+    let rest = text.get(position..)?;
+    if rest.starts_with("\"\"\"") {
+        if rest.get(3..)?.contains("\"\"\"") {
+            return None;
+        }
+        return Some(
+            Diagnostic::new(
+                Code::E001,
+                Span::new(file, position, position + 3),
+                "unterminated `\"\"\"` block",
+            )
+            .with_label("this block is never closed")
+            .with_help("close it with `\"\"\"`"),
+        );
+    }
+    if !rest.starts_with('"') || rest.starts_with("\"\"") {
+        return None;
+    }
+    let line = rest.get(1..)?.split('\n').next().unwrap_or("");
+    let mut escaped = false;
+    for character in line.chars() {
+        match (escaped, character) {
+            (true, _) => escaped = false,
+            (false, '\\') => escaped = true,
+            (false, '"') => return None,
+            _ => {}
+        }
+    }
+    Some(
+        Diagnostic::new(
+            Code::E001,
+            Span::new(file, position, position + 1),
+            "unterminated string",
+        )
+        .with_label("this string is never closed on its line")
+        .with_help("close it with `\"`; for text over several lines use a `\"\"\"` block"),
+    )
 }
 
 /// The end of the token that starts at `position`: a whole word, or one character.
@@ -95,9 +149,30 @@ fn is_operator(name: &str) -> bool {
     )
 }
 
+/// The readable names of the words that start an item.
+const ITEM_NAMES: [&str; 11] = [
+    "`import`",
+    "`models`",
+    "`rules`",
+    "`contract`",
+    "`tool`",
+    "`role`",
+    "`gate`",
+    "`repair`",
+    "`invariant`",
+    "`budget`",
+    "`flow`",
+];
+
 /// A hint for common mistakes, from what was expected and what was found.
 fn help(expected: &[&str], found: &str) -> Option<String> {
     let first = found.chars().next()?;
+    if expected == ["an item"] {
+        return Some(
+            "an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget` or `flow`"
+                .to_string(),
+        );
+    }
     if expected.contains(&"a name") && first.is_ascii_uppercase() {
         return Some(
             "names of roles, steps, tools, gates, rules and models are lower-case (`[a-z_][a-z0-9_]*`)"
@@ -115,6 +190,19 @@ fn help(expected: &[&str], found: &str) -> Option<String> {
             "a duration is a number glued to a unit: `250ms`, `30s`, `15m`, `2h`".to_string(),
         );
     }
+    if expected.contains(&"a target") {
+        return Some(
+            "a target is a step name, `done`, `blocked \"reason\"` or `failed \"reason\"`"
+                .to_string(),
+        );
+    }
+    if expected.contains(&"a type") && first.is_ascii_lowercase() {
+        let builtins = ["string", "bool", "int", "float", "list"];
+        return Some(did_you_mean(found, builtins).unwrap_or_else(|| {
+            "a type is `string`, `bool`, `int`, `float`, `list<T>`, `A | B` or a contract name"
+                .to_string()
+        }));
+    }
     if expected.contains(&"`:`") && found == "=" {
         return Some("properties are written `name: value`".to_string());
     }
@@ -129,7 +217,7 @@ fn help(expected: &[&str], found: &str) -> Option<String> {
 fn readable(rule: Rule) -> &'static str {
     match rule {
         Rule::ident | Rule::has_no_tools | Rule::call_body => "a name",
-        Rule::type_name | Rule::named_type => "a contract name",
+        Rule::type_name => "a contract name",
         Rule::code | Rule::codes => "an issue code",
         Rule::bare_name => "a name",
         Rule::int | Rule::rounds => "an integer",
@@ -161,7 +249,8 @@ fn readable(rule: Rule) -> &'static str {
         | Rule::bool_type
         | Rule::int_type
         | Rule::float_type
-        | Rule::list_type => "a type",
+        | Rule::list_type
+        | Rule::named_type => "a type",
         Rule::header | Rule::kw_spec => "`spec`",
         Rule::kw_version => "`version`",
         Rule::import | Rule::kw_import => "`import`",
@@ -237,7 +326,7 @@ fn readable(rule: Rule) -> &'static str {
         Rule::kw_done => "`done`",
         Rule::kw_blocked | Rule::blocked_target => "`blocked`",
         Rule::kw_failed | Rule::failed_target => "`failed`",
-        Rule::target => "a target (a step, `done`, `blocked \"...\"` or `failed \"...\"`)",
+        Rule::target => "a target",
         Rule::step => "a step (`name = ...`)",
         Rule::kw_or => "`or`",
         Rule::kw_and => "`and`",

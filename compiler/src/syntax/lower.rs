@@ -980,7 +980,24 @@ impl Lowerer<'_> {
         }
         let span = self.span(&pair);
         let kind = match pair.as_rule() {
-            Rule::or_expr | Rule::and_expr | Rule::sum_expr | Rule::product | Rule::cmp_expr => {
+            Rule::cmp_expr => {
+                let operators: Vec<Span> = pair
+                    .clone()
+                    .into_inner()
+                    .filter(|child| child.as_rule() == Rule::cmp_op)
+                    .map(|child| self.span(&child))
+                    .collect();
+                if let [first, second, ..] = operators.as_slice() {
+                    self.report(
+                        Diagnostic::new(Code::E001, *second, "comparisons cannot be chained")
+                            .with_label("second comparison")
+                            .with_note(*first, "first comparison")
+                            .with_help("combine them with `and`, e.g. `a < b and b < c`, or add parentheses"),
+                    );
+                }
+                return self.binary_chain(pair.into_inner());
+            }
+            Rule::or_expr | Rule::and_expr | Rule::sum_expr | Rule::product => {
                 return self.binary_chain(pair.into_inner());
             }
             Rule::not_expr => ExprKind::Unary {

@@ -115,9 +115,39 @@ impl Driver<'_> {
                     position = end.max(position + 1);
                 }
                 Err(error) => {
-                    let diagnostic = errors::syntax_error(&error, self.file, position, self.text);
-                    self.diagnostics.push(diagnostic);
-                    position = next_item_line(self.text, position);
+                    let (resume, depth) = next_item_line_and_depth(self.text, position);
+                    let error_at = position + error_offset(&error);
+                    if depth > 0 && error_at >= resume && resume < self.text.len() {
+                        // The item ran into the next one: its `{` was never closed.
+                        let keyword_end = resume
+                            + self.text.get(resume..).map_or(0, |rest| {
+                                rest.find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                                    .unwrap_or(rest.len())
+                            });
+                        let item_keyword = rest
+                            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                            .next()
+                            .unwrap_or("item");
+                        self.diagnostics.push(
+                            Diagnostic::new(
+                                Code::E001,
+                                Span::new(self.file, resume, keyword_end),
+                                format!(
+                                    "expected `}}` to close `{item_keyword}` before the next item"
+                                ),
+                            )
+                            .with_label("the next item starts here")
+                            .with_note(
+                                Span::new(self.file, position, position + item_keyword.len()),
+                                "this item is not closed",
+                            ),
+                        );
+                    } else {
+                        let diagnostic =
+                            errors::syntax_error(&error, self.file, position, self.text);
+                        self.diagnostics.push(diagnostic);
+                    }
+                    position = resume;
                 }
             }
         }
@@ -232,6 +262,14 @@ impl Driver<'_> {
     }
 }
 
+/// The offset of a pest error in the text that was parsed.
+fn error_offset(error: &pest::error::Error<Rule>) -> usize {
+    match error.location {
+        pest::error::InputLocation::Pos(position) => position,
+        pest::error::InputLocation::Span((start, _)) => start,
+    }
+}
+
 /// Skips whitespace and comments from `position`.
 fn skip_trivia(text: &str, mut position: usize) -> usize {
     let bytes = text.as_bytes();
@@ -309,9 +347,72 @@ fn is_step_line(line: &str) -> bool {
     after.starts_with('=') && !after.starts_with("==")
 }
 
-/// The start of each line after the one containing `position`, with its indentation
-/// skipped, as (offset of the first non-blank character, rest of the text).
-fn following_lines(text: &str, position: usize) -> impl Iterator<Item = (usize, &str)> {
+/// The start of each line after the one containing `position` that does not begin inside
+/// a string, a `"""` block or a `/* */` comment, with its indentation skipped, as (offset
+/// of the first non-blank character, rest of the text, brace depth at that point counted
+/// from `position`).
+fn following_lines(text: &str, position: usize) -> impl Iterator<Item = (usize, &str, i64)> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        Code,
+        Str,
+        Block,
+        LineComment,
+        BlockComment,
+    }
+    let bytes = text.as_bytes();
+    let mut cursor = position;
+    let mut state = State::Code;
+    let mut depth: i64 = 0;
+    std::iter::from_fn(move || {
+        while let Some(&byte) = bytes.get(cursor) {
+            let next = bytes.get(cursor + 1).copied();
+            let triple = bytes.get(cursor..cursor + 3) == Some(b"\"\"\"".as_slice());
+            cursor += 1;
+            match (state, byte) {
+                (State::Code, b'"') if triple => {
+                    state = State::Block;
+                    cursor += 2;
+                }
+                (State::Code, b'"') => state = State::Str,
+                (State::Code, b'/') if next == Some(b'/') => state = State::LineComment,
+                (State::Code, b'/') if next == Some(b'*') => {
+                    state = State::BlockComment;
+                    cursor += 1;
+                }
+                (State::Code, b'{') => depth += 1,
+                (State::Code, b'}') => depth -= 1,
+                (State::Str, b'\\') => cursor += 1,
+                (State::Str, b'"') => state = State::Code,
+                (State::Block, b'"')
+                    if bytes.get(cursor - 1..cursor + 2) == Some(b"\"\"\"".as_slice()) =>
+                {
+                    state = State::Code;
+                    cursor += 2;
+                }
+                (State::BlockComment, b'*') if next == Some(b'/') => {
+                    state = State::Code;
+                    cursor += 1;
+                }
+                _ => {}
+            }
+            if byte == b'\n' && matches!(state, State::Code | State::Str | State::LineComment) {
+                // A plain string cannot span lines: an unterminated one ends here.
+                state = State::Code;
+                let mut start = cursor;
+                while matches!(bytes.get(start), Some(b' ' | b'\t')) {
+                    start += 1;
+                }
+                return Some((start, text.get(start..).unwrap_or(""), depth));
+            }
+        }
+        None
+    })
+}
+
+/// Like [`following_lines`] but ignoring strings and comments: used when the aware scan
+/// finds nothing (an unterminated `"""` block would otherwise swallow the whole file).
+fn following_raw_lines(text: &str, position: usize) -> impl Iterator<Item = (usize, &str)> {
     let bytes = text.as_bytes();
     let mut cursor = position;
     std::iter::from_fn(move || {
@@ -328,15 +429,33 @@ fn following_lines(text: &str, position: usize) -> impl Iterator<Item = (usize, 
 /// Where to resume after a syntax error in the item starting at `position`: the next
 /// line that starts an item, or the end of the file.
 fn next_item_line(text: &str, position: usize) -> usize {
+    next_item_line_and_depth(text, position).0
+}
+
+/// [`next_item_line`] and the number of `{` not closed between `position` and it.
+fn next_item_line_and_depth(text: &str, position: usize) -> (usize, i64) {
     following_lines(text, position)
-        .find(|(_, line)| is_item_line(line))
-        .map_or(text.len(), |(start, _)| start)
+        .find(|(_, line, _)| is_item_line(line))
+        .map(|(start, _, depth)| (start, depth))
+        .or_else(|| {
+            following_raw_lines(text, position)
+                .find(|(_, line)| is_item_line(line))
+                .map(|(start, _)| (start, 0))
+        })
+        .unwrap_or((text.len(), 0))
 }
 
 /// Where to resume after a syntax error in the step starting at `position`: the next
 /// line that starts a step, closes the flow or starts an item.
 fn next_step_line(text: &str, position: usize) -> usize {
+    let resumes = |line: &str| is_step_line(line) || line.starts_with('}') || is_item_line(line);
     following_lines(text, position)
-        .find(|(_, line)| is_step_line(line) || line.starts_with('}') || is_item_line(line))
-        .map_or(text.len(), |(start, _)| start)
+        .find(|(_, line, _)| resumes(line))
+        .map(|(start, _, _)| start)
+        .or_else(|| {
+            following_raw_lines(text, position)
+                .find(|(_, line)| resumes(line))
+                .map(|(start, _)| start)
+        })
+        .unwrap_or(text.len())
 }

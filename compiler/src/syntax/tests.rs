@@ -209,3 +209,331 @@ fn design_example_parses_clean() {
          invariant budget flow"
     );
 }
+
+#[test]
+fn precedence() {
+    check_expr(
+        "a or b and not c == d + e * f",
+        "(or a (and b (not (== c (+ d (* e f))))))",
+    );
+    check_expr("a and b or c and d", "(or (and a b) (and c d))");
+    check_expr("a - b - c", "(- (- a b) c)");
+    check_expr("a / b * c", "(* (/ a b) c)");
+    check_expr("-a * -2", "(* (neg a) (neg 2))");
+    check_expr("- -a", "(neg (neg a))");
+    check_expr("not not a", "(not (not a))");
+    check_expr("(a or b) and c", "(and (or a b) c)");
+    check_expr("a.b.c >= 7.0", "(>= a.b.c 7.0)");
+    check_expr("run.tokens <= 200000", "(<= run.tokens 200000)");
+    check_expr("x != none", "(!= x none)");
+    check_expr("r.status != failed", "(!= r.status failed)");
+    check_expr("review.verdict == PASS", "(== review.verdict PASS)");
+    check_expr("a == b and c < d", "(and (== a b) (< c d))");
+    check_expr("1 + 2 * 3 - 4 / 2", "(- (+ 1 (* 2 3)) (/ 4 2))");
+    check_expr("a//comment\n + b", "(+ a b)");
+    check_expr("a /* c */ / b", "(/ a b)");
+}
+
+#[test]
+fn literals_and_calls() {
+    check_expr("true or false", "(or true false)");
+    check_expr("[1, 2.5, \"x\", none,]", "[1 2.5 \"x\" none]");
+    check_expr("[]", "[]");
+    check_expr("len(x) > 0", "(> (len x) 0)");
+    check_expr("contains(a.b, \"q\")", "(contains a.b \"q\")");
+    check_expr(
+        "matches(candidate.text, \"sk-[A-Za-z0-9]{20,}\")",
+        "(matches candidate.text \"sk-[A-Za-z0-9]{20,}\")",
+    );
+    check_expr("max()", "(max )");
+    check_expr("unknown_fn(1)", "(unknown_fn 1)");
+    check_expr(
+        "{id: \"a\", depends_on: [\"b\"],}",
+        "{id: \"a\", depends_on: [\"b\"]}",
+    );
+    check_expr("{}", "{}");
+    check_expr(
+        "[{id: \"a\", goal: \"g\"}, {id: \"b\", goal: \"h\"}]",
+        "[{id: \"a\", goal: \"g\"} {id: \"b\", goal: \"h\"}]",
+    );
+    check_expr("\"a\\\"b\\\\c\\n\\u{41}\"", "\"a\\\"b\\\\c\\nA\"");
+    check_expr("1_000", "1000");
+    check_expr("1e3", "1000.0");
+    check_expr("\"\"", "\"\"");
+}
+
+#[test]
+fn keywords_are_not_prefixes_of_names() {
+    check_expr("done_x and notes or order", "(or (and done_x notes) order)");
+    check_expr("nothing == none_left", "(== nothing none_left)");
+    check_expr("every_x.count", "every_x.count");
+    check_expr("true_value", "true_value");
+    check_expr("count > 3", "(> count 3)");
+    check_expr("inner.in_x", "inner.in_x");
+}
+
+#[test]
+fn quantifier_bodies_extend_right() {
+    check_expr(
+        "every r in candidate.items: r.status != failed",
+        "(every r candidate.items (!= r.status failed))",
+    );
+    check_expr(
+        "some x in xs: x > 1 and x < 5",
+        "(some x xs (and (> x 1) (< x 5)))",
+    );
+    check_expr(
+        "a and every x in xs: x.ok or b",
+        "(and a (every x xs (or x.ok b)))",
+    );
+    check_expr("(count x in xs: x.ok) >= 3", "(>= (count x xs x.ok) 3)");
+    check_expr(
+        "not every x in xs: some y in x.items: y == 1",
+        "(not (every x xs (some y x.items (== y 1))))",
+    );
+    check_expr("every x in [1, 2]: x > 0", "(every x [1 2] (> x 0))");
+}
+
+#[test]
+fn comparisons_do_not_chain() {
+    check(
+        &format!("{HEADER}invariant i: always a == b == c\n"),
+        "E001 2:28 comparisons cannot be chained",
+    );
+}
+
+#[test]
+fn durations() {
+    let budget = |wall: &str| format!("{HEADER}budget {{ wall {wall} }}\n");
+    check(&budget("250ms"), "");
+    check(&budget("30s"), "");
+    check(&budget("15m"), "");
+    check(&budget("2h"), "");
+    check(&budget("3d"), "E013 2:15 unknown duration unit `d`");
+    check(&budget("30"), "E013 2:15 duration `30` has no unit");
+    check(&budget("1.5s"), "E013 2:15 fractional duration `1.5s`");
+    check(
+        &budget("99999999999999999999h"),
+        "E013 2:15 duration `99999999999999999999h` is too large",
+    );
+    let (spec, diagnostics, _) = parse_with(&budget("3x"), &NoFiles);
+    assert_eq!(
+        diagnostics.first().and_then(|d| d.help.clone()).as_deref(),
+        Some(super::literals::DURATION_UNITS_HELP)
+    );
+    assert!(spec.is_some());
+    let (spec, _, _) = parse_with(
+        &format!("{HEADER}role r {{ timeout: 15m retry: 2 backoff 250ms }}\n"),
+        &NoFiles,
+    );
+    match spec.as_ref().and_then(|spec| spec.items.first()) {
+        Some(Item::Role(role)) => {
+            assert_eq!(role.timeout.as_ref().map(|t| t.millis), Some(900_000));
+            let retry = role
+                .retry
+                .as_ref()
+                .map(|r| (r.count.value, r.backoff.as_ref().map(|b| b.millis)));
+            assert_eq!(retry, Some((2, Some(250))));
+        }
+        other => panic!("not a role: {other:?}"),
+    }
+}
+
+/// The value of the prompt of the first role in `text`.
+fn first_prompt(text: &str) -> String {
+    let (spec, diagnostics, sources) = parse_with(text, &NoFiles);
+    assert_eq!(render(&diagnostics, &sources), "");
+    match spec.as_ref().and_then(|spec| spec.items.first()) {
+        Some(Item::Role(Role {
+            prompt:
+                Some(Prompt {
+                    source: PromptSource::Inline(lit),
+                    ..
+                }),
+            ..
+        })) => lit.value.clone(),
+        other => format!("no inline prompt: {other:?}"),
+    }
+}
+
+#[test]
+fn triple_quoted_blocks_are_dedented() {
+    let role = |prompt: &str| format!("{HEADER}role r {{\n  prompt: {prompt}\n}}\n");
+    assert_eq!(
+        first_prompt(&role("\"\"\"\n    Carry out {{ task.goal }}\n  \"\"\"")),
+        "Carry out {{ task.goal }}"
+    );
+    assert_eq!(
+        first_prompt(&role("\"\"\"\n    One\n      two\n\n    three\n  \"\"\"")),
+        "One\n  two\n\nthree"
+    );
+    assert_eq!(first_prompt(&role("\"\"\"inline\"\"\"")), "inline");
+    assert_eq!(first_prompt(&role("\"\"\"\"\"\"")), "");
+    assert_eq!(
+        first_prompt(&role("\"plain \\\"quoted\\\"\"")),
+        "plain \"quoted\""
+    );
+    assert_eq!(first_prompt(&role("\"\"")), "");
+    // The DESIGN example's executor prompt.
+    let spec = example();
+    let executor = spec.items.iter().find_map(|item| match item {
+        Item::Role(role) if role.name.name == "executor" => Some(role),
+        _ => None,
+    });
+    let prompt = executor.and_then(|role| match &role.prompt {
+        Some(Prompt {
+            source: PromptSource::Inline(lit),
+            ..
+        }) => Some(lit.value.as_str()),
+        _ => None,
+    });
+    assert_eq!(
+        prompt,
+        Some("Carry out exactly this work order. {{ task.goal }}")
+    );
+}
+
+#[test]
+fn bad_strings() {
+    check(
+        &format!("{HEADER}rules r {{ \"a \\q b\" }}\n"),
+        "E013 2:11 unknown escape `\\q`",
+    );
+    check(
+        &format!("{HEADER}rules r {{ \"unclosed }}\nrole x {{}}\n"),
+        "E001 2:11 unterminated string",
+    );
+}
+
+#[test]
+fn error_recovery_per_item() {
+    // Three independent syntax errors in three items: three E001s, and the good items
+    // between them are still parsed.
+    let text = format!(
+        "{HEADER}\
+contract A {{ x: strng? }}
+contract B {{ y: string }}
+role r {{
+  model: default
+  timeout 2m
+}}
+tool t {{ input: B output: B effect: read }}
+gate g on s {{
+  hard h: x == else CODE
+  pass when true
+}}
+budget {{ steps 4 }}
+"
+    );
+    check(
+        &text,
+        "
+E001 2:17 expected a type
+E001 6:11 expected `:`
+E001 10:16 expected an expression
+",
+    );
+    let (spec, _, _) = parse_with(&text, &NoFiles);
+    let names: Vec<String> = spec
+        .map(|spec| spec.items)
+        .unwrap_or_default()
+        .iter()
+        .map(|item| match item {
+            Item::Contract(contract) => format!("contract {}", contract.name.name),
+            Item::Tool(tool) => format!("tool {}", tool.name.name),
+            Item::Budget(_) => "budget".to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(names, ["contract B", "tool t", "budget"]);
+}
+
+#[test]
+fn error_recovery_in_flow() {
+    let text = format!(
+        "{HEADER}\
+flow {{
+  a = r(request) => b
+  b = r(a) -> c
+  c = gate q pass -> done fail ->
+  d = ask \"ok?\" -> done
+}}
+budget {{ steps 4 }}
+"
+    );
+    check(
+        &text,
+        "
+E001 3:18 expected one of `->`, `pass`, `when`
+E001 6:3 expected `repair` or a target
+",
+    );
+    let (spec, _, _) = parse_with(&text, &NoFiles);
+    let summary: Vec<String> = spec
+        .map(|spec| spec.items)
+        .unwrap_or_default()
+        .iter()
+        .map(|item| match item {
+            Item::Flow(flow) => format!(
+                "flow {}",
+                flow.steps
+                    .iter()
+                    .map(|step| step.name.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            Item::Budget(_) => "budget".to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(summary, ["flow b d", "budget"]);
+}
+
+#[test]
+fn unclosed_blocks() {
+    check(
+        &format!("{HEADER}contract A {{ x: string\nrole r {{ model: m }}\n"),
+        "E001 3:1 expected `}` to close `contract` before the next item",
+    );
+    check(
+        &format!("{HEADER}flow {{\n  a = r(x) -> done\nbudget {{ steps 2 }}\n"),
+        "E001 4:1 expected `}` to close the flow",
+    );
+    check(
+        &format!("{HEADER}flow {{\n  a = r(x) -> done\n"),
+        "E001 4:1 expected `}` to close the flow",
+    );
+}
+
+#[test]
+fn header_errors() {
+    check("", "E001 1:1 expected `spec`");
+    check("spec X version \"1\"", "E001 1:6 expected a name");
+    check("spec x \"1\"", "E001 1:8 expected `version`");
+    let (spec, _, _) = parse_with("spec x", &NoFiles);
+    assert!(spec.is_none());
+    check("spec x version \"1\"\n\"\"\"doc\"\"\"\n", "");
+}
+
+#[test]
+fn helpful_messages() {
+    let help = |text: &str| {
+        let (_, diagnostics, _) = parse_with(text, &NoFiles);
+        diagnostics
+            .first()
+            .map(|d| format!("{}: {}", d.message, d.help.clone().unwrap_or_default()))
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        help(&format!("{HEADER}role Planner {{}}\n")),
+        "expected a name: names of roles, steps, tools, gates, rules and models are lower-case (`[a-z_][a-z0-9_]*`)"
+    );
+    assert_eq!(
+        help(&format!("{HEADER}contract request {{}}\n")),
+        "expected a contract name: contract names start with an upper-case letter, e.g. `Request`"
+    );
+    assert_eq!(
+        help(&format!("{HEADER}widget x {{}}\n")),
+        "expected an item: an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget` or `flow`"
+    );
+}

@@ -537,3 +537,440 @@ fn helpful_messages() {
         "expected an item: an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget` or `flow`"
     );
 }
+
+/// The contract fields of `contract C { FIELDS }`, each as `name: type`.
+fn check_types(fields: &str, expect: &str) {
+    let text = format!("{HEADER}contract C {{ {fields} }}\n");
+    let (spec, diagnostics, sources) = parse_with(&text, &NoFiles);
+    assert_eq!(render(&diagnostics, &sources), "", "fields: {fields}");
+    let got = match spec.as_ref().and_then(|spec| spec.items.first()) {
+        Some(Item::Contract(contract)) => contract
+            .fields
+            .iter()
+            .map(|field| {
+                let default = field
+                    .default
+                    .as_ref()
+                    .map(|expr| format!(" = {}", sexpr(expr)))
+                    .unwrap_or_default();
+                format!("{}: {}{default}", field.name.name, type_string(&field.ty))
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        other => format!("not a contract: {other:?}"),
+    };
+    assert_eq!(got, expect, "fields: {fields}");
+}
+
+fn type_string(ty: &TypeExpr) -> String {
+    let range = |range: &Option<RangeLit>| match range {
+        None => String::new(),
+        Some(range) => format!(
+            "({}{}{})",
+            range
+                .min
+                .as_ref()
+                .map(|n| n.value.to_string())
+                .unwrap_or_default(),
+            if range.inclusive { "..=" } else { ".." },
+            range
+                .max
+                .as_ref()
+                .map(|n| n.value.to_string())
+                .unwrap_or_default(),
+        ),
+    };
+    let base = match &ty.kind {
+        TypeKind::String => "string".to_string(),
+        TypeKind::Bool => "bool".to_string(),
+        TypeKind::Int(r) => format!("int{}", range(r)),
+        TypeKind::Float(r) => format!("float{}", range(r)),
+        TypeKind::List(element, r) => format!("list<{}>{}", type_string(element), range(r)),
+        TypeKind::Enum(variants) => variants
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect::<Vec<_>>()
+            .join("|"),
+        TypeKind::Named(name) => name.name.clone(),
+    };
+    if ty.optional {
+        format!("{base}?")
+    } else {
+        base
+    }
+}
+
+#[test]
+fn type_forms() {
+    check_types("a: string b: bool", "a: string; b: bool");
+    check_types("a: int(1..=20) b: int(1..)", "a: int(1..=20); b: int(1..)");
+    check_types("a: int(..=5) b: int(0..10)", "a: int(..=5); b: int(0..10)");
+    check_types("a: float(-1.5..=1.5)", "a: float(-1.5..=1.5)");
+    check_types("a: list<list<Task>>", "a: list<list<Task>>");
+    check_types("a: list<Task>(1..=20)?", "a: list<Task>(1..=20)?");
+    check_types("a: ok | failed | partial", "a: ok|failed|partial");
+    check_types("a: PASS | FAIL | OPTIMIZE?", "a: PASS|FAIL|OPTIMIZE?");
+    check_types("a: string | int", "a: string|int");
+    check_types("a: Plan?, b: string?", "a: Plan?; b: string?");
+    check_types(
+        "a: list<string> = [] b: int = 3 c: string? = none d: string = \"x\"",
+        "a: list<string> = []; b: int = 3; c: string? = none; d: string = \"x\"",
+    );
+    check_types("a: int = -1", "a: int = (neg 1)");
+    check_types("", "");
+    check(
+        &format!("{HEADER}contract C {{ a: strng }}\n"),
+        "E001 2:17 expected a type",
+    );
+    check(&format!("{HEADER}contract C {{ a: int(1..=) }}\n"), "");
+}
+
+#[test]
+fn duplicate_properties() {
+    check(
+        &format!("{HEADER}role r {{\n  timeout: 2m\n  model: m\n  timeout: 3m\n}}\n"),
+        "E003 5:3 `timeout` is given twice in role `r`",
+    );
+    let (_, diagnostics, sources) = parse_with(
+        &format!("{HEADER}role r {{\n  timeout: 2m\n  timeout: 3m\n}}\n"),
+        &NoFiles,
+    );
+    let note = diagnostics
+        .first()
+        .and_then(|d| d.labels.iter().find(|label| !label.primary))
+        .map(|label| sources.snippet(label.span));
+    assert_eq!(note, Some("timeout: 2m"));
+    check(
+        &format!("{HEADER}tool t {{ effect: read effect: write }}\n"),
+        "E003 2:23 `effect` is given twice in tool `t`",
+    );
+    check(
+        &format!("{HEADER}budget {{ steps 1 steps 2 }}\n"),
+        "E003 2:18 `steps` is given twice in the budget",
+    );
+}
+
+#[test]
+fn items_in_detail() {
+    let spec = example();
+    let mut seen = Vec::new();
+    for item in &spec.items {
+        match item {
+            Item::Models(models) => {
+                let entries: Vec<String> = models
+                    .entries
+                    .iter()
+                    .map(|entry| {
+                        format!(
+                            "{}={}{}",
+                            entry.alias.name,
+                            entry.target.value,
+                            entry
+                                .price
+                                .as_ref()
+                                .map(|p| format!(" {}/{}", p.input.value, p.output.value))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                seen.push(format!("models {}", entries.join(", ")));
+            }
+            Item::Rules(rules) => seen.push(format!(
+                "rules {} {:?} {}",
+                rules.name.name,
+                rules.version.as_ref().map(|v| v.value.as_str()),
+                rules.lines.len()
+            )),
+            Item::Tool(tool) => seen.push(format!(
+                "tool {} {:?} {:?} {:?}",
+                tool.name.name,
+                tool.input.as_ref().map(|i| i.name.as_str()),
+                tool.output.as_ref().map(|i| i.name.as_str()),
+                tool.effect.as_ref().map(|e| e.effect)
+            )),
+            Item::Role(role) if role.name.name == "planner" => seen.push(format!(
+                "role planner model={:?} rules={:?} inputs={:?} timeout={:?} retry={:?}",
+                role.model.as_ref().map(|m| match m {
+                    ModelRef::Alias(alias) => alias.name.clone(),
+                    ModelRef::Literal(lit) => lit.value.clone(),
+                }),
+                role.rules
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect::<Vec<_>>(),
+                role.inputs
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect::<Vec<_>>(),
+                role.timeout.as_ref().map(|t| t.millis),
+                role.retry
+                    .as_ref()
+                    .map(|r| (r.count.value, r.backoff.as_ref().map(|b| b.millis))),
+            )),
+            Item::Gate(gate) => {
+                let rules: Vec<String> = gate
+                    .rules
+                    .iter()
+                    .map(|rule| match rule {
+                        GateRule::Check {
+                            severity,
+                            name,
+                            expr,
+                            code,
+                            ..
+                        } => format!("{severity:?} {} {} {}", name.name, sexpr(expr), code.name),
+                        GateRule::Score {
+                            name,
+                            weight,
+                            expr,
+                            below,
+                            ..
+                        } => format!(
+                            "score {} {} {} {:?}",
+                            name.name,
+                            weight.value,
+                            sexpr(expr),
+                            below.as_ref().map(|(n, c)| (n.value, c.name.clone()))
+                        ),
+                    })
+                    .collect();
+                seen.push(format!(
+                    "gate {} on {}: {} | pass {}",
+                    gate.name.name,
+                    gate.subject.name,
+                    rules.join(" | "),
+                    sexpr(&gate.pass_when)
+                ));
+            }
+            Item::Repair(repair) => {
+                let arms: Vec<String> = repair
+                    .arms
+                    .iter()
+                    .map(|arm| {
+                        let pattern = match &arm.pattern {
+                            RepairPattern::Codes(codes) => codes
+                                .iter()
+                                .map(|c| c.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(","),
+                            RepairPattern::Wildcard(_) => "_".to_string(),
+                        };
+                        let action = match &arm.action {
+                            Action::Rerun {
+                                step,
+                                with_feedback,
+                                ..
+                            } => format!("rerun {} {with_feedback}", step.name),
+                            Action::Replan(_) => "replan".to_string(),
+                            Action::Accept(_) => "accept".to_string(),
+                            Action::Block(s) => format!("block {:?}", s.value),
+                            Action::Fail(s) => format!("fail {:?}", s.value),
+                            Action::Ask(s) => format!("ask {:?}", s.value),
+                        };
+                        format!("{pattern} -> {action}")
+                    })
+                    .collect();
+                seen.push(format!(
+                    "repair {} {:?}: {}",
+                    repair.rounds.value,
+                    repair.no_progress.as_ref().map(|n| n.value),
+                    arms.join("; ")
+                ));
+            }
+            Item::Invariant(invariant) => seen.push(format!(
+                "invariant {}: {}",
+                invariant.name.name,
+                match &invariant.kind {
+                    InvariantKind::HasNoTools { role } => format!("{} has no tools", role.name),
+                    InvariantKind::OnlyUses { role, tool } =>
+                        format!("only {} uses {}", role.name, tool.name),
+                    InvariantKind::Always(expr) => format!("always {}", sexpr(expr)),
+                }
+            )),
+            Item::Budget(budget) => seen.push(format!(
+                "budget {:?} {:?} {:?} {:?}",
+                budget.tokens.as_ref().map(|t| t.value),
+                budget.cost.as_ref().map(|t| t.value),
+                budget.wall.as_ref().map(|t| t.millis),
+                budget.steps.as_ref().map(|t| t.value),
+            )),
+            Item::Flow(flow) => {
+                for step in &flow.steps {
+                    seen.push(format!("step {}", step_string(step)));
+                }
+            }
+            _ => {}
+        }
+    }
+    let expect = r#"
+models default=openai:gpt-4o-mini 0.15/0.6, strong=anthropic:claude-sonnet-4-5
+rules core Some("2026.11") 2
+tool web_search Some("Query") Some("Hits") Some(Read)
+tool publish Some("Post") Some("Receipt") Some(External)
+role planner model=Some("default") rules=["core"] inputs=["Request"] timeout=Some(120000) retry=Some((2, Some(1000)))
+gate quality on execute: Hard all_done (every r candidate.items (!= r.status failed)) STAGE_FAILED | Hard no_secret (not (matches candidate.text "sk-[A-Za-z0-9]{20,}")) SECRET_LEAK | Warn has_notes (!= review.notes none) NO_NOTES | score relevance 2 review.relevance Some((6.0, "LOW_RELEVANCE")) | score completeness 1 review.completeness Some((6.0, "INCOMPLETE")) | pass (>= score 7.0)
+repair 3 Some(2): STAGE_FAILED -> rerun execute false; LOW_RELEVANCE,INCOMPLETE -> rerun execute true; SECRET_LEAK -> block "secret in candidate"; NO_NOTES -> accept
+invariant judges_are_toolless: reviewer has no tools
+invariant one_publisher: only executor uses publish
+invariant bounded_cost: always (<= run.tokens 200000)
+budget Some(500000) Some(2.5) Some(3600000) Some(40)
+step plan = planner(request) -> execute
+step execute = each t in plan.tasks: executor(t) concurrency Some(4) check None -> review
+step review = reviewer(candidate) -> judge
+step judge = gate quality pass -> deliver fail -> repair
+step deliver = finalize finalizer(best) -> done
+"#;
+    assert_eq!(seen.join("\n"), expect.trim());
+}
+
+fn target_string(target: &Target) -> String {
+    match target {
+        Target::Step(name) => name.name.clone(),
+        Target::Done(_) => "done".to_string(),
+        Target::Blocked(s) => format!("blocked {:?}", s.value),
+        Target::Failed(s) => format!("failed {:?}", s.value),
+    }
+}
+
+fn step_string(step: &Step) -> String {
+    let args = |args: &[Expr]| args.iter().map(sexpr).collect::<Vec<_>>().join(", ");
+    let body = match &step.body {
+        StepBody::Call { role, args: a } => format!("{}({})", role.name, args(a)),
+        StepBody::Each {
+            var,
+            over,
+            role,
+            args: a,
+            concurrency,
+            check,
+        } => format!(
+            "each {} in {}: {}({}) concurrency {:?} check {:?}",
+            var.name,
+            sexpr(over),
+            role.name,
+            args(a),
+            concurrency.as_ref().map(|c| c.value),
+            check.as_ref().map(|c| (
+                c.gate.name.clone(),
+                c.by.as_ref().map(|b| b.name.clone()),
+                c.retries.as_ref().map(|r| r.value)
+            ))
+        ),
+        StepBody::Gate { gate } => format!("gate {}", gate.name),
+        StepBody::Finalize { role, args: a } => format!("finalize {}({})", role.name, args(a)),
+        StepBody::Ask { question } => format!("ask {:?}", question.value),
+    };
+    let next = match &step.next {
+        Next::Goto(target) => format!("-> {}", target_string(target)),
+        Next::When { arms, otherwise } => {
+            let mut text = arms
+                .iter()
+                .map(|(condition, target)| {
+                    format!("when {} -> {}", sexpr(condition), target_string(target))
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            if let Some(otherwise) = otherwise {
+                text.push_str(&format!(" else -> {}", target_string(otherwise)));
+            }
+            text
+        }
+        Next::PassFail { pass, fail } => format!(
+            "pass -> {} fail -> {}",
+            target_string(pass),
+            match fail {
+                FailTarget::Target(target) => target_string(target),
+                FailTarget::Repair(_) => "repair".to_string(),
+            }
+        ),
+    };
+    format!("{} = {body} {next}", step.name.name)
+}
+
+/// Parses `flow { STEP }` and compares the step, printed back, with `expect`.
+fn check_step(step: &str, expect: &str) {
+    let text = format!("{HEADER}flow {{\n  {step}\n}}\n");
+    let (spec, diagnostics, sources) = parse_with(&text, &NoFiles);
+    assert_eq!(render(&diagnostics, &sources), "", "step: {step}");
+    let got = match spec.as_ref().and_then(|spec| spec.items.first()) {
+        Some(Item::Flow(flow)) => flow
+            .steps
+            .iter()
+            .map(step_string)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => format!("not a flow: {other:?}"),
+    };
+    assert_eq!(got, expect, "step: {step}");
+}
+
+#[test]
+fn step_forms() {
+    check_step("a = r(x, y.z) -> b", "a = r(x, y.z) -> b");
+    check_step("a = r() -> done", "a = r() -> done");
+    check_step(
+        "a = each t in plan.tasks: w(t) concurrency 4 check g by judge retries 2 -> b",
+        "a = each t in plan.tasks: w(t) concurrency Some(4) check Some((\"g\", Some(\"judge\"), Some(2))) -> b",
+    );
+    check_step(
+        "a = each t in [{id: \"x\", depends_on: []}]: w(t) check g -> b",
+        "a = each t in [{id: \"x\", depends_on: []}]: w(t) concurrency None check Some((\"g\", None, None)) -> b",
+    );
+    check_step(
+        "gate = gate quality pass -> done fail -> repair",
+        "gate = gate quality pass -> done fail -> repair",
+    );
+    check_step(
+        "j = gate q pass -> done fail -> blocked \"no\"",
+        "j = gate q pass -> done fail -> blocked \"no\"",
+    );
+    check_step(
+        "d = finalize f(best) -> done",
+        "d = finalize f(best) -> done",
+    );
+    check_step(
+        "h = ask \"ship it?\" when h.approved -> done else -> failed \"rejected\"",
+        "h = ask \"ship it?\" when h.approved -> done else -> failed \"rejected\"",
+    );
+    check_step(
+        "s = r(x) when s.n > 3 -> a when s.n > 1 -> b",
+        "s = r(x) when (> s.n 3) -> a when (> s.n 1) -> b",
+    );
+    check_step(
+        "a = r(x) -> b\n  b = each(x) -> done",
+        "a = r(x) -> b\nb = each(x) -> done",
+    );
+    check_step("ask = ask(x) -> done", "ask = ask(x) -> done");
+    check_step(
+        "a = r(x) -> b  b = r(a) -> c",
+        "a = r(x) -> b\nb = r(a) -> c",
+    );
+}
+
+#[test]
+fn other_items() {
+    check(
+        &format!(
+            "{HEADER}import role \"nope.md\"\nrepair {{ rounds 1 _ -> replan }}\nrepair {{ rounds 2 A, B -> fail \"x\" _ -> ask \"y\" }}\n"
+        ),
+        "E016 2:13 cannot read role file `nope.md`",
+    );
+    check(
+        &format!("{HEADER}models {{ a = \"x:y\" price 1 / 2, b = \"p:q\" }}\n"),
+        "",
+    );
+    check(
+        &format!("{HEADER}models {{ a = \"x:y\" price 1 }}\n"),
+        "E001 2:28 expected `/`",
+    );
+    check(
+        &format!(
+            "{HEADER}role r {{ model: \"openai:gpt-4o\", input: A, B, output: C, tools: [], max_tool_calls: 3 }}\n"
+        ),
+        "",
+    );
+    check(
+        &format!("{HEADER}role r {{ prompt: file(\"missing.j2\") }}\n"),
+        "E016 2:24 cannot read prompt file `missing.j2`",
+    );
+}

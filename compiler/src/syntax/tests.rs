@@ -971,6 +971,6 @@ fn other_items() {
     );
     check(
         &format!("{HEADER}role r {{ prompt: file(\"missing.j2\") }}\n"),
-        "E016 2:24 cannot read prompt file `missing.j2`",
+        "E016 2:23 cannot read prompt file `missing.j2`",
     );
 }

@@ -161,7 +161,10 @@ fn find_in_tags(text: &str, name: &str) -> Option<usize> {
         let at = search_from + found;
         let end = at + name.len();
         search_from = end;
-        let before_ok = at == 0 || bytes.get(at - 1).is_none_or(|byte| !is_ident(*byte) && *byte != b'.');
+        let before_ok = at == 0
+            || bytes
+                .get(at - 1)
+                .is_none_or(|byte| !is_ident(*byte) && *byte != b'.');
         let after_ok = bytes.get(end).is_none_or(|byte| !is_ident(*byte));
         if !before_ok || !after_ok {
             continue;
@@ -209,14 +212,21 @@ fn check_role(
         Ok(parsed) => parsed,
         Err(error) => {
             let detail = error.detail().unwrap_or("syntax error").to_string();
-            let line = error.line().map_or(String::new(), |line| format!(" (line {line})"));
+            let line = error
+                .line()
+                .map_or(String::new(), |line| format!(" (line {line})"));
             let range = error.range().unwrap_or(0..0);
             let mut span = template.span(sources, range.clone(), "");
             if range.is_empty()
-                && let (Location::File { file, offset }, Some(line)) = (&template.location, error.line())
+                && let (Location::File { file, offset }, Some(line)) =
+                    (&template.location, error.line())
             {
                 let start = line_start(template.text, line);
-                let end = template.text.get(start..).and_then(|rest| rest.find('\n')).map_or(template.text.len(), |at| start + at);
+                let end = template
+                    .text
+                    .get(start..)
+                    .and_then(|rest| rest.find('\n'))
+                    .map_or(template.text.len(), |at| start + at);
                 span = Span::new(*file, offset + start, offset + end);
             }
             diagnostics.push(
@@ -235,7 +245,10 @@ fn check_role(
         }
     };
     facts.parsed = true;
-    let globals: BTreeSet<String> = environment.globals().map(|(name, _)| name.to_string()).collect();
+    let globals: BTreeSet<String> = environment
+        .globals()
+        .map(|(name, _)| name.to_string())
+        .collect();
     let mut paths: Vec<String> = parsed.undeclared_variables(true).into_iter().collect();
     paths.sort();
     let mut reported: BTreeSet<String> = BTreeSet::new();
@@ -277,7 +290,8 @@ fn check_role(
                 ),
             });
             if let Some(first) = role.inputs.first() {
-                diagnostic = diagnostic.with_note(first.span, "the role's inputs are declared here");
+                diagnostic =
+                    diagnostic.with_note(first.span, "the role's inputs are declared here");
             }
             diagnostics.push(diagnostic);
             continue;
@@ -293,11 +307,19 @@ fn check_role(
             continue;
         }
         let span = locate_path(&template, sources, variable, field);
-        let names: Vec<&str> = info.fields.iter().map(|field| field.name.as_str()).collect();
+        let names: Vec<&str> = info
+            .fields
+            .iter()
+            .map(|field| field.name.as_str())
+            .collect();
         let help = did_you_mean(field, names.iter().copied()).unwrap_or_else(|| {
             format!(
                 "`{contract}` has {}",
-                names.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ")
+                names
+                    .iter()
+                    .map(|name| format!("`{name}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         });
         let mut diagnostic = Diagnostic::new(
@@ -311,7 +333,8 @@ fn check_role(
         .with_label("no such field")
         .with_help(help);
         if let Some(contract_span) = info.span {
-            diagnostic = diagnostic.with_note(contract_span, format!("`{contract}` is defined here"));
+            diagnostic =
+                diagnostic.with_note(contract_span, format!("`{contract}` is defined here"));
         }
         diagnostics.push(diagnostic);
     }
@@ -349,7 +372,12 @@ fn locate(template: &TemplateText<'_>, sources: &Sources, name: &str) -> Span {
 }
 
 /// The span of `variable.field` in the template (the field part), or of the variable.
-fn locate_path(template: &TemplateText<'_>, sources: &Sources, variable: &str, field: &str) -> Span {
+fn locate_path(
+    template: &TemplateText<'_>,
+    sources: &Sources,
+    variable: &str,
+    field: &str,
+) -> Span {
     let dotted = format!("{variable}.{field}");
     let (text, base) = match template.location {
         Location::File { file, offset } => (template.text, Span::new(file, offset, offset)),
@@ -363,3 +391,6 @@ fn locate_path(template: &TemplateText<'_>, sources: &Sources, variable: &str, f
         None => locate(template, sources, variable),
     }
 }
+
+#[cfg(test)]
+mod tests;

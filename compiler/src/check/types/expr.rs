@@ -232,9 +232,7 @@ impl Typer<'_> {
             (Ty::Any, _) | (_, Ty::Any) => Some(Ty::Any),
             (Ty::None, other) | (other, Ty::None) => Some(Ty::optional(other.clone())),
             (Ty::Int(x), Ty::Int(y)) => Some(Ty::Int(x.union(*y))),
-            (Ty::Int(x) | Ty::Float(x), Ty::Int(y) | Ty::Float(y)) => {
-                Some(Ty::Float(x.union(*y)))
-            }
+            (Ty::Int(x) | Ty::Float(x), Ty::Int(y) | Ty::Float(y)) => Some(Ty::Float(x.union(*y))),
             (Ty::Enum(x), Ty::Enum(y)) => {
                 let mut variants = x.clone();
                 for variant in y {
@@ -353,13 +351,11 @@ impl Typer<'_> {
                     format!("`{}` is not a variant of `{enum_ty}`", first.name),
                 )
                 .with_label("not a variant");
-                if let Some(help) =
-                    did_you_mean(&first.name, variants.iter().map(String::as_str))
-                {
+                if let Some(help) = did_you_mean(&first.name, variants.iter().map(String::as_str)) {
                     diagnostic = diagnostic.with_help(help);
                 } else {
-                    diagnostic =
-                        diagnostic.with_help(format!("the variants are {}", quoted_strings(variants)));
+                    diagnostic = diagnostic
+                        .with_help(format!("the variants are {}", quoted_strings(variants)));
                 }
                 self.report(diagnostic);
                 return Ty::Any;
@@ -453,9 +449,9 @@ impl Typer<'_> {
                 let left = self.infer(lhs, None);
                 let right = self.infer(rhs, None);
                 let ok = |ty: &Ty| ty.strip_optional().is_number();
-                let strings =
-                    matches!(left.strip_optional(), Ty::String) && matches!(right.strip_optional(), Ty::String);
-                if !strings && !(ok(&left) && ok(&right)) {
+                let strings = matches!(left.strip_optional(), Ty::String)
+                    && matches!(right.strip_optional(), Ty::String);
+                if !(strings || ok(&left) && ok(&right)) {
                     self.report(
                         Diagnostic::new(
                             Code::E004,
@@ -552,7 +548,12 @@ impl Typer<'_> {
                         Ty::String => {
                             let ty = self.infer(needle, Some(&Ty::String));
                             if !matches!(ty.strip_optional(), Ty::String | Ty::Any) {
-                                self.bad_argument(function, needle, &ty, "a string to find in a string");
+                                self.bad_argument(
+                                    function,
+                                    needle,
+                                    &ty,
+                                    "a string to find in a string",
+                                );
                             }
                         }
                         Ty::List(element, _) => {
@@ -596,7 +597,9 @@ impl Typer<'_> {
                                 "the pattern of `matches` must be a string literal",
                             )
                             .with_label(format!("this is `{ty}`, not a literal"))
-                            .with_help("write the regular expression inline: `matches(x, \"[0-9]+\")`"),
+                            .with_help(
+                                "write the regular expression inline: `matches(x, \"[0-9]+\")`",
+                            ),
                         );
                     }
                 }
@@ -636,8 +639,9 @@ impl Typer<'_> {
                 )
                 .with_label("not a built-in function");
                 diagnostic = diagnostic.with_help(
-                    did_you_mean(&function.name, BUILTIN_FUNCTIONS)
-                        .unwrap_or_else(|| format!("the functions are {}", quoted(&BUILTIN_FUNCTIONS))),
+                    did_you_mean(&function.name, BUILTIN_FUNCTIONS).unwrap_or_else(|| {
+                        format!("the functions are {}", quoted(&BUILTIN_FUNCTIONS))
+                    }),
                 );
                 self.report(diagnostic);
                 for arg in args {

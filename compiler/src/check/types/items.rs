@@ -8,9 +8,9 @@ use crate::check::types::expr::quoted;
 use crate::check::types::ty::number;
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
 use crate::syntax::ast::{
-    Action, Budget, Contract, FailTarget, Gate, GateRule, Ident, Invariant, InvariantKind,
-    ModelRef, Next, RangeLit, Repair, RepairPattern, Role, SpecFile, Item, StepBody, StringLit,
-    Target, Tool, TypeExpr, TypeKind,
+    Action, Budget, Contract, FailTarget, Gate, GateRule, Ident, Invariant, InvariantKind, Item,
+    ModelRef, Next, RangeLit, Repair, RepairPattern, Role, SpecFile, StepBody, StringLit, Target,
+    Tool, TypeExpr, TypeKind,
 };
 
 /// The model providers Charter can call.
@@ -107,7 +107,10 @@ impl Items<'_, '_> {
                     )
                     .with_label("second definition")
                     .with_note(*first, "first defined here")
-                    .with_help(format!("rename or remove one of the two `{}` fields", field.name.name)),
+                    .with_help(format!(
+                        "rename or remove one of the two `{}` fields",
+                        field.name.name
+                    )),
                 );
             } else {
                 seen.insert(&field.name.name, field.name.span);
@@ -270,8 +273,9 @@ impl Items<'_, '_> {
             ),
             Some((provider, model)) => {
                 if !PROVIDERS.contains(&provider) {
-                    let help = did_you_mean(provider, PROVIDERS)
-                        .unwrap_or_else(|| "the providers are `openai` and `anthropic`".to_string());
+                    let help = did_you_mean(provider, PROVIDERS).unwrap_or_else(|| {
+                        "the providers are `openai` and `anthropic`".to_string()
+                    });
                     self.diagnostics.push(
                         Diagnostic::new(
                             Code::E002,
@@ -286,7 +290,10 @@ impl Items<'_, '_> {
                         Diagnostic::new(
                             Code::E013,
                             literal.span,
-                            format!("model `{}` names no model after the provider", literal.value),
+                            format!(
+                                "model `{}` names no model after the provider",
+                                literal.value
+                            ),
                         )
                         .with_label("empty model name")
                         .with_help(format!("write e.g. `\"{provider}:<model-name>\"`")),
@@ -298,14 +305,14 @@ impl Items<'_, '_> {
 
     fn role(&mut self, role: &Role) {
         match &role.model {
-            Some(ModelRef::Alias(alias)) => {
-                if !self.symbols.models.contains_key(alias.name.as_str()) {
-                    let names: Vec<&str> = self.symbols.models.keys().copied().collect();
-                    unknown("model alias", alias, names, self.diagnostics);
-                }
+            Some(ModelRef::Alias(alias))
+                if !self.symbols.models.contains_key(alias.name.as_str()) =>
+            {
+                let names: Vec<&str> = self.symbols.models.keys().copied().collect();
+                unknown("model alias", alias, names, self.diagnostics);
             }
             Some(ModelRef::Literal(literal)) => self.model_literal(literal),
-            None => {}
+            _ => {}
         }
         for rules in &role.rules {
             if !self.symbols.rules.contains_key(rules.name.as_str()) {
@@ -328,12 +335,13 @@ impl Items<'_, '_> {
         for rule in &role.tool_rules {
             if !role.tools.iter().any(|tool| tool.name == rule.tool.name) {
                 let names: Vec<&str> = role.tools.iter().map(|tool| tool.name.as_str()).collect();
-                let help = did_you_mean(&rule.tool.name, names.iter().copied()).unwrap_or_else(|| {
-                    format!(
-                        "add `{}` to the role's `tools`, or remove this rule",
-                        rule.tool.name
-                    )
-                });
+                let help =
+                    did_you_mean(&rule.tool.name, names.iter().copied()).unwrap_or_else(|| {
+                        format!(
+                            "add `{}` to the role's `tools`, or remove this rule",
+                            rule.tool.name
+                        )
+                    });
                 self.diagnostics.push(
                     Diagnostic::new(
                         Code::E002,
@@ -389,7 +397,9 @@ impl Items<'_, '_> {
                                 ),
                             )
                             .with_label("not a positive weight")
-                            .with_help("give the score a positive weight, or remove the score rule"),
+                            .with_help(
+                                "give the score a positive weight, or remove the score rule",
+                            ),
                         );
                     }
                     name
@@ -425,7 +435,10 @@ impl Items<'_, '_> {
                             Diagnostic::new(
                                 Code::E003,
                                 code.span,
-                                format!("issue code `{}` has more than one repair action", code.name),
+                                format!(
+                                    "issue code `{}` has more than one repair action",
+                                    code.name
+                                ),
                             )
                             .with_label("listed again here")
                             .with_note(*first, "first listed here")
@@ -468,7 +481,9 @@ impl Items<'_, '_> {
                     format!("budget `{what}` is {value}, so no run could start"),
                 )
                 .with_label("must be greater than 0")
-                .with_help(format!("raise `{what}`, or remove it to leave it unlimited")),
+                .with_help(format!(
+                    "raise `{what}`, or remove it to leave it unlimited"
+                )),
             );
         };
         if let Some(tokens) = &budget.tokens

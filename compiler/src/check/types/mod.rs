@@ -121,7 +121,10 @@ pub fn check(
         }
         facts.gate_items.insert(
             gate.name.name.clone(),
-            checker.subject_item(&gate.subject.name).contract_name().map(str::to_string),
+            checker
+                .subject_item(&gate.subject.name)
+                .contract_name()
+                .map(str::to_string),
         );
     }
     for item in &spec.items {
@@ -268,7 +271,9 @@ impl<'s, 'a> Checker<'s, 'a> {
                 let position = args.iter().position(|arg| match &arg.kind {
                     ExprKind::Path(segments) => {
                         segments.len() == 1
-                            && segments.first().is_some_and(|first| first.name == "request")
+                            && segments
+                                .first()
+                                .is_some_and(|first| first.name == "request")
                     }
                     _ => false,
                 });
@@ -555,7 +560,11 @@ impl<'s, 'a> Checker<'s, 'a> {
                     .is_none()
         });
         if !accepts {
-            let inputs: Vec<String> = judge.inputs.iter().map(|input| input.name.clone()).collect();
+            let inputs: Vec<String> = judge
+                .inputs
+                .iter()
+                .map(|input| input.name.clone())
+                .collect();
             let mut diagnostic = Diagnostic::new(
                 Code::E005,
                 by.span,
@@ -568,7 +577,10 @@ impl<'s, 'a> Checker<'s, 'a> {
             .with_label(format!("this judge is given a `{item}`"))
             .with_help(format!("make `{}`'s input `{item}`", by.name));
             if let Some(first) = judge.inputs.first() {
-                diagnostic = diagnostic.with_note(first.span, format!("`{}`'s input is declared here", by.name));
+                diagnostic = diagnostic.with_note(
+                    first.span,
+                    format!("`{}`'s input is declared here", by.name),
+                );
             }
             self.diagnostics.push(diagnostic);
         }
@@ -577,7 +589,13 @@ impl<'s, 'a> Checker<'s, 'a> {
 
 /// Checks a role call's arguments against the role's inputs (E002 for an unknown role,
 /// E005 for a mismatch).
-fn call(typer: &mut Typer<'_>, symbols: &Symbols<'_>, role_name: &Ident, args: &[Expr], step: &Step) {
+fn call(
+    typer: &mut Typer<'_>,
+    symbols: &Symbols<'_>,
+    role_name: &Ident,
+    args: &[Expr],
+    step: &Step,
+) {
     let Some(role) = symbols.roles.get(role_name.name.as_str()) else {
         let names: Vec<&str> = symbols.roles.keys().copied().collect();
         items::unknown("role", role_name, names, typer.diagnostics);
@@ -620,9 +638,15 @@ fn call(typer: &mut Typer<'_>, symbols: &Symbols<'_>, role_name: &Ident, args: &
             ),
         )
         .with_label(format!("{} given", plural(args.len(), "argument")))
-        .with_help(format!("pass one argument per input of `{}`, in order", role.name.name));
+        .with_help(format!(
+            "pass one argument per input of `{}`, in order",
+            role.name.name
+        ));
         if let Some((first, _)) = inputs.first() {
-            diagnostic = diagnostic.with_note(first.span, format!("`{}`'s input is declared here", role.name.name));
+            diagnostic = diagnostic.with_note(
+                first.span,
+                format!("`{}`'s input is declared here", role.name.name),
+            );
         }
         typer.diagnostics.push(diagnostic);
         for arg in args {
@@ -663,9 +687,10 @@ fn call(typer: &mut Typer<'_>, symbols: &Symbols<'_>, role_name: &Ident, args: &
             .with_label(format!("not a `{}`", input.name))
             .with_help(format!("give exactly the fields of `{}`", input.name)),
         };
-        typer.diagnostics.push(
-            diagnostic.with_note(input.span, format!("`{}`'s input is declared here", role.name.name)),
-        );
+        typer.diagnostics.push(diagnostic.with_note(
+            input.span,
+            format!("`{}`'s input is declared here", role.name.name),
+        ));
     }
 }
 
@@ -682,7 +707,13 @@ fn plural(count: usize, noun: &str) -> String {
 }
 
 fn describe_bounds(bounds: Bounds) -> String {
-    format!("`{}`", bounds.to_string().trim_start_matches('(').trim_end_matches(')'))
+    format!(
+        "`{}`",
+        bounds
+            .to_string()
+            .trim_start_matches('(')
+            .trim_end_matches(')')
+    )
 }
 
 /// `score OP literal` (either way round) with the literal outside the score's range.
@@ -691,7 +722,12 @@ fn score_thresholds(expr: &Expr, bounds: Bounds, diagnostics: &mut Vec<Diagnosti
         ExprKind::Binary { op, lhs, rhs } => {
             let comparison = matches!(
                 op,
-                BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge | BinaryOp::Eq | BinaryOp::Ne
+                BinaryOp::Lt
+                    | BinaryOp::Le
+                    | BinaryOp::Gt
+                    | BinaryOp::Ge
+                    | BinaryOp::Eq
+                    | BinaryOp::Ne
             );
             if comparison {
                 for (side, other) in [(lhs, rhs), (rhs, lhs)] {
@@ -732,3 +768,6 @@ fn score_thresholds(expr: &Expr, bounds: Bounds, diagnostics: &mut Vec<Diagnosti
         _ => {}
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -96,7 +96,9 @@ impl Bounds {
 }
 
 fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    a.zip(b).map(|(a, b)| a + b).filter(|value| value.is_finite())
+    a.zip(b)
+        .map(|(a, b)| a + b)
+        .filter(|value| value.is_finite())
 }
 
 /// Formats a number as written: `3` rather than `3.0` for whole numbers.
@@ -318,7 +320,10 @@ impl Contracts {
             "Delivery".to_string(),
             builtin(
                 "Delivery",
-                &[("candidate_id", Ty::String, true), ("summary", Ty::String, true)],
+                &[
+                    ("candidate_id", Ty::String, true),
+                    ("summary", Ty::String, true),
+                ],
             ),
         );
         by_name.insert(
@@ -405,7 +410,9 @@ impl Contracts {
                     plain()
                 }
             }
-            (Ty::Contract(name), Ty::Contract(wanted)) => (name != wanted).then_some(Mismatch::Plain),
+            (Ty::Contract(name), Ty::Contract(wanted)) => {
+                (name != wanted).then_some(Mismatch::Plain)
+            }
             (
                 Ty::Record {
                     name: Some(name), ..
@@ -484,9 +491,12 @@ pub fn lower(ty: &TypeExpr, symbols: &Symbols<'_>) -> Ty {
             Box::new(lower(element, symbols)),
             Bounds::from_range(range.as_ref()),
         ),
-        TypeKind::Enum(variants) => {
-            Ty::Enum(variants.iter().map(|variant| variant.name.clone()).collect())
-        }
+        TypeKind::Enum(variants) => Ty::Enum(
+            variants
+                .iter()
+                .map(|variant| variant.name.clone())
+                .collect(),
+        ),
         TypeKind::Named(name) => {
             if symbols.is_contract(&name.name) {
                 Ty::Contract(name.name.clone())

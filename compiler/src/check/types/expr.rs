@@ -195,7 +195,15 @@ impl Typer<'_> {
         let wanted = expected.and_then(|ty| ty.strip_optional().element());
         let mut element: Option<Ty> = None;
         for item in items {
-            let ty = self.infer(item, wanted.as_ref());
+            let mut ty = self.infer(item, wanted.as_ref());
+            if let Some(contract) = wanted
+                .as_ref()
+                .filter(|wanted| wanted.contract_name().is_some())
+                && matches!(ty, Ty::Record { name: None, .. })
+            {
+                self.expect_fits(&ty, contract, item.span, "this list's items");
+                ty = contract.clone();
+            }
             element = Some(match element {
                 None => ty,
                 Some(previous) => match self.unify(&previous, &ty) {
@@ -232,6 +240,28 @@ impl Typer<'_> {
             (Ty::Any, _) | (_, Ty::Any) => Some(Ty::Any),
             (Ty::None, other) | (other, Ty::None) => Some(Ty::optional(other.clone())),
             (Ty::Int(x), Ty::Int(y)) => Some(Ty::Int(x.union(*y))),
+            (
+                Ty::Record {
+                    name: None,
+                    fields: first,
+                },
+                Ty::Record {
+                    name: None,
+                    fields: second,
+                },
+            ) => {
+                // Records in one list may leave out defaulted fields: the union of their keys.
+                let mut fields = first.clone();
+                for (key, ty) in second {
+                    match fields.iter_mut().find(|(have, _)| have == key) {
+                        Some((_, have_ty)) => {
+                            *have_ty = self.unify(have_ty, ty).unwrap_or(Ty::Any);
+                        }
+                        None => fields.push((key.clone(), ty.clone())),
+                    }
+                }
+                Some(Ty::Record { name: None, fields })
+            }
             (Ty::Int(x) | Ty::Float(x), Ty::Int(y) | Ty::Float(y)) => Some(Ty::Float(x.union(*y))),
             (Ty::Enum(x), Ty::Enum(y)) => {
                 let mut variants = x.clone();
@@ -319,7 +349,9 @@ impl Typer<'_> {
                 .map(|binding| binding.name.as_str())
                 .collect();
             let mut help = did_you_mean(&name.name, names.iter().copied());
-            if help.is_none() {
+            if help.is_none() && names.is_empty() {
+                help = Some("only literals are allowed here".to_string());
+            } else if help.is_none() {
                 let mut unique: Vec<&str> = names.clone();
                 unique.sort_unstable();
                 unique.dedup();

@@ -509,8 +509,18 @@ impl<'s, 'a> Checker<'s, 'a> {
                 check,
                 ..
             } => {
+                // `each t in [...]: r(t)`: the list's items are checked against r's input.
+                let passes_var = matches!(args.as_slice(), [Expr { kind: ExprKind::Path(segments), .. }]
+                    if segments.len() == 1 && segments.first().is_some_and(|first| first.name == var.name));
+                let wanted = symbols
+                    .roles
+                    .get(role.name.as_str())
+                    .filter(|role| passes_var && role.inputs.len() == 1)
+                    .and_then(|role| role.inputs.first())
+                    .filter(|input| symbols.is_contract(&input.name))
+                    .map(|input| Ty::list(Ty::Contract(input.name.clone())));
                 let mut typer = self.typer(Place::Flow, items);
-                let over_ty = typer.infer(over, None);
+                let over_ty = typer.infer(over, wanted.as_ref());
                 let element = match over_ty.strip_optional().element() {
                     Some(element) => element,
                     None => {

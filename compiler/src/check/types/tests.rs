@@ -459,6 +459,22 @@ fn each_and_role_calls() {
 }
 
 #[test]
+fn static_work_lists() {
+    let list = "[{id: \"a\", goal: \"g\", acceptance: [], depends_on: [\"b\"]}, {id: \"b\", goal: \"h\", acceptance: []}]";
+    check_edit(
+        &[("each t in plan.tasks", &format!("each t in {list}"))],
+        &[],
+    );
+    check_edit(
+        &[(
+            "each t in plan.tasks",
+            "each t in [{id: \"a\", goal: \"g\", acceptance: []}, {id: \"b\"}]",
+        )],
+        &["E004@{id: \"b\"}"],
+    );
+}
+
+#[test]
 fn e005_message_names_role_and_types() {
     let found = messages(&[("executor(t)", "executor(plan)")]);
     let (message, _) = found.first().cloned().unwrap_or_default();

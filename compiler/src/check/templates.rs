@@ -245,6 +245,12 @@ fn check_role(
         }
     };
     facts.parsed = true;
+    // With an unknown input contract (reported, E002) the names the template may use are
+    // guesses; reporting them would only repeat that error.
+    let inputs_known = role
+        .inputs
+        .iter()
+        .all(|input| symbols.is_contract(&input.name));
     let globals: BTreeSet<String> = environment
         .globals()
         .map(|(name, _)| name.to_string())
@@ -263,7 +269,7 @@ fn check_role(
         facts.variables.insert(variable.to_string());
         facts.paths.insert(path.clone());
         if !provided.iter().any(|name| name == variable) {
-            if !reported.insert(variable.to_string()) {
+            if !inputs_known || !reported.insert(variable.to_string()) {
                 continue;
             }
             let span = locate(&template, sources, variable);

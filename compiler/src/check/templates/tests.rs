@@ -60,7 +60,7 @@ fn inline_prompts() {
         &[("{{ task.goal }}", "{{ task.goal }")],
         &[],
         true,
-        &["E014@spec.charter:55"],
+        &["E014@spec.charter:52"],
     );
 }
 
@@ -91,7 +91,7 @@ fn file_prompts() {
         &[],
         &[("prompts/planner.md.j2", broken)],
         true,
-        &["E014@prompts/planner.md.j2:4"],
+        &["E014@prompts/planner.md.j2:2"],
     );
 }
 

@@ -394,6 +394,11 @@ impl Typer<'_> {
             }
         }
         let Some(mut ty) = self.lookup(&first.name).cloned() else {
+            // Compared with something of unknown type (after another error), a bare name may
+            // be a variant: reporting it would only repeat that error.
+            if segments.len() == 1 && matches!(expected, Some(Ty::Any)) {
+                return Ty::Any;
+            }
             self.not_in_scope(first);
             return Ty::Any;
         };

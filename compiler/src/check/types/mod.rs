@@ -34,7 +34,7 @@ use crate::check::types::ty::{Mismatch, candidate_fields, number};
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::syntax::ast::{
     BinaryOp, Expr, ExprKind, Gate, GateRule, Ident, InvariantKind, Item, Next, Role, SpecFile,
-    Step, StepBody,
+    Step, StepBody, UnaryOp,
 };
 
 /// How the type of `request` was decided.
@@ -743,11 +743,7 @@ fn score_thresholds(expr: &Expr, bounds: Bounds, diagnostics: &mut Vec<Diagnosti
                 for (side, other) in [(lhs, rhs), (rhs, lhs)] {
                     let is_score = matches!(&side.kind, ExprKind::Path(segments)
                         if segments.len() == 1 && segments.first().is_some_and(|first| first.name == "score"));
-                    let value = match other.kind {
-                        ExprKind::Int(value) => Some(value as f64),
-                        ExprKind::Float(value) => Some(value),
-                        _ => None,
-                    };
+                    let value = literal_number(other);
                     if is_score
                         && let Some(value) = value
                         && !bounds.contains(value)
@@ -781,3 +777,16 @@ fn score_thresholds(expr: &Expr, bounds: Bounds, diagnostics: &mut Vec<Diagnosti
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// The value of a number literal, possibly negated.
+fn literal_number(expr: &Expr) -> Option<f64> {
+    match &expr.kind {
+        ExprKind::Int(value) => Some(*value as f64),
+        ExprKind::Float(value) => Some(*value),
+        ExprKind::Unary {
+            op: UnaryOp::Neg,
+            operand,
+        } => literal_number(operand).map(|value| -value),
+        _ => None,
+    }
+}

@@ -149,7 +149,11 @@ pub(crate) fn diagnose(text: &str, files: &[(&str, &str)], by_line: bool) -> Vec
                     .map_or("?", |file| file.name.as_str());
                 format!("{}@{name}:{line}", diagnostic.code)
             } else {
-                format!("{}@{}", diagnostic.code, compilation.sources.snippet(span))
+                format!(
+                    "{}@{}",
+                    diagnostic.code,
+                    compilation.sources.snippet(span).trim()
+                )
             }
         })
         .collect();
@@ -236,7 +240,7 @@ fn unknown_names_in_items() {
 #[test]
 fn unknown_names_in_the_flow() {
     check_edit(&[("planner(request)", "planer(request)")], &["E002@planer"]);
-    check_edit(&[("gate quality ", "gate qualty ")], &["E002@qualty"]);
+    check_edit(&[("= gate quality", "= gate qualty")], &["E002@qualty"]);
     check_edit(&[("-> execute", "-> exeucte")], &["E002@exeucte"]);
     check_edit(
         &[("finalize finalizer(best)", "finalize finalizer(bets)")],
@@ -284,7 +288,7 @@ fn names_in_expressions() {
     );
     // Quantifier variables end with their body.
     check_edit(
-        &[("r.status != failed   ", "r.status != failed and true")],
+        &[("r.status != failed   ", "r.status != failed and true   ")],
         &[],
     );
     check_edit(
@@ -409,7 +413,7 @@ fn builtin_calls() {
     check_edit(
         &[(
             "review.notes != none",
-            "count x in candidate.items: x.status == ok > 1",
+            "(count x in candidate.items: x.status == ok) > 1",
         )],
         &[],
     );
@@ -500,7 +504,7 @@ fn per_item_checks() {
     // The judge must accept the item.
     let wrong = judge
         .replace("input: StageResult", "input: Plan")
-        .replace("stage_result", "plan");
+        .replace("stage_result.output", "plan.goal");
     check_edit(
         &[
             ("gate quality", &format!("{wrong}gate quality")),

@@ -39,14 +39,21 @@ impl Bounds {
     pub fn from_range(range: Option<&RangeLit>) -> Bounds {
         match range {
             None => Bounds::UNBOUNDED,
-            Some(range) => Bounds {
-                min: range.min.as_ref().map(|number| number.value),
-                max: if range.inclusive {
-                    range.max.as_ref().map(|number| number.value)
-                } else {
-                    None
-                },
-            },
+            Some(range) => {
+                let bounds = Bounds {
+                    min: range.min.as_ref().map(|number| number.value),
+                    max: if range.inclusive {
+                        range.max.as_ref().map(|number| number.value)
+                    } else {
+                        None
+                    },
+                };
+                // An empty range is reported (E013); read it as unbounded so nothing else is.
+                match (bounds.min, bounds.max) {
+                    (Some(min), Some(max)) if min > max => Bounds::UNBOUNDED,
+                    _ => bounds,
+                }
+            }
         }
     }
 

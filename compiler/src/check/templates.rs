@@ -93,7 +93,12 @@ fn template_text<'a>(role: &'a Role, sources: &'a Sources) -> Option<TemplateTex
         PromptSource::File { file, .. } => {
             let file = (*file)?;
             let source = sources.get(file)?;
-            let offset = front_matter_end(&source.text);
+            // A role file's body starts where the parser says (after its front matter).
+            let offset = if prompt.span.file == file {
+                prompt.span.start as usize
+            } else {
+                front_matter_end(&source.text)
+            };
             Some(TemplateText {
                 text: source.text.get(offset..).unwrap_or(""),
                 location: Location::File { file, offset },
@@ -212,9 +217,18 @@ fn check_role(
         Ok(parsed) => parsed,
         Err(error) => {
             let detail = error.detail().unwrap_or("syntax error").to_string();
-            let line = error
-                .line()
-                .map_or(String::new(), |line| format!(" (line {line})"));
+            // The line in the file (a role file's body starts after its front matter); an
+            // inline prompt is de-indented, so its lines are not the spec's: the span says where.
+            let line = match (&template.location, error.line()) {
+                (Location::File { file, offset }, Some(line)) => {
+                    let before = sources
+                        .get(*file)
+                        .and_then(|source| source.text.get(..*offset))
+                        .map_or(0, |text| text.matches('\n').count());
+                    format!(" (line {})", line + before)
+                }
+                _ => String::new(),
+            };
             let range = error.range().unwrap_or(0..0);
             let mut span = template.span(sources, range.clone(), "");
             if range.is_empty()

@@ -249,6 +249,12 @@ fn unknown_names_in_the_flow() {
 }
 
 #[test]
+fn tool_rules_name_the_roles_tools() {
+    let role = "---\nid: creative\nmodel: default\ninput: Task\noutput: StageResult\ntools: [web_search]\ntool_rules:\n  web_search: \"cite sources\"\n  publish: \"never\"\n---\nWrite {{ task.goal }}\n";
+    check_edit_files(&[], &[("roles/creative.md", role)], &["E002@publish"]);
+}
+
+#[test]
 fn model_literals_name_a_known_provider() {
     check_edit(&[("model: strong", "model: \"anthropic:claude-x\"")], &[]);
     check_edit(

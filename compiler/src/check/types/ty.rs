@@ -121,6 +121,8 @@ impl fmt::Display for Bounds {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.min, self.max) {
             (None, None) => Ok(()),
+            // A literal's exact value is noise in a type: `int`, not `int(3..=3)`.
+            (Some(min), Some(max)) if min == max => Ok(()),
             (Some(min), None) => write!(formatter, "({}..)", number(min)),
             (None, Some(max)) => write!(formatter, "(..={})", number(max)),
             (Some(min), Some(max)) => write!(formatter, "({}..={})", number(min), number(max)),

@@ -1,0 +1,1 @@
+//! Tests of the flow checks: spec text in, `(code, line)` pairs out.

@@ -37,9 +37,6 @@ mod tests {
         assert_ne!(base, rules_hash(None, &lines));
         assert_ne!(base, rules_hash(Some("1"), &reversed));
         // The canonical form is exactly this JSON text.
-        assert_eq!(
-            base,
-            sha256(br#"{"lines":["a","b"],"version":"1"}"#)
-        );
+        assert_eq!(base, sha256(br#"{"lines":["a","b"],"version":"1"}"#));
     }
 }

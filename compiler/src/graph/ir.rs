@@ -313,7 +313,9 @@ pub struct RepairArmIr {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RepairPatternIr {
-    Codes { codes: Vec<String> },
+    Codes {
+        codes: Vec<String>,
+    },
     /// `_`: every code no earlier arm names.
     Wildcard,
 }
@@ -460,22 +462,39 @@ pub enum TransitionIr {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExprIr {
     /// A scalar literal: bool, integer, float, string or `none` (null).
-    Literal { value: serde_json::Value },
+    Literal {
+        value: serde_json::Value,
+    },
     /// An enum variant written as a bare name (compares equal to the string).
-    Variant { name: String },
+    Variant {
+        name: String,
+    },
     /// `root.field.field...`
-    Path { root: NameIr, fields: Vec<String> },
+    Path {
+        root: NameIr,
+        fields: Vec<String>,
+    },
     /// `[a, b, ...]`
-    List { items: Vec<ExprIr> },
+    List {
+        items: Vec<ExprIr>,
+    },
     /// `{ key: expr, ... }`
-    Record { fields: BTreeMap<String, ExprIr> },
-    Unary { op: UnaryOpIr, operand: Box<ExprIr> },
+    Record {
+        fields: BTreeMap<String, ExprIr>,
+    },
+    Unary {
+        op: UnaryOpIr,
+        operand: Box<ExprIr>,
+    },
     Binary {
         op: BinaryOpIr,
         lhs: Box<ExprIr>,
         rhs: Box<ExprIr>,
     },
-    Call { function: BuiltinIr, args: Vec<ExprIr> },
+    Call {
+        function: BuiltinIr,
+        args: Vec<ExprIr>,
+    },
     /// `every|some|count VAR in OVER: BODY`
     Quantifier {
         quantifier: QuantifierIr,

@@ -172,7 +172,10 @@ impl<'a> Lowerer<'a, '_> {
                 }
             }
             TypeKind::Enum(variants) => TypeIr::Enum {
-                variants: variants.iter().map(|variant| variant.name.clone()).collect(),
+                variants: variants
+                    .iter()
+                    .map(|variant| variant.name.clone())
+                    .collect(),
             },
             TypeKind::Named(name) => {
                 if !self.symbols.is_contract(&name.name) {
@@ -244,7 +247,8 @@ impl<'a> Lowerer<'a, '_> {
             .iter()
             .map(|(name, block)| {
                 let version = block.version.as_ref().map(|version| version.value.clone());
-                let lines: Vec<String> = block.lines.iter().map(|line| line.value.clone()).collect();
+                let lines: Vec<String> =
+                    block.lines.iter().map(|line| line.value.clone()).collect();
                 let hash = rules_hash(version.as_deref(), &lines);
                 (
                     (*name).to_string(),
@@ -371,8 +375,7 @@ impl<'a> Lowerer<'a, '_> {
                     .get(file)
                     .map(|source| source.text.as_str())
                     .ok_or_else(|| internal(format!("source of `{}` is missing", path.value)))?;
-                let is_role_file =
-                    matches!(&role.origin, RoleOrigin::File { path: role_path } if *role_path == path.value);
+                let is_role_file = matches!(&role.origin, RoleOrigin::File { path: role_path } if *role_path == path.value);
                 let template = if is_role_file {
                     strip_front_matter(text)
                 } else {
@@ -602,7 +605,9 @@ impl<'a> Lowerer<'a, '_> {
                         FailTarget::Target(target) => {
                             edges.add(*node, target, TransitionIr::Fail)?;
                         }
-                        FailTarget::Repair(_) => self.repair_edges(&mut edges, step, *node, entry)?,
+                        FailTarget::Repair(_) => {
+                            self.repair_edges(&mut edges, step, *node, entry)?
+                        }
                     }
                 }
             }
@@ -655,12 +660,11 @@ impl<'a> Lowerer<'a, '_> {
             }
             let lowered = action(&arm.action);
             let target = match &arm.action {
-                Action::Rerun { step, .. } => EdgeTarget::Node(
-                    *edges
-                        .steps
-                        .get(&step.name)
-                        .ok_or_else(|| internal(format!("rerun of unknown step `{}`", step.name)))?,
-                ),
+                Action::Rerun { step, .. } => {
+                    EdgeTarget::Node(*edges.steps.get(&step.name).ok_or_else(|| {
+                        internal(format!("rerun of unknown step `{}`", step.name))
+                    })?)
+                }
                 Action::Replan(_) => EdgeTarget::Node(entry),
                 Action::Block(reason) => EdgeTarget::Blocked(reason.value.clone()),
                 Action::Fail(reason) => EdgeTarget::Failed(reason.value.clone()),
@@ -883,12 +887,11 @@ enum EdgeTarget {
 impl Edges<'_> {
     fn add(&mut self, from: NodeIndex, target: &Target, transition: TransitionIr) -> Result<()> {
         let target = match target {
-            Target::Step(name) => EdgeTarget::Node(
-                *self
-                    .steps
-                    .get(&name.name)
-                    .ok_or_else(|| internal(format!("transition to unknown step `{}`", name.name)))?,
-            ),
+            Target::Step(name) => {
+                EdgeTarget::Node(*self.steps.get(&name.name).ok_or_else(|| {
+                    internal(format!("transition to unknown step `{}`", name.name))
+                })?)
+            }
             Target::Done(_) => EdgeTarget::Done,
             Target::Blocked(reason) => EdgeTarget::Blocked(reason.value.clone()),
             Target::Failed(reason) => EdgeTarget::Failed(reason.value.clone()),
@@ -995,16 +998,21 @@ fn literal_value(expr: &Expr) -> Result<Value> {
             .ok_or_else(|| internal(format!("the float literal {value} is not finite")))?,
         ExprKind::Str(value) => Value::String(value.clone()),
         ExprKind::None => Value::Null,
-        ExprKind::List(items) => Value::Array(items.iter().map(literal_value).collect::<Result<_>>()?),
+        ExprKind::List(items) => {
+            Value::Array(items.iter().map(literal_value).collect::<Result<_>>()?)
+        }
         ExprKind::Record(fields) => Value::Object(
             fields
                 .iter()
                 .map(|(key, value)| Ok((key.name.clone(), literal_value(value)?)))
                 .collect::<Result<_>>()?,
         ),
-        ExprKind::Path(segments) if segments.len() == 1 => {
-            Value::String(segments.first().map(|name| name.name.clone()).unwrap_or_default())
-        }
+        ExprKind::Path(segments) if segments.len() == 1 => Value::String(
+            segments
+                .first()
+                .map(|name| name.name.clone())
+                .unwrap_or_default(),
+        ),
         ExprKind::Unary {
             op: UnaryOp::Neg,
             operand,
@@ -1043,7 +1051,10 @@ fn int_range(range: Option<&RangeLit>) -> Result<(Option<i64>, Option<i64>)> {
             #[allow(clippy::cast_possible_truncation)]
             Ok(lit.value as i64)
         } else {
-            Err(internal(format!("the range bound {} is not an integer", lit.value)))
+            Err(internal(format!(
+                "the range bound {} is not an integer",
+                lit.value
+            )))
         }
     };
     Ok((
@@ -1153,8 +1164,14 @@ mod tests {
 
     #[test]
     fn front_matter_is_stripped_from_role_files() {
-        assert_eq!(strip_front_matter("---\nid: x\n---\nHello {{ a }}\n"), "Hello {{ a }}\n");
+        assert_eq!(
+            strip_front_matter("---\nid: x\n---\nHello {{ a }}\n"),
+            "Hello {{ a }}\n"
+        );
         assert_eq!(strip_front_matter("no front matter"), "no front matter");
-        assert_eq!(strip_front_matter("---\nunterminated\n"), "---\nunterminated\n");
+        assert_eq!(
+            strip_front_matter("---\nunterminated\n"),
+            "---\nunterminated\n"
+        );
     }
 }

@@ -206,9 +206,17 @@ fn call(role: &str, args: &[ExprIr]) -> String {
 /// A node's label: `name: body` for steps, `done` / `blocked: reason` / `failed: reason`
 /// for terminals.
 pub fn step_label(step: &StepIr) -> String {
-    let name = &step.name;
+    if step.kind.is_terminal() {
+        step_body(step)
+    } else {
+        format!("{}: {}", step.name, step_body(step))
+    }
+}
+
+/// What a node does, in Charter's syntax (`each t in plan.tasks → executor(t)`).
+pub fn step_body(step: &StepIr) -> String {
     match &step.kind {
-        StepKind::Call { role, args } => format!("{name}: {}", call(role, args)),
+        StepKind::Call { role, args } => call(role, args),
         StepKind::Each {
             var,
             over,
@@ -217,7 +225,7 @@ pub fn step_label(step: &StepIr) -> String {
             concurrency,
             check,
         } => {
-            let mut label = format!("{name}: each {var} in {over} → {}", call(role, args));
+            let mut label = format!("each {var} in {over} → {}", call(role, args));
             if *concurrency != 1 {
                 let _ = write!(label, " concurrency {concurrency}");
             }
@@ -232,9 +240,9 @@ pub fn step_label(step: &StepIr) -> String {
             }
             label
         }
-        StepKind::Gate { gate, .. } => format!("{name}: gate {gate}"),
-        StepKind::Finalize { role, args } => format!("{name}: finalize {}", call(role, args)),
-        StepKind::Ask { question } => format!("{name}: ask {}", quoted(question)),
+        StepKind::Gate { gate, .. } => format!("gate {gate}"),
+        StepKind::Finalize { role, args } => format!("finalize {}", call(role, args)),
+        StepKind::Ask { question } => format!("ask {}", quoted(question)),
         StepKind::Done => "done".to_string(),
         StepKind::Blocked { reason } => format!("blocked: {reason}"),
         StepKind::Failed { reason } => format!("failed: {reason}"),
@@ -290,7 +298,12 @@ fn dot_text(text: &str) -> String {
 pub fn mermaid(spec: &CompiledSpec) -> String {
     let graph = &spec.flow.graph;
     let mut out = String::from("flowchart TD\n");
-    let _ = writeln!(out, "  %% {} {}", mermaid_text(&spec.name), mermaid_text(&spec.version));
+    let _ = writeln!(
+        out,
+        "  %% {} {}",
+        mermaid_text(&spec.name),
+        mermaid_text(&spec.version)
+    );
     for node in graph.node_indices() {
         let Some(step) = graph.node_weight(node) else {
             continue;
@@ -323,7 +336,8 @@ pub fn mermaid(spec: &CompiledSpec) -> String {
         }
     }
     let _ = writeln!(out, "  n{}:::entry", spec.flow.entry.index());
-    let mut classes: [(&str, Vec<String>); 3] = [("done", vec![]), ("blocked", vec![]), ("failed", vec![])];
+    let mut classes: [(&str, Vec<String>); 3] =
+        [("done", vec![]), ("blocked", vec![]), ("failed", vec![])];
     for node in graph.node_indices() {
         let class = match graph.node_weight(node).map(|step| &step.kind) {
             Some(StepKind::Done) => 0,
@@ -373,7 +387,11 @@ pub fn dot(spec: &CompiledSpec) -> String {
         } else {
             ""
         };
-        let _ = writeln!(out, "  n{} [label=\"{label}\"{attributes}{entry}];", node.index());
+        let _ = writeln!(
+            out,
+            "  n{} [label=\"{label}\"{attributes}{entry}];",
+            node.index()
+        );
     }
     for edge in graph.edge_references() {
         let (label, repair) = transition_label(edge.weight());

@@ -11,7 +11,11 @@ pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 
 /// The schema of contract `name` with fields `fields`, given every contract's fields (to
 /// put referenced contracts under `$defs`, transitively).
-pub fn contract_schema(name: &str, fields: &[FieldIr], all: &BTreeMap<String, Vec<FieldIr>>) -> Value {
+pub fn contract_schema(
+    name: &str,
+    fields: &[FieldIr],
+    all: &BTreeMap<String, Vec<FieldIr>>,
+) -> Value {
     let mut schema = Map::new();
     schema.insert("$schema".into(), Value::String(DRAFT_2020_12.into()));
     schema.insert("title".into(), Value::String(name.into()));

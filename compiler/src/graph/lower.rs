@@ -17,8 +17,8 @@ use crate::check::Symbols;
 use crate::diagnostics::{FileId, Sources};
 use crate::syntax::ast::{
     Action, BinaryOp, Effect, Expr, ExprKind, FailTarget, Gate, GateRule, InvariantKind, ModelRef,
-    Next, NumberLit, PromptSource, QuantifierKind, RangeLit, RepairPattern, Role, RoleOrigin,
-    Severity, SpecFile, StepBody, Target, TypeExpr, TypeKind, UnaryOp,
+    Next, NumberLit, Prompt, PromptSource, QuantifierKind, RangeLit, RepairPattern, Role,
+    RoleOrigin, Severity, SpecFile, StepBody, Target, TypeExpr, TypeKind, UnaryOp,
 };
 
 type Result<T> = std::result::Result<T, InternalError>;
@@ -293,7 +293,7 @@ impl<'a> Lowerer<'a, '_> {
             prompt: role
                 .prompt
                 .as_ref()
-                .map(|prompt| self.prompt(role, &prompt.source))
+                .map(|prompt| self.prompt(role, prompt))
                 .transpose()?,
             rules: role.rules.iter().map(|rule| rule.name.clone()).collect(),
             inputs: role.inputs.iter().map(|input| input.name.clone()).collect(),
@@ -356,8 +356,8 @@ impl<'a> Lowerer<'a, '_> {
         }
     }
 
-    fn prompt(&self, role: &Role, source: &PromptSource) -> Result<PromptIr> {
-        let (template, source_name, inline) = match source {
+    fn prompt(&self, role: &Role, prompt: &Prompt) -> Result<PromptIr> {
+        let (template, source_name, inline) = match &prompt.source {
             PromptSource::Inline(literal) => (
                 literal.value.clone(),
                 self.file_name(literal.span.file),
@@ -376,8 +376,14 @@ impl<'a> Lowerer<'a, '_> {
                     .map(|source| source.text.as_str())
                     .ok_or_else(|| internal(format!("source of `{}` is missing", path.value)))?;
                 let is_role_file = matches!(&role.origin, RoleOrigin::File { path: role_path } if *role_path == path.value);
+                // A role file's template is its Markdown body: the prompt's span when the
+                // parser gave it, else the text after the front matter.
                 let template = if is_role_file {
-                    strip_front_matter(text)
+                    if prompt.span.file == file && prompt.span.end > prompt.span.start {
+                        self.sources.snippet(prompt.span)
+                    } else {
+                        strip_front_matter(text)
+                    }
                 } else {
                     text
                 };

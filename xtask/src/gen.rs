@@ -222,6 +222,12 @@ pub fn generate(config: GenConfig) -> Generated {
     // The final fan-out reads the last stage's parts.
     if stages.get(last) != Some(&Transition::FanOut) {
         let camel = camel(last);
+        let header = format!("contract Stage{camel} {{\n");
+        out = out.replacen(
+            &header,
+            &format!("{header}  parts: list<Part{camel}>(1..=5)\n"),
+            1,
+        );
         emit!(
             out,
             "contract Part{camel} {{ label: string  weight: float(0.0..=1.0) }}"

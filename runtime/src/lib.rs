@@ -1,3 +1,9 @@
-//! Charter's runtime: executes a compiled spec (the scheduler, providers and replay land here).
+//! Charter's runtime: executes a compiled spec. Foundations so far: values, expressions, contracts, hashing, file formats, providers, replay, trace and prompts.
 
 pub use charter_compiler as compiler;
+
+pub mod eval;
+pub mod value;
+
+#[cfg(test)]
+mod testing;

@@ -2,7 +2,9 @@
 
 pub use charter_compiler as compiler;
 
+pub mod canonical;
 pub mod eval;
+pub mod validate;
 pub mod value;
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ pub use charter_compiler as compiler;
 
 pub mod canonical;
 pub mod eval;
+pub mod trace;
 pub mod validate;
 pub mod value;
 

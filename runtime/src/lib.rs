@@ -4,9 +4,12 @@ pub use charter_compiler as compiler;
 
 pub mod canonical;
 pub mod eval;
+pub mod provider;
+pub mod scenario;
 pub mod trace;
 pub mod validate;
 pub mod value;
+pub mod yaml;
 
 #[cfg(test)]
 mod testing;

@@ -671,4 +671,22 @@ fn no_panic_on_odd_input() {
     ] {
         let _ = diagnose(text, &[], true);
     }
+    // Every prefix of the example, and the example with one token dropped, must not panic.
+    let mut cut = 0;
+    while cut < EXAMPLE.len() {
+        if let Some(prefix) = EXAMPLE.get(..cut) {
+            let _ = diagnose(prefix, &[], false);
+        }
+        cut += 31;
+    }
+    let words: Vec<&str> = EXAMPLE.split(' ').collect();
+    for skip in (0..words.len()).step_by(11) {
+        let text: Vec<&str> = words
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| *index != skip)
+            .map(|(_, word)| *word)
+            .collect();
+        let _ = diagnose(&text.join(" "), &[], false);
+    }
 }

@@ -418,6 +418,28 @@ impl<'s, 'a> Checker<'s, 'a> {
                     default.span,
                     &format!("the default of field `{}`", field.name.name),
                 );
+                let range = wanted
+                    .strip_optional()
+                    .bounds()
+                    .filter(|bounds| bounds.is_known());
+                if let (Some(bounds), Some(value)) = (range, literal_number(default))
+                    && !bounds.contains(value)
+                {
+                    self.diagnostics.push(
+                        Diagnostic::new(
+                            Code::E013,
+                            default.span,
+                            format!(
+                                "the default `{}` of field `{}` is outside its range {}",
+                                number(value),
+                                field.name.name,
+                                describe_bounds(bounds)
+                            ),
+                        )
+                        .with_label("outside the field's range")
+                        .with_help(format!("pick a default within {}", describe_bounds(bounds))),
+                    );
+                }
             }
         }
     }

@@ -559,6 +559,14 @@ fn literal_checks() {
         &["E013@11"],
     );
     check_edit(&[("tokens 500000", "tokens 0")], &["E013@0"]);
+    check_edit(
+        &[("relevance: int(0..=10)", "relevance: int(0..=10) = 11")],
+        &["E013@11"],
+    );
+    check_edit(
+        &[("relevance: int(0..=10)", "relevance: int(0..=10) = 4")],
+        &[],
+    );
     check_edit(&[("cost 2.50", "cost 0")], &["E013@0"]);
     check_edit(
         &[("pass when score >= 7.0", "pass when score >= 12")],

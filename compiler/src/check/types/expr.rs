@@ -476,6 +476,7 @@ impl Typer<'_> {
                             format!("cannot compare `{left}` with `{right}`"),
                         )
                         .with_label("these types differ")
+                        .with_help("compare values of one type (numbers with numbers, an enum with its variants written bare)")
                         .with_note(lhs.span, format!("this is `{left}`"))
                         .with_note(rhs.span, format!("this is `{right}`")),
                     );
@@ -496,6 +497,7 @@ impl Typer<'_> {
                             format!("cannot order `{left}` and `{right}`"),
                         )
                         .with_label("`<`, `<=`, `>`, `>=` compare numbers")
+                        .with_help("compare a number with a number (a quoted `\"6\"` is a string; write `6`)")
                         .with_note(lhs.span, format!("this is `{left}`"))
                         .with_note(rhs.span, format!("this is `{right}`")),
                     );

@@ -314,6 +314,24 @@ impl Items<'_, '_> {
             Some(ModelRef::Literal(literal)) => self.model_literal(literal),
             _ => {}
         }
+        if let Some(timeout) = &role.timeout
+            && timeout.millis == 0
+        {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E013,
+                    timeout.span,
+                    format!(
+                        "role `{}` has a timeout of zero, so every call would time out",
+                        role.name.name
+                    ),
+                )
+                .with_label("zero timeout")
+                .with_help(
+                    "give the role a positive timeout such as `2m`, or remove it for the default",
+                ),
+            );
+        }
         for rules in &role.rules {
             if !self.symbols.rules.contains_key(rules.name.as_str()) {
                 let names: Vec<&str> = self.symbols.rules.keys().copied().collect();

@@ -559,6 +559,7 @@ fn literal_checks() {
         &["E013@11"],
     );
     check_edit(&[("tokens 500000", "tokens 0")], &["E013@0"]);
+    check_edit(&[("timeout: 2m", "timeout: 0s")], &["E013@0s"]);
     check_edit(
         &[("relevance: int(0..=10)", "relevance: int(0..=10) = 11")],
         &["E013@11"],

@@ -33,8 +33,8 @@ use crate::check::types::expr::{NonValues, Place, Typer};
 use crate::check::types::ty::{Mismatch, candidate_fields, number};
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::syntax::ast::{
-    BinaryOp, Expr, ExprKind, Gate, GateRule, Ident, InvariantKind, Item, Next, Role, SpecFile,
-    Step, StepBody, UnaryOp,
+    BinaryOp, Expr, ExprKind, FailTarget, Gate, GateRule, Ident, InvariantKind, Item, Next, Role,
+    SpecFile, Step, StepBody, Target, UnaryOp,
 };
 
 /// How the type of `request` was decided.
@@ -106,11 +106,13 @@ pub fn check(
         steps: BTreeMap::new(),
         request: Ty::Any,
         flow_candidate_items: Ty::Any,
+        step_candidates: BTreeMap::new(),
     };
     checker.steps = checker.step_types();
     let (request, request_source) = checker.request();
     checker.request = request.clone();
     checker.flow_candidate_items = checker.flow_candidate_items();
+    checker.step_candidates = checker.step_candidate_items();
 
     checker.defaults(spec);
     let per_item = checker.per_item_gates();
@@ -188,6 +190,7 @@ struct Checker<'s, 'a> {
     steps: BTreeMap<&'a str, StepType>,
     request: Ty,
     flow_candidate_items: Ty,
+    step_candidates: BTreeMap<&'a str, Ty>,
 }
 
 impl<'s, 'a> Checker<'s, 'a> {
@@ -335,6 +338,79 @@ impl<'s, 'a> Checker<'s, 'a> {
             }
         }
         items.unwrap_or(Ty::Any)
+    }
+
+    /// Per step: the items of `candidate` in its arguments and conditions. That is the
+    /// candidate of the evaluated gates whose subject is upstream of the step, when they
+    /// agree (`any` when they do not); with no such gate, [`Self::flow_candidate_items`].
+    fn step_candidate_items(&self) -> BTreeMap<&'a str, Ty> {
+        let mut successors: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (name, step) in &self.symbols.steps {
+            let mut targets: Vec<&Target> = Vec::new();
+            match &step.next {
+                Next::Goto(target) => targets.push(target),
+                Next::When { arms, otherwise } => {
+                    targets.extend(arms.iter().map(|(_, target)| target));
+                    targets.extend(otherwise.iter());
+                }
+                Next::PassFail { pass, fail } => {
+                    targets.push(pass);
+                    if let FailTarget::Target(target) = fail {
+                        targets.push(target);
+                    }
+                }
+            }
+            let names = targets.into_iter().filter_map(|target| match target {
+                Target::Step(step) => Some(step.name.as_str()),
+                _ => None,
+            });
+            successors.entry(*name).or_default().extend(names);
+        }
+        let mut found: BTreeMap<&'a str, Option<Ty>> = BTreeMap::new();
+        for step in self.symbols.steps.values() {
+            let StepBody::Gate { gate } = &step.body else {
+                continue;
+            };
+            let Some(gate) = self.symbols.gates.get(gate.name.as_str()) else {
+                continue;
+            };
+            let items = self.subject_item(&gate.subject.name);
+            // Every step reachable from the subject sees this gate's candidate.
+            let mut seen: BTreeSet<&str> = BTreeSet::new();
+            let mut pending: Vec<&str> = successors
+                .get(gate.subject.name.as_str())
+                .cloned()
+                .unwrap_or_default();
+            while let Some(name) = pending.pop() {
+                if !seen.insert(name) {
+                    continue;
+                }
+                if let Some(next) = successors.get(name) {
+                    pending.extend(next.iter().copied());
+                }
+            }
+            for name in seen {
+                let Some((key, _)) = self.symbols.steps.get_key_value(name) else {
+                    continue;
+                };
+                let slot = found.entry(*key).or_insert_with(|| Some(items.clone()));
+                if slot.as_ref().is_some_and(|previous| *previous != items) {
+                    *slot = None;
+                }
+            }
+        }
+        self.symbols
+            .steps
+            .keys()
+            .map(|name| {
+                let items = match found.get(name) {
+                    Some(Some(items)) => items.clone(),
+                    Some(None) => Ty::Any,
+                    None => self.flow_candidate_items.clone(),
+                };
+                (*name, items)
+            })
+            .collect()
     }
 
     fn per_item_gates(&self) -> BTreeMap<&'a str, PerItem<'a>> {
@@ -516,7 +592,11 @@ impl<'s, 'a> Checker<'s, 'a> {
     }
 
     fn step(&mut self, step: &Step) {
-        let items = self.flow_candidate_items.clone();
+        let items = self
+            .step_candidates
+            .get(step.name.name.as_str())
+            .cloned()
+            .unwrap_or_else(|| self.flow_candidate_items.clone());
         let symbols = self.symbols;
         match &step.body {
             StepBody::Call { role, args } | StepBody::Finalize { role, args } => {
@@ -572,8 +652,13 @@ impl<'s, 'a> Checker<'s, 'a> {
             StepBody::Gate { .. } | StepBody::Ask { .. } => {}
         }
         if let Next::When { arms, .. } = &step.next {
+            let when_items = self
+                .step_candidates
+                .get(step.name.name.as_str())
+                .cloned()
+                .unwrap_or_else(|| self.flow_candidate_items.clone());
             for (condition, _) in arms {
-                let mut typer = self.typer(Place::Flow, self.flow_candidate_items.clone());
+                let mut typer = self.typer(Place::Flow, when_items.clone());
                 typer.expect_bool(condition, "a `when` condition");
             }
         }

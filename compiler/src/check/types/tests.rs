@@ -670,6 +670,30 @@ fn small_specs_by_line() {
 }
 
 #[test]
+fn candidate_in_the_flow_is_the_upstream_gates() {
+    let spec = r#"spec s version "1"
+contract Request { goal: string }
+contract A { a: string }
+contract B { b: string }
+contract V { ok: bool }
+role ra { model: "openai:x" input: Request output: A }
+role rb { model: "openai:x" input: Request output: B }
+role fin { model: "openai:x" input: Candidate output: Delivery }
+gate ga on first { hard h: true else X  pass when true }
+gate gb on second { hard h: true else Y  pass when true }
+repair { rounds 1  X, Y -> rerun first }
+flow {
+  first = ra(request) -> g1
+  g1 = gate ga pass -> second fail -> repair
+  second = rb(request) when every x in candidate.items: x.b == "" -> g2 else -> g2
+  g2 = gate gb pass -> deliver fail -> repair
+  deliver = finalize fin(best) when every x in candidate.items: x.zzz == "" -> done else -> done
+}
+"#;
+    check(spec, &[], &["E004@spec.charter:15"]);
+}
+
+#[test]
 fn no_panic_on_odd_input() {
     for text in [
         "",

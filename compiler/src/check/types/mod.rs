@@ -11,8 +11,10 @@
 //!   list of its role's output, `finalize` a `Delivery`, `ask` an `Answer`, a `gate` step
 //!   `{passed: bool, score: float}`.
 //! - `candidate` and `best` are `Candidate` records whose `items` are the outputs of the
-//!   step the gate is `on` (inside a gate); elsewhere, of the subject of every gate the flow
-//!   evaluates when those agree, else `list<any>`.
+//!   step the gate is `on` (inside a gate). In a flow step, they are the items of the
+//!   evaluated gates (`gate G` steps) whose subject is upstream of the step, when those
+//!   agree (`list<any>` when they do not); a step with no such gate upstream (and
+//!   invariants) uses the subject of every evaluated gate, when those agree.
 //! - `run` is `{round, step_count, tokens, cost, elapsed}`; `score` exists only in a gate's
 //!   `pass when`; inside a gate used by `each ... check G by R`, `item` is the each role's
 //!   output and `R` is R's output. Quantifier variables and the `each` variable are the

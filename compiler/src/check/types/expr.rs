@@ -45,7 +45,13 @@ pub struct Typer<'a> {
     pub variants: &'a mut BTreeSet<Span>,
     pub scope: Vec<Binding>,
     pub place: Place,
+    /// How deeply `infer` is nested, to stay clear of the stack on pathological input.
+    pub depth: u32,
+    pub too_deep: bool,
 }
+
+/// Expressions nested deeper than this are typed `any` (and reported once).
+const MAX_DEPTH: u32 = 256;
 
 impl std::fmt::Debug for Typer<'_> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -131,6 +137,24 @@ impl Typer<'_> {
     /// The type of `expr`. `expected` is the type the context wants, used to read bare names
     /// as enum variants and to check record literals; it is not enforced here.
     pub fn infer(&mut self, expr: &Expr, expected: Option<&Ty>) -> Ty {
+        if self.depth >= MAX_DEPTH {
+            if !self.too_deep {
+                self.too_deep = true;
+                self.report(
+                    Diagnostic::new(Code::E004, expr.span, "expression is nested too deeply")
+                        .with_label("nested too deeply to check")
+                        .with_help("split the expression into simpler parts"),
+                );
+            }
+            return Ty::Any;
+        }
+        self.depth += 1;
+        let ty = self.infer_inner(expr, expected);
+        self.depth -= 1;
+        ty
+    }
+
+    fn infer_inner(&mut self, expr: &Expr, expected: Option<&Ty>) -> Ty {
         match &expr.kind {
             ExprKind::Bool(_) => Ty::Bool,
             ExprKind::Int(value) => Ty::Int(Bounds::exact(*value as f64)),

@@ -447,6 +447,8 @@ impl<'s, 'a> Checker<'s, 'a> {
             variants: &mut self.variants,
             scope: Vec::new(),
             place,
+            depth: 0,
+            too_deep: false,
         };
         if place == Place::Default {
             return typer;

@@ -704,6 +704,17 @@ fn no_panic_on_odd_input() {
     ] {
         let _ = diagnose(text, &[], true);
     }
+    // Deeply nested expressions are checked without exhausting the stack.
+    let deep = format!(
+        "review.notes != none and {}true{}",
+        "not (".repeat(400),
+        ")".repeat(400)
+    );
+    let _ = diagnose(
+        &EXAMPLE.replacen("review.notes != none", &deep, 1),
+        &[],
+        false,
+    );
     // Every prefix of the example, and the example with one token dropped, must not panic.
     let mut cut = 0;
     while cut < EXAMPLE.len() {

@@ -749,7 +749,7 @@ fn call(
     if args.len() != inputs.len() {
         let mut diagnostic = Diagnostic::new(
             Code::E005,
-            step_call_span(role_name, args),
+            step_call_span(role_name, args, inputs.len()),
             format!(
                 "role `{}` takes {} ({takes}) but step `{}` passes {}",
                 role.name.name,
@@ -758,7 +758,11 @@ fn call(
                 plural(args.len(), "argument")
             ),
         )
-        .with_label(format!("{} given", plural(args.len(), "argument")))
+        .with_label(if args.len() > inputs.len() {
+            "more arguments than inputs".to_string()
+        } else {
+            "arguments missing".to_string()
+        })
         .with_help(format!(
             "pass one argument per input of `{}`, in order",
             role.name.name
@@ -815,8 +819,14 @@ fn call(
     }
 }
 
-fn step_call_span(role: &Ident, args: &[Expr]) -> Span {
-    args.iter().fold(role.span, |span, arg| span.to(arg.span))
+/// Where an argument-count mismatch shows: the extra arguments, or the role name when
+/// arguments are missing.
+fn step_call_span(role: &Ident, args: &[Expr], inputs: usize) -> Span {
+    let mut extra = args.iter().skip(inputs);
+    match extra.next() {
+        Some(first) => extra.fold(first.span, |span, arg| span.to(arg.span)),
+        None => role.span,
+    }
 }
 
 fn plural(count: usize, noun: &str) -> String {

@@ -440,7 +440,7 @@ fn each_and_role_calls() {
     );
     check_edit(
         &[("planner(request)", "planner(request, request)")],
-        &["E005@planner(request, request"],
+        &["E005@request"],
     );
     check_edit(&[("executor(t)", "executor(plan)")], &["E005@plan"]);
     check_edit(
@@ -464,7 +464,7 @@ fn each_and_role_calls() {
     check_edit(&[("reviewer(candidate)", "reviewer(plan)")], &["E005@plan"]);
     check_edit(
         &[("finalizer(best)", "finalizer(best, best)")],
-        &["E005@finalizer(best, best"],
+        &["E005@best"],
     );
 }
 

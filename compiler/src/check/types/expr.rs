@@ -392,30 +392,31 @@ impl Typer<'_> {
         let Some(first) = segments.first() else {
             return Ty::Any;
         };
+        // A bare name is a variant only when it is not in scope (names in scope win, as in
+        // the graph's lowering), and then it must be a variant of the enum it meets.
         if segments.len() == 1
+            && self.lookup(&first.name).is_none()
             && let Some(Ty::Enum(variants)) = expected.map(Ty::strip_optional)
         {
             if variants.contains(&first.name) {
                 self.variants.insert(first.span);
                 return Ty::Enum(variants.clone());
             }
-            if self.lookup(&first.name).is_none() {
-                let enum_ty = Ty::Enum(variants.clone());
-                let mut diagnostic = Diagnostic::new(
-                    Code::E004,
-                    first.span,
-                    format!("`{}` is not a variant of `{enum_ty}`", first.name),
-                )
-                .with_label("not a variant");
-                if let Some(help) = did_you_mean(&first.name, variants.iter().map(String::as_str)) {
-                    diagnostic = diagnostic.with_help(help);
-                } else {
-                    diagnostic = diagnostic
-                        .with_help(format!("the variants are {}", quoted_strings(variants)));
-                }
-                self.report(diagnostic);
-                return Ty::Any;
+            let enum_ty = Ty::Enum(variants.clone());
+            let mut diagnostic = Diagnostic::new(
+                Code::E004,
+                first.span,
+                format!("`{}` is not a variant of `{enum_ty}`", first.name),
+            )
+            .with_label("not a variant");
+            if let Some(help) = did_you_mean(&first.name, variants.iter().map(String::as_str)) {
+                diagnostic = diagnostic.with_help(help);
+            } else {
+                diagnostic =
+                    diagnostic.with_help(format!("the variants are {}", quoted_strings(variants)));
             }
+            self.report(diagnostic);
+            return Ty::Any;
         }
         let Some(mut ty) = self.lookup(&first.name).cloned() else {
             // Compared with something of unknown type (after another error), a bare name may
@@ -606,6 +607,22 @@ impl Typer<'_> {
                     return Ty::Bool;
                 }
                 if let [haystack, needle] = args {
+                    // `contains([ok, partial], r.status)`: a literal list's bare names are
+                    // read against the needle's type, so they can be variants.
+                    if matches!(haystack.kind, ExprKind::List(_)) && !self.is_bare_unknown(needle) {
+                        let wanted = self.infer(needle, None);
+                        let hay = self.infer(haystack, Some(&Ty::list(wanted.clone())));
+                        let element = hay.element().unwrap_or(Ty::Any);
+                        if !self.contracts.comparable(&wanted, &element) {
+                            self.bad_argument(
+                                function,
+                                needle,
+                                &wanted,
+                                &format!("a `{element}` to find in a `{hay}`"),
+                            );
+                        }
+                        return Ty::Bool;
+                    }
                     let hay = self.infer(haystack, None);
                     match hay.strip_optional() {
                         Ty::String => {

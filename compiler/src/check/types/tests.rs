@@ -409,6 +409,27 @@ fn builtin_calls() {
         &["E004@3"],
     );
     check_edit(
+        &[(
+            "review.notes != none",
+            "contains([PASS, OPTIMIZE], review.verdict)",
+        )],
+        &[],
+    );
+    check_edit(
+        &[(
+            "review.notes != none",
+            "contains([PASS, OPTIMISE], review.verdict)",
+        )],
+        &["E004@OPTIMISE"],
+    );
+    check_edit(
+        &[(
+            "review.notes != none",
+            "contains([\"a\"], review.relevance)",
+        )],
+        &["E004@review.relevance"],
+    );
+    check_edit(
         &[("review.notes != none", "sum(candidate.failed) > 1")],
         &["E004@candidate.failed"],
     );

@@ -279,7 +279,7 @@ impl Items<'_, '_> {
                     self.diagnostics.push(
                         Diagnostic::new(
                             Code::E002,
-                            literal.span,
+                            provider_span(literal, provider),
                             format!("unknown model provider `{provider}`"),
                         )
                         .with_label("not a provider")
@@ -565,4 +565,19 @@ impl Items<'_, '_> {
             }
         }
     }
+}
+
+/// The span of the provider part of a `"provider:model"` literal, when the literal was
+/// written plainly (quoted or, in a role file, bare); otherwise the whole literal.
+fn provider_span(literal: &StringLit, provider: &str) -> Span {
+    let written = (literal.span.end as usize).saturating_sub(literal.span.start as usize);
+    let offset = if written == literal.value.len() + 2 {
+        1
+    } else if written == literal.value.len() {
+        0
+    } else {
+        return literal.span;
+    };
+    let start = literal.span.start as usize + offset;
+    Span::new(literal.span.file, start, start + provider.len())
 }

@@ -255,11 +255,17 @@ fn tool_rules_name_the_roles_tools() {
 }
 
 #[test]
+fn role_file_model_literals() {
+    let role = "---\nid: creative\nmodel: gemini:pro\ninput: Task\noutput: StageResult\n---\nWrite {{ task.goal }}\n";
+    check_edit_files(&[], &[("roles/creative.md", role)], &["E002@gemini"]);
+}
+
+#[test]
 fn model_literals_name_a_known_provider() {
     check_edit(&[("model: strong", "model: \"anthropic:claude-x\"")], &[]);
     check_edit(
         &[("model: strong", "model: \"gemini:pro\"")],
-        &["E002@\"gemini:pro\""],
+        &["E002@gemini"],
     );
     check_edit(
         &[("model: strong", "model: \"gpt-4o\"")],
@@ -267,7 +273,7 @@ fn model_literals_name_a_known_provider() {
     );
     check_edit(
         &[("\"openai:gpt-4o-mini\"", "\"opneai:gpt-4o-mini\"")],
-        &["E002@\"opneai:gpt-4o-mini\""],
+        &["E002@opneai"],
     );
 }
 

@@ -80,11 +80,14 @@ pub fn run(args: &GraphArgs, context: Context) -> anyhow::Result<Outcome> {
         print_err(&summary_line(context, "error", &message));
         return Ok(Outcome::Failed);
     };
-    let output = match args.format {
+    let mut output = match args.format {
         GraphFormat::Mermaid => graph::to_mermaid(spec),
         GraphFormat::Dot => graph::to_dot(spec),
         GraphFormat::Json => serde_json::to_string_pretty(spec)? + "\n",
     };
+    if !output.ends_with('\n') {
+        output.push('\n');
+    }
     print_out(&output)?;
     Ok(Outcome::Clean)
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use charter_compiler::{compile, graph, render};
 use clap::{Args, ValueEnum};
 
-use crate::loader::{FsLoader, collect_specs, display_path};
+use crate::loader::{FsLoader, collect_specs, display_path, normalize};
 use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
 
 /// Compile one spec and print its flow graph on stdout: steps, transitions with their
@@ -48,7 +48,7 @@ pub fn run(args: &GraphArgs, context: Context) -> anyhow::Result<Outcome> {
         }
         return Ok(Outcome::Usage);
     }
-    let name = display_path(&args.file);
+    let name = display_path(&normalize(&args.file));
     let text = match std::fs::read_to_string(&args.file) {
         Ok(text) => text,
         Err(error) => {

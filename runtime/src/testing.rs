@@ -62,3 +62,21 @@ calls:                       # keyed by (step, round, item, attempt), never by o
 humans: [ { step: confirm, answer: { approved: true } } ]
 faults: [ { tamper: { after: judge, item: T-001 } } ]
 "#;
+
+/// Compiles `text` with the given files available to `import` and `file(...)`.
+pub fn compile_spec_with(text: &str, files: &[(&str, &str)]) -> CompiledSpec {
+    let mut loader = MemoryLoader::default();
+    for (path, content) in files {
+        loader.files.insert(path.to_string(), content.to_string());
+    }
+    let compilation = compile("test.charter", text, &loader);
+    let messages: Vec<String> = compilation
+        .diagnostics
+        .iter()
+        .map(|diagnostic| format!("{} {}", diagnostic.code, diagnostic.message))
+        .collect();
+    match compilation.spec {
+        Some(spec) if !compilation.has_errors() => spec,
+        _ => panic!("the spec does not compile:\n{}", messages.join("\n")),
+    }
+}

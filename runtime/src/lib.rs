@@ -15,6 +15,7 @@ pub use charter_compiler as compiler;
 
 pub mod canonical;
 pub mod eval;
+pub mod gate;
 pub mod prompt;
 pub mod provider;
 pub mod replay;

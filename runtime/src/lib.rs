@@ -18,6 +18,7 @@ pub mod eval;
 pub mod gate;
 pub mod prompt;
 pub mod provider;
+pub mod repair;
 pub mod replay;
 pub mod scenario;
 pub mod trace;

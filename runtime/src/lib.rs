@@ -14,6 +14,7 @@
 pub use charter_compiler as compiler;
 
 pub mod canonical;
+pub mod dag;
 pub mod eval;
 pub mod gate;
 pub mod prompt;

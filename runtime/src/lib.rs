@@ -13,6 +13,7 @@
 
 pub use charter_compiler as compiler;
 
+pub mod candidate;
 pub mod canonical;
 pub mod dag;
 pub mod eval;

@@ -13,6 +13,7 @@
 
 pub use charter_compiler as compiler;
 
+pub mod budget;
 pub mod candidate;
 pub mod canonical;
 pub mod dag;

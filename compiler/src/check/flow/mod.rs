@@ -46,8 +46,9 @@ pub struct FlowFacts {
     /// Every judge: a role whose output some gate reads (through a step that calls it) or
     /// that a per-item `check GATE by ROLE` names. Sorted, without duplicates.
     pub judges: Vec<String>,
-    /// The repair edges: one per gate step with `fail -> repair` and `rerun`/`replan` arm
-    /// of the `repair` block, in flow order and then arm order.
+    /// The repair edges: for each gate step with `fail -> repair` (in flow order), one per
+    /// `rerun`/`replan` arm of the `repair` block that applies to its gate (a `_` arm, or
+    /// an arm naming a code the gate emits), in arm order.
     pub repair_edges: Vec<RepairEdge>,
 }
 
@@ -166,7 +167,12 @@ fn facts(
             repairs,
         });
         if let (true, Some(repair)) = (repairs, symbols.repair) {
-            for arm in &repair.arms {
+            let gate = symbols.gates.get(gate.name.as_str()).copied();
+            let arms = repair
+                .arms
+                .iter()
+                .filter(|arm| repair::arm_applies(arm, gate));
+            for arm in arms {
                 let (target, with_feedback, replan) = match &arm.action {
                     crate::syntax::ast::Action::Rerun {
                         step,

@@ -12,7 +12,7 @@ use petgraph::visit::{Bfs, EdgeRef, Reversed};
 use super::{cycle_text, name_list, shortest_cycle};
 use crate::check::Symbols;
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
-use crate::syntax::ast::{Action, FailTarget, Next, Step, StepBody, Target};
+use crate::syntax::ast::{Action, FailTarget, Ident, Next, Step, StepBody, Target};
 
 /// A node of the step graph: a step (by its position in [`StepGraph::steps`]) or the end
 /// of the run (every terminal: `done`, `blocked "..."`, `failed "..."`).
@@ -56,7 +56,7 @@ pub(super) struct StepGraph<'a> {
     /// For each gate step: the steps with a path of written transitions to it.
     upstream: BTreeMap<NodeIndex, Vec<NodeIndex>>,
     /// Step targets (in transitions and `rerun` arms) that name no step.
-    unresolved: Vec<&'a crate::syntax::ast::Ident>,
+    unresolved: Vec<&'a Ident>,
 }
 
 impl<'a> StepGraph<'a> {
@@ -91,7 +91,7 @@ impl<'a> StepGraph<'a> {
             .collect();
         let mut unresolved = Vec::new();
         let add_target = |graph: &mut DiGraph<Node, Edge>,
-                          unresolved: &mut Vec<&'a crate::syntax::ast::Ident>,
+                          unresolved: &mut Vec<&'a Ident>,
                           from: NodeIndex,
                           target: &'a Target| {
             let node = match target {
@@ -132,56 +132,17 @@ impl<'a> StepGraph<'a> {
                             add_target(&mut graph, &mut unresolved, from, target)
                         }
                         FailTarget::Repair(span) => {
-                            let mut ends_run = finalize_steps.is_empty();
-                            let gate = match &step.body {
-                                StepBody::Gate { gate } => symbols.gates.get(gate.name.as_str()),
-                                _ => None,
-                            };
-                            let arms = symbols
-                                .repair
-                                .iter()
-                                .flat_map(|repair| &repair.arms)
-                                .filter(|arm| super::repair::arm_applies(arm, gate.copied()));
-                            for arm in arms {
-                                let (to, span) = match &arm.action {
-                                    Action::Rerun { step, .. } => {
-                                        match index.get(step.name.as_str()) {
-                                            Some(node) => (*node, step.span),
-                                            None => {
-                                                unresolved.push(step);
-                                                continue;
-                                            }
-                                        }
-                                    }
-                                    Action::Replan(span) => (NodeIndex::new(0), *span),
-                                    Action::Block(_) | Action::Fail(_) => {
-                                        ends_run = true;
-                                        continue;
-                                    }
-                                    Action::Accept(_) | Action::Ask(_) => continue,
-                                };
-                                graph.add_edge(
-                                    from,
-                                    to,
-                                    Edge {
-                                        kind: EdgeKind::Repair,
-                                        span,
-                                    },
-                                );
-                            }
-                            let ends = finalize_steps
-                                .iter()
-                                .copied()
-                                .chain(ends_run.then_some(end));
-                            for to in ends {
-                                graph.add_edge(
-                                    from,
-                                    to,
-                                    Edge {
-                                        kind: EdgeKind::RepairEnd,
-                                        span: *span,
-                                    },
-                                );
+                            let edges = repair_edges(
+                                symbols,
+                                step,
+                                *span,
+                                &index,
+                                &finalize_steps,
+                                end,
+                                &mut unresolved,
+                            );
+                            for (to, edge) in edges {
+                                graph.add_edge(from, to, edge);
                             }
                         }
                     }
@@ -483,6 +444,70 @@ impl<'a> StepGraph<'a> {
             );
         }
     }
+}
+
+/// The edges of a gate step's `fail -> repair` (at `fail_span`): a repair edge to the
+/// step each applicable `rerun` arm names (the entry step for `replan`), and the edges
+/// taken when repairing ends: to every `finalize` step, and to the end of the run when
+/// there is no finalize step or an arm blocks or fails the run.
+fn repair_edges<'a>(
+    symbols: &Symbols<'a>,
+    step: &Step,
+    fail_span: Span,
+    index: &BTreeMap<&str, NodeIndex>,
+    finalize_steps: &[NodeIndex],
+    end: NodeIndex,
+    unresolved: &mut Vec<&'a Ident>,
+) -> Vec<(NodeIndex, Edge)> {
+    let gate = match &step.body {
+        StepBody::Gate { gate } => symbols.gates.get(gate.name.as_str()).copied(),
+        _ => None,
+    };
+    let arms = symbols
+        .repair
+        .iter()
+        .flat_map(|repair| &repair.arms)
+        .filter(|arm| super::repair::arm_applies(arm, gate));
+    let mut edges = Vec::new();
+    let mut ends_run = finalize_steps.is_empty();
+    for arm in arms {
+        let (to, span) = match &arm.action {
+            Action::Rerun { step, .. } => match index.get(step.name.as_str()) {
+                Some(node) => (*node, step.span),
+                None => {
+                    unresolved.push(step);
+                    continue;
+                }
+            },
+            Action::Replan(span) => (NodeIndex::new(0), *span),
+            Action::Block(_) | Action::Fail(_) => {
+                ends_run = true;
+                continue;
+            }
+            Action::Accept(_) | Action::Ask(_) => continue,
+        };
+        edges.push((
+            to,
+            Edge {
+                kind: EdgeKind::Repair,
+                span,
+            },
+        ));
+    }
+    let ends = finalize_steps
+        .iter()
+        .copied()
+        .chain(ends_run.then_some(end));
+    for to in ends {
+        edges.push((
+            to,
+            Edge {
+                kind: EdgeKind::RepairEnd,
+                span: fail_span,
+            },
+        ));
+    }
+    edges
 }
 
 /// Which nodes have a path to one of `targets` in `graph` (the targets included), by index.

@@ -333,7 +333,8 @@ flow {
 "#,
         &[("E007", 4)],
     );
-    // A finalize step reached only when repair ends is reachable, and lets the gate finish.
+    // A finalize step reached only when repair ends is reachable (no E007), but a gate
+    // that passes straight to `done` delivers nothing (E012).
     expect(
         r#"
 repair {
@@ -348,7 +349,7 @@ flow {
   ship   = finalize finalizer(best) -> done
 }
 "#,
-        &[],
+        &[("E012", 9)],
     );
     // A `when` with one exit finishes.
     expect(
@@ -500,6 +501,7 @@ flow {
 fn judges_may_not_hold_write_or_external_tools() {
     let judged_by_path = r#"role worker   { model: default  prompt: "go"  input: Request  output: Out  tools: [search, post, save]  max_tool_calls: 3 }
 role reviewer { model: default  prompt: "go"  input: Candidate  output: Review  tools: [search, post]  max_tool_calls: 3 }
+role finalizer { model: default  prompt: "go"  input: Candidate  output: Delivery }
 gate quality on work {
   score rating weight 1: review.rating below 5 LOW
   pass when score >= 5
@@ -508,7 +510,8 @@ repair { rounds 1  LOW -> rerun work }
 flow {
   work   = worker(request) -> review
   review = reviewer(work)  -> judge
-  judge  = gate quality    pass -> done  fail -> repair
+  judge  = gate quality    pass -> ship  fail -> repair
+  ship   = finalize finalizer(best) -> done
 }
 "#;
     // The reviewer is a judge (the gate reads step `review`); the worker is the subject.
@@ -556,6 +559,38 @@ flow {
 }
 "#,
         &[("E012", 9)],
+    );
+    // A gate in a flow with no finalize step at all: what passes is never delivered.
+    expect(
+        r#"
+repair {
+  rounds 2
+  NOT_OK, LOW -> rerun work
+}
+flow {
+  work   = worker(request) -> review
+  review = reviewer(work)  -> judge
+  judge  = gate quality    pass -> done  fail -> repair
+}
+"#,
+        &[("E012", 8)],
+    );
+    // The pass path may go through other steps before it finalizes.
+    expect(
+        r#"
+repair {
+  rounds 2
+  NOT_OK, LOW -> rerun work
+}
+flow {
+  work   = worker(request) -> review
+  review = reviewer(work)  -> judge
+  judge  = gate quality    pass -> after  fail -> repair
+  after  = worker(request) when after.ok -> ship else -> failed "not ok"
+  ship   = finalize finalizer(best) -> done
+}
+"#,
+        &[],
     );
 }
 
@@ -629,6 +664,23 @@ flow {
             ("W005", 17),
             ("W006", 18),
         ],
+    );
+}
+
+#[test]
+fn request_is_the_run_input_and_never_unused() {
+    expect_spec(
+        r#"
+spec t version "1"
+contract Request { goal: string  note: Note }
+contract Note { text: string }
+contract Out { ok: bool }
+role worker { model: "openai:x"  prompt: "go"  input: Out  output: Out }
+flow {
+  work = worker(request) -> done
+}
+"#,
+        &[],
     );
 }
 

@@ -188,15 +188,22 @@ fn check_contracts(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
     }
 }
 
-/// The contract names a type refers to (through lists).
+/// The contract name a type refers to (through lists), if any. A loop rather than
+/// recursion, so deeply nested list types cannot overflow the stack.
 fn named_types<'t>(ty: &'t TypeExpr, out: &mut Vec<&'t str>) {
-    match &ty.kind {
-        TypeKind::Named(name) => out.push(name.name.as_str()),
-        TypeKind::List(inner, _) => named_types(inner, out),
-        TypeKind::String
-        | TypeKind::Bool
-        | TypeKind::Int(_)
-        | TypeKind::Float(_)
-        | TypeKind::Enum(_) => {}
+    let mut ty = ty;
+    loop {
+        match &ty.kind {
+            TypeKind::Named(name) => {
+                out.push(name.name.as_str());
+                return;
+            }
+            TypeKind::List(inner, _) => ty = inner,
+            TypeKind::String
+            | TypeKind::Bool
+            | TypeKind::Int(_)
+            | TypeKind::Float(_)
+            | TypeKind::Enum(_) => return,
+        }
     }
 }

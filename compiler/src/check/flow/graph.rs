@@ -1,6 +1,6 @@
 //! The step graph of a flow and the checks that walk it: unbounded loops (E006),
 //! unreachable steps and steps that cannot finish (E007), gates whose pass path never
-//! reaches a `finalize` step (E012).
+//! finishes (E012).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -390,18 +390,18 @@ impl<'a> StepGraph<'a> {
     }
 
     /// E012: a gate step from whose pass path no written transition reaches a `finalize`
-    /// step, so the candidate the gate passed is never delivered (skipped where E007
-    /// already reported the pass path as stuck).
+    /// step or a terminal (skipped where E007 already reported the steps as stuck).
     fn check_gates_finish(&self, stuck: &BTreeSet<NodeIndex>, diagnostics: &mut Vec<Diagnostic>) {
         let written = &self.written;
-        let finalize_steps: Vec<NodeIndex> = self
-            .steps
-            .iter()
-            .enumerate()
-            .filter(|(_, step)| matches!(step.body, StepBody::Finalize { .. }))
-            .map(|(position, _)| NodeIndex::new(position))
-            .collect();
-        let delivering = reverse_reach(written, &finalize_steps);
+        let mut finish_nodes = vec![self.end];
+        finish_nodes.extend(
+            self.steps
+                .iter()
+                .enumerate()
+                .filter(|(_, step)| matches!(step.body, StepBody::Finalize { .. }))
+                .map(|(position, _)| NodeIndex::new(position)),
+        );
+        let finishing = reverse_reach(written, &finish_nodes);
         for (position, step) in self.steps.iter().enumerate() {
             let StepBody::Gate { gate } = &step.body else {
                 continue;
@@ -413,39 +413,34 @@ impl<'a> StepGraph<'a> {
                         Some(node) => (vec![node], name.span),
                         None => continue,
                     },
-                    Target::Done(_) | Target::Blocked(_) | Target::Failed(_) => {
-                        (vec![self.end], pass.span())
-                    }
+                    Target::Done(_) | Target::Blocked(_) | Target::Failed(_) => continue,
                 },
                 Next::Goto(target) => (written.neighbors(from).collect(), target.span()),
                 Next::When { .. } => (written.neighbors(from).collect(), step.name.span),
             };
-            if starts.iter().any(|node| stuck.contains(node))
-                || starts
-                    .iter()
-                    .any(|start| delivering.get(start.index()) == Some(&true))
+            if starts.iter().any(|node| stuck.contains(node)) {
+                continue;
+            }
+            if starts
+                .iter()
+                .any(|start| finishing.get(start.index()) == Some(&true))
             {
                 continue;
             }
-            let message = if finalize_steps.is_empty() {
-                format!(
-                    "gate `{}` is evaluated, but the flow has no `finalize` step to deliver what passes",
-                    gate.name
-                )
-            } else {
-                format!(
-                    "when gate `{}` passes, the flow never reaches a `finalize` step",
-                    gate.name
-                )
-            };
             diagnostics.push(
-                Diagnostic::new(Code::E012, span, message)
-                    .with_label("the pass path starts here and delivers nothing")
-                    .with_note(step.name.span, format!("gate step `{}`", step.name.name))
-                    .with_help(
-                        "route `pass ->` to a `finalize` step (e.g. `deliver = finalize \
-                         finalizer(best) -> done`) so the candidate the gate passed is delivered",
+                Diagnostic::new(
+                    Code::E012,
+                    span,
+                    format!(
+                        "when gate `{}` passes, the flow reaches neither a `finalize` step nor a terminal",
+                        gate.name
                     ),
+                )
+                .with_label("the pass path starts here and never finishes")
+                .with_note(step.name.span, format!("gate step `{}`", step.name.name))
+                .with_help(
+                    "route `pass ->` to a `finalize` step or to `done` (or a step that reaches one)",
+                ),
             );
         }
     }

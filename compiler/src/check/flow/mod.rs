@@ -3,7 +3,7 @@
 //! The checks are split by what they look at:
 //! - [`graph`]: the step graph (petgraph) and the checks that walk it: unbounded loops
 //!   (E006), unreachable steps and steps that cannot finish (E007), a gate whose pass path
-//!   never reaches a `finalize` step, so nothing it passes is delivered (E012);
+//!   never finishes (E012);
 //! - [`repair`]: repair coverage and repair arms (E008, E009);
 //! - [`roles`]: static invariants (E010), judges holding write/external tools (E011),
 //!   finalize roles that do not output `Delivery` (E012);

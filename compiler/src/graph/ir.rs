@@ -379,6 +379,8 @@ pub struct FlowIr {
 pub struct StepIr {
     /// The step's name; for terminals `done`, `blocked` or `failed`.
     pub name: String,
+    /// What the node does (serialized flat: `{"name": .., "kind": "call", "role": ..}`).
+    #[serde(flatten)]
     pub kind: StepKind,
 }
 

@@ -335,7 +335,7 @@ pub fn mermaid(spec: &CompiledSpec) -> String {
             }
         }
     }
-    let _ = writeln!(out, "  n{}:::entry", spec.flow.entry.index());
+    let _ = writeln!(out, "  class n{} entry", spec.flow.entry.index());
     let mut classes: [(&str, Vec<String>); 3] =
         [("done", vec![]), ("blocked", vec![]), ("failed", vec![])];
     for node in graph.node_indices() {

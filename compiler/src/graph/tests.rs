@@ -469,6 +469,8 @@ flow {
         "{mermaid}"
     );
     let dot = to_dot(&spec);
+    insta::assert_snapshot!("escaped_mermaid", mermaid.clone());
+    insta::assert_snapshot!("escaped_dot", dot.clone());
     assert!(
         dot.contains(r#"n2 [label="failed: bad \"input\" <here>", shape=doubleoctagon"#),
         "{dot}"

@@ -481,6 +481,16 @@ flow {
     );
 }
 
+/// A step's name, runs, calls per run, wall per run, calls and wall time.
+type Row<'a> = (
+    &'a str,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+);
+
 /// The hand computation for `testdata/bounds.charter`:
 ///
 /// - `plan`: planner `retry 1` -> 2 calls; wall 2 * 10s + backoff 1s = 21s; runs once.
@@ -503,14 +513,7 @@ fn bounds_match_the_hand_computation() {
     let (spec, diagnostics) = compiled(BOUNDS, &MemoryLoader::default());
     let bounds = bounds::compute(&spec);
     assert_eq!(bounds.rounds, 3);
-    let rows: Vec<(
-        &str,
-        Option<u64>,
-        Option<u64>,
-        Option<u64>,
-        Option<u64>,
-        Option<u64>,
-    )> = bounds
+    let rows: Vec<Row> = bounds
         .steps
         .iter()
         .map(|step| {

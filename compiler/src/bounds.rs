@@ -540,7 +540,7 @@ impl<'s> Analysis<'s> {
             name: name.to_string(),
         };
         let mut ty = match root {
-            NameIr::Request => contract("Request"),
+            NameIr::Request => contract(self.spec.request.as_deref().unwrap_or("Request")),
             NameIr::Candidate | NameIr::Best => contract("Candidate"),
             NameIr::Step(name) => self.step_output(name, depth)?,
             _ => return None,

@@ -23,6 +23,9 @@ pub struct CompiledSpec {
     pub doc: Option<String>,
     /// `sha256:<hex>` of the spec file's text (DESIGN §4 "Frozen plan").
     pub spec_hash: String,
+    /// The contract of `request`, the run's input (the entry role's input, or the
+    /// contract named `Request`); `None` when nothing decides it.
+    pub request: Option<String>,
     /// `sha256:<hex>` of every file the compilation read (the spec, imported role files,
     /// prompt templates), by the name shown in diagnostics.
     pub source_hashes: BTreeMap<String, String>,

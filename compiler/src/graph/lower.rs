@@ -13,7 +13,7 @@ use super::InternalError;
 use super::hash::{rules_hash, sha256};
 use super::ir::*;
 use super::schema::contract_schema;
-use crate::check::Symbols;
+use crate::check::{Checked, Symbols};
 use crate::diagnostics::{FileId, Sources};
 use crate::syntax::ast::{
     Action, BinaryOp, Effect, Expr, ExprKind, FailTarget, Gate, GateRule, InvariantKind, ModelRef,
@@ -41,7 +41,7 @@ fn internal(message: impl Into<String>) -> InternalError {
 }
 
 /// Lowers `spec` (which the checks accepted) to its compiled graph.
-pub fn lower(spec: &SpecFile, sources: &Sources) -> Result<CompiledSpec> {
+pub fn lower(spec: &SpecFile, checked: &Checked, sources: &Sources) -> Result<CompiledSpec> {
     // The checker reported any duplicates already; collecting again is cheap and gives
     // the same first-definition-wins tables.
     let mut ignored = Vec::new();
@@ -49,6 +49,7 @@ pub fn lower(spec: &SpecFile, sources: &Sources) -> Result<CompiledSpec> {
     let lowerer = Lowerer {
         spec,
         symbols: &symbols,
+        checked,
         sources,
     };
     lowerer.lower()
@@ -57,6 +58,7 @@ pub fn lower(spec: &SpecFile, sources: &Sources) -> Result<CompiledSpec> {
 struct Lowerer<'a, 's> {
     spec: &'a SpecFile,
     symbols: &'s Symbols<'a>,
+    checked: &'s Checked,
     sources: &'s Sources,
 }
 
@@ -84,6 +86,7 @@ impl<'a> Lowerer<'a, '_> {
             version: self.spec.version.value.clone(),
             doc: self.spec.doc.as_ref().map(|doc| doc.value.clone()),
             spec_hash: sha256(spec_text.as_bytes()),
+            request: self.request_contract(),
             source_hashes,
             contracts: self.contracts()?,
             tools: self.tools()?,
@@ -97,6 +100,11 @@ impl<'a> Lowerer<'a, '_> {
             flow,
             spans,
         })
+    }
+
+    /// The contract of `request`, as the checker decided it.
+    fn request_contract(&self) -> Option<String> {
+        self.checked.types.request.clone()
     }
 
     // ---- contracts -------------------------------------------------------------------
@@ -475,7 +483,13 @@ impl<'a> Lowerer<'a, '_> {
             subject: gate.subject.name.clone(),
             rules,
             scores,
-            pass_when: self.expr(&gate.pass_when, scope)?,
+            pass_when: {
+                // `score` is in scope only in `pass when`.
+                scope.score = true;
+                let pass_when = self.expr(&gate.pass_when, scope);
+                scope.score = false;
+                pass_when?
+            },
         })
     }
 
@@ -769,6 +783,13 @@ impl<'a> Lowerer<'a, '_> {
                 let Some((first, rest)) = segments.split_first() else {
                     return Err(internal("an empty path"));
                 };
+                // The checker decided which bare names are variants (from the expected
+                // type); a bare name that is not in scope is one too.
+                if rest.is_empty() && self.checked.types.is_variant(first.span) {
+                    return Ok(ExprIr::Variant {
+                        name: first.name.clone(),
+                    });
+                }
                 match self.name(&first.name, scope) {
                     Some(root) => ExprIr::Path {
                         root,
@@ -838,8 +859,8 @@ impl<'a> Lowerer<'a, '_> {
         })
     }
 
-    /// What a bare name refers to: innermost variables first, then the names of a
-    /// per-item check, then the run's names, then step names.
+    /// What a bare name refers to: innermost variables first, then `score`, the names of
+    /// a per-item check, then the run's names, then step names (the checker's order).
     fn name(&self, name: &str, scope: &Scope) -> Option<NameIr> {
         if scope.locals.iter().any(|local| local == name) {
             return Some(NameIr::Local(name.to_string()));
@@ -855,7 +876,7 @@ impl<'a> Lowerer<'a, '_> {
             "candidate" => return Some(NameIr::Candidate),
             "best" => return Some(NameIr::Best),
             "run" => return Some(NameIr::Run),
-            "score" => return Some(NameIr::Score),
+            "score" if scope.score => return Some(NameIr::Score),
             _ => {}
         }
         self.symbols
@@ -874,6 +895,8 @@ struct Scope {
     by_roles: BTreeSet<String>,
     /// Whether `item` is bound (gates used by a per-item check).
     item: bool,
+    /// Whether `score` is bound (a gate's `pass when`).
+    score: bool,
 }
 
 /// Adds edges, creating one terminal node per distinct terminal.

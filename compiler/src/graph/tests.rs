@@ -659,7 +659,6 @@ flow {
 #[test]
 fn literal_lists_with_dependencies_run_one_wave_per_item() {
     let text = r#"spec deps version "1"
-contract Request { goal: string }
 contract Task { id: string  depends_on: list<string> = [] }
 contract Out { ok: bool }
 role worker { model: "openai:x" prompt: """go""" input: Task output: Out timeout: 1s retry: 0 }

@@ -648,7 +648,7 @@ flow {
             .first()
             .and_then(|diagnostic| diagnostic.help.as_deref()),
         Some(
-            "give `Request.items` a maximum length, e.g. `list<...>(1..=20)`, so the worst case is bounded"
+            "give `Request.items` a maximum length, e.g. `list<string>(..=20)`, so the worst case is bounded"
         )
     );
     let bounds = bounds::compute(&spec);

@@ -59,3 +59,49 @@ pub fn check(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
     }
     diagnostics.extend(found);
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{NoFiles, compile};
+
+    /// The codes and messages of compiling `text`, as `CODE message` lines.
+    fn check(text: &str, expect: &[&str]) {
+        let compilation = compile("test.charter", text, &NoFiles);
+        let found: Vec<String> = compilation
+            .diagnostics
+            .iter()
+            .filter(|diagnostic| diagnostic.is_error())
+            .map(|diagnostic| format!("{} {}", diagnostic.code, diagnostic.message))
+            .collect();
+        assert_eq!(found, expect, "for:\n{text}");
+    }
+
+    const HEAD: &str =
+        "spec t version \"1\"\ncontract Request { goal: string }\ncontract Out { ok: bool }\n";
+
+    #[test]
+    fn required_role_properties_and_steps() {
+        check(
+            &format!(
+                "{HEAD}models {{ m = \"openai:x\" }}\nrole r {{ model: m prompt: \"\"\"go\"\"\" input: Request }}\nflow {{ a = r(request) -> done }}\n"
+            ),
+            &["E005 role `r` has no output"],
+        );
+        check(
+            &format!(
+                "{HEAD}models {{ m = \"openai:x\" }}\nrole r {{ prompt: \"\"\"go\"\"\" input: Request output: Out }}\nflow {{ a = r(request) -> done }}\n"
+            ),
+            &["E002 role `r` names no model and there is no `default` model alias"],
+        );
+        check(
+            &format!(
+                "{HEAD}models {{ default = \"openai:x\" }}\nrole r {{ prompt: \"\"\"go\"\"\" input: Request output: Out }}\nflow {{ a = r(request) -> done }}\n"
+            ),
+            &[],
+        );
+        check(
+            &format!("{HEAD}flow {{ }}\n"),
+            &["E007 the flow has no steps"],
+        );
+    }
+}

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
 use serde::{Deserialize, Serialize};
 
 use crate::diagnostics::Span;
@@ -377,6 +378,30 @@ pub struct FlowIr {
     pub steps: BTreeMap<String, NodeIndex>,
 }
 
+impl FlowIr {
+    /// The node and definition of step `name` (not terminals).
+    pub fn step(&self, name: &str) -> Option<(NodeIndex, &StepIr)> {
+        let node = *self.steps.get(name)?;
+        Some((node, self.graph.node_weight(node)?))
+    }
+
+    /// The transitions out of `node` in the order they were written, with their targets.
+    /// Use this rather than petgraph's `edges`, which yields the newest edge first: `when`
+    /// arms are tried in this order.
+    pub fn transitions(&self, node: NodeIndex) -> Vec<(&TransitionIr, NodeIndex)> {
+        let mut edges: Vec<_> = self
+            .graph
+            .edges(node)
+            .map(|edge| (edge.id(), edge.weight(), edge.target()))
+            .collect();
+        edges.sort_by_key(|(id, _, _)| *id);
+        edges
+            .into_iter()
+            .map(|(_, transition, target)| (transition, target))
+            .collect()
+    }
+}
+
 /// A node of the flow graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepIr {
@@ -443,7 +468,8 @@ pub struct ItemCheckIr {
 pub enum TransitionIr {
     /// `-> target`
     Always,
-    /// `when EXPR -> target` (arms are tried in edge order; the first true one is taken).
+    /// `when EXPR -> target` (arms are tried in the order written, see
+    /// [`FlowIr::transitions`]; the first true one is taken).
     When { condition: ExprIr },
     /// `else -> target`
     Else,

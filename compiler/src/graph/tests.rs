@@ -687,7 +687,24 @@ flow {
 "#;
     let (spec, diagnostics) = compiled(text, &MemoryLoader::default());
     assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    // `when` arms come out in the order written, then `else`.
+    let transitions: Vec<String> = spec
+        .flow
+        .step("work")
+        .map(|(node, _)| spec.flow.transitions(node))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(transition, target)| {
+            let label = render::transition_label(transition).0.unwrap_or_default();
+            Some(format!(
+                "{label} -> {}",
+                spec.flow.graph.node_weight(target)?.name
+            ))
+        })
+        .collect();
+    assert_eq!(transitions, ["when work.done -> done", "else -> work"]);
     let bounds = bounds::compute(&spec);
+    insta::assert_snapshot!("loop_bounds", bounds.to_string());
     // 6 steps of at most 2 calls and 2 * 2s + 1s = 5s each.
     assert_eq!(bounds.total.steps, Some(6));
     assert_eq!(bounds.total.calls, Some(12));

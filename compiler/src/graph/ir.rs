@@ -27,8 +27,8 @@ pub struct CompiledSpec {
     /// The contract of `request`, the run's input (the entry role's input, or the
     /// contract named `Request`); `None` when nothing decides it.
     pub request: Option<String>,
-    /// `sha256:<hex>` of every file the compilation read (the spec, imported role files,
-    /// prompt templates), by the name shown in diagnostics.
+    /// `sha256:<hex>` of every file a role reads (imported role files, front matter
+    /// included, and prompt templates), by the path as written in the spec.
     pub source_hashes: BTreeMap<String, String>,
     /// Every contract by name, the built-ins `Candidate`, `Delivery` and `Answer` included.
     pub contracts: BTreeMap<String, ContractIr>,
@@ -227,8 +227,8 @@ pub struct RoleModelIr {
 pub struct PromptIr {
     /// The template text.
     pub template: String,
-    /// Where it came from: the template file's (or role file's) name, or the spec's name
-    /// for an inline block.
+    /// Where it came from: the template file's (or role file's) path as written in the
+    /// spec, or `inline` for an inline block.
     pub source: String,
     /// True for an inline `"""..."""` prompt.
     pub inline: bool,

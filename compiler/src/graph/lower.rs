@@ -14,7 +14,7 @@ use super::hash::{rules_hash, sha256};
 use super::ir::*;
 use super::schema::contract_schema;
 use crate::check::{Checked, Symbols};
-use crate::diagnostics::{FileId, Sources};
+use crate::diagnostics::Sources;
 use crate::syntax::ast::{
     Action, BinaryOp, Effect, Expr, ExprKind, FailTarget, Gate, GateRule, InvariantKind, ModelRef,
     Next, NumberLit, Prompt, PromptSource, QuantifierKind, RangeLit, RepairPattern, Role,
@@ -22,6 +22,9 @@ use crate::syntax::ast::{
 };
 
 type Result<T> = std::result::Result<T, InternalError>;
+
+/// [`PromptIr::source`] of an inline prompt.
+pub const INLINE_SOURCE: &str = "inline";
 
 /// The retry count of a role that does not say (DESIGN §4 "Counting").
 pub const DEFAULT_RETRY: u64 = 2;
@@ -70,11 +73,7 @@ impl<'a> Lowerer<'a, '_> {
             .get(spec_file)
             .map(|file| file.text.as_str())
             .ok_or_else(|| internal("the spec's own source text is missing"))?;
-        let source_hashes = self
-            .sources
-            .files()
-            .map(|(_, file)| (file.name.clone(), sha256(file.text.as_bytes())))
-            .collect();
+        let source_hashes = self.source_hashes();
         let mut spans = SpecSpans {
             header: Some(self.spec.name.span),
             ..SpecSpans::default()
@@ -366,11 +365,9 @@ impl<'a> Lowerer<'a, '_> {
 
     fn prompt(&self, role: &Role, prompt: &Prompt) -> Result<PromptIr> {
         let (template, source_name, inline) = match &prompt.source {
-            PromptSource::Inline(literal) => (
-                literal.value.clone(),
-                self.file_name(literal.span.file),
-                true,
-            ),
+            PromptSource::Inline(literal) => {
+                (literal.value.clone(), INLINE_SOURCE.to_string(), true)
+            }
             PromptSource::File { path, file } => {
                 let file = file.ok_or_else(|| {
                     internal(format!(
@@ -395,7 +392,7 @@ impl<'a> Lowerer<'a, '_> {
                 } else {
                     text
                 };
-                (template.to_string(), self.file_name(file), false)
+                (template.to_string(), path.value.clone(), false)
             }
         };
         Ok(PromptIr {
@@ -406,11 +403,25 @@ impl<'a> Lowerer<'a, '_> {
         })
     }
 
-    fn file_name(&self, file: FileId) -> String {
-        self.sources
-            .get(file)
-            .map(|source| source.name.clone())
-            .unwrap_or_default()
+    /// The hash of every file a role reads (role files and prompt templates), whole, by
+    /// the path written in the spec: a role file's front matter is part of its hash.
+    fn source_hashes(&self) -> BTreeMap<String, String> {
+        let mut hashes = BTreeMap::new();
+        for role in self.symbols.roles.values() {
+            if let Some(Prompt {
+                source:
+                    PromptSource::File {
+                        path,
+                        file: Some(file),
+                    },
+                ..
+            }) = &role.prompt
+                && let Some(source) = self.sources.get(*file)
+            {
+                hashes.insert(path.value.clone(), sha256(source.text.as_bytes()));
+            }
+        }
+        hashes
     }
 
     // ---- gates, repair, invariants, budget -------------------------------------------

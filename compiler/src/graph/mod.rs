@@ -13,7 +13,7 @@ pub mod schema;
 pub use ir::*;
 pub use lower::{
     DEFAULT_BACKOFF_MS, DEFAULT_CHECK_RETRIES, DEFAULT_CONCURRENCY, DEFAULT_NO_PROGRESS,
-    DEFAULT_RETRY,
+    DEFAULT_RETRY, INLINE_SOURCE,
 };
 
 use crate::check::Checked;

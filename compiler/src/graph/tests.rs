@@ -85,8 +85,13 @@ fn example_header_hashes_and_tables() {
     );
     assert_eq!(spec.spec_hash, sha256(EXAMPLE.as_bytes()));
     assert_eq!(
-        spec.source_hashes.get("test.charter"),
-        Some(&sha256(EXAMPLE.as_bytes()))
+        spec.source_hashes.keys().collect::<Vec<_>>(),
+        [
+            "prompts/finalizer.md.j2",
+            "prompts/planner.md.j2",
+            "prompts/reviewer.md.j2",
+            "roles/creative.md"
+        ]
     );
     assert_eq!(
         spec.source_hashes.get("roles/creative.md"),
@@ -210,7 +215,7 @@ fn example_roles_resolve_models_defaults_and_prompts() {
         executor
             .and_then(|role| role.prompt.as_ref())
             .is_some_and(|prompt| prompt.inline
-                && prompt.source == "test.charter"
+                && prompt.source == "inline"
                 && prompt.template.contains("{{ task.goal }}"))
     );
     // A role file: the template is the Markdown body, without the front matter.

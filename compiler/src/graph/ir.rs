@@ -13,9 +13,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostics::Span;
 
+/// The version of the IR's serialized form; it changes when a change would break a reader.
+pub const IR_VERSION: u32 = 1;
+
 /// A compiled spec: everything the runtime needs to execute it, and nothing else.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CompiledSpec {
+    /// [`IR_VERSION`] of the compiler that wrote it.
+    pub ir_version: u32,
     /// The `spec NAME`.
     pub name: String,
     /// The `version "X"` string.

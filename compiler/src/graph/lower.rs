@@ -81,6 +81,7 @@ impl<'a> Lowerer<'a, '_> {
         let budget = self.budget(&mut spans);
         let flow = self.flow(&mut spans)?;
         Ok(CompiledSpec {
+            ir_version: IR_VERSION,
             name: self.spec.name.name.clone(),
             version: self.spec.version.value.clone(),
             doc: self.spec.doc.as_ref().map(|doc| doc.value.clone()),
@@ -1058,8 +1059,8 @@ fn literal_value(expr: &Expr) -> Result<Value> {
             operand,
         } => match literal_value(operand)? {
             Value::Number(number) => {
-                if let Some(int) = number.as_i64() {
-                    Value::from(-int)
+                if let Some(negated) = number.as_i64().and_then(i64::checked_neg) {
+                    Value::from(negated)
                 } else {
                     serde_json::Number::from_f64(-number.as_f64().unwrap_or(0.0))
                         .map(Value::Number)

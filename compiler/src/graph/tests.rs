@@ -750,3 +750,30 @@ fn per_item_check_names_are_item_and_the_by_role() {
     insta::assert_snapshot!("bounds_mermaid", to_mermaid(&spec));
     insta::assert_snapshot!("bounds_dot", to_dot(&spec));
 }
+
+#[test]
+fn totals_follow_the_most_expensive_branch() {
+    let text = r#"spec branches version "1"
+contract Request { goal: string }
+contract Out { ok: bool }
+role cheap { model: "openai:x" prompt: """go""" input: Request output: Out timeout: 1s retry: 0 }
+role dear { model: "openai:x" prompt: """go""" input: Request output: Out timeout: 10s retry: 4 backoff 1s }
+flow {
+  first = cheap(request) when first.ok -> big else -> small
+  big   = dear(request) -> done
+  small = cheap(request) -> confirm
+  confirm = ask "ok?" -> done
+}
+"#;
+    let (spec, _) = compiled(text, &MemoryLoader::default());
+    let bounds = bounds::compute(&spec);
+    // Calls: first 1 + big 5 (retry 4) = 6, more than first 1 + small 1.
+    assert_eq!(bounds.total.calls, Some(6));
+    // Steps: first, small, confirm = 3, more than first, big = 2.
+    assert_eq!(bounds.total.steps, Some(3));
+    // Wall: the `ask` branch waits for a person, so the worst case is unbounded.
+    assert_eq!(bounds.total.wall_ms, None);
+    let big = bounds.steps.iter().find(|step| step.name == "big");
+    // 5 * 10s + backoffs 1 + 2 + 4 + 8 = 65s.
+    assert_eq!(big.and_then(|step| step.wall_ms), Some(65_000));
+}

@@ -25,6 +25,7 @@ pub mod provider;
 pub mod repair;
 pub mod replay;
 pub mod scenario;
+pub mod scheduler;
 pub mod trace;
 pub mod validate;
 pub mod value;

@@ -119,6 +119,8 @@ pub async fn run(
         order: flow_order(&spec.flow),
         rejected: false,
         below_target: None,
+        last_hard_code: None,
+        previous: None,
     };
     let ended = run.run(input).await?;
     run.finish(ended)
@@ -197,6 +199,7 @@ struct Evaluated {
     candidate: Candidate,
     score: Option<f64>,
     hard_failure: bool,
+    passed: bool,
 }
 
 /// How the flow ended, before the final event.
@@ -242,6 +245,10 @@ struct Run<'a> {
     rejected: bool,
     /// Set when repair stopped: the delivery that follows is below target for this reason.
     below_target: Option<Reason>,
+    /// The code of the first hard rule the last gate evaluation failed, if any.
+    last_hard_code: Option<String>,
+    /// The step executed last (the one whose transition reached a terminal).
+    previous: Option<String>,
 }
 
 /// What a step leads to.
@@ -285,7 +292,17 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// The best candidate: the highest score among those that passed their gate, or,
+    /// when none did, among those with no hard failure.
     fn best(&self) -> Option<&Evaluated> {
+        let passed: Vec<(Option<f64>, bool)> = self
+            .candidates
+            .iter()
+            .map(|evaluated| (evaluated.score, !evaluated.passed))
+            .collect();
+        if let Some(index) = best_candidate(&passed) {
+            return self.candidates.get(index);
+        }
         let ranked: Vec<(Option<f64>, bool)> = self
             .candidates
             .iter()
@@ -377,10 +394,18 @@ impl<'a> Run<'a> {
                     } else {
                         Outcome::Failed
                     };
-                    let why = if self.rejected {
-                        Reason::HumanRejected
-                    } else {
-                        Reason::StepFailed { step: name.clone() }
+                    // A terminal reached by the flow: the reason is what led to it.
+                    let previous_is_gate = self
+                        .previous
+                        .as_deref()
+                        .and_then(|previous| spec.flow.step(previous))
+                        .is_some_and(|(_, step)| matches!(step.kind, StepKind::Gate { .. }));
+                    let why = match (&self.last_hard_code, previous_is_gate) {
+                        _ if self.rejected => Reason::HumanRejected,
+                        (Some(code), true) => Reason::HardGate { code: code.clone() },
+                        _ => Reason::StepFailed {
+                            step: self.previous.clone().unwrap_or_else(|| name.clone()),
+                        },
                     };
                     let mut end = ended(outcome, why);
                     end.message = Some(reason.clone());
@@ -399,39 +424,25 @@ impl<'a> Run<'a> {
                 _ => None,
             };
             self.emit(Some(&name), None, None, EventKind::StepStarted { role })?;
-            let next = match step.kind.clone() {
-                StepKind::Call { role, args } => self.call_step(node, &name, &role, &args).await?,
-                StepKind::Each {
-                    var,
-                    over,
-                    role,
-                    args,
-                    concurrency,
-                    check,
-                } => {
-                    self.each_step(
-                        node,
-                        &name,
-                        &var,
-                        &over,
-                        &role,
-                        &args,
-                        concurrency,
-                        check.as_ref(),
-                    )
-                    .await?
+            // The whole step runs within what is left of `budget.wall`: when it runs
+            // out, the step's in-flight calls are dropped with its future.
+            let wall_left = lock(&self.shared.meter).wall_left();
+            let kind = step.kind.clone();
+            let next = match wall_left {
+                Some(left) => {
+                    let result = tokio::time::timeout(left, self.execute(node, &name, kind)).await;
+                    match result {
+                        Ok(next) => next?,
+                        Err(_) => {
+                            self.drain()?;
+                            let _ = self.shared.exhausted();
+                            return self.budget_exhausted(BudgetKind::Wall);
+                        }
+                    }
                 }
-                StepKind::Gate { gate, repair } => {
-                    self.gate_step(node, &name, &gate, repair).await?
-                }
-                StepKind::Finalize { role, args } => {
-                    self.finalize_step(node, &name, &role, &args).await?
-                }
-                StepKind::Ask { question } => self.ask_step(node, &name, &question).await?,
-                StepKind::Done | StepKind::Blocked { .. } | StepKind::Failed { .. } => {
-                    return Err(RunError::Internal("terminal handled above".into()));
-                }
+                None => self.execute(node, &name, kind).await?,
             };
+            self.previous = Some(name.clone());
             self.tamper_after(&name);
             if let Some(end) = self.check_invariants()? {
                 return Ok(end);
@@ -441,6 +452,47 @@ impl<'a> Run<'a> {
                 Next::End(end) => return Ok(end),
             }
         }
+    }
+
+    /// Runs one step and says where the flow goes next.
+    async fn execute(
+        &mut self,
+        node: NodeIndex,
+        name: &str,
+        kind: StepKind,
+    ) -> Result<Next, RunError> {
+        let name = name.to_string();
+        Ok(match kind {
+            StepKind::Call { role, args } => self.call_step(node, &name, &role, &args).await?,
+            StepKind::Each {
+                var,
+                over,
+                role,
+                args,
+                concurrency,
+                check,
+            } => {
+                self.each_step(
+                    node,
+                    &name,
+                    &var,
+                    &over,
+                    &role,
+                    &args,
+                    concurrency,
+                    check.as_ref(),
+                )
+                .await?
+            }
+            StepKind::Gate { gate, repair } => self.gate_step(node, &name, &gate, repair).await?,
+            StepKind::Finalize { role, args } => {
+                self.finalize_step(node, &name, &role, &args).await?
+            }
+            StepKind::Ask { question } => self.ask_step(node, &name, &question).await?,
+            StepKind::Done | StepKind::Blocked { .. } | StepKind::Failed { .. } => {
+                return Err(RunError::Internal("terminal handled above".into()));
+            }
+        })
     }
 
     fn finish(&mut self, end: Ended) -> Result<RunOutcome, RunError> {
@@ -801,7 +853,13 @@ impl<'a> Run<'a> {
             candidate: candidate.clone(),
             score: evaluation.score,
             hard_failure: evaluation.hard_failure(),
+            passed: evaluation.passed,
         });
+        self.last_hard_code = evaluation
+            .rules
+            .iter()
+            .find(|rule| !rule.holds && rule.severity == charter_compiler::graph::SeverityIr::Hard)
+            .map(|rule| rule.code.clone());
         let edge = |wanted: fn(&TransitionIr) -> bool| {
             spec.flow
                 .transitions(node)

@@ -42,8 +42,18 @@ struct Replayed {
 }
 
 async fn replay_with(spec_text: &str, calls: &str, options: RunOptions) -> Replayed {
+    replay_full(spec_text, calls, "", options).await
+}
+
+/// Replays `calls` (and `humans`, cassette entries) through `spec_text`.
+async fn replay_full(spec_text: &str, calls: &str, humans: &str, options: RunOptions) -> Replayed {
     let spec = compile_spec(spec_text);
-    let text = format!("version: 1\nrecorded: {{ spec_hash: x }}\ncalls:\n{calls}");
+    let humans = if humans.is_empty() {
+        String::new()
+    } else {
+        format!("humans:\n{humans}")
+    };
+    let text = format!("version: 1\nrecorded: {{ spec_hash: x }}\ncalls:\n{calls}{humans}");
     let provider = match Cassette::from_yaml("cassette.yaml", &text) {
         Ok(cassette) => ReplayProvider::new(cassette),
         Err(error) => panic!("{error}"),
@@ -339,8 +349,147 @@ async fn replays_are_byte_identical() {
         review(2, 8, 8),
         deliver(2, "c2"),
     );
-    let first = replay(&calls).await.trace;
-    for _ in 0..20 {
-        assert_eq!(replay(&calls).await.trace, first);
+    let spec = LOOP_SPEC.replace("concurrency 4", "concurrency 8");
+    let first = replay_with(&spec, &calls, RunOptions::default())
+        .await
+        .trace;
+    for _ in 0..100 {
+        assert_eq!(
+            replay_with(&spec, &calls, RunOptions::default())
+                .await
+                .trace,
+            first
+        );
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_wall_budget_drops_a_call_in_flight() {
+    let spec = format!("{LOOP_SPEC}budget {{ wall 10s }}\n");
+    let calls = "  - { step: plan, latency: 20m, response: { goal: g, tasks: [ { id: T-1, goal: a } ] } }\n";
+    let replayed = replay_with(&spec, calls, RunOptions::default()).await;
+    assert_eq!(
+        replayed.outcome.termination.to_string(),
+        "failed{budget_exhausted{wall}}",
+        "{}",
+        replayed.trace
+    );
+    assert!(replayed.trace.contains(r#"{"seq":4,"t_ms":10000,"round":1,"kind":"budget","budget":"wall","used":10000,"limit":10000}"#), "{}", replayed.trace);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gate_failing_into_a_terminal_names_its_hard_rule() {
+    let Some(start) = LOOP_SPEC.find("repair {") else {
+        panic!("no repair block")
+    };
+    let Some(length) = LOOP_SPEC[start..].find("}\n") else {
+        panic!("no end of the repair block")
+    };
+    let mut spec = LOOP_SPEC.to_string();
+    spec.replace_range(start..start + length + 2, "");
+    let spec = spec.replace("fail -> repair", "fail -> failed \"not good enough\"");
+    let calls = format!(
+        "{PLAN}{}{}{}{}",
+        execute(1, "T-1", "failed", "x"),
+        execute(1, "T-2", "ok", "x"),
+        execute(1, "T-3", "ok", "x"),
+        review(1, 10, 10),
+    );
+    let replayed = replay_with(&spec, &calls, RunOptions::default()).await;
+    assert_eq!(
+        replayed.outcome.termination.to_string(),
+        "failed{hard_gate{STAGE_FAILED}}",
+        "{}",
+        replayed.trace
+    );
+    assert_eq!(replayed.outcome.message.as_deref(), Some("not good enough"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_person_can_reject_the_plan() {
+    let spec = LOOP_SPEC.replace(
+        "plan    = planner(request)                                -> execute",
+        "plan    = planner(request)                                -> confirm\n  confirm = ask \"Run this plan?\" when confirm.approved -> execute else -> blocked \"plan rejected\"",
+    );
+    let rejected = replay_full(
+        &spec,
+        PLAN,
+        "  - { step: confirm, answer: { approved: false, note: too broad } }\n",
+        RunOptions::default(),
+    )
+    .await;
+    assert_eq!(
+        rejected.outcome.termination.to_string(),
+        "blocked{human_rejected}",
+        "{}",
+        rejected.trace
+    );
+    assert!(rejected.trace.contains(r#""kind":"human","question":"Run this plan?","answer":{"approved":false,"note":"too broad"}"#), "{}", rejected.trace);
+    let calls = format!(
+        "{PLAN}{}{}{}",
+        round_ok(1, "x"),
+        review(1, 9, 8),
+        deliver(1, "c1")
+    );
+    let approved = replay_full(
+        &spec,
+        &calls,
+        "  - { step: confirm, answer: { approved: true } }\n",
+        RunOptions::default(),
+    )
+    .await;
+    assert_eq!(
+        approved.outcome.termination.to_string(),
+        "completed{gate_passed}",
+        "{}",
+        approved.trace
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_item_checks_retry_the_item_with_feedback() {
+    let spec = LOOP_SPEC
+        .replace(
+            "gate quality on execute {",
+            "contract Verdict { ok: bool }\nrole checker { model: \"openai:m\" prompt: \"\"\"{{ stage_result.output }}\"\"\" input: StageResult output: Verdict }\ngate item_ok on execute {\n  hard fine: checker.ok else NOT_OK\n  pass when true\n}\ngate quality on execute {",
+        )
+        .replace("executor(t) concurrency 4 ", "executor(t) concurrency 4 check item_ok by checker retries 1 ");
+    let verdict = |id: &str, attempt: u64, ok: bool| {
+        format!(
+            "  - {{ step: execute, item: {id}, attempt: {attempt}, role: checker, response: {{ ok: {ok} }} }}\n"
+        )
+    };
+    let calls = format!(
+        "{PLAN}{}{}{}  - {{ step: execute, item: T-1, attempt: 2, response: {{ task_id: T-1, status: ok, output: better }} }}\n{}{}{}{}{}",
+        round_ok(1, "x"),
+        verdict("T-1", 1, false),
+        verdict("T-1", 2, true),
+        verdict("T-2", 1, true),
+        verdict("T-3", 1, false),
+        verdict("T-3", 2, false),
+        review(1, 9, 9),
+        deliver(1, "c1"),
+    ).replace("  - { step: execute, round: 1, item: T-3, latency: 3s, response: { task_id: T-3, status: ok, output: x } }\n", "  - { step: execute, round: 1, item: T-3, latency: 3s, response: { task_id: T-3, status: ok, output: x } }\n  - { step: execute, item: T-3, attempt: 2, response: { task_id: T-3, status: ok, output: y } }\n");
+    let replayed = replay_with(&spec, &calls, RunOptions::default()).await;
+    assert_eq!(
+        replayed.outcome.termination.to_string(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.trace
+    );
+    assert!(replayed.unused.is_empty(), "{:?}", replayed.unused);
+    assert!(
+        replayed
+            .trace
+            .contains(r#""item":"T-1","attempt":1,"kind":"retry","retry":"stage","next":2"#),
+        "{}",
+        replayed.trace
+    );
+    // T-3 fails its check twice: failed after its one stage retry; the candidate records it.
+    assert!(replayed.trace.contains(r#""item":"T-3","kind":"item_done","status":"failed","error":"check `item_ok` failed: NOT_OK""#), "{}", replayed.trace);
+    assert!(
+        replayed.trace.contains(r#""failed":["T-3"]"#),
+        "{}",
+        replayed.trace
+    );
 }

@@ -1,4 +1,4 @@
-//! Charter's runtime: the foundations a run is built on, over the compiler's IR (`CompiledSpec`): values and expressions, contract validation, canonical hashes, file formats, providers and replay, the trace, and prompt rendering.
+//! Charter's runtime: executes a compiled spec (`CompiledSpec`) with a single-writer scheduler over small foundations: values and expressions, contracts, hashes, file formats, providers and replay, the trace, prompts and the repair policies.
 //!
 //! Modules, each with a small API (see ARCHITECTURE.md, "runtime"):
 //! - [`value`]: the language's rules for JSON values (numbers, equality, ordering).
@@ -10,6 +10,9 @@
 //! - [`replay`]: `ReplayProvider`, a provider over a cassette on tokio's clock.
 //! - [`trace`]: trace events, `TraceSink`, and the terminal outcome and reason.
 //! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
+//! - Policies and mechanics: [`gate`], [`repair`], [`dag`], [`candidate`], [`budget`],
+//!   [`call`] (one role call with its provider retries).
+//! - [`scheduler`]: `run(spec, input, provider, humans, sink, options)`, the single writer.
 
 pub use charter_compiler as compiler;
 

@@ -1,4 +1,4 @@
-//! Charter's runtime: executes a compiled spec (`CompiledSpec`) with a single-writer scheduler over small foundations: values and expressions, contracts, hashes, file formats, providers and replay, the trace, prompts and the repair policies.
+//! Charter's runtime: executes a compiled spec (`CompiledSpec`) over small foundations: values and expressions, contracts, hashes, file formats, providers and replay, the trace, prompts and the repair policies.
 //!
 //! Modules, each with a small API (see ARCHITECTURE.md, "runtime"):
 //! - [`value`]: the language's rules for JSON values (numbers, equality, ordering).
@@ -12,7 +12,6 @@
 //! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
 //! - Policies and mechanics: [`gate`], [`repair`], [`dag`], [`candidate`], [`budget`],
 //!   [`call`] (one role call with its provider retries).
-//! - [`scheduler`]: `run(spec, input, provider, humans, sink, options)`, the single writer.
 
 pub use charter_compiler as compiler;
 
@@ -28,7 +27,6 @@ pub mod provider;
 pub mod repair;
 pub mod replay;
 pub mod scenario;
-pub mod scheduler;
 pub mod trace;
 pub mod validate;
 pub mod value;

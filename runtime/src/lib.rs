@@ -34,3 +34,6 @@ pub mod yaml;
 
 #[cfg(test)]
 mod testing;
+
+#[cfg(test)]
+mod robustness;

@@ -249,8 +249,7 @@ fn readable(rule: Rule) -> &'static str {
         | Rule::bool_type
         | Rule::int_type
         | Rule::float_type
-        | Rule::list_type
-        | Rule::named_type => "a type",
+        | Rule::list_type => "a type",
         Rule::header | Rule::kw_spec => "`spec`",
         Rule::kw_version => "`version`",
         Rule::import | Rule::kw_import => "`import`",
@@ -330,15 +329,15 @@ fn readable(rule: Rule) -> &'static str {
         Rule::step => "a step (`name = ...`)",
         Rule::kw_or => "`or`",
         Rule::kw_and => "`and`",
-        Rule::kw_true | Rule::kw_false | Rule::bool_lit => "`true` or `false`",
-        Rule::kw_none | Rule::none_lit => "`none`",
-        Rule::kw_every | Rule::kw_some | Rule::kw_count | Rule::quantifier => "a quantifier",
+        Rule::bool_lit => "`true` or `false`",
+        Rule::none_lit => "`none`",
+        Rule::quantifier | Rule::quantifier_kw => "a quantifier",
         Rule::cmp_op => "a comparison (`==`, `!=`, `<`, `<=`, `>`, `>=`)",
         Rule::add_op => "`+` or `-`",
         Rule::mul_op => "`*` or `/`",
         // A prefix operator is never what was missing: "an expression" says it.
         Rule::neg | Rule::kw_not => "",
-        Rule::expr | Rule::operand | Rule::call | Rule::path => "an expression",
+        Rule::expr | Rule::operand | Rule::reference => "an expression",
         Rule::record_field => "a record field (`name: value`)",
         _ => "",
     }

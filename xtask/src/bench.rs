@@ -1,0 +1,206 @@
+//! `cargo xtask bench`: how fast the compiler is, measured in a release build on one core.
+//!
+//! The debug `cargo xtask` process builds the release binary and re-runs it with
+//! `--in-release` under `taskset -c 0` (when available); that process generates a large
+//! spec, checks it compiles with no error, and times the compiler on it and on every seed
+//! spec.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use charter_compiler::{Loader, NoFiles, render};
+
+use crate::corpus::{FsLoader, display_path, find_specs};
+use crate::generator::{GenConfig, generate};
+use crate::verify::cargo;
+
+/// What to measure.
+#[derive(Clone, Copy, Debug)]
+pub struct BenchConfig {
+    /// Size of the generated spec.
+    pub lines: usize,
+    /// Timed compilations of the generated spec.
+    pub runs: usize,
+    /// Timed compilations of each seed spec.
+    pub seed_runs: usize,
+}
+
+/// The compile-time budget for the generated spec, per 10,000 lines (DESIGN issue 2, item 10).
+const TARGET_PER_10K_LINES: Duration = Duration::from_millis(50);
+/// The compile-time budget for one seed spec.
+const TARGET_SEED: Duration = Duration::from_millis(1);
+
+/// Builds the release binary and runs the measurement in it, pinned to one core.
+/// Returns whether the run succeeded.
+pub fn bench_in_release(root: &Path, config: BenchConfig) -> anyhow::Result<bool> {
+    println!("building xtask in release (cargo build --release -p xtask)...");
+    let status = Command::new(cargo())
+        .args(["build", "--release", "--quiet", "-p", "xtask"])
+        .current_dir(root)
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("cargo build --release -p xtask failed: {status}");
+    }
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map_or_else(|| root.join("target"), |dir| root.join(dir));
+    let binary = target_dir
+        .join("release")
+        .join(format!("xtask{}", std::env::consts::EXE_SUFFIX));
+    let arguments = [
+        "bench".to_string(),
+        "--in-release".to_string(),
+        "--lines".to_string(),
+        config.lines.to_string(),
+        "--runs".to_string(),
+        config.runs.to_string(),
+        "--seed-runs".to_string(),
+        config.seed_runs.to_string(),
+    ];
+    let pinned = Command::new("taskset").arg("--version").output().is_ok();
+    let mut command = if pinned {
+        println!("pinned to one core: taskset -c 0 {}", binary.display());
+        let mut command = Command::new("taskset");
+        command.args(["-c", "0"]).arg(&binary);
+        command
+    } else {
+        println!("taskset not found: not pinned (the compiler is single-threaded anyway)");
+        Command::new(&binary)
+    };
+    let status = command.args(arguments).current_dir(root).status()?;
+    Ok(status.success())
+}
+
+/// Measures in this process (which should be a release build). Returns whether the
+/// generated spec compiled with no error.
+pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
+    if cfg!(debug_assertions) {
+        println!("warning: this is a debug build; figures are not comparable to the targets");
+    }
+    let generated = generate(GenConfig {
+        lines: config.lines,
+        ..GenConfig::default()
+    });
+    let check = charter_compiler::compile("generated.charter", &generated.text, &NoFiles);
+    let errors = check.diagnostics.iter().filter(|d| d.is_error()).count();
+    let warnings = check.diagnostics.len() - errors;
+    println!(
+        "generated spec: {} lines, {} contracts, {} roles, {} tools, {} steps: {errors} error(s), {warnings} warning(s)",
+        generated.lines, generated.contracts, generated.roles, generated.tools, generated.steps
+    );
+    if errors > 0 {
+        let shown: Vec<_> = check.diagnostics.iter().take(20).cloned().collect();
+        print!("{}", render::text(&shown, &check.sources, false));
+        println!(
+            "the generated spec must compile with no error; not timing it (see xtask/src/gen.rs)"
+        );
+        return false;
+    }
+    let target = TARGET_PER_10K_LINES.mul_f64(generated.lines as f64 / 10_000.0);
+    let times = time_compilations("generated.charter", &generated.text, &NoFiles, config.runs);
+    println!(
+        "{:<40} {}  (target < {})",
+        format!(
+            "generated ({} lines, {} runs)",
+            generated.lines, config.runs
+        ),
+        summary(&times),
+        show(target)
+    );
+    report_target(&times, target);
+
+    let seeds_dir = root.join("specs").join("seeds");
+    let seeds = find_specs(&seeds_dir);
+    if seeds.is_empty() {
+        println!("no seed specs in {}", display_path(&seeds_dir, root));
+    }
+    for path in seeds {
+        let shown = display_path(&path, root);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            println!("{shown}: cannot read");
+            continue;
+        };
+        // The first compilation fills the loader's cache, so the timed runs do no I/O.
+        let loader = FsLoader::for_spec(&path, &shown);
+        let first = charter_compiler::compile(&shown, &text, &loader);
+        let note = if first.has_errors() {
+            " (has errors)"
+        } else {
+            ""
+        };
+        let times = time_compilations(&shown, &text, &loader, config.seed_runs);
+        println!(
+            "{:<40} {}  (target < {}){note}",
+            format!("{shown} ({} runs)", config.seed_runs),
+            summary(&times),
+            show(TARGET_SEED)
+        );
+        report_target(&times, TARGET_SEED);
+    }
+    true
+}
+
+fn time_compilations(name: &str, text: &str, loader: &dyn Loader, runs: usize) -> Vec<Duration> {
+    for _ in 0..3.min(runs) {
+        drop(black_box(charter_compiler::compile(name, text, loader)));
+    }
+    let mut times: Vec<Duration> = (0..runs.max(1))
+        .map(|_| {
+            let started = Instant::now();
+            let compilation = black_box(charter_compiler::compile(
+                black_box(name),
+                black_box(text),
+                loader,
+            ));
+            let time = started.elapsed();
+            drop(compilation);
+            time
+        })
+        .collect();
+    times.sort();
+    times
+}
+
+fn median(sorted: &[Duration]) -> Duration {
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+fn summary(sorted: &[Duration]) -> String {
+    format!(
+        "median {:>9}  min {:>9}  max {:>9}",
+        show(median(sorted)),
+        show(sorted.first().copied().unwrap_or_default()),
+        show(sorted.last().copied().unwrap_or_default())
+    )
+}
+
+fn report_target(sorted: &[Duration], target: Duration) {
+    if median(sorted) > target {
+        println!("  ^ over target");
+    }
+}
+
+/// `123µs`, `4.56ms`.
+fn show(duration: Duration) -> String {
+    let micros = duration.as_secs_f64() * 1e6;
+    if micros < 1_000.0 {
+        format!("{micros:.0}µs")
+    } else {
+        format!("{:.2}ms", micros / 1_000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_units() {
+        let times = [1, 2, 30].map(Duration::from_micros);
+        assert_eq!(median(&times), Duration::from_micros(2));
+        assert_eq!(show(Duration::from_micros(250)), "250µs");
+        assert_eq!(show(Duration::from_micros(4_560)), "4.56ms");
+    }
+}

@@ -1,0 +1,13 @@
+//! The repository's own automation behind `cargo xtask`: the CI gate (`verify`), the
+//! never-panics fuzz harness (`fuzz`, `mutate`), the benchmark (`bench`) and the
+//! generator of large valid specs they share (`gen`).
+
+pub mod bench;
+pub mod corpus;
+pub mod fuzz;
+// `gen` is a reserved word in edition 2024, so the module is named after what it does.
+#[path = "gen.rs"]
+pub mod generator;
+pub mod mutate;
+pub mod rng;
+pub mod verify;

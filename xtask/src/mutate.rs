@@ -1,0 +1,716 @@
+//! Grammar-aware mutations of `.charter` text for the fuzz harness: a forgiving tokenizer
+//! that splits any text into Charter-shaped tokens, and token-level edits (delete,
+//! duplicate, swap, splice from other specs, insert keywords, punctuation, huge numbers,
+//! odd Unicode, unbalanced quotes and braces, deep nesting, truncation).
+
+use crate::rng::Rng;
+
+/// What a token looks like; mutations pick tokens by kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenKind {
+    Space,
+    Comment,
+    Ident,
+    Number,
+    Str,
+    Block,
+    Punct,
+    Other,
+}
+
+/// A token as a byte range of the text it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Token {
+    pub kind: TokenKind,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Splits `text` into tokens that cover it exactly (concatenating them gives `text` back).
+/// Never fails: anything it does not recognise is a one-character `Other` token.
+pub fn tokenize(text: &str) -> Vec<Token> {
+    let bytes = text.as_bytes();
+    let mut tokens = Vec::new();
+    let mut position = 0;
+    while position < text.len() {
+        let rest = text.get(position..).unwrap_or("");
+        let Some(first) = rest.chars().next() else {
+            break;
+        };
+        let (kind, length) = if first.is_whitespace() {
+            let length = rest
+                .char_indices()
+                .find(|(_, c)| !c.is_whitespace())
+                .map_or(rest.len(), |(index, _)| index);
+            (TokenKind::Space, length)
+        } else if rest.starts_with("//") {
+            (TokenKind::Comment, rest.find('\n').unwrap_or(rest.len()))
+        } else if rest.starts_with("/*") {
+            let length = rest
+                .get(2..)
+                .and_then(|tail| tail.find("*/"))
+                .map_or(rest.len(), |index| index + 4);
+            (TokenKind::Comment, length)
+        } else if rest.starts_with("\"\"\"") {
+            let length = rest
+                .get(3..)
+                .and_then(|tail| tail.find("\"\"\""))
+                .map_or(rest.len(), |index| index + 6);
+            (TokenKind::Block, length)
+        } else if first == '"' {
+            let mut length = rest.len();
+            let mut escaped = false;
+            for (index, c) in rest.char_indices().skip(1) {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == '"' {
+                    length = index + 1;
+                    break;
+                } else if c == '\n' {
+                    length = index;
+                    break;
+                }
+            }
+            (TokenKind::Str, length)
+        } else if first.is_ascii_alphabetic() || first == '_' {
+            let length = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            (TokenKind::Ident, length)
+        } else if first.is_ascii_digit() {
+            let mut length = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            if bytes.get(position + length) == Some(&b'.')
+                && bytes
+                    .get(position + length + 1)
+                    .is_some_and(u8::is_ascii_digit)
+            {
+                length += 1;
+                length += rest
+                    .get(length..)
+                    .and_then(|tail| tail.find(|c: char| !c.is_ascii_digit()))
+                    .unwrap_or(rest.len() - length);
+            }
+            length += rest
+                .get(length..)
+                .and_then(|tail| tail.find(|c: char| !c.is_ascii_alphabetic()))
+                .unwrap_or(rest.len() - length);
+            (TokenKind::Number, length)
+        } else if let Some(symbol) = ["..=", "..", "->", "==", "!=", "<=", ">="]
+            .iter()
+            .find(|symbol| rest.starts_with(**symbol))
+        {
+            (TokenKind::Punct, symbol.len())
+        } else if first.is_ascii_punctuation() {
+            (TokenKind::Punct, 1)
+        } else {
+            (TokenKind::Other, first.len_utf8())
+        };
+        let length = length.max(first.len_utf8());
+        tokens.push(Token {
+            kind,
+            start: position,
+            end: position + length,
+        });
+        position += length;
+    }
+    tokens
+}
+
+const KEYWORDS: &[&str] = &[
+    "spec",
+    "version",
+    "import",
+    "role",
+    "models",
+    "price",
+    "rules",
+    "contract",
+    "tool",
+    "input",
+    "output",
+    "effect",
+    "read",
+    "write",
+    "external",
+    "model",
+    "prompt",
+    "file",
+    "tools",
+    "max_tool_calls",
+    "timeout",
+    "retry",
+    "backoff",
+    "gate",
+    "on",
+    "hard",
+    "warn",
+    "score",
+    "weight",
+    "below",
+    "pass",
+    "when",
+    "else",
+    "repair",
+    "rounds",
+    "no_progress",
+    "rerun",
+    "with",
+    "feedback",
+    "replan",
+    "accept",
+    "block",
+    "fail",
+    "ask",
+    "invariant",
+    "has",
+    "no",
+    "only",
+    "uses",
+    "always",
+    "budget",
+    "tokens",
+    "cost",
+    "wall",
+    "steps",
+    "flow",
+    "each",
+    "in",
+    "concurrency",
+    "check",
+    "by",
+    "retries",
+    "finalize",
+    "done",
+    "blocked",
+    "failed",
+    "every",
+    "some",
+    "count",
+    "not",
+    "and",
+    "or",
+    "true",
+    "false",
+    "none",
+    "string",
+    "bool",
+    "int",
+    "float",
+    "list",
+    "request",
+    "candidate",
+    "best",
+    "run",
+    "item",
+    "len",
+    "contains",
+    "matches",
+    "sum",
+    "min",
+    "max",
+    "_",
+    "Candidate",
+    "Delivery",
+    "Answer",
+    "Request",
+];
+
+const PUNCTUATION: &[&str] = &[
+    "{", "}", "(", ")", "[", "]", ":", ",", "=", "->", "..", "..=", "|", "?", "<", ">", ".", "==",
+    "!=", "<=", ">=", "+", "-", "*", "/", "_", "@", "#", "\\", ";",
+];
+
+const UNBALANCED: &[&str] = &[
+    "\"", "\"\"\"", "{", "}", "(", ")", "[", "]", "/*", "*/", "\"\\", "{{", "}}", "{%", "%}", "{#",
+    "<", "'",
+];
+
+const NUMBERS: &[&str] = &[
+    "0",
+    "-1",
+    "-0",
+    "1.5",
+    "0.0",
+    "1e309",
+    "1.7976931348623157e308",
+    "4294967296",
+    "18446744073709551615",
+    "18446744073709551616",
+    "99999999999999999999999999999999",
+    "-9223372036854775809",
+    "9007199254740993",
+    "0.000000000000000000001",
+    "1.",
+    ".5",
+    "0ms",
+    "1ms",
+    "99999999999999999h",
+    "18446744073709551615ms",
+    "5000000000000000000h",
+    "30x",
+    "1.5s",
+    "2d",
+    "1e3s",
+    "NaN",
+    "inf",
+    "0..=0",
+    "10..=1",
+    "0..1",
+    "..",
+    "1..",
+    "(0..=18446744073709551616)",
+    "(..=-1)",
+];
+
+const UNICODE: &[&str] = &[
+    "é",
+    "🦀",
+    "\u{202E}",
+    "\u{200D}",
+    "\u{0301}",
+    "\u{0}",
+    "\u{FEFF}",
+    "\r",
+    "\r\n",
+    "\t",
+    "ﬀ",
+    "İ",
+    "ß",
+    "\u{10FFFF}",
+    "日本語",
+    "ǅ",
+    "\u{2028}",
+    "\u{85}",
+    "Ⅻ",
+    "０１２",
+];
+
+/// Template-specific noise for prompt files and role files.
+const TEMPLATE_NOISE: &[&str] = &[
+    "{{ undefined_variable }}",
+    "{{",
+    "}}",
+    "{% for x in %}",
+    "{% endfor %}",
+    "{% if %}",
+    "{{ feedback.a.b.c }}",
+    "{{ 1 / 0 }}",
+    "{% macro m() %}",
+    "{% raw %}",
+    "{# unclosed",
+    "---\n",
+    "\n---\n",
+    "id: 12\n",
+    "tools: [\n",
+    "input: [[]]\n",
+    "model: {a: b}\n",
+    "timeout: 99999999999999999h\n",
+    "retry: -1\n",
+    "tool_rules:\n  - x\n",
+    ": : :\n",
+    "&anchor *alias\n",
+    "!!binary\n",
+];
+
+/// Material for splicing: the corpus texts, tokenized once.
+#[derive(Clone, Debug, Default)]
+pub struct Donors {
+    entries: Vec<(String, Vec<Token>)>,
+}
+
+impl Donors {
+    pub fn new<'a>(texts: impl IntoIterator<Item = &'a str>) -> Donors {
+        Donors {
+            entries: texts
+                .into_iter()
+                .map(|text| (text.to_string(), tokenize(text)))
+                .collect(),
+        }
+    }
+
+    fn pick(&self, rng: &mut Rng) -> Option<(&str, &[Token])> {
+        self.entries
+            .get(rng.below(self.entries.len()))
+            .map(|(text, tokens)| (text.as_str(), tokens.as_slice()))
+    }
+}
+
+/// One mutated input: the spec text, the files it may read, and how it was made.
+#[derive(Clone, Debug)]
+pub struct Mutant {
+    pub text: String,
+    pub files: std::collections::BTreeMap<String, String>,
+    pub mutations: Vec<&'static str>,
+}
+
+/// Applies one to four random mutations to `text` (and sometimes to one of `files`),
+/// drawing spliced material from `donors` (other specs of the corpus).
+pub fn mutate(
+    rng: &mut Rng,
+    text: &str,
+    files: &std::collections::BTreeMap<String, String>,
+    donors: &Donors,
+) -> Mutant {
+    let mut mutant = Mutant {
+        text: text.to_string(),
+        files: files.clone(),
+        mutations: Vec::new(),
+    };
+    let rounds = 1 + rng.below(4);
+    for _ in 0..rounds {
+        if !mutant.files.is_empty() && rng.chance(1, 8) {
+            let keys: Vec<String> = mutant.files.keys().cloned().collect();
+            if let Some(key) = rng.pick(&keys) {
+                if rng.chance(1, 6) {
+                    mutant.files.remove(key);
+                    mutant.mutations.push("drop-file");
+                } else if let Some(file) = mutant.files.get_mut(key) {
+                    let (changed, name) = mutate_file(rng, file, donors);
+                    *file = changed;
+                    mutant.mutations.push(name);
+                }
+            }
+            continue;
+        }
+        let (changed, name) = mutate_text(rng, &mutant.text, donors);
+        mutant.text = changed;
+        mutant.mutations.push(name);
+    }
+    mutant
+}
+
+fn mutate_file(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'static str) {
+    if rng.chance(1, 2) {
+        let tokens = tokenize(text);
+        let at = boundary(rng, text, &tokens);
+        let noise = rng.pick(TEMPLATE_NOISE).copied().unwrap_or("{{");
+        (splice_at(text, at, at, noise), "file-template-noise")
+    } else {
+        let (changed, _) = mutate_text(rng, text, donors);
+        (changed, "file-token-mutation")
+    }
+}
+
+/// One token-level mutation of `text`.
+pub fn mutate_text(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'static str) {
+    let tokens = tokenize(text);
+    let solid: Vec<Token> = tokens
+        .iter()
+        .copied()
+        .filter(|token| token.kind != TokenKind::Space)
+        .collect();
+    let Some(&chosen) = rng.pick(&solid) else {
+        let noise = rng.pick(KEYWORDS).copied().unwrap_or("spec");
+        return (format!("{text}{noise}"), "append-to-empty");
+    };
+    match rng.below(16) {
+        0 | 1 => {
+            let count = 1 + rng.below(3);
+            let end = solid
+                .iter()
+                .filter(|token| token.start >= chosen.start)
+                .nth(count - 1)
+                .map_or(chosen.end, |token| token.end);
+            (splice_at(text, chosen.start, end, ""), "delete-tokens")
+        }
+        2 => {
+            let piece = slice(text, chosen.start, chosen.end);
+            (
+                splice_at(text, chosen.end, chosen.end, &format!(" {piece}")),
+                "duplicate-token",
+            )
+        }
+        3 => {
+            let Some(&other) = rng.pick(&solid) else {
+                return (text.to_string(), "swap-tokens");
+            };
+            let (first, second) = if other.start < chosen.start {
+                (other, chosen)
+            } else {
+                (chosen, other)
+            };
+            if first.end > second.start || first == second {
+                return (text.to_string(), "swap-tokens");
+            }
+            let result = format!(
+                "{}{}{}{}{}",
+                slice(text, 0, first.start),
+                slice(text, second.start, second.end),
+                slice(text, first.end, second.start),
+                slice(text, first.start, first.end),
+                slice(text, second.end, text.len())
+            );
+            (result, "swap-tokens")
+        }
+        4 | 5 => {
+            let Some((donor, donor_tokens)) = donors.pick(rng) else {
+                return (text.to_string(), "splice");
+            };
+            let from = rng.below(donor_tokens.len());
+            let to = (from + 1 + rng.below(24)).min(donor_tokens.len());
+            let (Some(start), Some(end)) = (
+                donor_tokens.get(from).map(|token| token.start),
+                donor_tokens
+                    .get(to.saturating_sub(1))
+                    .map(|token| token.end),
+            ) else {
+                return (text.to_string(), "splice");
+            };
+            let piece = slice(donor, start, end);
+            let replace = rng.chance(1, 2);
+            let stop = if replace {
+                solid
+                    .iter()
+                    .filter(|token| token.start >= chosen.start)
+                    .nth(rng.below(24))
+                    .map_or(chosen.end, |token| token.end)
+            } else {
+                chosen.start
+            };
+            (
+                splice_at(text, chosen.start, stop, piece),
+                "splice-from-corpus",
+            )
+        }
+        6 => {
+            let keyword = rng.pick(KEYWORDS).copied().unwrap_or("spec");
+            let at = boundary(rng, text, &tokens);
+            (
+                splice_at(text, at, at, &format!(" {keyword} ")),
+                "insert-keyword",
+            )
+        }
+        7 => {
+            let punct = rng.pick(PUNCTUATION).copied().unwrap_or("{");
+            let at = boundary(rng, text, &tokens);
+            (splice_at(text, at, at, punct), "insert-punctuation")
+        }
+        8 => {
+            let number = rng.pick(NUMBERS).copied().unwrap_or("0");
+            let numbers: Vec<Token> = solid
+                .iter()
+                .copied()
+                .filter(|token| token.kind == TokenKind::Number)
+                .collect();
+            match rng.pick(&numbers) {
+                Some(target) => (
+                    splice_at(text, target.start, target.end, number),
+                    "replace-number",
+                ),
+                None => {
+                    let at = boundary(rng, text, &tokens);
+                    (
+                        splice_at(text, at, at, &format!(" {number} ")),
+                        "insert-number",
+                    )
+                }
+            }
+        }
+        9 => {
+            let unicode = rng.pick(UNICODE).copied().unwrap_or("é");
+            let at = if rng.chance(1, 2) {
+                // Inside a token, not only between tokens: identifiers and strings too.
+                char_boundary(
+                    text,
+                    chosen.start + rng.below(chosen.end - chosen.start + 1),
+                )
+            } else {
+                boundary(rng, text, &tokens)
+            };
+            (splice_at(text, at, at, unicode), "insert-unicode")
+        }
+        10 => {
+            let noise = rng.pick(UNBALANCED).copied().unwrap_or("\"");
+            let at = boundary(rng, text, &tokens);
+            (splice_at(text, at, at, noise), "insert-unbalanced")
+        }
+        11 => {
+            let at = char_boundary(text, rng.below(text.len() + 1));
+            (slice(text, 0, at).to_string(), "truncate")
+        }
+        12 => {
+            // Another token of the same kind from the corpus: names become unknown,
+            // duplicated or misplaced, numbers and strings change meaning.
+            let mut replacement = "x";
+            for _ in 0..8 {
+                let Some((donor, donor_tokens)) = donors.pick(rng) else {
+                    break;
+                };
+                if let Some(token) = donor_tokens.get(rng.below(donor_tokens.len()))
+                    && token.kind == chosen.kind
+                {
+                    replacement = slice(donor, token.start, token.end);
+                    break;
+                }
+            }
+            (
+                splice_at(text, chosen.start, chosen.end, replacement),
+                "replace-same-kind",
+            )
+        }
+        13 => {
+            let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            let index = rng.below(lines.len());
+            let mut result: Vec<&str> = lines.clone();
+            match rng.below(3) {
+                0 => {
+                    if let Some(line) = lines.get(index) {
+                        result.insert(index, line);
+                    }
+                }
+                1 => {
+                    if index < result.len() {
+                        result.remove(index);
+                    }
+                }
+                _ => {
+                    let other = rng.below(lines.len());
+                    if index < result.len() && other < result.len() {
+                        result.swap(index, other);
+                    }
+                }
+            }
+            (result.concat(), "edit-lines")
+        }
+        14 => {
+            // Deep nesting: a recursive-descent parser must not overflow its stack.
+            let (open, close) = [
+                ("(", ")"),
+                ("[", "]"),
+                ("{", "}"),
+                ("not ", ""),
+                ("-", ""),
+                ("list<", ">"),
+            ]
+            .get(rng.below(6))
+            .copied()
+            .unwrap_or(("(", ")"));
+            let depth = 1 + rng.below(3000);
+            let closed = rng.chance(1, 2);
+            let nested = format!(
+                "{}x{}",
+                open.repeat(depth),
+                if closed {
+                    close.repeat(depth)
+                } else {
+                    String::new()
+                }
+            );
+            (
+                splice_at(text, chosen.start, chosen.end, &nested),
+                "deep-nesting",
+            )
+        }
+        _ => {
+            // A long run of one token: huge lists, many arms, very long identifiers.
+            let piece = slice(text, chosen.start, chosen.end);
+            let count = 1 + rng.below(2000);
+            let separator = if chosen.kind == TokenKind::Ident {
+                "_"
+            } else {
+                " "
+            };
+            let repeated = vec![piece; count].join(separator);
+            (
+                splice_at(text, chosen.start, chosen.end, &repeated),
+                "repeat-token",
+            )
+        }
+    }
+}
+
+/// A random token boundary (or the end of the text).
+fn boundary(rng: &mut Rng, text: &str, tokens: &[Token]) -> usize {
+    let index = rng.below(tokens.len() + 1);
+    tokens.get(index).map_or(text.len(), |token| token.start)
+}
+
+/// The largest char boundary not after `at`.
+fn char_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while at > 0 && !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+fn slice(text: &str, start: usize, end: usize) -> &str {
+    text.get(start..end).unwrap_or("")
+}
+
+fn splice_at(text: &str, start: usize, end: usize, insert: &str) -> String {
+    let start = char_boundary(text, start);
+    let end = char_boundary(text, end.max(start));
+    format!(
+        "{}{insert}{}",
+        slice(text, 0, start),
+        slice(text, end, text.len())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(text: &str) -> Vec<(TokenKind, &str)> {
+        tokenize(text)
+            .into_iter()
+            .filter(|token| token.kind != TokenKind::Space)
+            .map(|token| (token.kind, slice(text, token.start, token.end)))
+            .collect()
+    }
+
+    #[test]
+    fn tokens_cover_the_text_exactly() {
+        for text in [
+            "spec a version \"1\" // c\n role x { timeout: 250ms retry: 2 backoff 1.5s }",
+            "\"unterminated\n\"\"\"block \"\"\" é🦀 /* open",
+            "range(0..=10) a->b x==y \"esc\\\"aped\"",
+            "",
+        ] {
+            let joined: String = tokenize(text)
+                .iter()
+                .map(|token| slice(text, token.start, token.end))
+                .collect();
+            assert_eq!(joined, text);
+        }
+    }
+
+    #[test]
+    fn tokenizer_knows_charter_shapes() {
+        use TokenKind::*;
+        assert_eq!(
+            kinds("int(0..=10) 250ms \"a\\\"b\" \"\"\"x\"\"\" -> // note"),
+            vec![
+                (Ident, "int"),
+                (Punct, "("),
+                (Number, "0"),
+                (Punct, "..="),
+                (Number, "10"),
+                (Punct, ")"),
+                (Number, "250ms"),
+                (Str, "\"a\\\"b\""),
+                (Block, "\"\"\"x\"\"\""),
+                (Punct, "->"),
+                (Comment, "// note"),
+            ]
+        );
+    }
+
+    #[test]
+    fn mutations_are_deterministic_and_valid_utf8() {
+        let text = "spec a version \"1\"\ncontract A { x: int(0..=5) }\n";
+        let donors = Donors::new([text, "flow { s = r(request) -> done }"]);
+        let files = std::collections::BTreeMap::from([("p.md".to_string(), "{{ a }}".to_string())]);
+        for seed in 0..500 {
+            let first = mutate(&mut Rng::new(seed), text, &files, &donors);
+            let second = mutate(&mut Rng::new(seed), text, &files, &donors);
+            assert_eq!(first.text, second.text);
+            assert!(!first.mutations.is_empty());
+        }
+    }
+}

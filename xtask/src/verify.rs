@@ -1,0 +1,413 @@
+//! `cargo xtask verify`: the single gate CI runs. Formatting, clippy, the test suite, then
+//! the spec corpus compiled in-process, then (once the runtime exists) the golden scenarios,
+//! with a summary table at the end.
+
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use charter_compiler::{Compilation, render};
+
+use crate::corpus::{FsLoader, display_path, find_specs};
+
+/// What to verify.
+#[derive(Clone, Debug, Default)]
+pub struct VerifyConfig {
+    /// Only specs whose path (relative to the workspace root) contains this.
+    pub filter: Option<String>,
+    /// Skip formatting, clippy and tests (the cargo stages) for fast iteration on specs.
+    pub skip_cargo: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Pass,
+    Fail,
+    Skip,
+}
+
+impl Verdict {
+    fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Skip => "SKIP",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct StageResult {
+    name: &'static str,
+    verdict: Verdict,
+    time: Duration,
+    note: String,
+}
+
+#[derive(Debug)]
+struct SpecResult {
+    spec: String,
+    /// What the spec must do: "clean" or "at least one error".
+    expect: &'static str,
+    errors: usize,
+    warnings: usize,
+    verdict: Verdict,
+}
+
+/// Runs every stage (a failing stage does not stop the later ones, so one CI run shows
+/// every problem) and prints the summary. Returns whether everything passed.
+pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
+    let started = Instant::now();
+    let mut stages = Vec::new();
+    let mut specs = Vec::new();
+
+    let cargo_stages: [(&'static str, &[&str]); 3] = [
+        ("fmt", &["fmt", "--all", "--", "--check"]),
+        (
+            "clippy",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
+        ("test", &["test", "--workspace"]),
+    ];
+    for (name, args) in cargo_stages {
+        if config.skip_cargo {
+            stages.push(StageResult {
+                name,
+                verdict: Verdict::Skip,
+                time: Duration::ZERO,
+                note: "--skip-cargo".to_string(),
+            });
+            continue;
+        }
+        stages.push(run_cargo(root, name, args));
+    }
+
+    let specs_dir = root.join("specs");
+    let all_specs = find_specs(&specs_dir);
+    let selected: Vec<(PathBuf, String)> = all_specs
+        .into_iter()
+        .map(|path| {
+            let shown = display_path(&path, root);
+            (path, shown)
+        })
+        .filter(|(_, shown)| {
+            config
+                .filter
+                .as_deref()
+                .is_none_or(|pattern| shown.contains(pattern))
+        })
+        .collect();
+    let (invalid, valid): (Vec<_>, Vec<_>) = selected
+        .into_iter()
+        .filter(|(path, _)| !in_subdir(path, &specs_dir, "warnings"))
+        .partition(|(path, _)| in_subdir(path, &specs_dir, "invalid"));
+
+    stages.push(spec_stage("specs", &valid, Expect::Clean, &mut specs));
+    stages.push(spec_stage("invalid", &invalid, Expect::Errors, &mut specs));
+    stages.push(golden_stage(root));
+
+    print_summary(&stages, &specs, started.elapsed());
+    stages.iter().all(|stage| stage.verdict != Verdict::Fail)
+}
+
+fn in_subdir(path: &Path, specs_dir: &Path, name: &str) -> bool {
+    path.strip_prefix(specs_dir)
+        .ok()
+        .and_then(|relative| relative.components().next())
+        .is_some_and(|first| first.as_os_str() == name)
+}
+
+/// The cargo to run: the one that runs us (`CARGO`), else `cargo` from `PATH`.
+pub fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
+}
+
+fn run_cargo(root: &Path, name: &'static str, args: &[&str]) -> StageResult {
+    println!("==> {name}: cargo {}", args.join(" "));
+    let started = Instant::now();
+    let status = Command::new(cargo()).args(args).current_dir(root).status();
+    let time = started.elapsed();
+    let (verdict, note) = match status {
+        Ok(status) if status.success() => (Verdict::Pass, String::new()),
+        Ok(status) => (
+            Verdict::Fail,
+            format!("cargo {} exited with {status}", args.join(" ")),
+        ),
+        Err(error) => (Verdict::Fail, format!("cannot run {}: {error}", cargo())),
+    };
+    print_stage_line(name, verdict, time, &note);
+    StageResult {
+        name,
+        verdict,
+        time,
+        note,
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// No error and no warning.
+    Clean,
+    /// At least one error (the exact diagnostics are snapshot-tested by `cargo test`).
+    Errors,
+}
+
+fn spec_stage(
+    name: &'static str,
+    specs: &[(PathBuf, String)],
+    expect: Expect,
+    results: &mut Vec<SpecResult>,
+) -> StageResult {
+    match expect {
+        Expect::Clean => println!("==> {name}: compile every spec (errors or warnings fail)"),
+        Expect::Errors => println!("==> {name}: every compile-fail case gives at least one error"),
+    }
+    let started = Instant::now();
+    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let mut failed = 0;
+    for (path, shown) in specs {
+        let result = check_spec(path, shown, expect, color);
+        if result.verdict == Verdict::Fail {
+            failed += 1;
+        }
+        results.push(result);
+    }
+    let time = started.elapsed();
+    let (verdict, note) = if failed > 0 {
+        (Verdict::Fail, format!("{failed} of {} failed", specs.len()))
+    } else if specs.is_empty() {
+        (Verdict::Pass, "no specs matched".to_string())
+    } else {
+        (Verdict::Pass, format!("{} spec(s)", specs.len()))
+    };
+    print_stage_line(name, verdict, time, &note);
+    StageResult {
+        name,
+        verdict,
+        time,
+        note,
+    }
+}
+
+fn check_spec(path: &Path, shown: &str, expect: Expect, color: bool) -> SpecResult {
+    let expect_label = match expect {
+        Expect::Clean => "clean",
+        Expect::Errors => "error(s)",
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) => {
+            println!("  FAIL {shown}: cannot read: {error}");
+            return SpecResult {
+                spec: shown.to_string(),
+                expect: expect_label,
+                errors: 0,
+                warnings: 0,
+                verdict: Verdict::Fail,
+            };
+        }
+    };
+    let loader = FsLoader::for_spec(path, shown);
+    let compilation = compile_guarded(shown, &text, &loader);
+    let (errors, warnings, rendered) = match &compilation {
+        Ok(compilation) => {
+            let errors = compilation
+                .diagnostics
+                .iter()
+                .filter(|d| d.is_error())
+                .count();
+            let warnings = compilation.diagnostics.len() - errors;
+            let rendered = render::text(&compilation.diagnostics, &compilation.sources, color);
+            (errors, warnings, rendered)
+        }
+        Err(panic) => (1, 0, format!("the compiler panicked: {panic}\n")),
+    };
+    let passed = compilation.is_ok()
+        && match expect {
+            Expect::Clean => errors == 0 && warnings == 0,
+            Expect::Errors => errors > 0,
+        };
+    let verdict = if passed { Verdict::Pass } else { Verdict::Fail };
+    println!(
+        "  {} {shown} ({errors} error(s), {warnings} warning(s))",
+        verdict.label()
+    );
+    if !passed {
+        if expect == Expect::Errors && errors == 0 {
+            println!("  expected at least one error, got none");
+        }
+        print!("{rendered}");
+    }
+    SpecResult {
+        spec: shown.to_string(),
+        expect: expect_label,
+        errors,
+        warnings,
+        verdict,
+    }
+}
+
+/// Compiles under `catch_unwind`: a panicking compiler is a failed spec, not a dead gate.
+fn compile_guarded(name: &str, text: &str, loader: &FsLoader) -> Result<Compilation, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        charter_compiler::compile(name, text, loader)
+    }))
+    .map_err(|payload| {
+        payload
+            .downcast_ref::<&str>()
+            .map(|message| (*message).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic payload".to_string())
+    })
+}
+
+/// Golden scenarios need the runtime's replay, which does not exist yet; their comparison
+/// will also run under `cargo test` (DESIGN §6), so this stage only reports what it found.
+fn golden_stage(root: &Path) -> StageResult {
+    println!("==> golden: replay every scenario in golden/");
+    let golden = root.join("golden");
+    let scenarios = count_scenarios(&golden);
+    let note = if !golden.is_dir() {
+        "golden: none (runtime not yet built)".to_string()
+    } else {
+        format!("golden: {scenarios} scenario(s) found, no replay yet (runtime not yet built)")
+    };
+    println!("  {note}");
+    print_stage_line("golden", Verdict::Skip, Duration::ZERO, "");
+    StageResult {
+        name: "golden",
+        verdict: Verdict::Skip,
+        time: Duration::ZERO,
+        note,
+    }
+}
+
+/// Scenarios are directories holding a `scenario.yaml`.
+fn count_scenarios(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.is_dir())
+        .map(|path| usize::from(path.join("scenario.yaml").is_file()) + count_scenarios(&path))
+        .sum()
+}
+
+fn print_stage_line(name: &str, verdict: Verdict, time: Duration, note: &str) {
+    let note = if note.is_empty() {
+        String::new()
+    } else {
+        format!(" ({note})")
+    };
+    println!(
+        "{} {name} in {}{note}",
+        verdict.label(),
+        format_duration(time)
+    );
+}
+
+fn print_summary(stages: &[StageResult], specs: &[SpecResult], total: Duration) {
+    println!();
+    println!("{:<8} {:<6} {:>9}  note", "stage", "result", "time");
+    for stage in stages {
+        println!(
+            "{:<8} {:<6} {:>9}  {}",
+            stage.name,
+            stage.verdict.label(),
+            format_duration(stage.time),
+            stage.note
+        );
+    }
+    if !specs.is_empty() {
+        let width = specs
+            .iter()
+            .map(|spec| spec.spec.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        println!();
+        println!(
+            "{:<width$} {:<8} {:>6} {:>8}  result",
+            "spec", "expect", "errors", "warnings"
+        );
+        for spec in specs {
+            println!(
+                "{:<width$} {:<8} {:>6} {:>8}  {}",
+                spec.spec,
+                spec.expect,
+                spec.errors,
+                spec.warnings,
+                spec.verdict.label()
+            );
+        }
+    }
+    let failed: Vec<&str> = stages
+        .iter()
+        .filter(|stage| stage.verdict == Verdict::Fail)
+        .map(|stage| stage.name)
+        .collect();
+    println!();
+    if failed.is_empty() {
+        println!("verify: PASS in {}", format_duration(total));
+    } else {
+        println!(
+            "verify: FAIL in {} (failed: {})",
+            format_duration(total),
+            failed.join(", ")
+        );
+    }
+}
+
+/// `850ms`, `12.3s`, `2m05s`.
+pub fn format_duration(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    if millis < 1_000 {
+        format!("{millis}ms")
+    } else if millis < 60_000 {
+        format!("{:.1}s", duration.as_secs_f64())
+    } else {
+        format!("{}m{:02}s", millis / 60_000, (millis / 1_000) % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(format_duration(Duration::from_millis(850)), "850ms");
+        assert_eq!(format_duration(Duration::from_millis(12_340)), "12.3s");
+        assert_eq!(format_duration(Duration::from_secs(125)), "2m05s");
+    }
+
+    #[test]
+    fn subdirectories_are_recognised_by_their_first_component() {
+        let specs = Path::new("/r/specs");
+        assert!(in_subdir(
+            Path::new("/r/specs/invalid/e001.charter"),
+            specs,
+            "invalid"
+        ));
+        assert!(!in_subdir(
+            Path::new("/r/specs/seeds/invalid.charter"),
+            specs,
+            "invalid"
+        ));
+        assert!(!in_subdir(
+            Path::new("/r/specs/a.charter"),
+            specs,
+            "invalid"
+        ));
+    }
+}

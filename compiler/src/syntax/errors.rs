@@ -203,6 +203,19 @@ fn help(expected: &[&str], found: &str) -> Option<String> {
                 .to_string()
         }));
     }
+    if found == ":"
+        && (expected.contains(&"an integer")
+            || expected.contains(&"a number")
+            || expected.contains(&"a duration"))
+    {
+        return Some("budget entries and counts take no `:`, e.g. `tokens 500000`".to_string());
+    }
+    if expected.contains(&"`->`") && expected.contains(&"`when`") {
+        return Some(
+            "a step ends with where to go next: `-> target`, `when CONDITION -> target`, or `pass -> target fail -> target`"
+                .to_string(),
+        );
+    }
     if expected.contains(&"`:`") && found == "=" {
         return Some("properties are written `name: value`".to_string());
     }

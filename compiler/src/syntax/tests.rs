@@ -1166,10 +1166,9 @@ fn malformed_role_files() {
         "---\nid: r\nretry: often\n---\n",
         "E016 r.md:3:8 `retry` must be a count, `\"N backoff D\"` or `{count, backoff}`, found `often`",
     );
-    let (_, diagnostics, _) = import_role("---\nid: [unclosed\n---\n");
-    assert!(
-        diagnostics.starts_with("E016 r.md:") && diagnostics.contains("malformed front matter"),
-        "{diagnostics}"
+    check_role_file(
+        "---\nid: r\ntools: [a, b\nmodel: m\n---\n",
+        "E016 r.md:4:6 malformed front matter in role file: illegal placement of ':' indicator",
     );
     let (_, diagnostics, _) = import_role("---\n- a\n- b\n---\n");
     assert!(

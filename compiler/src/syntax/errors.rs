@@ -48,7 +48,8 @@ pub(crate) fn syntax_error(
     }
     // Operators are listed last: what the author most likely missed is the next word of
     // the construct, not a way to continue an expression.
-    expected.sort_by_key(|name| is_operator(name));
+    // Closing brackets come after the words that could continue the construct.
+    expected.sort_by_key(|name| (is_operator(name), matches!(*name, "`}`" | "`)`" | "`]`")));
     let operators = expected.iter().filter(|name| is_operator(name)).count();
     if operators > 2 {
         expected.retain(|name| !is_operator(name));
@@ -172,6 +173,17 @@ fn help(expected: &[&str], found: &str) -> Option<String> {
             "an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget` or `flow`"
                 .to_string(),
         );
+    }
+    // A misspelt keyword: suggest the closest keyword that was expected.
+    if first.is_ascii_alphabetic() {
+        let keywords = expected.iter().filter_map(|name| {
+            name.strip_prefix('`')
+                .and_then(|rest| rest.strip_suffix('`'))
+                .filter(|word| word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        });
+        if let Some(suggestion) = did_you_mean(found, keywords) {
+            return Some(suggestion);
+        }
     }
     if expected.contains(&"a name") && first.is_ascii_uppercase() {
         return Some(

@@ -23,8 +23,6 @@ pub(crate) struct Lowerer<'a> {
     pub file: FileId,
     /// Where the parsed slice starts in the file: pair positions are relative to it.
     pub offset: usize,
-    #[allow(dead_code)]
-    pub text: &'a str,
     pub sources: &'a mut Sources,
     pub loader: &'a dyn Loader,
     pub diagnostics: &'a mut Vec<Diagnostic>,
@@ -139,7 +137,8 @@ impl Lowerer<'_> {
         let start = pair.as_span().start();
         let mut end = pair.as_span().end();
         let text = pair.as_str();
-        let trailing_trivia = text.ends_with([' ', '\t', '\r', '\n']) || text.ends_with("*/");
+        // Comments were blanked to spaces before parsing, so trailing trivia is whitespace.
+        let trailing_trivia = text.ends_with(char::is_whitespace);
         if !trailing_trivia {
             return Span::new(self.file, self.offset + start, self.offset + end);
         }
@@ -524,6 +523,7 @@ impl Lowerer<'_> {
                 Rule::tool_input => tool.input = Some(self.ident(&value)),
                 Rule::tool_output => tool.output = Some(self.ident(&value)),
                 _ => {
+                    let value_span = self.span(&value);
                     let effect = match value.into_inner().next()?.as_rule() {
                         Rule::kw_read => Effect::Read,
                         Rule::kw_write => Effect::Write,
@@ -531,12 +531,11 @@ impl Lowerer<'_> {
                     };
                     tool.effect = Some(EffectLit {
                         effect,
-                        span: property_span,
+                        span: value_span,
                     });
                 }
             }
         }
-        // The effect's span is the value, not the whole property.
         Some(tool)
     }
 

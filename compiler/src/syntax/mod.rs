@@ -248,7 +248,6 @@ impl Driver<'_> {
         lower::Lowerer {
             file: self.file,
             offset,
-            text: self.text,
             sources: self.sources,
             loader: self.loader,
             diagnostics: self.diagnostics,

@@ -564,6 +564,20 @@ fn helpful_messages() {
         "expected a contract name: contract names start with an upper-case letter, e.g. `Request`"
     );
     assert_eq!(
+        help(&format!("{HEADER}role r {{ timout: 2m }}\n")),
+        "expected one of `rules`, `input`, `output`, `model`, `prompt`, `tools`, `max_tool_calls`, `timeout`, `retry`, `}`: did you mean `timeout`?"
+    );
+    assert_eq!(
+        help(&format!(
+            "{HEADER}flow {{\n  a = r(x) -> b\n  b = gate g pas -> done fail -> repair\n}}\n"
+        )),
+        "expected one of `->`, `pass`, `when`: did you mean `pass`?"
+    );
+    assert_eq!(
+        help(&format!("{HEADER}contract\n")),
+        "expected a contract name: "
+    );
+    assert_eq!(
         help(&format!("{HEADER}widget x {{}}\n")),
         "expected an item: an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget` or `flow`"
     );

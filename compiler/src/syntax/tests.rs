@@ -1304,6 +1304,38 @@ fn spans_point_at_the_right_text() {
 }
 
 #[test]
+fn line_endings_and_byte_order_mark() {
+    let crlf = EXAMPLE.replace('\n', "\r\n");
+    let (spec, diagnostics, sources) = parse_with(&crlf, &example_loader());
+    assert_eq!(render(&diagnostics, &sources), "");
+    let spec = spec.expect("spec");
+    assert_eq!(spec.items.len(), example().items.len());
+    let executor_prompt = spec.items.iter().find_map(|item| match item {
+        Item::Role(Role {
+            prompt:
+                Some(Prompt {
+                    source: PromptSource::Inline(lit),
+                    ..
+                }),
+            ..
+        }) => Some(lit.value.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        executor_prompt.as_deref(),
+        Some("Carry out exactly this work order. {{ task.goal }}")
+    );
+    let with_bom = format!("\u{feff}{EXAMPLE}");
+    let (spec, diagnostics, sources) = parse_with(&with_bom, &example_loader());
+    assert_eq!(render(&diagnostics, &sources), "");
+    assert_eq!(
+        spec.map(|spec| sources.snippet(spec.name.span).to_string())
+            .as_deref(),
+        Some("closed_loop")
+    );
+}
+
+#[test]
 fn truncations_never_panic() {
     let loader = example_loader();
     let mut boundaries: Vec<usize> = (0..=EXAMPLE.len())

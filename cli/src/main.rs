@@ -1,3 +1,147 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
+//!
+//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`), each parsing its
+//! arguments and calling a library function; this file holds the `Cli`, the exit codes
+//! and the few printing helpers they share. Only this crate prints.
 
-fn main() {}
+mod check;
+mod explain;
+mod graph;
+mod loader;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Charter: a compiler for multi-role LLM agent specs (`.charter` files).
+#[derive(Debug, Parser)]
+#[command(
+    name = "charter",
+    version,
+    about,
+    after_help = "Example: charter check specs/seeds specs/examples"
+)]
+struct Cli {
+    /// When to colour diagnostics: `auto` colours only a terminal, and never when
+    /// NO_COLOR is set to a non-empty value.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    color: ColorChoice,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Check(check::CheckArgs),
+    Graph(graph::GraphArgs),
+    Explain(explain::ExplainArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+/// How a command ended; each outcome is one exit code (DESIGN §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// 0: no error (warnings allowed unless denied).
+    Clean,
+    /// 1: a spec has errors.
+    Failed,
+    /// 2: a usage error or input that cannot be read.
+    Usage,
+}
+
+/// What every subcommand needs to know about the terminal.
+#[derive(Clone, Copy, Debug)]
+pub struct Context {
+    /// Colour stderr output (diagnostics and summary lines).
+    pub color: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let context = Context {
+        color: use_color(cli.color),
+    };
+    let result = match cli.command {
+        Command::Check(args) => check::run(&args, context),
+        Command::Graph(args) => graph::run(&args, context),
+        Command::Explain(args) => explain::run(&args, context),
+    };
+    match result {
+        Ok(Outcome::Clean) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::from(1),
+        Ok(Outcome::Usage) => ExitCode::from(2),
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
+        Err(error) => {
+            print_error(context, &format!("{error:#}"));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn use_color(choice: ColorChoice) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
+            !no_color && std::io::stderr().is_terminal()
+        }
+    }
+}
+
+/// A reader that went away (`charter graph x | head`) is not an error worth reporting.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Writes command output (graphs, bounds, explanations) to stdout.
+pub fn print_out(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+/// Writes diagnostics and other messages to stderr. A failing stderr has nowhere left
+/// to report to, so its errors are ignored.
+pub fn print_err(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(text.as_bytes());
+    let _ = stderr.flush();
+}
+
+/// `error: message` on stderr, in the diagnostics' colours when colour is on.
+pub fn print_error(context: Context, message: &str) {
+    print_err(&summary_line(context, "error", message));
+}
+
+/// A `error: ...` / `warning: ...` line as rustc and cargo write them.
+pub fn summary_line(context: Context, level: &str, message: &str) -> String {
+    if context.color {
+        let colour = if level == "error" { "31" } else { "33" };
+        format!("\u{1b}[1;{colour}m{level}\u{1b}[0m\u{1b}[1m: {message}\u{1b}[0m\n")
+    } else {
+        format!("{level}: {message}\n")
+    }
+}
+
+/// `1 error`, `2 errors`.
+pub fn count(number: usize, noun: &str) -> String {
+    if number == 1 {
+        format!("{number} {noun}")
+    } else {
+        format!("{number} {noun}s")
+    }
+}

@@ -1,28 +1,884 @@
 //! Worst-case bounds of a compiled spec: model calls, tokens and wall time per step and in total.
+//!
+//! The rules (DESIGN §3–4):
+//! - a role call makes at most `retry + 1` calls; its wall time is `(retry + 1) * timeout`
+//!   plus the backoffs between attempts (`backoff, 2 * backoff, ...`: `backoff * (2^retry - 1)`),
+//!   and is unbounded when the role has no `timeout`;
+//! - an `each` over a list of at most `M` items makes
+//!   `M * (check retries + 1) * (role calls + by calls)` calls (the `by` role's only with
+//!   a `by`); its wall time is `waves * (check retries + 1) * (role wall + by wall)` where
+//!   `waves = ceil(M / concurrency)`, or `M` when items may depend on each other
+//!   (`depends_on`), since a chain runs one item at a time;
+//! - `repair.rounds R` allows `R + 1` rounds; the steps a repair reruns (every step on a
+//!   path from a `rerun` target, or the entry for `replan`, to the gate step, both
+//!   included) run once per round, every other step once;
+//! - a flow with a `when` loop runs at most `budget.steps` steps;
+//! - the totals are the most expensive path from the entry to a terminal, each measure
+//!   (calls, steps, wall time) maximised on its own; a gate or `ask` step makes no call;
+//!   an `ask` waits for a person, so its wall time is unbounded;
+//! - tokens and cost are unknown: no `models` entry gives a per-call token cap, so only
+//!   calls are bounded and `budget.tokens` / `budget.cost` are what cap them.
 
-use crate::diagnostics::Diagnostic;
-use crate::graph::CompiledSpec;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt::{self, Display, Formatter};
 
-/// The worst case of a run, per step and in total.
-#[derive(Clone, Debug, PartialEq)]
+use petgraph::graph::NodeIndex;
+use petgraph::visit::EdgeRef;
+use serde::Serialize;
+
+use crate::diagnostics::{Code, Diagnostic, Span};
+use crate::graph::render::step_body;
+use crate::graph::{
+    ActionIr, CompiledSpec, ExprIr, NameIr, RoleIr, StepKind, TransitionIr, TypeIr,
+};
+
+/// The worst case of a run, per step and in total. `None` in a count or time means
+/// unbounded; `None` in tokens means unknown.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Bounds {
     pub spec: String,
+    /// Rounds a run can take (`repair.rounds + 1`, or 1 without repair).
+    pub rounds: u64,
+    /// Every step, in flow order.
+    pub steps: Vec<StepBounds>,
+    /// The whole run's worst case.
+    pub total: TotalBounds,
+    /// What is unbounded or unknown, and why.
+    pub notes: Vec<String>,
 }
 
-impl std::fmt::Display for Bounds {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(formatter, "worst case of `{}`", self.spec)
-    }
+/// One step's worst case.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepBounds {
+    pub name: String,
+    /// The step's body in Charter syntax.
+    pub body: String,
+    /// How often the step can run (once per round when a repair reruns it).
+    pub runs: Option<u64>,
+    /// Model calls of one run of the step.
+    pub calls_per_run: Option<u64>,
+    /// Wall time of one run of the step, in milliseconds.
+    pub wall_ms_per_run: Option<u64>,
+    /// `runs * calls_per_run`.
+    pub calls: Option<u64>,
+    /// `runs * wall_ms_per_run`.
+    pub wall_ms: Option<u64>,
+    /// Tokens, where a per-call cap is known (never, yet).
+    pub tokens: Option<u64>,
+    /// For `each` steps: the most items the list can hold.
+    pub max_items: Option<u64>,
+}
+
+/// The whole run's worst case.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TotalBounds {
+    pub calls: Option<u64>,
+    pub steps: Option<u64>,
+    pub wall_ms: Option<u64>,
+    pub tokens: Option<u64>,
+    pub cost: Option<f64>,
 }
 
 /// Computes the worst case of `spec`.
 pub fn compute(spec: &CompiledSpec) -> Bounds {
-    Bounds {
-        spec: spec.name.clone(),
+    Analysis::new(spec).bounds()
+}
+
+/// Warnings about a spec whose worst case cannot fit its own budget (W007) or whose
+/// fan-out has no upper bound (W008).
+pub fn diagnostics(spec: &CompiledSpec) -> Vec<Diagnostic> {
+    let analysis = Analysis::new(spec);
+    let bounds = analysis.bounds();
+    let mut diagnostics = Vec::new();
+    let calls = bounds
+        .total
+        .calls
+        .map_or("unbounded calls".to_string(), |calls| plural(calls, "call"));
+    let budget_span = spec.spans.budget.or(spec.spans.header);
+    let mut exceeds = |which: &str,
+                       worst: String,
+                       limit: String,
+                       span: Option<Span>,
+                       raise: String| {
+        let Some(span) = span.or(budget_span) else {
+            return;
+        };
+        diagnostics.push(
+            Diagnostic::new(
+                Code::W007,
+                span,
+                format!(
+                    "the worst case ({calls}, {worst}) exceeds `budget.{which}`; the budget will cut the run"
+                ),
+            )
+            .with_label(format!("`budget.{which}` is {limit}"))
+            .with_help(format!(
+                "raise `budget.{which}` to at least {raise}, or lower the worst case (`repair.rounds`, `retry`, `retries`, list bounds, `timeout`s)"
+            )),
+        );
+    };
+    if let (Some(worst), Some(limit)) = (bounds.total.steps, spec.budget.steps)
+        && worst > limit
+    {
+        exceeds(
+            "steps",
+            plural(worst, "step"),
+            limit.to_string(),
+            spec.spans.budget_steps,
+            worst.to_string(),
+        );
+    }
+    if let (Some(worst), Some(limit)) = (bounds.total.wall_ms, spec.budget.wall_ms)
+        && worst > limit
+    {
+        exceeds(
+            "wall",
+            format_ms(worst),
+            format_ms(limit),
+            spec.spans.budget_wall,
+            format_ms(worst),
+        );
+    }
+    if let (Some(worst), Some(limit)) = (bounds.total.tokens, spec.budget.tokens)
+        && worst > limit
+    {
+        exceeds(
+            "tokens",
+            plural(worst, "token"),
+            limit.to_string(),
+            spec.spans.budget_tokens,
+            worst.to_string(),
+        );
+    }
+    if let (Some(worst), Some(limit)) = (bounds.total.cost, spec.budget.cost)
+        && worst > limit
+    {
+        exceeds(
+            "cost",
+            format!("${worst:.2}"),
+            format!("${limit:.2}"),
+            spec.spans.budget_cost,
+            format!("{worst:.2}"),
+        );
+    }
+    for (name, list) in &analysis.lists {
+        if list.max.is_some() {
+            continue;
+        }
+        let Some(span) = spec.spans.steps.get(name).copied().or(spec.spans.header) else {
+            continue;
+        };
+        let over = spec
+            .flow
+            .steps
+            .get(name)
+            .and_then(|node| spec.flow.graph.node_weight(*node))
+            .and_then(|step| match &step.kind {
+                StepKind::Each { over, .. } => Some(over.to_string()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let mut diagnostic = Diagnostic::new(
+            Code::W008,
+            span,
+            format!("`each` over `{over}` has no upper bound on its items"),
+        )
+        .with_label("this fan-out is unbounded");
+        if let Some(over_span) = spec.spans.each_over.get(name) {
+            diagnostic = diagnostic.with_note(*over_span, "this list has no maximum length");
+        }
+        diagnostic = diagnostic.with_help(match &list.origin {
+            Some((contract, field)) => format!(
+                "give `{contract}.{field}` a maximum length, e.g. `list<...>(1..=20)`, so the worst case is bounded"
+            ),
+            None => "iterate over a list whose type has a maximum length, e.g. `list<Task>(1..=20)`"
+                .to_string(),
+        });
+        diagnostics.push(diagnostic);
+    }
+    diagnostics
+}
+
+/// What an `each` step's list can hold.
+#[derive(Clone, Debug, Default)]
+struct ListFacts {
+    /// Most items; `None`: no upper bound is known.
+    max: Option<u64>,
+    /// The contract field whose type the list is, if it is one.
+    origin: Option<(String, String)>,
+    /// Items may depend on each other (`depends_on`), so they may run one at a time.
+    dependent: bool,
+}
+
+struct Analysis<'s> {
+    spec: &'s CompiledSpec,
+    /// Facts about the list of every `each` step, by step name.
+    lists: BTreeMap<String, ListFacts>,
+}
+
+impl<'s> Analysis<'s> {
+    fn new(spec: &'s CompiledSpec) -> Analysis<'s> {
+        let mut analysis = Analysis {
+            spec,
+            lists: BTreeMap::new(),
+        };
+        for step in spec.flow.graph.node_weights() {
+            if let StepKind::Each { over, .. } = &step.kind {
+                let facts = analysis.list_facts(over, 0);
+                analysis.lists.insert(step.name.clone(), facts);
+            }
+        }
+        analysis
+    }
+
+    fn bounds(&self) -> Bounds {
+        let spec = self.spec;
+        let graph = &spec.flow.graph;
+        let count = graph.node_count();
+        let mut notes = Vec::new();
+
+        // The flow without its (informational) repair edges.
+        let mut successors: Vec<Vec<usize>> = vec![Vec::new(); count];
+        for edge in graph.edge_references() {
+            if !matches!(edge.weight(), TransitionIr::Repair { .. })
+                && let Some(list) = successors.get_mut(edge.source().index())
+            {
+                list.push(edge.target().index());
+            }
+        }
+        let order = topological_order(&successors);
+        let looping: BTreeSet<usize> = match &order {
+            Some(_) => BTreeSet::new(),
+            None => unordered(&successors),
+        };
+
+        // Rounds and the steps a repair reruns.
+        let repairing_gates: Vec<NodeIndex> = graph
+            .node_indices()
+            .filter(|node| {
+                matches!(
+                    graph.node_weight(*node).map(|step| &step.kind),
+                    Some(StepKind::Gate { repair: true, .. })
+                )
+            })
+            .collect();
+        let rounds = match (&spec.repair, repairing_gates.is_empty()) {
+            (Some(repair), false) => repair.rounds.saturating_add(1),
+            _ => 1,
+        };
+        let mut rerun: BTreeSet<usize> = BTreeSet::new();
+        for gate in &repairing_gates {
+            let upstream = reaching(&successors, gate.index());
+            for edge in graph.edges(*gate) {
+                if let TransitionIr::Repair {
+                    action: ActionIr::Rerun { .. } | ActionIr::Replan,
+                    ..
+                } = edge.weight()
+                {
+                    let downstream = reachable(&successors, edge.target().index());
+                    rerun.extend(downstream.intersection(&upstream).copied());
+                }
+            }
+        }
+        if rounds > 1 {
+            notes.push(format!(
+                "`repair.rounds {}` allows {rounds} rounds; the steps a repair reruns run once per round",
+                rounds - 1
+            ));
+        }
+        let repair_asks = spec.repair.as_ref().is_some_and(|repair| {
+            repair
+                .arms
+                .iter()
+                .any(|arm| matches!(arm.action, ActionIr::Ask { .. }))
+        }) && !repairing_gates.is_empty();
+        if repair_asks {
+            notes.push("a repair may `ask` a person: the wall time is unbounded".to_string());
+        }
+        if !looping.is_empty() {
+            notes.push(match spec.budget.steps {
+                Some(steps) => format!(
+                    "the flow loops through `when` transitions: at most `budget.steps` = {steps} steps run"
+                ),
+                None => "the flow loops through `when` transitions and has no `budget.steps`: the run is unbounded".to_string(),
+            });
+        }
+
+        // Per step.
+        let mut per_node: Vec<Option<StepBounds>> = vec![None; count];
+        for node in graph.node_indices() {
+            let Some(step) = graph.node_weight(node) else {
+                continue;
+            };
+            if step.kind.is_terminal() {
+                continue;
+            }
+            let (calls_per_run, wall_ms_per_run, max_items) =
+                self.step_cost(&step.name, &step.kind, &mut notes);
+            let runs = if looping.contains(&node.index()) {
+                spec.budget.steps
+            } else if rerun.contains(&node.index()) {
+                Some(rounds)
+            } else {
+                Some(1)
+            };
+            if let Some(slot) = per_node.get_mut(node.index()) {
+                *slot = Some(StepBounds {
+                    name: step.name.clone(),
+                    body: step_body(step),
+                    runs,
+                    calls_per_run,
+                    wall_ms_per_run,
+                    calls: mul(runs, calls_per_run),
+                    wall_ms: mul(runs, wall_ms_per_run),
+                    tokens: None,
+                    max_items,
+                });
+            }
+        }
+
+        // Totals: the most expensive path, or `budget.steps` times the most expensive step.
+        let total = match &order {
+            Some(order) => {
+                let measure = |pick: &dyn Fn(&StepBounds) -> Option<u64>| -> Option<u64> {
+                    longest_path(order, &successors, spec.flow.entry.index(), |node| {
+                        per_node
+                            .get(node)
+                            .and_then(Option::as_ref)
+                            .map_or(Some(0), pick)
+                    })
+                };
+                TotalBounds {
+                    calls: measure(&|step| step.calls),
+                    steps: measure(&|step| step.runs),
+                    wall_ms: measure(&|step| step.wall_ms),
+                    tokens: None,
+                    cost: None,
+                }
+            }
+            None => {
+                let steps = spec.budget.steps;
+                let most = |pick: &dyn Fn(&StepBounds) -> Option<u64>| -> Option<u64> {
+                    per_node
+                        .iter()
+                        .flatten()
+                        .map(pick)
+                        .try_fold(0u64, |most, value| value.map(|value| most.max(value)))
+                };
+                TotalBounds {
+                    calls: mul(steps, most(&|step| step.calls_per_run)),
+                    steps,
+                    wall_ms: mul(steps, most(&|step| step.wall_ms_per_run)),
+                    tokens: None,
+                    cost: None,
+                }
+            }
+        };
+        let total = TotalBounds {
+            wall_ms: if repair_asks { None } else { total.wall_ms },
+            ..total
+        };
+        let mut token_note =
+            "tokens and cost are unknown: no per-call token cap is known, so only calls are bounded".to_string();
+        if let Some(tokens) = spec.budget.tokens {
+            token_note.push_str(&format!("; `budget.tokens` caps the run at {tokens}"));
+        }
+        if let Some(cost) = spec.budget.cost {
+            token_note.push_str(&format!("; `budget.cost` caps it at ${cost:.2}"));
+        }
+        notes.push(token_note);
+        let mut seen = BTreeSet::new();
+        notes.retain(|note| seen.insert(note.clone()));
+        Bounds {
+            spec: spec.name.clone(),
+            rounds,
+            steps: per_node.into_iter().flatten().collect(),
+            total,
+            notes,
+        }
+    }
+
+    /// Calls and wall time of one run of a step, and an `each` step's item bound.
+    fn step_cost(
+        &self,
+        name: &str,
+        kind: &StepKind,
+        notes: &mut Vec<String>,
+    ) -> (Option<u64>, Option<u64>, Option<u64>) {
+        match kind {
+            StepKind::Call { role, .. } | StepKind::Finalize { role, .. } => {
+                let role_ir = self.role(role);
+                self.note_timeout(role, role_ir, notes);
+                (Some(role_calls(role_ir)), role_wall(role_ir), None)
+            }
+            StepKind::Each {
+                role,
+                concurrency,
+                check,
+                ..
+            } => {
+                let facts = self.lists.get(name).cloned().unwrap_or_default();
+                let role_ir = self.role(role);
+                self.note_timeout(role, role_ir, notes);
+                let attempts = check
+                    .as_ref()
+                    .map_or(1, |check| check.retries.saturating_add(1));
+                let mut item_calls = role_calls(role_ir);
+                let mut item_wall = role_wall(role_ir);
+                if let Some(by) = check.as_ref().and_then(|check| check.by.as_ref()) {
+                    let by_ir = self.role(by);
+                    self.note_timeout(by, by_ir, notes);
+                    item_calls = item_calls.saturating_add(role_calls(by_ir));
+                    item_wall = add(item_wall, role_wall(by_ir));
+                }
+                let item_calls = item_calls.saturating_mul(attempts);
+                let item_wall = item_wall.map(|wall| wall.saturating_mul(attempts));
+                let Some(max) = facts.max else {
+                    notes.push(format!(
+                        "`{name}` iterates over a list with no upper bound: its calls and wall time are unbounded"
+                    ));
+                    return (None, None, None);
+                };
+                let waves = if facts.dependent {
+                    notes.push(format!(
+                        "`{name}`: items may depend on each other (`depends_on`), so the worst case runs them one at a time ({max} waves)"
+                    ));
+                    max
+                } else {
+                    max.div_ceil((*concurrency).max(1))
+                };
+                (
+                    Some(max.saturating_mul(item_calls)),
+                    item_wall.map(|wall| wall.saturating_mul(waves)),
+                    Some(max),
+                )
+            }
+            StepKind::Gate { .. } => (Some(0), Some(0), None),
+            StepKind::Ask { .. } => {
+                notes.push(format!(
+                    "`{name}` waits for a person: the wall time is unbounded"
+                ));
+                (Some(0), None, None)
+            }
+            StepKind::Done | StepKind::Blocked { .. } | StepKind::Failed { .. } => {
+                (Some(0), Some(0), None)
+            }
+        }
+    }
+
+    fn role(&self, name: &str) -> Option<&'s RoleIr> {
+        self.spec.roles.get(name)
+    }
+
+    fn note_timeout(&self, name: &str, role: Option<&RoleIr>, notes: &mut Vec<String>) {
+        if role.is_some_and(|role| role.timeout_ms.is_none()) {
+            let note = format!("role `{name}` has no `timeout`: its wall time is unbounded");
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+    }
+
+    /// The item bound of the list `over`.
+    fn list_facts(&self, over: &ExprIr, depth: usize) -> ListFacts {
+        if let ExprIr::List { items } = over {
+            let dependent = items.iter().any(|item| match item {
+                ExprIr::Record { fields } => {
+                    fields.get("depends_on").is_some_and(|deps| match deps {
+                        ExprIr::List { items } => !items.is_empty(),
+                        ExprIr::Literal { value } => {
+                            value.as_array().is_none_or(|deps| !deps.is_empty())
+                        }
+                        _ => true,
+                    })
+                }
+                _ => false,
+            });
+            return ListFacts {
+                max: u64::try_from(items.len()).ok(),
+                origin: None,
+                dependent,
+            };
+        }
+        let Some((ty, origin)) = self.type_of(over, depth) else {
+            return ListFacts::default();
+        };
+        match ty {
+            TypeIr::List {
+                item, max_items, ..
+            } => {
+                let dependent = match item.as_ref() {
+                    TypeIr::Contract { name } => {
+                        self.spec.contracts.get(name).is_some_and(|contract| {
+                            contract
+                                .fields
+                                .iter()
+                                .any(|field| field.name == "depends_on")
+                        })
+                    }
+                    _ => false,
+                };
+                ListFacts {
+                    max: max_items,
+                    origin,
+                    dependent,
+                }
+            }
+            _ => ListFacts {
+                origin,
+                ..ListFacts::default()
+            },
+        }
+    }
+
+    /// The type of a path expression, and the contract field it was last read from.
+    fn type_of(&self, expr: &ExprIr, depth: usize) -> Option<(TypeIr, Option<(String, String)>)> {
+        let ExprIr::Path { root, fields } = expr else {
+            return None;
+        };
+        let contract = |name: &str| TypeIr::Contract {
+            name: name.to_string(),
+        };
+        let mut ty = match root {
+            NameIr::Request => contract("Request"),
+            NameIr::Candidate | NameIr::Best => contract("Candidate"),
+            NameIr::Step(name) => self.step_output(name, depth)?,
+            _ => return None,
+        };
+        let mut origin = None;
+        for field in fields {
+            let TypeIr::Contract { name } = unwrap_optional(&ty) else {
+                return None;
+            };
+            let field_ir = self
+                .spec
+                .contracts
+                .get(name)?
+                .fields
+                .iter()
+                .find(|candidate| candidate.name == *field)?;
+            origin = Some((name.clone(), field.clone()));
+            ty = field_ir.ty.clone();
+        }
+        Some((unwrap_optional(&ty).clone(), origin))
+    }
+
+    /// The output type of a step (a list for `each` steps).
+    fn step_output(&self, name: &str, depth: usize) -> Option<TypeIr> {
+        let node = self.spec.flow.steps.get(name)?;
+        let step = self.spec.flow.graph.node_weight(*node)?;
+        let output = |role: &str| {
+            self.spec.roles.get(role).map(|role| TypeIr::Contract {
+                name: role.output.clone(),
+            })
+        };
+        match &step.kind {
+            StepKind::Call { role, .. } | StepKind::Finalize { role, .. } => output(role),
+            StepKind::Ask { .. } => Some(TypeIr::Contract {
+                name: "Answer".to_string(),
+            }),
+            StepKind::Each { role, over, .. } => {
+                // A depth limit keeps a (rejected elsewhere) self-referential list finite.
+                let max_items = if depth < 16 {
+                    self.list_facts(over, depth + 1).max
+                } else {
+                    None
+                };
+                Some(TypeIr::List {
+                    item: Box::new(output(role)?),
+                    min_items: None,
+                    max_items,
+                })
+            }
+            _ => None,
+        }
     }
 }
 
-/// Warnings (W007, W008) about a spec whose worst case cannot fit its budget or is unbounded.
-pub fn diagnostics(_spec: &CompiledSpec) -> Vec<Diagnostic> {
-    Vec::new()
+fn unwrap_optional(ty: &TypeIr) -> &TypeIr {
+    match ty {
+        TypeIr::Optional { inner } => unwrap_optional(inner),
+        other => other,
+    }
+}
+
+/// Calls of one role invocation: the first attempt and its retries.
+fn role_calls(role: Option<&RoleIr>) -> u64 {
+    role.map_or(1, |role| role.retry.saturating_add(1))
+}
+
+/// Wall time of one role invocation: every attempt timing out, with doubling backoffs
+/// between them; `None` without a timeout.
+fn role_wall(role: Option<&RoleIr>) -> Option<u64> {
+    let role = role?;
+    let timeout = role.timeout_ms?;
+    let attempts = role.retry.saturating_add(1);
+    let backoff_factor = u32::try_from(role.retry)
+        .ok()
+        .and_then(|retry| 2u64.checked_pow(retry))
+        .map_or(u64::MAX, |power| power - 1);
+    Some(
+        timeout
+            .saturating_mul(attempts)
+            .saturating_add(role.backoff_ms.saturating_mul(backoff_factor)),
+    )
+}
+
+fn mul(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(0), _) | (_, Some(0)) => Some(0),
+        (Some(a), Some(b)) => Some(a.saturating_mul(b)),
+        _ => None,
+    }
+}
+
+fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    Some(a?.saturating_add(b?))
+}
+
+/// A topological order of the nodes, or `None` when there is a cycle.
+fn topological_order(successors: &[Vec<usize>]) -> Option<Vec<usize>> {
+    let mut indegree = vec![0usize; successors.len()];
+    for targets in successors {
+        for target in targets {
+            if let Some(degree) = indegree.get_mut(*target) {
+                *degree += 1;
+            }
+        }
+    }
+    let mut queue: VecDeque<usize> = (0..successors.len())
+        .filter(|node| indegree.get(*node) == Some(&0))
+        .collect();
+    let mut order = Vec::with_capacity(successors.len());
+    while let Some(node) = queue.pop_front() {
+        order.push(node);
+        for target in successors.get(node).into_iter().flatten() {
+            if let Some(degree) = indegree.get_mut(*target) {
+                *degree -= 1;
+                if *degree == 0 {
+                    queue.push_back(*target);
+                }
+            }
+        }
+    }
+    (order.len() == successors.len()).then_some(order)
+}
+
+/// The nodes a topological sort cannot place: those on or after a cycle.
+fn unordered(successors: &[Vec<usize>]) -> BTreeSet<usize> {
+    let mut indegree = vec![0usize; successors.len()];
+    for targets in successors {
+        for target in targets {
+            if let Some(degree) = indegree.get_mut(*target) {
+                *degree += 1;
+            }
+        }
+    }
+    let mut queue: VecDeque<usize> = (0..successors.len())
+        .filter(|node| indegree.get(*node) == Some(&0))
+        .collect();
+    let mut placed = BTreeSet::new();
+    while let Some(node) = queue.pop_front() {
+        placed.insert(node);
+        for target in successors.get(node).into_iter().flatten() {
+            if let Some(degree) = indegree.get_mut(*target) {
+                *degree -= 1;
+                if *degree == 0 {
+                    queue.push_back(*target);
+                }
+            }
+        }
+    }
+    (0..successors.len())
+        .filter(|node| !placed.contains(node))
+        .collect()
+}
+
+/// Every node reachable from `start`, itself included.
+fn reachable(successors: &[Vec<usize>], start: usize) -> BTreeSet<usize> {
+    let mut seen = BTreeSet::from([start]);
+    let mut stack = vec![start];
+    while let Some(node) = stack.pop() {
+        for target in successors.get(node).into_iter().flatten() {
+            if seen.insert(*target) {
+                stack.push(*target);
+            }
+        }
+    }
+    seen
+}
+
+/// Every node from which `goal` is reachable, itself included.
+fn reaching(successors: &[Vec<usize>], goal: usize) -> BTreeSet<usize> {
+    let mut predecessors: Vec<Vec<usize>> = vec![Vec::new(); successors.len()];
+    for (node, targets) in successors.iter().enumerate() {
+        for target in targets {
+            if let Some(list) = predecessors.get_mut(*target) {
+                list.push(node);
+            }
+        }
+    }
+    reachable(&predecessors, goal)
+}
+
+/// The largest sum of `weight` along a path from `entry` (`None` weights are unbounded).
+fn longest_path(
+    order: &[usize],
+    successors: &[Vec<usize>],
+    entry: usize,
+    weight: impl Fn(usize) -> Option<u64>,
+) -> Option<u64> {
+    // best[node] = the most expensive path from node to a sink; filled in reverse order.
+    let mut best: Vec<Option<u64>> = vec![Some(0); successors.len()];
+    for node in order.iter().rev() {
+        let mut tail = Some(0u64);
+        for target in successors.get(*node).into_iter().flatten() {
+            let candidate = best.get(*target).copied().flatten();
+            tail = match (tail, candidate) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        }
+        if let Some(slot) = best.get_mut(*node) {
+            *slot = add(weight(*node), tail);
+        }
+    }
+    best.get(entry).copied().flatten()
+}
+
+fn plural(count: u64, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
+/// `2h 4m 40s`, `1s 500ms`, `0s`.
+pub fn format_ms(ms: u64) -> String {
+    if ms == 0 {
+        return "0s".to_string();
+    }
+    let mut parts = Vec::new();
+    let hours = ms / 3_600_000;
+    let minutes = ms / 60_000 % 60;
+    let seconds = ms / 1000 % 60;
+    let millis = ms % 1000;
+    if hours > 0 {
+        parts.push(format!("{hours}h"));
+    }
+    if minutes > 0 {
+        parts.push(format!("{minutes}m"));
+    }
+    if seconds > 0 {
+        parts.push(format!("{seconds}s"));
+    }
+    if millis > 0 {
+        parts.push(format!("{millis}ms"));
+    }
+    parts.join(" ")
+}
+
+fn count_text(value: Option<u64>) -> String {
+    value.map_or_else(|| "unbounded".to_string(), |value| value.to_string())
+}
+
+fn wall_text(value: Option<u64>) -> String {
+    value.map_or_else(|| "unbounded".to_string(), format_ms)
+}
+
+impl Display for Bounds {
+    /// A table: one row per step (runs, calls and wall time per run and in all, tokens),
+    /// the totals, then notes on what is unbounded or unknown.
+    fn fmt(&self, formatter: &mut Formatter<'_>) -> fmt::Result {
+        let rounds = if self.rounds == 1 {
+            "1 round".to_string()
+        } else {
+            format!("{} rounds", self.rounds)
+        };
+        writeln!(formatter, "worst case of `{}` ({rounds})", self.spec)?;
+        writeln!(formatter)?;
+        let header = [
+            "step",
+            "body",
+            "runs",
+            "calls/run",
+            "wall/run",
+            "calls",
+            "wall",
+            "tokens",
+        ];
+        let mut rows: Vec<[String; 8]> = self
+            .steps
+            .iter()
+            .map(|step| {
+                [
+                    step.name.clone(),
+                    step.body.clone(),
+                    count_text(step.runs),
+                    count_text(step.calls_per_run),
+                    wall_text(step.wall_ms_per_run),
+                    count_text(step.calls),
+                    wall_text(step.wall_ms),
+                    step.tokens
+                        .map_or_else(|| "unknown".to_string(), |tokens| tokens.to_string()),
+                ]
+            })
+            .collect();
+        rows.push([
+            "total".to_string(),
+            "(the most expensive path)".to_string(),
+            self.total
+                .steps
+                .map_or_else(|| "unbounded".to_string(), |steps| plural(steps, "step")),
+            String::new(),
+            String::new(),
+            count_text(self.total.calls),
+            wall_text(self.total.wall_ms),
+            self.total
+                .tokens
+                .map_or_else(|| "unknown".to_string(), |tokens| tokens.to_string()),
+        ]);
+        let mut widths = header.map(|title| title.chars().count());
+        for row in &rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+        let write_row = |cells: &[String], formatter: &mut Formatter<'_>| -> fmt::Result {
+            let mut line = String::new();
+            for (index, (cell, width)) in cells.iter().zip(widths).enumerate() {
+                let pad = width.saturating_sub(cell.chars().count());
+                if index > 0 {
+                    line.push_str("  ");
+                }
+                // Text columns align left, numbers right.
+                if index < 2 {
+                    line.push_str(cell);
+                    line.push_str(&" ".repeat(pad));
+                } else {
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(cell);
+                }
+            }
+            writeln!(formatter, "{}", line.trim_end())
+        };
+        write_row(&header.map(String::from), formatter)?;
+        let total_row = rows.len().saturating_sub(1);
+        for (index, row) in rows.iter().enumerate() {
+            if index == total_row {
+                let rule: Vec<String> = widths.iter().map(|width| "-".repeat(*width)).collect();
+                writeln!(formatter, "{}", rule.join("  "))?;
+            }
+            write_row(row, formatter)?;
+        }
+        if !self.notes.is_empty() {
+            writeln!(formatter)?;
+            writeln!(formatter, "notes:")?;
+            for note in &self.notes {
+                writeln!(formatter, "- {note}")?;
+            }
+        }
+        Ok(())
+    }
 }

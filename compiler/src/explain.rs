@@ -1,10 +1,644 @@
 //! `charter explain CODE`: a paragraph on each diagnostic code with a wrong and a right example.
+//!
+//! The examples show only the items that matter for the code; the rest of a spec (the
+//! `spec` header, other roles and contracts) is left out.
 
 use crate::diagnostics::Code;
 
-/// The explanation of `code`: a paragraph, a wrong example and a right one.
+/// The explanation of `code`: a title line, a paragraph, a wrong example and a right one
+/// (E000, an internal error, has what to do instead of examples).
 pub fn explain(code: Code) -> &'static str {
     match code {
-        _ => "",
+        Code::E000 => E000,
+        Code::E001 => E001,
+        Code::E002 => E002,
+        Code::E003 => E003,
+        Code::E004 => E004,
+        Code::E005 => E005,
+        Code::E006 => E006,
+        Code::E007 => E007,
+        Code::E008 => E008,
+        Code::E009 => E009,
+        Code::E010 => E010,
+        Code::E011 => E011,
+        Code::E012 => E012,
+        Code::E013 => E013,
+        Code::E014 => E014,
+        Code::E015 => E015,
+        Code::E016 => E016,
+        Code::W001 => W001,
+        Code::W002 => W002,
+        Code::W003 => W003,
+        Code::W004 => W004,
+        Code::W005 => W005,
+        Code::W006 => W006,
+        Code::W007 => W007,
+        Code::W008 => W008,
+        Code::W009 => W009,
+    }
+}
+
+const E000: &str = r#"E000: internal compiler error
+
+The checks accepted the spec, but building the compiled graph met something a check
+should have rejected. This is a bug in charter, not in your spec: a check is missing.
+The message names what the graph builder could not handle.
+
+What to do:
+
+    Report the spec (or the smallest part of it that still shows E000) with the full
+    output of `charter check`. Until it is fixed, rewriting the construct the message
+    names usually avoids it.
+"#;
+
+const E001: &str = r#"E001: syntax error
+
+The text does not follow the grammar of DESIGN §2.2. The message says what the parser
+expected at the caret. Common causes: a missing keyword (`version`, `on`, `else`), a
+missing closing brace or `"""`, a contract name that does not start with an upper-case
+letter, or a step without its `->` transition.
+
+Wrong:
+
+    spec closed_loop "1.0.0"
+
+Right:
+
+    spec closed_loop version "1.0.0"
+"#;
+
+const E002: &str = r#"E002: unknown name
+
+A contract, role, tool, gate, step, model alias or rules block is used but never
+defined. Each kind of name has its own namespace, so a role and a step may share a name,
+but a role cannot be used where a contract is expected. When a defined name is close, the
+help line suggests it.
+
+Wrong:
+
+    contract Plan { goal: string  tasks: list<Task>(1..=20) }
+    role planner {
+      model: default
+      prompt: """Plan the work for {{ request.goal }}."""
+      input: Request
+      output: Pln
+    }
+
+Right:
+
+    contract Plan { goal: string  tasks: list<Task>(1..=20) }
+    role planner {
+      model: default
+      prompt: """Plan the work for {{ request.goal }}."""
+      input: Request
+      output: Plan
+    }
+"#;
+
+const E003: &str = r#"E003: duplicate definition
+
+The same name is defined twice in one namespace (two contracts, two roles, two steps,
+two model aliases...), or a spec has a second `repair`, `budget` or `flow` block, or a
+contract redefines a built-in one (`Candidate`, `Delivery`, `Answer`). The first
+definition is kept and the second is reported; rename or merge them.
+
+Wrong:
+
+    contract Review { relevance: int(0..=10) }
+    contract Review { verdict: PASS | FAIL }
+
+Right:
+
+    contract Review { relevance: int(0..=10)  verdict: PASS | FAIL }
+"#;
+
+const E004: &str = r#"E004: type error
+
+An expression or argument does not fit the types of the contracts it reads: a path into
+a contract that has no such field, a comparison between a string and an int, an enum
+variant that is not in the enum, an optional field used without a `none` check, or a
+built-in function given the wrong kind of value.
+
+Wrong:
+
+    contract Review { relevance: int(0..=10)  verdict: PASS | FAIL }
+    gate quality on execute {
+      hard approved: review.verdict == APPROVED else REJECTED
+      pass when review.relevance >= 7
+    }
+
+Right:
+
+    contract Review { relevance: int(0..=10)  verdict: PASS | FAIL }
+    gate quality on execute {
+      hard approved: review.verdict == PASS else REJECTED
+      pass when review.relevance >= 7
+    }
+"#;
+
+const E005: &str = r#"E005: role input or output does not match the flow
+
+A step calls a role with a value whose contract is not the role's input, or feeds a
+step's output to a role that expects something else. An `each` step passes one item of
+a list at a time, so a role that handles one `Task` must be called through `each`, not
+with the whole `Plan`.
+
+Wrong:
+
+    role executor { model: default  prompt: """Do {{ task.goal }}."""  input: Task  output: StageResult }
+    flow {
+      plan    = planner(request)  -> execute
+      execute = executor(plan)    -> done
+    }
+
+Right:
+
+    role executor { model: default  prompt: """Do {{ task.goal }}."""  input: Task  output: StageResult }
+    flow {
+      plan    = planner(request)                                -> execute
+      execute = each t in plan.tasks: executor(t) concurrency 4  -> done
+    }
+"#;
+
+const E006: &str = r#"E006: unbounded loop
+
+The flow has a cycle that passes through no `repair` edge and is not bounded by
+`budget.steps`, so a run could go round it forever, paying for every model call. Send
+the loop through a gate whose `fail -> repair` edge is counted by `repair.rounds`, or
+give the spec a `budget { steps N }` that stops it.
+
+Wrong:
+
+    flow {
+      draft  = writer(request)  -> review
+      review = reviewer(draft)  when review.verdict == PASS -> done  else -> draft
+    }
+
+Right:
+
+    gate approved on draft {
+      hard passed: review.verdict == PASS else REJECTED
+      pass when review.verdict == PASS
+    }
+    repair { rounds 3  REJECTED -> rerun draft with feedback }
+    flow {
+      draft  = writer(request)  -> review
+      review = reviewer(draft)  -> judge
+      judge  = gate approved    pass -> done  fail -> repair
+    }
+"#;
+
+const E007: &str = r#"E007: unreachable step, or no way to finish
+
+A step cannot be reached from the first step of the flow, or a step can be reached but
+no terminal (`done`, `blocked "..."`, `failed "..."`) can be reached from it. An
+unreachable step is dead code; a step that cannot finish would make every run that
+enters it end only by exhausting a budget.
+
+Wrong:
+
+    flow {
+      plan    = planner(request)    -> done
+      summary = summarizer(plan)    -> done
+    }
+
+Right:
+
+    flow {
+      plan    = planner(request)    -> summary
+      summary = summarizer(plan)    -> done
+    }
+"#;
+
+const E008: &str = r#"E008: repair not exhaustive
+
+A gate evaluated by a `gate` step can emit an issue code (from a `hard` or `warn` rule's
+`else`, or a score's `below`) that the `repair` block gives no action, and there is no
+`_` arm. When that issue is raised the runtime would not know what may be done. Give the
+code an action, or add `_ -> ...` for everything not listed. (Gates used by a per-item
+`check` are handled by stage retries and need no repair arm.)
+
+Wrong:
+
+    gate quality on execute {
+      hard all_done: every r in candidate.items: r.status != failed else STAGE_FAILED
+      score relevance weight 1: review.relevance below 6 LOW_RELEVANCE
+      pass when score >= 7.0
+    }
+    repair {
+      rounds 3
+      STAGE_FAILED -> rerun execute
+    }
+
+Right:
+
+    gate quality on execute {
+      hard all_done: every r in candidate.items: r.status != failed else STAGE_FAILED
+      score relevance weight 1: review.relevance below 6 LOW_RELEVANCE
+      pass when score >= 7.0
+    }
+    repair {
+      rounds 3
+      STAGE_FAILED  -> rerun execute
+      LOW_RELEVANCE -> rerun execute with feedback
+    }
+"#;
+
+const E009: &str = r#"E009: bad repair arm
+
+A repair arm names an issue code that no gate emits (often a typo, which would leave the
+real code without an action), or `rerun` targets a step that is not upstream of the
+gate that failed, so rerunning it could not change what the gate judges.
+
+Wrong:
+
+    repair {
+      rounds 3
+      STAGE_FAILED  -> rerun deliver
+      LOW_RELEVENCE -> rerun execute with feedback
+    }
+
+Right:
+
+    repair {
+      rounds 3
+      STAGE_FAILED  -> rerun execute
+      LOW_RELEVANCE -> rerun execute with feedback
+    }
+"#;
+
+const E010: &str = r#"E010: invariant violated
+
+An `invariant` that can be decided from the spec alone does not hold: `R has no tools`
+while role `R` lists tools, or `only R uses T` while another role lists tool `T`.
+Invariants state what must never change; fix the roles, not the invariant.
+
+Wrong:
+
+    role reviewer {
+      model: strong  prompt: """Review {{ candidate.text }}"""  input: Candidate  output: Review
+      tools: [web_search]  max_tool_calls: 4
+    }
+    invariant judges_are_toolless: reviewer has no tools
+
+Right:
+
+    role reviewer {
+      model: strong  prompt: """Review {{ candidate.text }}"""  input: Candidate  output: Review
+    }
+    invariant judges_are_toolless: reviewer has no tools
+"#;
+
+const E011: &str = r#"E011: a judge holds a tool that changes the world
+
+A role whose output is read by a gate is a judge. A judge must not act: it may hold
+tools whose effect is `read`, never `write` or `external`, or judging a candidate could
+publish, pay or delete something on the way.
+
+Wrong:
+
+    tool publish { input: Post  output: Receipt  effect: external }
+    role reviewer {
+      model: strong  prompt: """Review {{ candidate.text }}"""  input: Candidate  output: Review
+      tools: [publish]  max_tool_calls: 2
+    }
+    gate quality on execute {
+      score relevance weight 1: review.relevance below 6 LOW_RELEVANCE
+      pass when score >= 7.0
+    }
+
+Right:
+
+    tool web_search { input: Query  output: Hits  effect: read }
+    role reviewer {
+      model: strong  prompt: """Review {{ candidate.text }}"""  input: Candidate  output: Review
+      tools: [web_search]  max_tool_calls: 2
+    }
+    gate quality on execute {
+      score relevance weight 1: review.relevance below 6 LOW_RELEVANCE
+      pass when score >= 7.0
+    }
+"#;
+
+const E012: &str = r#"E012: finalize or gate cannot terminate properly
+
+A `finalize` step calls a role whose output is not the built-in `Delivery` contract
+(`{candidate_id: string, summary: string}`), so the runtime could not check that the
+delivery is the candidate that was evaluated; or a flow has a `gate` step but no path
+from it to a `finalize` step or a terminal.
+
+Wrong:
+
+    role finalizer { model: default  prompt: """Sum up {{ candidate.text }}"""  input: Candidate  output: Post }
+    deliver = finalize finalizer(best)  -> done
+
+Right:
+
+    role finalizer { model: default  prompt: """Sum up {{ candidate.text }}"""  input: Candidate  output: Delivery }
+    deliver = finalize finalizer(best)  -> done
+"#;
+
+const E013: &str = r#"E013: bad literal
+
+A literal is well-formed but meaningless: a range whose minimum is above its maximum or
+written `a..b` (write `a..=b`), a score weight that is zero or negative, a `below`
+threshold outside the range of the score's value, or a duration with an unknown unit
+(use `ms`, `s`, `m` or `h`).
+
+Wrong:
+
+    contract Review { relevance: int(10..=0) }
+    gate quality on review {
+      score relevance weight 0: review.relevance below 6 LOW_RELEVANCE
+      pass when score >= 7.0
+    }
+
+Right:
+
+    contract Review { relevance: int(0..=10) }
+    gate quality on review {
+      score relevance weight 1: review.relevance below 6 LOW_RELEVANCE
+      pass when score >= 7.0
+    }
+"#;
+
+const E014: &str = r#"E014: template variable the role does not provide
+
+A prompt template uses a variable that the role's input does not provide. A template
+sees its input under the snake_case name of the input contract (`Task` -> `task`,
+`WorkflowPlan` -> `workflow_plan`), and always `feedback`, `rules`, `tools` and
+`output_schema`; nothing else.
+
+Wrong:
+
+    role executor {
+      model: default
+      prompt: """Carry out {{ plan.goal }}."""
+      input: Task
+      output: StageResult
+    }
+
+Right:
+
+    role executor {
+      model: default
+      prompt: """Carry out {{ task.goal }}."""
+      input: Task
+      output: StageResult
+    }
+"#;
+
+const E015: &str = r#"E015: task dependencies form a cycle or name a missing task
+
+A static work list given to an `each` step has `depends_on` entries that form a cycle
+(no task could ever start) or name an id that is not in the list.
+
+Wrong:
+
+    execute = each t in [
+        {id: "a", goal: "draft", acceptance: [], depends_on: ["b"]},
+        {id: "b", goal: "check", acceptance: [], depends_on: ["a"]}
+      ]: executor(t)  -> done
+
+Right:
+
+    execute = each t in [
+        {id: "a", goal: "draft", acceptance: [], depends_on: []},
+        {id: "b", goal: "check", acceptance: [], depends_on: ["a"]}
+      ]: executor(t)  -> done
+"#;
+
+const E016: &str = r#"E016: unreadable or malformed file
+
+A file named by `import role "..."` or `prompt: file("...")` cannot be read, or a role
+file's YAML front matter is malformed. Paths are relative to the directory of the spec
+file, not to where `charter` runs.
+
+Wrong:
+
+    role planner {
+      model: default
+      prompt: file("prompts/planer.md.j2")
+      input: Request
+      output: Plan
+    }
+
+Right:
+
+    role planner {
+      model: default
+      prompt: file("prompts/planner.md.j2")
+      input: Request
+      output: Plan
+    }
+"#;
+
+const W001: &str = r#"W001: unused contract
+
+A contract is defined but no role, tool, field or flow uses it. It is probably left over
+from an earlier version of the spec; remove it, or use it where it was meant to be used.
+
+Wrong:
+
+    contract Draft { text: string }
+    contract Post { title: string  body: string }
+    role writer { model: default  prompt: """Write about {{ request.goal }}."""  input: Request  output: Post }
+
+Right:
+
+    contract Post { title: string  body: string }
+    role writer { model: default  prompt: """Write about {{ request.goal }}."""  input: Request  output: Post }
+"#;
+
+const W002: &str = r#"W002: unused tool
+
+A tool is defined but no role lists it in `tools: [...]`, so no model can ever call it.
+Give it to the role that needs it, or remove it.
+
+Wrong:
+
+    tool web_search { input: Query  output: Hits  effect: read }
+    role executor { model: default  prompt: """Do {{ task.goal }}."""  input: Task  output: StageResult }
+
+Right:
+
+    tool web_search { input: Query  output: Hits  effect: read }
+    role executor {
+      model: default  prompt: """Do {{ task.goal }}."""  input: Task  output: StageResult
+      tools: [web_search]  max_tool_calls: 8
+    }
+"#;
+
+const W003: &str = r#"W003: unused rules block
+
+A `rules` block is defined but no role lists it in `rules: [...]`, so its text never
+reaches a prompt, although its hash is still frozen into every run.
+
+Wrong:
+
+    rules core version "2026.11" { "Never fabricate a tool result." }
+    role executor { model: default  prompt: """Do {{ task.goal }}."""  input: Task  output: StageResult }
+
+Right:
+
+    rules core version "2026.11" { "Never fabricate a tool result." }
+    role executor {
+      model: default  prompt: """Do {{ task.goal }}. {{ rules }}"""  input: Task  output: StageResult
+      rules: [core]
+    }
+"#;
+
+const W004: &str = r#"W004: tools without max_tool_calls
+
+A role holds tools but sets no `max_tool_calls`, so one model call could loop on tool
+calls without limit and its worst case cannot be bounded. Set the most tool calls one
+model call may make.
+
+Wrong:
+
+    role executor {
+      model: default  prompt: """Do {{ task.goal }}."""  input: Task  output: StageResult
+      tools: [web_search]
+    }
+
+Right:
+
+    role executor {
+      model: default  prompt: """Do {{ task.goal }}."""  input: Task  output: StageResult
+      tools: [web_search]  max_tool_calls: 8
+    }
+"#;
+
+const W005: &str = r#"W005: score without `below`
+
+A score rule has no `below THRESHOLD CODE`, so a low score never raises an issue and
+repair can never target it: the gate can fail on its score with nothing to repair.
+
+Wrong:
+
+    gate quality on execute {
+      score relevance weight 2: review.relevance
+      pass when score >= 7.0
+    }
+
+Right:
+
+    gate quality on execute {
+      score relevance weight 2: review.relevance below 6 LOW_RELEVANCE
+      pass when score >= 7.0
+    }
+"#;
+
+const W006: &str = r#"W006: pass condition ignores the score
+
+A gate has score rules but its `pass when` condition never reads `score`, so the scores
+are computed and recorded but cannot make the gate fail. Use `score` in the condition,
+or drop the score rules.
+
+Wrong:
+
+    gate quality on execute {
+      score relevance weight 2: review.relevance below 6 LOW_RELEVANCE
+      pass when review.verdict == PASS
+    }
+
+Right:
+
+    gate quality on execute {
+      score relevance weight 2: review.relevance below 6 LOW_RELEVANCE
+      pass when review.verdict == PASS and score >= 7.0
+    }
+"#;
+
+const W007: &str = r#"W007: worst case exceeds the budget
+
+The worst case the compiler can prove (model calls, tokens, cost or wall time, from
+`repair.rounds`, `retry`, `retries`, list bounds, `concurrency` and `timeout`s) does not
+fit the spec's own `budget`, so some runs will be cut by the budget rather than end on
+their own. `charter check --bounds` shows the worst case per step. Raise the budget, or
+lower rounds, retries, timeouts or list bounds.
+
+Wrong:
+
+    role executor {
+      model: default  prompt: """Do {{ task.goal }}."""  input: Task  output: StageResult
+      timeout: 15m  retry: 3 backoff 2s
+    }
+    budget { wall 30m }
+
+Right:
+
+    role executor {
+      model: default  prompt: """Do {{ task.goal }}."""  input: Task  output: StageResult
+      timeout: 5m  retry: 1 backoff 2s
+    }
+    budget { wall 4h }
+"#;
+
+const W008: &str = r#"W008: unbounded fan-out
+
+An `each` step iterates over a list whose contract gives no upper bound, so a model could
+return a thousand items and the run would make a thousand calls. Bound the list type.
+
+Wrong:
+
+    contract Plan { goal: string  tasks: list<Task> }
+    flow {
+      plan    = planner(request)                                 -> execute
+      execute = each t in plan.tasks: executor(t) concurrency 4  -> done
+    }
+
+Right:
+
+    contract Plan { goal: string  tasks: list<Task>(1..=20) }
+    flow {
+      plan    = planner(request)                                 -> execute
+      execute = each t in plan.tasks: executor(t) concurrency 4  -> done
+    }
+"#;
+
+const W009: &str = r#"W009: unused model alias
+
+A model alias is defined in `models { ... }` but no role uses it. Remove it, or point
+the role that was meant to use it at it.
+
+Wrong:
+
+    models {
+      default = "openai:gpt-4o-mini"
+      strong  = "anthropic:claude-sonnet-4-5"
+    }
+    role reviewer { model: default  prompt: """Review {{ candidate.text }}"""  input: Candidate  output: Review }
+
+Right:
+
+    models {
+      default = "openai:gpt-4o-mini"
+      strong  = "anthropic:claude-sonnet-4-5"
+    }
+    role reviewer { model: strong  prompt: """Review {{ candidate.text }}"""  input: Candidate  output: Review }
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_a_titled_explanation_with_examples() {
+        for code in Code::ALL {
+            let text = explain(code);
+            assert!(
+                text.starts_with(&format!("{code}: ")),
+                "{code}: the explanation must start with its code"
+            );
+            if code != Code::E000 {
+                let wrong = text.find("\nWrong:\n");
+                let right = text.find("\nRight:\n");
+                assert!(
+                    matches!((wrong, right), (Some(wrong), Some(right)) if wrong < right),
+                    "{code}: needs a wrong example, then a right one"
+                );
+            }
+        }
     }
 }

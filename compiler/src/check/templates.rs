@@ -1,18 +1,416 @@
 //! Prompt templates: parsed with minijinja and checked for variables the role does not provide (E014).
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::check::Symbols;
-use crate::diagnostics::{Diagnostic, Sources};
-use crate::syntax::ast::SpecFile;
+use crate::check::types::Contracts;
+use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span, did_you_mean};
+use crate::syntax::ast::{PromptSource, Role, SpecFile};
+
+/// The variables every role's template sees besides its inputs.
+pub const ALWAYS_PROVIDED: [&str; 4] = ["feedback", "rules", "tools", "output_schema"];
 
 /// The variables each role's template uses.
-#[derive(Debug, Default)]
-pub struct TemplateFacts {}
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TemplateFacts {
+    /// By role name.
+    pub roles: BTreeMap<String, RoleTemplate>,
+}
+
+/// What one role's prompt template uses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RoleTemplate {
+    /// The file the template text is in (the spec's own file for an inline prompt).
+    pub file: Option<FileId>,
+    /// Whether the template parsed.
+    pub parsed: bool,
+    /// The top-level variables it reads (`task`, `feedback`, ...), sorted.
+    pub variables: BTreeSet<String>,
+    /// The dotted paths it reads (`task.goal`), as minijinja's nested analysis reports them.
+    pub paths: BTreeSet<String>,
+    /// The variables the role provides: its inputs' snake_case names and [`ALWAYS_PROVIDED`].
+    pub provided: Vec<String>,
+}
+
+/// The name a template sees a contract under: `WorkflowPlan` -> `workflow_plan`,
+/// `HTTPRequest` -> `http_request`.
+pub fn snake_case(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = String::with_capacity(name.len() + 4);
+    for (index, &current) in chars.iter().enumerate() {
+        if current.is_uppercase() && index > 0 {
+            let previous = chars.get(index - 1).copied().unwrap_or('_');
+            let next = chars.get(index + 1).copied();
+            let after_lower = previous.is_lowercase() || previous.is_ascii_digit();
+            let acronym_end =
+                previous.is_uppercase() && next.is_some_and(|next| next.is_lowercase());
+            if (after_lower || acronym_end) && previous != '_' {
+                out.push('_');
+            }
+        }
+        out.extend(current.to_lowercase());
+    }
+    out
+}
 
 pub fn check(
-    _spec: &SpecFile,
-    _symbols: &Symbols<'_>,
-    _sources: &Sources,
-    _diagnostics: &mut Vec<Diagnostic>,
+    spec: &SpecFile,
+    symbols: &Symbols<'_>,
+    sources: &Sources,
+    diagnostics: &mut Vec<Diagnostic>,
 ) -> TemplateFacts {
-    TemplateFacts::default()
+    let _ = spec;
+    let contracts = Contracts::build(symbols);
+    let mut facts = TemplateFacts::default();
+    for role in symbols.roles.values() {
+        if let Some(template) = check_role(role, symbols, &contracts, sources, diagnostics) {
+            facts.roles.insert(role.name.name.clone(), template);
+        }
+    }
+    facts
 }
+
+/// Where a template's text is and how to map offsets in it back to a source span.
+struct TemplateText<'a> {
+    text: &'a str,
+    /// For a file: the file and the offset of `text` in it. For an inline prompt: the
+    /// literal's span, whose original text differs from `text` (escapes, de-indentation).
+    location: Location,
+}
+
+enum Location {
+    File { file: FileId, offset: usize },
+    Inline { span: Span },
+}
+
+fn template_text<'a>(role: &'a Role, sources: &'a Sources) -> Option<TemplateText<'a>> {
+    let prompt = role.prompt.as_ref()?;
+    match &prompt.source {
+        PromptSource::Inline(literal) => Some(TemplateText {
+            text: &literal.value,
+            location: Location::Inline { span: literal.span },
+        }),
+        PromptSource::File { file, .. } => {
+            let file = (*file)?;
+            let source = sources.get(file)?;
+            // A role file's body starts where the parser says (after its front matter).
+            let offset = if prompt.span.file == file {
+                prompt.span.start as usize
+            } else {
+                front_matter_end(&source.text)
+            };
+            Some(TemplateText {
+                text: source.text.get(offset..).unwrap_or(""),
+                location: Location::File { file, offset },
+            })
+        }
+    }
+}
+
+/// Where the body of a Markdown file with YAML front matter starts (0 when there is none).
+fn front_matter_end(text: &str) -> usize {
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
+        return 0;
+    };
+    let start = text.len() - rest.len();
+    let mut offset = start;
+    for line in rest.split_inclusive('\n') {
+        offset += line.len();
+        if line.trim_end() == "---" {
+            return offset;
+        }
+    }
+    0
+}
+
+impl TemplateText<'_> {
+    /// The span of `text[range]` in the source, as close as can be found.
+    fn span(&self, sources: &Sources, range: std::ops::Range<usize>, name: &str) -> Span {
+        match self.location {
+            Location::File { file, offset } => {
+                Span::new(file, offset + range.start, offset + range.end)
+            }
+            Location::Inline { span } => {
+                let original = sources.snippet(span);
+                let needle = self.text.get(range.clone()).unwrap_or("");
+                let found = if needle.is_empty() {
+                    None
+                } else {
+                    find_in_tags(original, name).or_else(|| original.find(needle))
+                };
+                match found {
+                    Some(at) => Span::new(
+                        span.file,
+                        span.start as usize + at,
+                        span.start as usize + at + needle.len().max(1),
+                    ),
+                    None => span,
+                }
+            }
+        }
+    }
+}
+
+/// The byte offset of identifier `name` inside a `{{ }}` or `{% %}` tag of `text`.
+fn find_in_tags(text: &str, name: &str) -> Option<usize> {
+    if name.is_empty() {
+        return None;
+    }
+    let bytes = text.as_bytes();
+    let is_ident = |byte: u8| byte.is_ascii_alphanumeric() || byte == b'_';
+    let mut search_from = 0;
+    while let Some(found) = text.get(search_from..).and_then(|rest| rest.find(name)) {
+        let at = search_from + found;
+        let end = at + name.len();
+        search_from = end;
+        let before_ok = at == 0
+            || bytes
+                .get(at - 1)
+                .is_none_or(|byte| !is_ident(*byte) && *byte != b'.');
+        let after_ok = bytes.get(end).is_none_or(|byte| !is_ident(*byte));
+        if !before_ok || !after_ok {
+            continue;
+        }
+        let before = text.get(..at).unwrap_or("");
+        let open = before.rfind("{{").max(before.rfind("{%"));
+        let close = before.rfind("}}").max(before.rfind("%}"));
+        if open.is_some() && open > close {
+            return Some(at);
+        }
+    }
+    None
+}
+
+fn check_role(
+    role: &Role,
+    symbols: &Symbols<'_>,
+    contracts: &Contracts,
+    sources: &Sources,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<RoleTemplate> {
+    let template = template_text(role, sources)?;
+    let mut provided: Vec<String> = Vec::new();
+    let mut inputs: BTreeMap<String, &str> = BTreeMap::new();
+    for input in &role.inputs {
+        let variable = snake_case(&input.name);
+        if symbols.is_contract(&input.name) {
+            inputs.insert(variable.clone(), input.name.as_str());
+        }
+        provided.push(variable);
+    }
+    provided.extend(ALWAYS_PROVIDED.iter().map(|name| (*name).to_string()));
+    let file = match template.location {
+        Location::File { file, .. } => Some(file),
+        Location::Inline { span } => Some(span.file),
+    };
+    let mut facts = RoleTemplate {
+        file,
+        provided: provided.clone(),
+        ..RoleTemplate::default()
+    };
+
+    let environment = minijinja::Environment::new();
+    let parsed = match environment.template_from_str(template.text) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            let detail = error.detail().unwrap_or("syntax error").to_string();
+            // The line in the file (a role file's body starts after its front matter); an
+            // inline prompt is de-indented, so its lines are not the spec's: the span says where.
+            let line = match (&template.location, error.line()) {
+                (Location::File { file, offset }, Some(line)) => {
+                    let before = sources
+                        .get(*file)
+                        .and_then(|source| source.text.get(..*offset))
+                        .map_or(0, |text| text.matches('\n').count());
+                    format!(" (line {})", line + before)
+                }
+                _ => String::new(),
+            };
+            let range = error.range().unwrap_or(0..0);
+            let mut span = template.span(sources, range.clone(), "");
+            if range.is_empty()
+                && let (Location::File { file, offset }, Some(line)) =
+                    (&template.location, error.line())
+            {
+                let start = line_start(template.text, line);
+                let end = template
+                    .text
+                    .get(start..)
+                    .and_then(|rest| rest.find('\n'))
+                    .map_or(template.text.len(), |at| start + at);
+                span = Span::new(*file, offset + start, offset + end);
+            }
+            diagnostics.push(
+                Diagnostic::new(
+                    Code::E014,
+                    span,
+                    format!(
+                        "prompt template of `{}` does not parse: {detail}{line}",
+                        role.name.name
+                    ),
+                )
+                .with_label("template syntax error")
+                .with_help("fix the minijinja syntax; `{{ x }}` prints, `{% if x %}...{% endif %}` branches"),
+            );
+            return Some(facts);
+        }
+    };
+    facts.parsed = true;
+    // With an unknown input contract (reported, E002) the names the template may use are
+    // guesses; reporting them would only repeat that error.
+    let inputs_known = role
+        .inputs
+        .iter()
+        .all(|input| symbols.is_contract(&input.name));
+    let globals: BTreeSet<String> = environment
+        .globals()
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let mut paths: Vec<String> = parsed.undeclared_variables(true).into_iter().collect();
+    paths.sort();
+    let mut reported: BTreeSet<String> = BTreeSet::new();
+    for path in paths {
+        let mut segments = path.split('.');
+        let Some(variable) = segments.next() else {
+            continue;
+        };
+        if globals.contains(variable) {
+            continue;
+        }
+        facts.variables.insert(variable.to_string());
+        facts.paths.insert(path.clone());
+        if !provided.iter().any(|name| name == variable) {
+            if !inputs_known || !reported.insert(variable.to_string()) {
+                continue;
+            }
+            let span = locate(&template, sources, variable);
+            let provided_list = provided
+                .iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut diagnostic = Diagnostic::new(
+                Code::E014,
+                span,
+                format!(
+                    "template of role `{}` uses `{variable}`, which the role does not provide",
+                    role.name.name
+                ),
+            )
+            .with_label("not provided to this template");
+            let suggestion = did_you_mean(variable, provided.iter().map(String::as_str));
+            diagnostic = diagnostic.with_help(match suggestion {
+                Some(suggestion) => format!("{suggestion} the role provides {provided_list}"),
+                None => format!(
+                    "the role provides {provided_list}; add an input contract to `{}` to provide more",
+                    role.name.name
+                ),
+            });
+            if let Some(first) = role.inputs.first() {
+                diagnostic =
+                    diagnostic.with_note(first.span, "the role's inputs are declared here");
+            }
+            diagnostics.push(diagnostic);
+            continue;
+        }
+        // `task.field`: the field must exist on the input contract.
+        let (Some(contract), Some(field)) = (inputs.get(variable), segments.next()) else {
+            continue;
+        };
+        let Some(info) = contracts.get(contract) else {
+            continue;
+        };
+        if info.field(field).is_some() || !reported.insert(format!("{variable}.{field}")) {
+            continue;
+        }
+        let span = locate_path(&template, sources, variable, field);
+        let names: Vec<&str> = info
+            .fields
+            .iter()
+            .map(|field| field.name.as_str())
+            .collect();
+        let help = did_you_mean(field, names.iter().copied()).unwrap_or_else(|| {
+            format!(
+                "`{contract}` has {}",
+                names
+                    .iter()
+                    .map(|name| format!("`{name}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
+        let mut diagnostic = Diagnostic::new(
+            Code::E014,
+            span,
+            format!(
+                "template of role `{}` uses `{variable}.{field}`, but `{contract}` has no field `{field}`",
+                role.name.name
+            ),
+        )
+        .with_label("no such field")
+        .with_help(help);
+        if let Some(contract_span) = info.span {
+            diagnostic =
+                diagnostic.with_note(contract_span, format!("`{contract}` is defined here"));
+        }
+        diagnostics.push(diagnostic);
+    }
+    Some(facts)
+}
+
+fn line_start(text: &str, line: usize) -> usize {
+    if line <= 1 {
+        return 0;
+    }
+    text.match_indices('\n')
+        .nth(line - 2)
+        .map_or(0, |(at, _)| at + 1)
+}
+
+/// The span of variable `name` in the template.
+fn locate(template: &TemplateText<'_>, sources: &Sources, name: &str) -> Span {
+    match template.location {
+        Location::File { .. } => match find_in_tags(template.text, name) {
+            Some(at) => template.span(sources, at..at + name.len(), name),
+            None => template.span(sources, 0..0, name),
+        },
+        Location::Inline { span } => {
+            let original = sources.snippet(span);
+            match find_in_tags(original, name) {
+                Some(at) => Span::new(
+                    span.file,
+                    span.start as usize + at,
+                    span.start as usize + at + name.len(),
+                ),
+                None => span,
+            }
+        }
+    }
+}
+
+/// The span of `variable.field` in the template (the field part), or of the variable.
+fn locate_path(
+    template: &TemplateText<'_>,
+    sources: &Sources,
+    variable: &str,
+    field: &str,
+) -> Span {
+    let dotted = format!("{variable}.{field}");
+    let (text, base) = match template.location {
+        Location::File { file, offset } => (template.text, Span::new(file, offset, offset)),
+        Location::Inline { span } => (sources.snippet(span), span),
+    };
+    match find_in_tags(text, &dotted) {
+        Some(at) => {
+            let start = base.start as usize + at + variable.len() + 1;
+            Span::new(base.file, start, start + field.len())
+        }
+        None => locate(template, sources, variable),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,17 +1,24 @@
-//! The compiled graph (IR): what the runtime knows of a spec, lowered from checked AST.
+//! The compiled graph (IR): what the runtime knows of a spec, lowered from the checked AST.
+//!
+//! [`build`] lowers an error-free spec to a [`CompiledSpec`] (types in [`ir`]); [`to_mermaid`]
+//! and [`to_dot`] draw its flow; `serde_json::to_string_pretty(&compiled)` is the JSON form
+//! (deterministic: every map is a `BTreeMap`, every list keeps source order).
 
-use serde::Serialize;
+pub mod hash;
+pub mod ir;
+mod lower;
+pub mod render;
+pub mod schema;
+
+pub use ir::*;
+pub use lower::{
+    DEFAULT_BACKOFF_MS, DEFAULT_CHECK_RETRIES, DEFAULT_CONCURRENCY, DEFAULT_NO_PROGRESS,
+    DEFAULT_RETRY,
+};
 
 use crate::check::Checked;
 use crate::diagnostics::{Code, Diagnostic, Sources, Span};
 use crate::syntax::ast::SpecFile;
-
-/// A compiled spec.
-#[derive(Clone, Debug, Serialize)]
-pub struct CompiledSpec {
-    pub name: String,
-    pub version: String,
-}
 
 /// Lowering met something a check should have rejected: a missing check, not a user error.
 #[derive(Clone, Debug)]
@@ -30,25 +37,28 @@ impl InternalError {
     }
 }
 
-/// Lowers a checked spec to its compiled graph.
+/// Lowers a checked, error-free spec to its compiled graph. `checked` is not needed: the
+/// builder resolves names itself from the symbol tables.
 pub fn build(
     spec: &SpecFile,
     _checked: &Checked,
-    _sources: &Sources,
+    sources: &Sources,
 ) -> Result<CompiledSpec, InternalError> {
-    Ok(CompiledSpec {
-        name: spec.name.name.clone(),
-        version: spec.version.value.clone(),
-    })
+    lower::lower(spec, sources)
 }
 
-/// The flow graph as a Mermaid flowchart: steps, transitions labelled with their
-/// conditions, repair edges dashed, terminals as their own nodes.
+/// The flow graph as a Mermaid flowchart: steps as nodes (gates as rhombi, `ask` as
+/// parallelograms, `finalize` as subroutines), transitions labelled with their conditions
+/// (`when x`, `else`, `pass`, `fail`), repair edges dashed and labelled with their codes,
+/// terminals (`done`, `blocked`, `failed`) in their own shapes and colours.
 pub fn to_mermaid(spec: &CompiledSpec) -> String {
-    format!("flowchart TD\n  %% {}\n", spec.name)
+    render::mermaid(spec)
 }
 
 /// The flow graph in Graphviz DOT, with the same content as [`to_mermaid`].
 pub fn to_dot(spec: &CompiledSpec) -> String {
-    format!("digraph \"{}\" {{\n}}\n", spec.name)
+    render::dot(spec)
 }
+
+#[cfg(test)]
+mod tests;

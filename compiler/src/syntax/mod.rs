@@ -1,17 +1,461 @@
 //! Syntax: the pest grammar and its lowering to the AST, with spans on every node.
+//!
+//! Parsing never fails outright. The header is parsed first; then items are parsed one
+//! at a time (and inside `flow { }`, steps one at a time), so that a syntax error costs
+//! only the item or step it is in: the error is reported (E001) and parsing resumes at
+//! the next line that starts an item (or a step).
 
 pub mod ast;
+mod errors;
+mod literals;
+mod lower;
+mod role_file;
+
+#[cfg(test)]
+mod tests;
+
+use pest::Parser as _;
 
 use crate::Loader;
-use crate::diagnostics::{Diagnostic, FileId, Sources};
+use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span};
+
+/// The pest parser generated from `grammar.pest`.
+#[derive(pest_derive::Parser)]
+#[grammar = "syntax/grammar.pest"]
+pub(crate) struct CharterParser;
+
+/// Words that start an item; a line that starts with one of them is where parsing
+/// resumes after a syntax error.
+const ITEM_KEYWORDS: [&str; 11] = [
+    "import",
+    "models",
+    "rules",
+    "contract",
+    "tool",
+    "role",
+    "gate",
+    "repair",
+    "invariant",
+    "budget",
+    "flow",
+];
 
 /// Parses the spec in `sources` at `file`, reading imported role files and prompt
 /// templates through `loader` (they are added to `sources`). Returns what could be built
 /// and every syntax diagnostic; `None` only when not even the header could be read.
 pub fn parse(
-    _file: FileId,
-    _sources: &mut Sources,
-    _loader: &dyn Loader,
+    file: FileId,
+    sources: &mut Sources,
+    loader: &dyn Loader,
 ) -> (Option<ast::SpecFile>, Vec<Diagnostic>) {
-    (None, Vec::new())
+    let text = sources
+        .get(file)
+        .map(|source| source.text.clone())
+        .unwrap_or_default();
+    let mut diagnostics = Vec::new();
+    let spec = Driver {
+        text: &text,
+        file,
+        sources,
+        loader,
+        diagnostics: &mut diagnostics,
+    }
+    .run();
+    (spec, diagnostics)
+}
+
+/// Walks the file item by item, calling pest on each and recovering from errors.
+struct Driver<'a> {
+    text: &'a str,
+    file: FileId,
+    sources: &'a mut Sources,
+    loader: &'a dyn Loader,
+    diagnostics: &'a mut Vec<Diagnostic>,
+}
+
+impl Driver<'_> {
+    fn run(mut self) -> Option<ast::SpecFile> {
+        let header = match CharterParser::parse(Rule::header, self.text) {
+            Ok(mut pairs) => pairs.next()?,
+            Err(error) => {
+                let diagnostic = errors::syntax_error(&error, self.file, 0, self.text);
+                self.diagnostics.push(diagnostic.with_help(
+                    "a spec starts with `spec NAME version \"X\"`, e.g. `spec support_bot version \"1.0.0\"`",
+                ));
+                return None;
+            }
+        };
+        let header_end = header.as_span().end();
+        let (name, version, doc) = self.lowerer(0).header(header)?;
+        let mut items = Vec::new();
+        let mut position = header_end;
+        loop {
+            position = skip_trivia(self.text, position);
+            if position >= self.text.len() {
+                break;
+            }
+            let rest = self.text.get(position..).unwrap_or("");
+            if starts_with_keyword(rest, "flow") {
+                let (flow, end) = self.flow(position);
+                items.push(ast::Item::Flow(flow));
+                position = end;
+                continue;
+            }
+            match CharterParser::parse(Rule::item_entry, rest) {
+                Ok(mut pairs) => {
+                    let Some(pair) = pairs.next() else {
+                        break;
+                    };
+                    let end = position + pair.as_span().end();
+                    let item_span = Span::new(self.file, position, end);
+                    match self.lowerer(position).item(pair) {
+                        Some(item) => items.push(item),
+                        None => self.internal(item_span),
+                    }
+                    position = end.max(position + 1);
+                }
+                Err(error) => {
+                    let (resume, depth) = next_item_line_and_depth(self.text, position);
+                    let error_at = position + error_offset(&error);
+                    if depth > 0 && error_at >= resume && resume < self.text.len() {
+                        // The item ran into the next one: its `{` was never closed.
+                        let keyword_end = resume
+                            + self.text.get(resume..).map_or(0, |rest| {
+                                rest.find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                                    .unwrap_or(rest.len())
+                            });
+                        let item_keyword = rest
+                            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                            .next()
+                            .unwrap_or("item");
+                        self.diagnostics.push(
+                            Diagnostic::new(
+                                Code::E001,
+                                Span::new(self.file, resume, keyword_end),
+                                format!(
+                                    "expected `}}` to close `{item_keyword}` before the next item"
+                                ),
+                            )
+                            .with_label("the next item starts here")
+                            .with_note(
+                                Span::new(self.file, position, position + item_keyword.len()),
+                                "this item is not closed",
+                            ),
+                        );
+                    } else {
+                        let diagnostic =
+                            errors::syntax_error(&error, self.file, position, self.text);
+                        self.diagnostics.push(diagnostic);
+                    }
+                    position = resume;
+                }
+            }
+        }
+        let end = self.text.len();
+        Some(ast::SpecFile {
+            name,
+            version,
+            doc,
+            items,
+            span: Span::new(self.file, 0, end),
+        })
+    }
+
+    /// Parses `flow { step* }` starting at `start`, one step at a time. Returns the flow
+    /// and the offset after it.
+    fn flow(&mut self, start: usize) -> (ast::Flow, usize) {
+        let mut steps = Vec::new();
+        let rest = self.text.get(start..).unwrap_or("");
+        let mut position = match CharterParser::parse(Rule::flow_open, rest) {
+            Ok(pairs) => start + pairs.last().map_or(0, |pair| pair.as_span().end()),
+            Err(error) => {
+                let diagnostic = errors::syntax_error(&error, self.file, start, self.text);
+                self.diagnostics.push(diagnostic);
+                let end = next_item_line(self.text, start);
+                return (
+                    ast::Flow {
+                        steps,
+                        span: Span::new(self.file, start, end),
+                    },
+                    end,
+                );
+            }
+        };
+        loop {
+            position = skip_trivia(self.text, position);
+            let rest = self.text.get(position..).unwrap_or("");
+            if rest.starts_with('}') {
+                position += 1;
+                break;
+            }
+            if rest.is_empty() || (at_line_start(self.text, position) && is_item_line(rest)) {
+                let at = Span::new(self.file, position, position);
+                self.diagnostics.push(
+                    Diagnostic::new(Code::E001, at, "expected `}` to close the flow")
+                        .with_label(if rest.is_empty() {
+                            "the file ends here"
+                        } else {
+                            "the next item starts here"
+                        })
+                        .with_note(
+                            Span::new(self.file, start, start + 4),
+                            "the flow starts here",
+                        ),
+                );
+                break;
+            }
+            match CharterParser::parse(Rule::step_entry, rest) {
+                Ok(mut pairs) => {
+                    let Some(pair) = pairs.next() else {
+                        break;
+                    };
+                    let end = position + pair.as_span().end();
+                    let step_span = Span::new(self.file, position, end);
+                    match self.lowerer(position).step(pair) {
+                        Some(step) => steps.push(step),
+                        None => self.internal(step_span),
+                    }
+                    position = end.max(position + 1);
+                }
+                Err(error) => {
+                    let diagnostic = errors::syntax_error(&error, self.file, position, self.text);
+                    self.diagnostics.push(diagnostic);
+                    position = next_step_line(self.text, position);
+                }
+            }
+        }
+        (
+            ast::Flow {
+                steps,
+                span: Span::new(self.file, start, position),
+            },
+            position,
+        )
+    }
+
+    fn lowerer(&mut self, offset: usize) -> lower::Lowerer<'_> {
+        lower::Lowerer {
+            file: self.file,
+            offset,
+            text: self.text,
+            sources: self.sources,
+            loader: self.loader,
+            diagnostics: self.diagnostics,
+            depth: 0,
+        }
+    }
+
+    fn internal(&mut self, span: Span) {
+        // Lowering reports its own problems; this only fires when the parse tree had a
+        // shape the lowering did not expect, which is a bug in the compiler.
+        if !self.diagnostics.iter().any(|diagnostic| {
+            diagnostic
+                .primary_span()
+                .is_some_and(|at| at.start >= span.start && at.end <= span.end)
+        }) {
+            self.diagnostics.push(Diagnostic::new(
+                Code::E000,
+                span,
+                "internal error: the parser could not build this item",
+            ));
+        }
+    }
+}
+
+/// The offset of a pest error in the text that was parsed.
+fn error_offset(error: &pest::error::Error<Rule>) -> usize {
+    match error.location {
+        pest::error::InputLocation::Pos(position) => position,
+        pest::error::InputLocation::Span((start, _)) => start,
+    }
+}
+
+/// Skips whitespace and comments from `position`.
+fn skip_trivia(text: &str, mut position: usize) -> usize {
+    let bytes = text.as_bytes();
+    loop {
+        match bytes.get(position) {
+            Some(b' ' | b'\t' | b'\r' | b'\n') => position += 1,
+            Some(b'/') if bytes.get(position + 1) == Some(&b'/') => {
+                while let Some(&byte) = bytes.get(position) {
+                    if byte == b'\n' {
+                        break;
+                    }
+                    position += 1;
+                }
+            }
+            Some(b'/') if bytes.get(position + 1) == Some(&b'*') => {
+                match text.get(position + 2..).and_then(|rest| rest.find("*/")) {
+                    Some(index) => position += 2 + index + 2,
+                    None => return text.len(),
+                }
+            }
+            _ => return position,
+        }
+    }
+}
+
+/// True when `rest` starts with `keyword` as a whole word.
+fn starts_with_keyword(rest: &str, keyword: &str) -> bool {
+    rest.strip_prefix(keyword).is_some_and(|after| {
+        !after
+            .bytes()
+            .next()
+            .is_some_and(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+    })
+}
+
+/// True when `position` is preceded on its line only by spaces and tabs.
+fn at_line_start(text: &str, position: usize) -> bool {
+    text.as_bytes()
+        .get(..position)
+        .unwrap_or(&[])
+        .iter()
+        .rev()
+        .take_while(|&&byte| byte != b'\n')
+        .all(|&byte| byte == b' ' || byte == b'\t')
+}
+
+/// True when `line` (already stripped of its indentation) starts an item: an item
+/// keyword followed by something other than `:` or `=` (so role properties such as
+/// `rules: [core]` and steps such as `gate = gate quality` do not count).
+fn is_item_line(line: &str) -> bool {
+    ITEM_KEYWORDS.iter().any(|keyword| {
+        starts_with_keyword(line, keyword)
+            && !line
+                .get(keyword.len()..)
+                .unwrap_or("")
+                .trim_start_matches([' ', '\t'])
+                .starts_with([':', '=', '\n', '\r', ','])
+    })
+}
+
+/// True when `line` (stripped of its indentation) looks like the start of a step:
+/// `name =` (but not `name ==`).
+fn is_step_line(line: &str) -> bool {
+    let name_length = line
+        .bytes()
+        .take_while(|byte| byte.is_ascii_alphanumeric() || *byte == b'_')
+        .count();
+    if name_length == 0 {
+        return false;
+    }
+    let after = line
+        .get(name_length..)
+        .unwrap_or("")
+        .trim_start_matches([' ', '\t']);
+    after.starts_with('=') && !after.starts_with("==")
+}
+
+/// The start of each line after the one containing `position` that does not begin inside
+/// a string, a `"""` block or a `/* */` comment, with its indentation skipped, as (offset
+/// of the first non-blank character, rest of the text, brace depth at that point counted
+/// from `position`).
+fn following_lines(text: &str, position: usize) -> impl Iterator<Item = (usize, &str, i64)> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        Code,
+        Str,
+        Block,
+        LineComment,
+        BlockComment,
+    }
+    let bytes = text.as_bytes();
+    let mut cursor = position;
+    let mut state = State::Code;
+    let mut depth: i64 = 0;
+    std::iter::from_fn(move || {
+        while let Some(&byte) = bytes.get(cursor) {
+            let next = bytes.get(cursor + 1).copied();
+            let triple = bytes.get(cursor..cursor + 3) == Some(b"\"\"\"".as_slice());
+            cursor += 1;
+            match (state, byte) {
+                (State::Code, b'"') if triple => {
+                    state = State::Block;
+                    cursor += 2;
+                }
+                (State::Code, b'"') => state = State::Str,
+                (State::Code, b'/') if next == Some(b'/') => state = State::LineComment,
+                (State::Code, b'/') if next == Some(b'*') => {
+                    state = State::BlockComment;
+                    cursor += 1;
+                }
+                (State::Code, b'{') => depth += 1,
+                (State::Code, b'}') => depth -= 1,
+                (State::Str, b'\\') => cursor += 1,
+                (State::Str, b'"') => state = State::Code,
+                (State::Block, b'"')
+                    if bytes.get(cursor - 1..cursor + 2) == Some(b"\"\"\"".as_slice()) =>
+                {
+                    state = State::Code;
+                    cursor += 2;
+                }
+                (State::BlockComment, b'*') if next == Some(b'/') => {
+                    state = State::Code;
+                    cursor += 1;
+                }
+                _ => {}
+            }
+            if byte == b'\n' && matches!(state, State::Code | State::Str | State::LineComment) {
+                // A plain string cannot span lines: an unterminated one ends here.
+                state = State::Code;
+                let mut start = cursor;
+                while matches!(bytes.get(start), Some(b' ' | b'\t')) {
+                    start += 1;
+                }
+                return Some((start, text.get(start..).unwrap_or(""), depth));
+            }
+        }
+        None
+    })
+}
+
+/// Like [`following_lines`] but ignoring strings and comments: used when the aware scan
+/// finds nothing (an unterminated `"""` block would otherwise swallow the whole file).
+fn following_raw_lines(text: &str, position: usize) -> impl Iterator<Item = (usize, &str)> {
+    let bytes = text.as_bytes();
+    let mut cursor = position;
+    std::iter::from_fn(move || {
+        let newline = text.get(cursor..)?.find('\n')?;
+        let mut start = cursor + newline + 1;
+        cursor = start;
+        while matches!(bytes.get(start), Some(b' ' | b'\t')) {
+            start += 1;
+        }
+        Some((start, text.get(start..).unwrap_or("")))
+    })
+}
+
+/// Where to resume after a syntax error in the item starting at `position`: the next
+/// line that starts an item, or the end of the file.
+fn next_item_line(text: &str, position: usize) -> usize {
+    next_item_line_and_depth(text, position).0
+}
+
+/// [`next_item_line`] and the number of `{` not closed between `position` and it.
+fn next_item_line_and_depth(text: &str, position: usize) -> (usize, i64) {
+    following_lines(text, position)
+        .find(|(_, line, _)| is_item_line(line))
+        .map(|(start, _, depth)| (start, depth))
+        .or_else(|| {
+            following_raw_lines(text, position)
+                .find(|(_, line)| is_item_line(line))
+                .map(|(start, _)| (start, 0))
+        })
+        .unwrap_or((text.len(), 0))
+}
+
+/// Where to resume after a syntax error in the step starting at `position`: the next
+/// line that starts a step, closes the flow or starts an item.
+fn next_step_line(text: &str, position: usize) -> usize {
+    let resumes = |line: &str| is_step_line(line) || line.starts_with('}') || is_item_line(line);
+    following_lines(text, position)
+        .find(|(_, line, _)| resumes(line))
+        .map(|(start, _, _)| start)
+        .or_else(|| {
+            following_raw_lines(text, position)
+                .find(|(_, line)| resumes(line))
+                .map(|(start, _)| start)
+        })
+        .unwrap_or(text.len())
 }

@@ -1,0 +1,161 @@
+//! `charter check PATH...`: compile specs and report their diagnostics.
+
+use std::path::PathBuf;
+
+use charter_compiler::{Compilation, Diagnostic, bounds, compile, render};
+use clap::{Args, ValueEnum};
+
+use crate::loader::{FsLoader, collect_specs, display_path, normalize};
+use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
+
+/// Compile specs and report every error and warning, like rustc.
+///
+/// Exit status: 0 when no spec has an error (warnings allowed), 1 when one has, 2 on a
+/// usage error or input that cannot be read.
+#[derive(Debug, Args)]
+#[command(after_help = "Example: charter check specs/seeds specs/examples --bounds")]
+pub struct CheckArgs {
+    /// Spec files, or directories searched recursively for `*.charter` files.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+
+    /// How to print diagnostics (on stderr): rustc-like text, or one JSON object per line.
+    #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
+    pub message_format: MessageFormat,
+
+    /// After a spec compiles, print its worst case (model calls, tokens, wall time) on stdout.
+    #[arg(long)]
+    pub bounds: bool,
+
+    /// Treat warnings as errors (exit 1 when any spec has a warning).
+    #[arg(long)]
+    pub deny_warnings: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MessageFormat {
+    Human,
+    Json,
+}
+
+/// The diagnostics counted over one spec or many.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    errors: usize,
+    warnings: usize,
+}
+
+impl Tally {
+    fn of(diagnostics: &[Diagnostic]) -> Tally {
+        let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+        Tally {
+            errors,
+            warnings: diagnostics.len() - errors,
+        }
+    }
+
+    fn describe(self) -> String {
+        match (self.errors, self.warnings) {
+            (0, 0) => "no errors or warnings".to_string(),
+            (errors, 0) => count(errors, "error"),
+            (0, warnings) => count(warnings, "warning"),
+            (errors, warnings) => {
+                format!("{}, {}", count(errors, "error"), count(warnings, "warning"))
+            }
+        }
+    }
+}
+
+pub fn run(args: &CheckArgs, context: Context) -> anyhow::Result<Outcome> {
+    let specs = match collect_specs(&args.paths) {
+        Ok(specs) => specs,
+        Err(problems) => {
+            for problem in problems {
+                print_error(context, &problem);
+            }
+            return Ok(Outcome::Usage);
+        }
+    };
+    let mut texts = Vec::with_capacity(specs.len());
+    let mut unreadable = false;
+    for spec in &specs {
+        match std::fs::read_to_string(spec) {
+            Ok(text) => texts.push((display_path(&normalize(spec)), spec, text)),
+            Err(error) => {
+                unreadable = true;
+                print_error(
+                    context,
+                    &format!("cannot read `{}`: {error}", display_path(spec)),
+                );
+            }
+        }
+    }
+    if unreadable {
+        return Ok(Outcome::Usage);
+    }
+
+    let mut total = Tally::default();
+    let mut failed_specs = 0;
+    let mut printed_bounds = false;
+    for (name, path, text) in &texts {
+        let compilation = compile(name, text, &FsLoader::for_spec(path));
+        let tally = Tally::of(&compilation.diagnostics);
+        report(args, context, name, &compilation, tally);
+        total.errors += tally.errors;
+        total.warnings += tally.warnings;
+        let failed = tally.errors > 0 || (args.deny_warnings && tally.warnings > 0);
+        if failed {
+            failed_specs += 1;
+        }
+        if args.bounds
+            && let Some(spec) = &compilation.spec
+            && !failed
+        {
+            let separator = if printed_bounds { "\n" } else { "" };
+            print_out(&format!("{separator}{}", bounds::compute(spec)))?;
+            printed_bounds = true;
+        }
+    }
+
+    if args.message_format == MessageFormat::Human && texts.len() > 1 {
+        let checked = count(texts.len(), "spec");
+        if failed_specs > 0 {
+            let message = format!("{failed_specs} of {checked} failed: {}", total.describe());
+            print_err(&summary_line(context, "error", &message));
+        } else {
+            print_err(&format!("checked {checked}: {}\n", total.describe()));
+        }
+    }
+    Ok(if failed_specs > 0 {
+        Outcome::Failed
+    } else {
+        Outcome::Clean
+    })
+}
+
+/// Prints one spec's diagnostics (stderr) and, in human format, its summary line.
+fn report(args: &CheckArgs, context: Context, name: &str, compilation: &Compilation, tally: Tally) {
+    match args.message_format {
+        MessageFormat::Json => {
+            print_err(&render::json(
+                &compilation.diagnostics,
+                &compilation.sources,
+            ));
+        }
+        MessageFormat::Human => {
+            print_err(&render::text(
+                &compilation.diagnostics,
+                &compilation.sources,
+                context.color,
+            ));
+            let denied = args.deny_warnings && tally.warnings > 0;
+            if tally.errors > 0 || denied {
+                let message = format!("`{name}`: {}", tally.describe());
+                print_err(&summary_line(context, "error", &message));
+            } else if tally.warnings > 0 {
+                let message = format!("`{name}`: {}", tally.describe());
+                print_err(&summary_line(context, "warning", &message));
+            }
+        }
+    }
+}

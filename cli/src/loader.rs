@@ -1,0 +1,185 @@
+//! Reading specs from disk: the filesystem `Loader` the compiler reads imports and prompt
+//! files through, and the collection of `.charter` files from the paths a user gives.
+
+use std::path::{Component, Path, PathBuf};
+
+use charter_compiler::{LoadedFile, Loader};
+
+/// The extension of spec files.
+pub const SPEC_EXTENSION: &str = "charter";
+
+/// Reads files relative to one spec file's directory. Display names are that directory
+/// as the user wrote it joined with the relative path, normalized (`a/b/../c` -> `a/c`),
+/// so diagnostics point at paths the user can open.
+#[derive(Debug)]
+pub struct FsLoader {
+    directory: PathBuf,
+}
+
+impl FsLoader {
+    /// A loader for the files named by the spec at `spec_path`.
+    pub fn for_spec(spec_path: &Path) -> FsLoader {
+        FsLoader {
+            directory: spec_path
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl Loader for FsLoader {
+    fn load(&self, relative_path: &str) -> Result<LoadedFile, String> {
+        let relative = Path::new(relative_path);
+        if relative.is_absolute() || relative.has_root() {
+            return Err(format!(
+                "`{relative_path}` is an absolute path; paths are relative to the spec file"
+            ));
+        }
+        let path = self.directory.join(relative);
+        let display_name = display_path(&normalize(&path));
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(LoadedFile { display_name, text }),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Err(format!("no such file `{display_name}`"))
+            }
+            Err(error) => Err(format!("cannot read `{display_name}`: {error}")),
+        }
+    }
+}
+
+/// Resolves `.` and `..` components without touching the filesystem; a `..` that climbs
+/// above the start of a relative path is kept.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut normalized = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let can_pop = matches!(
+                    normalized.components().next_back(),
+                    Some(Component::Normal(_))
+                );
+                if can_pop {
+                    normalized.pop();
+                } else if !matches!(
+                    normalized.components().next_back(),
+                    Some(Component::RootDir | Component::Prefix(_))
+                ) {
+                    normalized.push("..");
+                }
+            }
+            other => normalized.push(other.as_os_str()),
+        }
+    }
+    if normalized.as_os_str().is_empty() {
+        normalized.push(".");
+    }
+    normalized
+}
+
+/// A path as shown to the user, with `/` separators on every platform.
+pub fn display_path(path: &Path) -> String {
+    let shown = path.display().to_string();
+    if std::path::MAIN_SEPARATOR == '/' {
+        shown
+    } else {
+        shown.replace(std::path::MAIN_SEPARATOR, "/")
+    }
+}
+
+/// The spec files named by `paths`: files as given (they must end in `.charter`), and
+/// every `*.charter` file under a directory, recursively, in sorted order. Each file is
+/// listed once, at its first mention. Problems (a missing path, a file of another kind,
+/// a directory with no spec) are returned all together, one line each.
+pub fn collect_specs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Vec<String>> {
+    let mut specs = Vec::new();
+    let mut problems = Vec::new();
+    for path in paths {
+        let shown = display_path(path);
+        match std::fs::metadata(path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                problems.push(format!("`{shown}` does not exist"));
+            }
+            Err(error) => problems.push(format!("cannot read `{shown}`: {error}")),
+            Ok(metadata) if metadata.is_dir() => {
+                let before = specs.len();
+                if let Err(error) = walk(path, &mut specs) {
+                    problems.push(format!("cannot read directory `{shown}`: {error}"));
+                } else if specs.len() == before {
+                    problems.push(format!("no `.{SPEC_EXTENSION}` files found in `{shown}`"));
+                }
+            }
+            Ok(_) if is_spec(path) => specs.push(path.clone()),
+            Ok(_) => problems.push(format!("`{shown}` is not a `.{SPEC_EXTENSION}` file")),
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    specs.retain(|spec| seen.insert(normalize(spec)));
+    if problems.is_empty() {
+        Ok(specs)
+    } else {
+        Err(problems)
+    }
+}
+
+fn is_spec(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|extension| extension == SPEC_EXTENSION)
+}
+
+/// Adds every spec file under `directory`, depth first in sorted order. Symbolic links
+/// to directories are not followed (no cycles); links to files are.
+fn walk(directory: &Path, specs: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries = std::fs::read_dir(directory)?
+        .map(|entry| entry.map(|entry| entry.path()))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    entries.sort();
+    for entry in entries {
+        let link = std::fs::symlink_metadata(&entry)?;
+        if link.is_dir() {
+            walk(&entry, specs)?;
+        } else if is_spec(&entry) && std::fs::metadata(&entry).is_ok_and(|meta| meta.is_file()) {
+            specs.push(entry);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_resolves_dots_lexically() {
+        let cases = [
+            ("specs/seeds/./prompts/p.md", "specs/seeds/prompts/p.md"),
+            ("specs/seeds/../shared/p.md", "specs/shared/p.md"),
+            ("../p.md", "../p.md"),
+            ("a/../../p.md", "../p.md"),
+            ("a/..", "."),
+            ("/a/../../p.md", "/p.md"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(
+                display_path(&normalize(Path::new(input))),
+                expected,
+                "{input}"
+            );
+        }
+    }
+
+    #[test]
+    fn loader_refuses_absolute_paths() {
+        let loader = FsLoader::for_spec(Path::new("specs/x.charter"));
+        let error = loader.load("/etc/hosts").err().unwrap_or_default();
+        assert!(error.contains("absolute path"), "{error}");
+    }
+
+    #[test]
+    fn loader_names_missing_files_from_the_spec_directory() {
+        let loader = FsLoader::for_spec(Path::new("no/such/dir/x.charter"));
+        let error = loader.load("../prompts/p.md").err().unwrap_or_default();
+        assert_eq!(error, "no such file `no/such/prompts/p.md`");
+    }
+}

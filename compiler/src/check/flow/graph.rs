@@ -1,0 +1,475 @@
+//! The step graph of a flow and the checks that walk it: unbounded loops (E006),
+//! unreachable steps and steps that cannot finish (E007), gates whose pass path never
+//! finishes (E012).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use petgraph::Direction;
+use petgraph::algo::tarjan_scc;
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::{Bfs, EdgeRef, Reversed};
+
+use super::{cycle_text, name_list, shortest_cycle};
+use crate::check::Symbols;
+use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
+use crate::syntax::ast::{Action, FailTarget, Next, Step, StepBody, Target};
+
+/// A node of the step graph: a step (by its position in [`StepGraph::steps`]) or the end
+/// of the run (every terminal: `done`, `blocked "..."`, `failed "..."`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Node {
+    Step(usize),
+    End,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum EdgeKind {
+    /// A written transition: `-> t`, a `when`/`else` arm, `pass -> t`, `fail -> t`.
+    Next,
+    /// `fail -> repair` to a `rerun` target (or to the entry step for `replan`): bounded
+    /// by `repair.rounds`.
+    Repair,
+    /// `fail -> repair` when repairing ends (rounds or `no_progress` run out, or no issue
+    /// has an action): the runtime finalizes `best`, so this leads to every `finalize`
+    /// step; to the end of the run when there is none, or when an arm blocks or fails.
+    RepairEnd,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Edge {
+    pub kind: EdgeKind,
+    /// Where the transition is written (the target, or the rerun step of an arm).
+    pub span: Span,
+}
+
+/// The flow as a graph: node `i` is `steps[i]`, then one node for the end of the run.
+#[derive(Debug)]
+pub(super) struct StepGraph<'a> {
+    /// The steps in flow order (first definitions only).
+    pub steps: Vec<&'a Step>,
+    pub graph: DiGraph<Node, Edge>,
+    pub end: NodeIndex,
+    /// Step targets (in transitions and `rerun` arms) that name no step.
+    unresolved: Vec<&'a crate::syntax::ast::Ident>,
+}
+
+impl<'a> StepGraph<'a> {
+    /// Builds the graph of the spec's flow; `None` when there is no flow.
+    pub fn build(symbols: &Symbols<'a>) -> Option<StepGraph<'a>> {
+        let flow = symbols.flow?;
+        let steps: Vec<&'a Step> = flow
+            .steps
+            .iter()
+            .filter(|step| {
+                symbols
+                    .steps
+                    .get(step.name.name.as_str())
+                    .is_some_and(|first| std::ptr::eq(*first, *step))
+            })
+            .collect();
+        let mut graph = DiGraph::new();
+        for position in 0..steps.len() {
+            graph.add_node(Node::Step(position));
+        }
+        let end = graph.add_node(Node::End);
+        let index: BTreeMap<&str, NodeIndex> = steps
+            .iter()
+            .enumerate()
+            .map(|(position, step)| (step.name.name.as_str(), NodeIndex::new(position)))
+            .collect();
+        let finalize_steps: Vec<NodeIndex> = steps
+            .iter()
+            .enumerate()
+            .filter(|(_, step)| matches!(step.body, StepBody::Finalize { .. }))
+            .map(|(position, _)| NodeIndex::new(position))
+            .collect();
+        let mut unresolved = Vec::new();
+        let add_target = |graph: &mut DiGraph<Node, Edge>,
+                          unresolved: &mut Vec<&'a crate::syntax::ast::Ident>,
+                          from: NodeIndex,
+                          target: &'a Target| {
+            let node = match target {
+                Target::Step(name) => match index.get(name.name.as_str()) {
+                    Some(node) => *node,
+                    None => {
+                        unresolved.push(name);
+                        return;
+                    }
+                },
+                Target::Done(_) | Target::Blocked(_) | Target::Failed(_) => end,
+            };
+            graph.add_edge(
+                from,
+                node,
+                Edge {
+                    kind: EdgeKind::Next,
+                    span: target.span(),
+                },
+            );
+        };
+        for (position, step) in steps.iter().enumerate() {
+            let from = NodeIndex::new(position);
+            match &step.next {
+                Next::Goto(target) => add_target(&mut graph, &mut unresolved, from, target),
+                Next::When { arms, otherwise } => {
+                    for (_, target) in arms {
+                        add_target(&mut graph, &mut unresolved, from, target);
+                    }
+                    if let Some(target) = otherwise {
+                        add_target(&mut graph, &mut unresolved, from, target);
+                    }
+                }
+                Next::PassFail { pass, fail } => {
+                    add_target(&mut graph, &mut unresolved, from, pass);
+                    match fail {
+                        FailTarget::Target(target) => {
+                            add_target(&mut graph, &mut unresolved, from, target)
+                        }
+                        FailTarget::Repair(span) => {
+                            let mut ends_run = finalize_steps.is_empty();
+                            for arm in symbols.repair.iter().flat_map(|repair| &repair.arms) {
+                                let (to, span) = match &arm.action {
+                                    Action::Rerun { step, .. } => {
+                                        match index.get(step.name.as_str()) {
+                                            Some(node) => (*node, step.span),
+                                            None => {
+                                                unresolved.push(step);
+                                                continue;
+                                            }
+                                        }
+                                    }
+                                    Action::Replan(span) => (NodeIndex::new(0), *span),
+                                    Action::Block(_) | Action::Fail(_) => {
+                                        ends_run = true;
+                                        continue;
+                                    }
+                                    Action::Accept(_) | Action::Ask(_) => continue,
+                                };
+                                graph.add_edge(
+                                    from,
+                                    to,
+                                    Edge {
+                                        kind: EdgeKind::Repair,
+                                        span,
+                                    },
+                                );
+                            }
+                            let ends = finalize_steps
+                                .iter()
+                                .copied()
+                                .chain(ends_run.then_some(end));
+                            for to in ends {
+                                graph.add_edge(
+                                    from,
+                                    to,
+                                    Edge {
+                                        kind: EdgeKind::RepairEnd,
+                                        span: *span,
+                                    },
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Some(StepGraph {
+            steps,
+            graph,
+            end,
+            unresolved,
+        })
+    }
+
+    pub fn step_name(&self, node: NodeIndex) -> Option<&'a str> {
+        match self.graph.node_weight(node) {
+            Some(Node::Step(position)) => self
+                .steps
+                .get(*position)
+                .map(|step| step.name.name.as_str()),
+            _ => None,
+        }
+    }
+
+    pub fn step(&self, node: NodeIndex) -> Option<&'a Step> {
+        match self.graph.node_weight(node) {
+            Some(Node::Step(position)) => self.steps.get(*position).copied(),
+            _ => None,
+        }
+    }
+
+    pub fn node_of(&self, name: &str) -> Option<NodeIndex> {
+        self.steps
+            .iter()
+            .position(|step| step.name.name == name)
+            .map(NodeIndex::new)
+    }
+
+    /// The graph of written transitions only (repair edges removed); node indices are the
+    /// same as in `graph`.
+    pub fn written(&self) -> DiGraph<Node, Edge> {
+        self.graph.filter_map(
+            |_, node| Some(*node),
+            |_, edge| (edge.kind == EdgeKind::Next).then_some(*edge),
+        )
+    }
+
+    /// The steps with a path of written transitions to `node` (not `node` itself), in flow
+    /// order.
+    pub fn upstream(&self, node: NodeIndex) -> Vec<NodeIndex> {
+        let written = self.written();
+        let reversed = Reversed(&written);
+        let mut bfs = Bfs::new(reversed, node);
+        let mut found = BTreeSet::new();
+        while let Some(next) = bfs.next(reversed) {
+            if next != node {
+                found.insert(next);
+            }
+        }
+        found
+            .into_iter()
+            .filter(|index| matches!(self.graph.node_weight(*index), Some(Node::Step(_))))
+            .collect()
+    }
+
+    /// Reports step targets that name no step (E002). Only reached when the name checks
+    /// passed, so these were not reported yet; the graph checks are skipped when any is.
+    pub fn check_targets_resolve(&self, symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
+        let names: Vec<&str> = symbols.steps.keys().copied().collect();
+        for name in &self.unresolved {
+            let mut diagnostic = Diagnostic::new(
+                Code::E002,
+                name.span,
+                format!("unknown step `{}`", name.name),
+            )
+            .with_label("no step has this name");
+            if let Some(help) = did_you_mean(&name.name, names.iter().copied()) {
+                diagnostic = diagnostic.with_help(help);
+            }
+            diagnostics.push(diagnostic);
+        }
+    }
+
+    /// E006, E007 and the termination part of E012.
+    pub fn check(&self, symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
+        if self.steps.is_empty() {
+            return;
+        }
+        let bounded_by_budget = symbols.budget.is_some_and(|budget| budget.steps.is_some());
+        if !bounded_by_budget {
+            self.check_loops(symbols, diagnostics);
+        }
+        let reachable = self.reachable_from_entry();
+        self.check_unreachable(&reachable, diagnostics);
+        let stuck = self.check_no_terminal(&reachable, diagnostics);
+        self.check_gates_finish(&stuck, diagnostics);
+    }
+
+    /// E006: every cycle of written transitions (one that uses no repair edge).
+    fn check_loops(&self, symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
+        let written = self.written();
+        let mut components = tarjan_scc(&written);
+        components.sort_by_key(|component| component.iter().min().copied());
+        for component in components {
+            let members: BTreeSet<NodeIndex> = component.iter().copied().collect();
+            let Some(head) = members.first().copied() else {
+                continue;
+            };
+            let Some((path, closing)) = shortest_cycle(&written, &members, head) else {
+                continue;
+            };
+            let Some(edge) = written.edge_weight(closing) else {
+                continue;
+            };
+            let names: Vec<&str> = path
+                .iter()
+                .filter_map(|node| self.step_name(*node))
+                .collect();
+            let help = if symbols.budget.is_some() {
+                "add `steps N` to the `budget` block to bound every loop, or route the loop \
+                 through `fail -> repair` (bounded by `repair.rounds`)"
+            } else {
+                "add `budget { steps N }` to bound every loop, or route the loop through \
+                 `fail -> repair` (bounded by `repair.rounds`)"
+            };
+            let mut diagnostic = Diagnostic::new(
+                Code::E006,
+                edge.span,
+                format!("unbounded loop: {}", cycle_text(&names)),
+            )
+            .with_label("this transition closes the loop")
+            .with_help(help);
+            if let Some(step) = self.step(head) {
+                diagnostic = diagnostic.with_note(step.name.span, "the loop starts here");
+            }
+            diagnostics.push(diagnostic);
+        }
+    }
+
+    fn reachable_from_entry(&self) -> BTreeSet<NodeIndex> {
+        let entry = NodeIndex::new(0);
+        let mut bfs = Bfs::new(&self.graph, entry);
+        let mut reached = BTreeSet::new();
+        while let Some(node) = bfs.next(&self.graph) {
+            reached.insert(node);
+        }
+        reached
+    }
+
+    /// E007: steps the entry step never leads to.
+    fn check_unreachable(
+        &self,
+        reachable: &BTreeSet<NodeIndex>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) {
+        let Some(entry) = self.steps.first() else {
+            return;
+        };
+        for (position, step) in self.steps.iter().enumerate() {
+            if reachable.contains(&NodeIndex::new(position)) {
+                continue;
+            }
+            diagnostics.push(
+                Diagnostic::new(
+                    Code::E007,
+                    step.name.span,
+                    format!(
+                        "step `{}` is unreachable from the entry step `{}`",
+                        step.name.name, entry.name.name
+                    ),
+                )
+                .with_label("this step never runs")
+                .with_help(format!(
+                    "route a transition to it (`-> {}`) from a step that runs, or remove it",
+                    step.name.name
+                )),
+            );
+        }
+    }
+
+    /// E007: reachable steps from which no terminal can be reached. Reported once per
+    /// trap (a group of steps that only lead to each other), not for every step leading
+    /// into one. Returns every step that cannot finish.
+    fn check_no_terminal(
+        &self,
+        reachable: &BTreeSet<NodeIndex>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> BTreeSet<NodeIndex> {
+        let reversed = Reversed(&self.graph);
+        let mut bfs = Bfs::new(reversed, self.end);
+        let mut finishing = BTreeSet::new();
+        while let Some(node) = bfs.next(reversed) {
+            finishing.insert(node);
+        }
+        let stuck: BTreeSet<NodeIndex> = reachable
+            .iter()
+            .copied()
+            .filter(|node| !finishing.contains(node))
+            .collect();
+        let mut components = tarjan_scc(&self.graph);
+        components.sort_by_key(|component| component.iter().min().copied());
+        for component in components {
+            let members: BTreeSet<NodeIndex> = component.iter().copied().collect();
+            if !members.iter().all(|node| stuck.contains(node)) {
+                continue;
+            }
+            // A trap: no edge leaves the group (everything it leads to is inside it).
+            let leaves = members.iter().any(|node| {
+                self.graph
+                    .edges_directed(*node, Direction::Outgoing)
+                    .any(|edge| !members.contains(&edge.target()))
+            });
+            if leaves {
+                continue;
+            }
+            let Some(head) = members.first().copied() else {
+                continue;
+            };
+            let Some(step) = self.step(head) else {
+                continue;
+            };
+            let names: Vec<&str> = members
+                .iter()
+                .filter_map(|node| self.step_name(*node))
+                .collect();
+            let message = if names.len() > 1 {
+                format!(
+                    "steps {} only lead to each other: no terminal is reachable from them",
+                    name_list(names.iter().copied())
+                )
+            } else {
+                format!("no terminal is reachable from step `{}`", step.name.name)
+            };
+            let mut diagnostic = Diagnostic::new(Code::E007, step.name.span, message)
+                .with_label("the run can never finish from here")
+                .with_help(
+                    "add a transition out to `done`, `blocked \"...\"`, `failed \"...\"` or a \
+                     step that reaches one",
+                );
+            for node in members.iter().skip(1) {
+                if let Some(other) = self.step(*node) {
+                    diagnostic = diagnostic.with_note(other.name.span, "also part of the trap");
+                }
+            }
+            diagnostics.push(diagnostic);
+        }
+        stuck
+    }
+
+    /// E012: a gate step from whose pass path no written transition reaches a `finalize`
+    /// step or a terminal (skipped where E007 already reported the steps as stuck).
+    fn check_gates_finish(&self, stuck: &BTreeSet<NodeIndex>, diagnostics: &mut Vec<Diagnostic>) {
+        let written = self.written();
+        for (position, step) in self.steps.iter().enumerate() {
+            let StepBody::Gate { gate } = &step.body else {
+                continue;
+            };
+            let from = NodeIndex::new(position);
+            let (starts, span): (Vec<NodeIndex>, Span) = match &step.next {
+                Next::PassFail { pass, .. } => match pass {
+                    Target::Step(name) => match self.node_of(&name.name) {
+                        Some(node) => (vec![node], name.span),
+                        None => continue,
+                    },
+                    Target::Done(_) | Target::Blocked(_) | Target::Failed(_) => continue,
+                },
+                Next::Goto(target) => (written.neighbors(from).collect(), target.span()),
+                Next::When { .. } => (written.neighbors(from).collect(), step.name.span),
+            };
+            if starts.iter().any(|node| stuck.contains(node)) {
+                continue;
+            }
+            let finishes = starts.iter().any(|start| {
+                let mut bfs = Bfs::new(&written, *start);
+                while let Some(node) = bfs.next(&written) {
+                    if node == self.end
+                        || self
+                            .step(node)
+                            .is_some_and(|step| matches!(step.body, StepBody::Finalize { .. }))
+                    {
+                        return true;
+                    }
+                }
+                false
+            });
+            if finishes {
+                continue;
+            }
+            diagnostics.push(
+                Diagnostic::new(
+                    Code::E012,
+                    span,
+                    format!(
+                        "when gate `{}` passes, the flow reaches neither a `finalize` step nor a terminal",
+                        gate.name
+                    ),
+                )
+                .with_label("the pass path starts here and never finishes")
+                .with_note(step.name.span, format!("gate step `{}`", step.name.name))
+                .with_help(
+                    "route `pass ->` to a `finalize` step or to `done` (or a step that reaches one)",
+                ),
+            );
+        }
+    }
+}

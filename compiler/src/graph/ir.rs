@@ -1,0 +1,573 @@
+//! The IR types: a compiled spec as plain, owned, serializable data (the runtime's only view of the language).
+//!
+//! Nothing here borrows from or names an AST type. Every default the language defines
+//! (`retry: 2 backoff 1s`, `no_progress 2`, concurrency 1, check retries 0) is resolved
+//! into an explicit value, so the runtime never has to know a default. Maps are
+//! `BTreeMap`s and lists keep source order, so `serde_json` output is deterministic.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use petgraph::graph::{DiGraph, NodeIndex};
+use serde::{Deserialize, Serialize};
+
+use crate::diagnostics::Span;
+
+/// A compiled spec: everything the runtime needs to execute it, and nothing else.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CompiledSpec {
+    /// The `spec NAME`.
+    pub name: String,
+    /// The `version "X"` string.
+    pub version: String,
+    /// The doc block after the header, if any.
+    pub doc: Option<String>,
+    /// `sha256:<hex>` of the spec file's text (DESIGN §4 "Frozen plan").
+    pub spec_hash: String,
+    /// `sha256:<hex>` of every file the compilation read (the spec, imported role files,
+    /// prompt templates), by the name shown in diagnostics.
+    pub source_hashes: BTreeMap<String, String>,
+    /// Every contract by name, the built-ins `Candidate`, `Delivery` and `Answer` included.
+    pub contracts: BTreeMap<String, ContractIr>,
+    /// Every tool by name.
+    pub tools: BTreeMap<String, ToolIr>,
+    /// Every model alias of the `models` block.
+    pub models: BTreeMap<String, ModelIr>,
+    /// Every rules block by name, with its content hash.
+    pub rules: BTreeMap<String, RulesIr>,
+    /// Every role (blocks and imported role files) by name.
+    pub roles: BTreeMap<String, RoleIr>,
+    /// Every gate by name.
+    pub gates: BTreeMap<String, GateIr>,
+    /// The repair table; `None` when the spec has no `repair` block.
+    pub repair: Option<RepairIr>,
+    /// Every invariant by name.
+    pub invariants: BTreeMap<String, InvariantIr>,
+    /// The run's budget (each limit `None` when not given).
+    pub budget: BudgetIr,
+    /// The flow graph.
+    pub flow: FlowIr,
+    /// Where things were written, for diagnostics computed from the IR (bounds). Not
+    /// serialized: the runtime does not see source positions.
+    #[serde(skip)]
+    pub spans: SpecSpans,
+}
+
+/// Source positions of the parts of a spec that diagnostics over the IR point at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpecSpans {
+    /// The spec's name in its header.
+    pub header: Option<Span>,
+    /// The `budget` block.
+    pub budget: Option<Span>,
+    /// The `tokens`, `cost`, `wall` and `steps` entries of the budget.
+    pub budget_tokens: Option<Span>,
+    pub budget_cost: Option<Span>,
+    pub budget_wall: Option<Span>,
+    pub budget_steps: Option<Span>,
+    /// Every step's whole definition, by step name.
+    pub steps: BTreeMap<String, Span>,
+    /// The list expression of every `each` step, by step name.
+    pub each_over: BTreeMap<String, Span>,
+}
+
+/// A contract: a typed record exchanged between roles, tools and the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContractIr {
+    /// True for `Candidate`, `Delivery` and `Answer`.
+    pub builtin: bool,
+    /// The fields in the order they were written.
+    pub fields: Vec<FieldIr>,
+    /// A JSON Schema (draft 2020-12) of the contract: required fields, types, enums,
+    /// numeric `minimum`/`maximum`, list `minItems`/`maxItems`, `additionalProperties:
+    /// false`, and referenced contracts under `$defs`. The same schema is given to models
+    /// (`output_schema`) and used to validate outputs.
+    pub schema: serde_json::Value,
+}
+
+/// One field of a contract.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FieldIr {
+    pub name: String,
+    pub ty: TypeIr,
+    /// Written with `?`: the field may be absent or `null`.
+    pub optional: bool,
+    /// The literal default (`= []`), used when the field is absent.
+    pub default: Option<DefaultIr>,
+}
+
+/// A field's default value (wrapped so that a default of `none` is distinct from no default).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DefaultIr {
+    pub value: serde_json::Value,
+}
+
+/// A resolved type. Ranges are inclusive bounds; `None` means unbounded on that side.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TypeIr {
+    String,
+    Bool,
+    Int {
+        min: Option<i64>,
+        max: Option<i64>,
+    },
+    Float {
+        min: Option<f64>,
+        max: Option<f64>,
+    },
+    List {
+        item: Box<TypeIr>,
+        min_items: Option<u64>,
+        max_items: Option<u64>,
+    },
+    /// One of the given variant names (serialized as strings).
+    Enum {
+        variants: Vec<String>,
+    },
+    /// A contract, by name (a key of [`CompiledSpec::contracts`]).
+    Contract {
+        name: String,
+    },
+    /// A nested optional type (`list<string?>`); a field's own `?` is [`FieldIr::optional`].
+    Optional {
+        inner: Box<TypeIr>,
+    },
+    /// Any JSON value (`Candidate.items`: the outputs of whichever step a gate judges).
+    Any,
+}
+
+/// A tool a role may call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolIr {
+    /// Input contract name.
+    pub input: String,
+    /// Output contract name (tool outputs are validated against it).
+    pub output: String,
+    pub effect: EffectIr,
+}
+
+/// What a tool does to the world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectIr {
+    Read,
+    Write,
+    External,
+}
+
+/// A model alias: `alias = "provider:model" price IN / OUT`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelIr {
+    pub provider: String,
+    pub model: String,
+    /// USD per one million input tokens.
+    pub price_in: Option<f64>,
+    /// USD per one million output tokens.
+    pub price_out: Option<f64>,
+}
+
+/// A rules block and its frozen content hash.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RulesIr {
+    pub version: Option<String>,
+    pub lines: Vec<String>,
+    /// `sha256:<hex>` of the canonical JSON `{"lines":[...],"version":...}`.
+    pub hash: String,
+}
+
+/// A role, with every default resolved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoleIr {
+    /// The model this role calls, resolved from its alias.
+    pub model: RoleModelIr,
+    /// The prompt template; `None` when the role has none.
+    pub prompt: Option<PromptIr>,
+    /// Names of the rules blocks whose lines the prompt gets (keys of [`CompiledSpec::rules`]).
+    pub rules: Vec<String>,
+    /// Input contract names, in order.
+    pub inputs: Vec<String>,
+    /// Output contract name.
+    pub output: String,
+    /// Whitelisted tool names (keys of [`CompiledSpec::tools`]); empty means no tools.
+    pub tools: Vec<String>,
+    /// Tool calls allowed per model call; `None` means no limit was given.
+    pub max_tool_calls: Option<u64>,
+    /// Limit of one model call in milliseconds; `None`: only `budget.wall` bounds it.
+    pub timeout_ms: Option<u64>,
+    /// Provider retries after the first attempt (default 2).
+    pub retry: u64,
+    /// First retry delay in milliseconds, doubling on each retry (default 1000).
+    pub backoff_ms: u64,
+    /// Per-tool usage notes from a role file's `tool_rules`, by tool name.
+    pub tool_rules: BTreeMap<String, String>,
+    /// A role file's human-readable name and description.
+    pub display_name: Option<String>,
+    pub description: Option<String>,
+    /// The role file's path when the role was imported; `None` for a `role` block.
+    pub file: Option<String>,
+}
+
+/// The model a role calls.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoleModelIr {
+    /// The alias used, when the role named one (not a literal `"provider:model"`).
+    pub alias: Option<String>,
+    pub provider: String,
+    pub model: String,
+    pub price_in: Option<f64>,
+    pub price_out: Option<f64>,
+}
+
+/// A role's prompt template (minijinja source, not rendered).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PromptIr {
+    /// The template text.
+    pub template: String,
+    /// Where it came from: the template file's (or role file's) name, or the spec's name
+    /// for an inline block.
+    pub source: String,
+    /// True for an inline `"""..."""` prompt.
+    pub inline: bool,
+    /// `sha256:<hex>` of the template text.
+    pub hash: String,
+}
+
+/// A gate: rules evaluated by the runtime from data, never by a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateIr {
+    /// The step whose outputs this round form the candidate (`gate NAME on STEP`).
+    pub subject: String,
+    /// The `hard` and `warn` rules, in source order.
+    pub rules: Vec<GateRuleIr>,
+    /// The `score` rules, in source order; `score` is their weighted mean.
+    pub scores: Vec<ScoreIr>,
+    /// `pass when EXPR` (the gate passes only if every hard rule holds too).
+    pub pass_when: ExprIr,
+}
+
+impl GateIr {
+    /// Every issue code this gate can emit (rules and scores with `below`).
+    pub fn codes(&self) -> BTreeSet<String> {
+        let mut codes: BTreeSet<String> = self.rules.iter().map(|rule| rule.code.clone()).collect();
+        codes.extend(
+            self.scores
+                .iter()
+                .filter_map(|score| score.below.as_ref().map(|below| below.code.clone())),
+        );
+        codes
+    }
+}
+
+/// `hard|warn NAME: EXPR else CODE`: when `expr` is false, an issue `code` is raised.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateRuleIr {
+    pub name: String,
+    pub severity: SeverityIr,
+    pub expr: ExprIr,
+    pub code: String,
+}
+
+/// A gate rule's severity: a hard failure fails the gate; a warning is only reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeverityIr {
+    Hard,
+    Warn,
+}
+
+/// `score NAME weight W: EXPR (below T CODE)?`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScoreIr {
+    pub name: String,
+    pub weight: f64,
+    pub expr: ExprIr,
+    pub below: Option<BelowIr>,
+}
+
+/// A score's issue: raised (as an error-level issue) when the score is below `threshold`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BelowIr {
+    pub threshold: f64,
+    pub code: String,
+}
+
+/// The repair table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RepairIr {
+    /// Repair rounds after the first pass (`rounds 3` allows 4 rounds in all).
+    pub rounds: u64,
+    /// Rounds without progress before repair stops (default 2).
+    pub no_progress: u64,
+    /// The arms in source order (the wildcard, if any, last).
+    pub arms: Vec<RepairArmIr>,
+}
+
+/// `CODES -> action` or `_ -> action`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RepairArmIr {
+    pub pattern: RepairPatternIr,
+    pub action: ActionIr,
+}
+
+/// Which issue codes an arm handles.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RepairPatternIr {
+    Codes {
+        codes: Vec<String>,
+    },
+    /// `_`: every code no earlier arm names.
+    Wildcard,
+}
+
+/// A repair action from the whitelist.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ActionIr {
+    /// Invalidate `step` and everything downstream of it, and run again.
+    Rerun { step: String, with_feedback: bool },
+    /// Run the flow again from its entry step (the plan).
+    Replan,
+    /// Treat the issue as acceptable.
+    Accept,
+    /// Stop the run as `blocked` with this reason.
+    Block { reason: String },
+    /// Stop the run as `failed` with this reason.
+    Fail { reason: String },
+    /// Ask a person this question.
+    Ask { question: String },
+}
+
+/// An invariant the runtime enforces (and the compiler checked where it could).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum InvariantIr {
+    /// `ROLE has no tools`
+    HasNoTools { role: String },
+    /// `only ROLE uses TOOL`
+    OnlyUses { role: String, tool: String },
+    /// `always EXPR`: checked after every step.
+    Always { expr: ExprIr },
+}
+
+/// The run's limits; `None` when not given.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BudgetIr {
+    pub tokens: Option<u64>,
+    /// USD.
+    pub cost: Option<f64>,
+    pub wall_ms: Option<u64>,
+    /// Step executions (`run.step_count`).
+    pub steps: Option<u64>,
+}
+
+/// The flow: a directed graph of steps and terminals.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FlowIr {
+    /// Nodes are steps and terminals; edges are transitions. Step nodes come first, in
+    /// source order; terminal nodes follow in the order they are first targeted (one node
+    /// per distinct terminal: `done`, and each distinct `blocked`/`failed` reason).
+    pub graph: DiGraph<StepIr, TransitionIr>,
+    /// The first step of the flow.
+    pub entry: NodeIndex,
+    /// Step name -> its node (terminals are not listed).
+    pub steps: BTreeMap<String, NodeIndex>,
+}
+
+/// A node of the flow graph.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepIr {
+    /// The step's name; for terminals `done`, `blocked` or `failed`.
+    pub name: String,
+    pub kind: StepKind,
+}
+
+/// What a node does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StepKind {
+    /// `role(args)`: one role call.
+    Call { role: String, args: Vec<ExprIr> },
+    /// `each VAR in OVER: role(args) concurrency N check GATE by ROLE retries N`.
+    Each {
+        var: String,
+        over: ExprIr,
+        role: String,
+        args: Vec<ExprIr>,
+        /// Items run at once (default 1).
+        concurrency: u64,
+        check: Option<ItemCheckIr>,
+    },
+    /// `gate NAME`; `repair` is true for `fail -> repair` (the repair table decides).
+    Gate { gate: String, repair: bool },
+    /// `finalize role(args)`: the role's output is a `Delivery`.
+    Finalize { role: String, args: Vec<ExprIr> },
+    /// `ask "question"`: a human decision point (its output is an `Answer`).
+    Ask { question: String },
+    /// Terminal: the run completed.
+    Done,
+    /// Terminal: the run is blocked.
+    Blocked { reason: String },
+    /// Terminal: the run failed.
+    Failed { reason: String },
+}
+
+impl StepKind {
+    /// True for `done`, `blocked` and `failed`.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            StepKind::Done | StepKind::Blocked { .. } | StepKind::Failed { .. }
+        )
+    }
+}
+
+/// The per-item check of an `each` step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ItemCheckIr {
+    pub gate: String,
+    /// The role that judges each item (its output is in scope in the gate by its name).
+    pub by: Option<String>,
+    /// Stage retries of an item that fails the check (default 0).
+    pub retries: u64,
+}
+
+/// An edge of the flow graph: when the runtime takes it after its source step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TransitionIr {
+    /// `-> target`
+    Always,
+    /// `when EXPR -> target` (arms are tried in edge order; the first true one is taken).
+    When { condition: ExprIr },
+    /// `else -> target`
+    Else,
+    /// A gate step's `pass -> target`.
+    Pass,
+    /// A gate step's `fail -> target`.
+    Fail,
+    /// A gate step with `fail -> repair`: the repair arm (index into [`RepairIr::arms`])
+    /// whose action goes to this edge's target (`rerun`, `replan` -> entry, `block`,
+    /// `fail`). `codes` are the arm's codes this gate can emit (`_` for the wildcard).
+    /// Informational: the repair table is what the runtime applies.
+    Repair {
+        arm: usize,
+        codes: Vec<String>,
+        action: ActionIr,
+    },
+}
+
+/// A resolved expression the runtime interprets.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ExprIr {
+    /// A scalar literal: bool, integer, float, string or `none` (null).
+    Literal {
+        value: serde_json::Value,
+    },
+    /// An enum variant written as a bare name (compares equal to the string).
+    Variant {
+        name: String,
+    },
+    /// `root.field.field...`
+    Path {
+        root: NameIr,
+        fields: Vec<String>,
+    },
+    /// `[a, b, ...]`
+    List {
+        items: Vec<ExprIr>,
+    },
+    /// `{ key: expr, ... }`
+    Record {
+        fields: BTreeMap<String, ExprIr>,
+    },
+    Unary {
+        op: UnaryOpIr,
+        operand: Box<ExprIr>,
+    },
+    Binary {
+        op: BinaryOpIr,
+        lhs: Box<ExprIr>,
+        rhs: Box<ExprIr>,
+    },
+    Call {
+        function: BuiltinIr,
+        args: Vec<ExprIr>,
+    },
+    /// `every|some|count VAR in OVER: BODY`
+    Quantifier {
+        quantifier: QuantifierIr,
+        var: String,
+        over: Box<ExprIr>,
+        body: Box<ExprIr>,
+    },
+}
+
+/// What the first name of a path refers to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "name", rename_all = "snake_case")]
+pub enum NameIr {
+    /// `request`: the run's input.
+    Request,
+    /// A step's output in the current round (a list for `each` steps).
+    Step(String),
+    /// `candidate`: the current round's candidate of the gate's subject step.
+    Candidate,
+    /// `best`: the best evaluated candidate.
+    Best,
+    /// `run`: `{round, step_count, tokens, cost, elapsed}`.
+    Run,
+    /// `score`: the gate's weighted mean score.
+    Score,
+    /// `item`: the item's output, inside a per-item check.
+    Item,
+    /// The `by` role's verdict on the item, inside a per-item check.
+    ByRole(String),
+    /// A quantifier's or `each` step's variable.
+    Local(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnaryOpIr {
+    Not,
+    Neg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryOpIr {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+/// The built-in functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuiltinIr {
+    Len,
+    Contains,
+    Matches,
+    Sum,
+    Min,
+    Max,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuantifierIr {
+    Every,
+    Some,
+    Count,
+}

@@ -1,0 +1,726 @@
+//! Tests of lowering, schemas, hashes, rendering and bounds, from spec text.
+
+use super::hash::{rules_hash, sha256};
+use super::*;
+use crate::bounds;
+use crate::diagnostics::Code;
+use crate::{MemoryLoader, compile};
+
+const EXAMPLE: &str = include_str!("testdata/closed_loop.charter");
+const BOUNDS: &str = include_str!("testdata/bounds.charter");
+
+const CREATIVE_ROLE: &str = "---
+id: creative
+name: Creative writer
+description: Writes the creative parts
+model: default
+input: Task
+output: StageResult
+tools: [web_search]
+timeout: 5m
+retry: 1 backoff 500ms
+rules:
+  - core
+max_tool_calls: 4
+tool_rules:
+  web_search: at most twice
+---
+Write {{ task.goal }}.
+";
+
+fn example_loader() -> MemoryLoader {
+    let mut loader = MemoryLoader::default();
+    for (path, text) in [
+        ("prompts/planner.md.j2", "Plan: {{ request.goal }}\n"),
+        ("prompts/reviewer.md.j2", "Review {{ candidate.text }}\n"),
+        ("prompts/finalizer.md.j2", "Deliver {{ candidate.id }}\n"),
+        ("roles/creative.md", CREATIVE_ROLE),
+    ] {
+        loader.files.insert(path.to_string(), text.to_string());
+    }
+    loader
+}
+
+/// Compiles `text`, failing the test with every diagnostic when it has an error.
+fn compiled(text: &str, loader: &MemoryLoader) -> (CompiledSpec, Vec<crate::Diagnostic>) {
+    let compilation = compile("test.charter", text, loader);
+    let messages: Vec<String> = compilation
+        .diagnostics
+        .iter()
+        .map(|diagnostic| format!("{} {}", diagnostic.code, diagnostic.message))
+        .collect();
+    match compilation.spec {
+        Some(spec) if !compilation.has_errors() => (spec, compilation.diagnostics),
+        _ => panic!("the spec does not compile:\n{}", messages.join("\n")),
+    }
+}
+
+fn example() -> CompiledSpec {
+    compiled(EXAMPLE, &example_loader()).0
+}
+
+fn step<'a>(spec: &'a CompiledSpec, name: &str) -> &'a StepIr {
+    let node = spec.flow.steps.get(name).copied();
+    match node.and_then(|node| spec.flow.graph.node_weight(node)) {
+        Some(step) => step,
+        None => panic!("no step `{name}`"),
+    }
+}
+
+fn gate_rule<'a>(spec: &'a CompiledSpec, gate: &str, index: usize) -> &'a GateRuleIr {
+    match spec.gates.get(gate).and_then(|gate| gate.rules.get(index)) {
+        Some(rule) => rule,
+        None => panic!("no rule {index} in gate `{gate}`"),
+    }
+}
+
+#[test]
+fn example_header_hashes_and_tables() {
+    let spec = example();
+    assert_eq!(spec.name, "closed_loop");
+    assert_eq!(spec.version, "1.0.0");
+    assert_eq!(
+        spec.doc.as_deref(),
+        Some("Six roles in a closed loop: plan, execute, evaluate, repair, finalize.")
+    );
+    assert_eq!(spec.spec_hash, sha256(EXAMPLE.as_bytes()));
+    assert_eq!(
+        spec.source_hashes.get("test.charter"),
+        Some(&sha256(EXAMPLE.as_bytes()))
+    );
+    assert_eq!(
+        spec.source_hashes.get("roles/creative.md"),
+        Some(&sha256(CREATIVE_ROLE.as_bytes()))
+    );
+    let contracts: Vec<&str> = spec.contracts.keys().map(String::as_str).collect();
+    assert_eq!(
+        contracts,
+        [
+            "Answer",
+            "Candidate",
+            "Delivery",
+            "Hits",
+            "Plan",
+            "Post",
+            "Query",
+            "Receipt",
+            "Request",
+            "Review",
+            "StageResult",
+            "Task"
+        ]
+    );
+    assert!(spec.contracts.get("Delivery").is_some_and(|c| c.builtin));
+    assert!(spec.contracts.get("Plan").is_some_and(|c| !c.builtin));
+    let core = spec.rules.get("core");
+    assert_eq!(
+        core.map(|rules| rules.hash.clone()),
+        core.map(|rules| rules_hash(rules.version.as_deref(), &rules.lines))
+    );
+    assert_eq!(
+        core.and_then(|rules| rules.version.as_deref()),
+        Some("2026.11")
+    );
+    assert_eq!(
+        spec.tools.get("publish").map(|tool| tool.effect),
+        Some(EffectIr::External)
+    );
+    assert_eq!(
+        spec.models.get("default"),
+        Some(&ModelIr {
+            provider: "openai".into(),
+            model: "gpt-4o-mini".into(),
+            price_in: Some(0.15),
+            price_out: Some(0.60),
+        })
+    );
+    assert_eq!(
+        spec.budget,
+        BudgetIr {
+            tokens: Some(500_000),
+            cost: Some(2.5),
+            wall_ms: Some(3_600_000),
+            steps: Some(40),
+        }
+    );
+    let repair = spec.repair.as_ref();
+    assert_eq!(
+        repair.map(|repair| (repair.rounds, repair.no_progress)),
+        Some((3, 2))
+    );
+    assert_eq!(
+        repair
+            .and_then(|repair| repair.arms.get(1))
+            .map(|arm| &arm.action),
+        Some(&ActionIr::Rerun {
+            step: "execute".into(),
+            with_feedback: true
+        })
+    );
+}
+
+#[test]
+fn example_roles_resolve_models_defaults_and_prompts() {
+    let spec = example();
+    let planner = spec.roles.get("planner");
+    assert_eq!(
+        planner.map(|role| (
+            &role.model.provider[..],
+            &role.model.model[..],
+            role.model.price_in
+        )),
+        Some(("openai", "gpt-4o-mini", Some(0.15)))
+    );
+    assert_eq!(
+        planner.map(|role| (role.timeout_ms, role.retry, role.backoff_ms)),
+        Some((Some(120_000), 2, 1000))
+    );
+    let prompt = planner.and_then(|role| role.prompt.as_ref());
+    assert_eq!(
+        prompt.map(|prompt| (&prompt.template[..], &prompt.source[..], prompt.inline)),
+        Some(("Plan: {{ request.goal }}\n", "prompts/planner.md.j2", false))
+    );
+    assert_eq!(
+        prompt.map(|prompt| prompt.hash.clone()),
+        Some(sha256(b"Plan: {{ request.goal }}\n"))
+    );
+    // Defaults: no timeout, `retry: 2 backoff 1s`.
+    let reviewer = spec.roles.get("reviewer");
+    assert_eq!(
+        reviewer.map(|role| (role.timeout_ms, role.retry, role.backoff_ms)),
+        Some((None, 2, 1000))
+    );
+    assert_eq!(
+        reviewer.and_then(|role| role.model.alias.as_deref()),
+        Some("strong")
+    );
+    assert_eq!(
+        reviewer.map(|role| &role.model.provider[..]),
+        Some("anthropic")
+    );
+    let executor = spec.roles.get("executor");
+    assert_eq!(
+        executor.map(|role| (role.tools.clone(), role.max_tool_calls)),
+        Some((
+            vec!["web_search".to_string(), "publish".to_string()],
+            Some(8)
+        ))
+    );
+    assert!(
+        executor
+            .and_then(|role| role.prompt.as_ref())
+            .is_some_and(|prompt| prompt.inline
+                && prompt.source == "test.charter"
+                && prompt.template.contains("{{ task.goal }}"))
+    );
+    // A role file: the template is the Markdown body, without the front matter.
+    let creative = spec.roles.get("creative");
+    assert_eq!(
+        creative
+            .and_then(|role| role.prompt.as_ref())
+            .map(|prompt| &prompt.template[..]),
+        Some("Write {{ task.goal }}.\n")
+    );
+    assert_eq!(
+        creative.map(|role| (
+            role.file.as_deref(),
+            role.display_name.as_deref(),
+            role.retry,
+            role.backoff_ms,
+            role.timeout_ms
+        )),
+        Some((
+            Some("roles/creative.md"),
+            Some("Creative writer"),
+            1,
+            500,
+            Some(300_000)
+        ))
+    );
+    assert_eq!(
+        creative
+            .and_then(|role| role.tool_rules.get("web_search"))
+            .map(String::as_str),
+        Some("at most twice")
+    );
+}
+
+#[test]
+fn example_gate_expressions_classify_names() {
+    let spec = example();
+    let all_done = gate_rule(&spec, "quality", 0);
+    assert_eq!(
+        all_done.expr.to_string(),
+        "every r in candidate.items: r.status != failed"
+    );
+    let ExprIr::Quantifier { over, body, .. } = &all_done.expr else {
+        panic!("not a quantifier: {:?}", all_done.expr);
+    };
+    assert_eq!(
+        **over,
+        ExprIr::Path {
+            root: NameIr::Candidate,
+            fields: vec!["items".into()]
+        }
+    );
+    assert_eq!(
+        **body,
+        ExprIr::Binary {
+            op: BinaryOpIr::Ne,
+            lhs: Box::new(ExprIr::Path {
+                root: NameIr::Local("r".into()),
+                fields: vec!["status".into()]
+            }),
+            rhs: Box::new(ExprIr::Variant {
+                name: "failed".into()
+            }),
+        }
+    );
+    assert_eq!(
+        gate_rule(&spec, "quality", 1).expr.to_string(),
+        r#"not matches(candidate.text, "sk-[A-Za-z0-9]{20,}")"#
+    );
+    let has_notes = gate_rule(&spec, "quality", 2);
+    assert_eq!(has_notes.severity, SeverityIr::Warn);
+    let ExprIr::Binary { lhs, rhs, .. } = &has_notes.expr else {
+        panic!("not a comparison: {:?}", has_notes.expr);
+    };
+    assert_eq!(
+        **lhs,
+        ExprIr::Path {
+            root: NameIr::Step("review".into()),
+            fields: vec!["notes".into()]
+        }
+    );
+    assert_eq!(
+        **rhs,
+        ExprIr::Literal {
+            value: serde_json::Value::Null
+        }
+    );
+    let quality = spec.gates.get("quality");
+    assert_eq!(
+        quality.map(|gate| gate.pass_when.to_string()),
+        Some("score >= 7.0".to_string())
+    );
+    assert_eq!(
+        quality.map(|gate| gate.codes().into_iter().collect::<Vec<_>>()),
+        Some(
+            [
+                "INCOMPLETE",
+                "LOW_RELEVANCE",
+                "NO_NOTES",
+                "SECRET_LEAK",
+                "STAGE_FAILED"
+            ]
+            .map(String::from)
+            .to_vec()
+        )
+    );
+    assert_eq!(
+        spec.invariants.get("bounded_cost"),
+        Some(&InvariantIr::Always {
+            expr: ExprIr::Binary {
+                op: BinaryOpIr::Le,
+                lhs: Box::new(ExprIr::Path {
+                    root: NameIr::Run,
+                    fields: vec!["tokens".into()]
+                }),
+                rhs: Box::new(ExprIr::Literal {
+                    value: serde_json::json!(200000)
+                }),
+            }
+        })
+    );
+}
+
+#[test]
+fn example_flow_graph() {
+    let spec = example();
+    let graph = &spec.flow.graph;
+    let nodes: Vec<String> = graph.node_weights().map(render::step_label).collect();
+    assert_eq!(
+        nodes,
+        [
+            "plan: planner(request)",
+            "execute: each t in plan.tasks → executor(t) concurrency 4",
+            "review: reviewer(candidate)",
+            "judge: gate quality",
+            "deliver: finalize finalizer(best)",
+            "blocked: secret in candidate",
+            "done",
+        ]
+    );
+    assert_eq!(
+        graph
+            .node_weight(spec.flow.entry)
+            .map(|step| &step.name[..]),
+        Some("plan")
+    );
+    assert_eq!(
+        step(&spec, "judge").kind,
+        StepKind::Gate {
+            gate: "quality".into(),
+            repair: true
+        }
+    );
+    let edges: Vec<String> = graph
+        .edge_indices()
+        .filter_map(|edge| {
+            let (from, to) = graph.edge_endpoints(edge)?;
+            let (label, repair) = render::transition_label(graph.edge_weight(edge)?);
+            Some(format!(
+                "{} -> {}{}{}",
+                graph.node_weight(from)?.name,
+                graph.node_weight(to)?.name,
+                label.map(|label| format!(" [{label}]")).unwrap_or_default(),
+                if repair { " (repair)" } else { "" }
+            ))
+        })
+        .collect();
+    assert_eq!(
+        edges,
+        [
+            "plan -> execute",
+            "execute -> review",
+            "review -> judge",
+            "judge -> deliver [pass]",
+            "judge -> execute [STAGE_FAILED] (repair)",
+            "judge -> execute [LOW_RELEVANCE, INCOMPLETE] (repair)",
+            "judge -> blocked [SECRET_LEAK] (repair)",
+            "deliver -> done",
+        ]
+    );
+}
+
+#[test]
+fn example_json_is_deterministic_and_round_trips() {
+    let spec = example();
+    let json = serde_json::to_string_pretty(&spec).unwrap_or_default();
+    assert_eq!(
+        json,
+        serde_json::to_string_pretty(&example()).unwrap_or_default()
+    );
+    let back: CompiledSpec = match serde_json::from_str(&json) {
+        Ok(back) => back,
+        Err(error) => panic!("the IR does not deserialize: {error}"),
+    };
+    assert_eq!(
+        serde_json::to_string_pretty(&back).unwrap_or_default(),
+        json
+    );
+    insta::assert_snapshot!("closed_loop_ir", json);
+}
+
+#[test]
+fn contract_schemas() {
+    let spec = example();
+    for name in [
+        "Plan",
+        "Review",
+        "Request",
+        "StageResult",
+        "Candidate",
+        "Answer",
+    ] {
+        let schema = spec
+            .contracts
+            .get(name)
+            .map(|contract| serde_json::to_string_pretty(&contract.schema).unwrap_or_default())
+            .unwrap_or_default();
+        insta::assert_snapshot!(format!("schema_{name}"), schema);
+    }
+}
+
+#[test]
+fn example_mermaid_and_dot() {
+    let spec = example();
+    insta::assert_snapshot!("closed_loop_mermaid", to_mermaid(&spec));
+    insta::assert_snapshot!("closed_loop_dot", to_dot(&spec));
+}
+
+#[test]
+fn labels_are_escaped() {
+    let text = r##"spec esc version "1"
+contract Request { goal: string }
+contract Answer2 { ok: bool }
+role asker { model: "openai:x" prompt: """q""" input: Request output: Answer2 }
+flow {
+  first = asker(request)
+    when first.ok and request.goal == "a|b<c>\"d\"#1" -> confirm
+    else -> failed "bad \"input\" <here>"
+  confirm = ask "ship it? <y|n>" -> done
+}
+"##;
+    let (spec, _) = compiled(text, &MemoryLoader::default());
+    let mermaid = to_mermaid(&spec);
+    assert!(
+        mermaid.contains(
+            r#"n0 -->|"when first.ok and request.goal == #quot;a#124;b#lt;c#gt;\#quot;d\#quot;#35;1#quot;"| n1"#
+        ),
+        "{mermaid}"
+    );
+    assert!(
+        mermaid.contains(r#"n1[/"confirm: ask #quot;ship it? #lt;y#124;n#gt;#quot;"/]"#),
+        "{mermaid}"
+    );
+    assert!(
+        mermaid.contains(r#"n2(("failed: bad #quot;input#quot; #lt;here#gt;"))"#),
+        "{mermaid}"
+    );
+    let dot = to_dot(&spec);
+    assert!(
+        dot.contains(r#"n2 [label="failed: bad \"input\" <here>", shape=doubleoctagon"#),
+        "{dot}"
+    );
+    assert!(
+        dot.contains(r##"label="when first.ok and request.goal == \"a|b<c>\\\"d\\\"#1\"""##),
+        "{dot}"
+    );
+}
+
+/// The hand computation for `testdata/bounds.charter`:
+///
+/// - `plan`: planner `retry 1` -> 2 calls; wall 2 * 10s + backoff 1s = 21s; runs once.
+/// - `work`: 5 items (`list<Task>(1..=5)`), no `depends_on`, concurrency 2 -> 3 waves.
+///   Per item and attempt: worker 3 calls (`retry 2`) + critic 1 call (`retry 0`) = 4;
+///   `retries 1` -> 2 attempts -> 8 calls per item, 40 per run.
+///   Per item wall: worker 3 * 30s + backoffs 2s + 4s = 96s; critic 5s; (96 + 5) * 2 = 202s;
+///   3 waves -> 606s = 10m 6s per run.
+///   `rounds 2` -> 3 rounds, and `rerun work` reruns work, review and decide: 3 runs ->
+///   120 calls, 1818s.
+/// - `review`: judge default `retry 2 backoff 1s` -> 3 calls; 3 * 20s + 1s + 2s = 63s;
+///   3 runs -> 9 calls, 189s.
+/// - `decide`: a gate, 0 calls, 3 runs.
+/// - `deliver`: closer `retry 0` -> 1 call, 60s, once.
+///
+/// Total: 2 + 120 + 9 + 0 + 1 = 132 calls; 1 + 3 + 3 + 3 + 1 = 11 steps;
+/// 21 + 1818 + 189 + 0 + 60 = 2088s = 34m 48s.
+#[test]
+fn bounds_match_the_hand_computation() {
+    let (spec, diagnostics) = compiled(BOUNDS, &MemoryLoader::default());
+    let bounds = bounds::compute(&spec);
+    assert_eq!(bounds.rounds, 3);
+    let rows: Vec<(
+        &str,
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+    )> = bounds
+        .steps
+        .iter()
+        .map(|step| {
+            (
+                step.name.as_str(),
+                step.runs,
+                step.calls_per_run,
+                step.wall_ms_per_run,
+                step.calls,
+                step.wall_ms,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                "plan",
+                Some(1),
+                Some(2),
+                Some(21_000),
+                Some(2),
+                Some(21_000)
+            ),
+            (
+                "work",
+                Some(3),
+                Some(40),
+                Some(606_000),
+                Some(120),
+                Some(1_818_000)
+            ),
+            (
+                "review",
+                Some(3),
+                Some(3),
+                Some(63_000),
+                Some(9),
+                Some(189_000)
+            ),
+            ("decide", Some(3), Some(0), Some(0), Some(0), Some(0)),
+            (
+                "deliver",
+                Some(1),
+                Some(1),
+                Some(60_000),
+                Some(1),
+                Some(60_000)
+            ),
+        ]
+    );
+    assert_eq!(bounds.total.calls, Some(132));
+    assert_eq!(bounds.total.steps, Some(11));
+    assert_eq!(bounds.total.wall_ms, Some(2_088_000));
+    assert_eq!(bounds.total.tokens, None);
+    insta::assert_snapshot!("bounds_table", bounds.to_string());
+
+    // Both limits of `budget { steps 10 wall 5m }` are exceeded.
+    let warnings: Vec<(Code, String)> = diagnostics
+        .iter()
+        .map(|diagnostic| (diagnostic.code, diagnostic.message.clone()))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            (
+                Code::W007,
+                "the worst case (132 calls, 11 steps) exceeds `budget.steps`; the budget will cut the run".to_string()
+            ),
+            (
+                Code::W007,
+                "the worst case (132 calls, 34m 48s) exceeds `budget.wall`; the budget will cut the run".to_string()
+            ),
+        ]
+    );
+    let pointed: Vec<&str> = diagnostics
+        .iter()
+        .filter_map(|diagnostic| diagnostic.primary_span())
+        .map(|span| BOUNDS.get(span.range()).unwrap_or(""))
+        .collect();
+    assert_eq!(pointed, ["10", "5m"]);
+}
+
+#[test]
+fn example_bounds() {
+    let spec = example();
+    let bounds = bounds::compute(&spec);
+    // plan 3; execute 20 items * 4 calls * 4 rounds = 320; review 3 * 4 = 12; deliver 3.
+    assert_eq!(bounds.total.calls, Some(338));
+    // plan 1 + (execute, review, judge) * 4 rounds + deliver 1.
+    assert_eq!(bounds.total.steps, Some(14));
+    // The reviewer and finalizer have no timeout.
+    assert_eq!(bounds.total.wall_ms, None);
+    insta::assert_snapshot!("closed_loop_bounds", bounds.to_string());
+    assert!(bounds::diagnostics(&spec).is_empty());
+}
+
+#[test]
+fn unbounded_fan_out_is_w008_at_the_each_step() {
+    let text = r#"spec fan version "1"
+contract Request { items: list<string> }
+contract Out { ok: bool }
+role worker { model: "openai:x" prompt: """go""" input: Request output: Out timeout: 1s }
+flow {
+  work = each x in request.items: worker(request) -> done
+}
+"#;
+    let (spec, diagnostics) = compiled(text, &MemoryLoader::default());
+    let found: Vec<(Code, String, &str)> = diagnostics
+        .iter()
+        .map(|diagnostic| {
+            (
+                diagnostic.code,
+                diagnostic.message.clone(),
+                diagnostic
+                    .primary_span()
+                    .and_then(|span| text.get(span.range()))
+                    .unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [(
+            Code::W008,
+            "`each` over `request.items` has no upper bound on its items".to_string(),
+            "work = each x in request.items: worker(request) -> done"
+        )]
+    );
+    assert_eq!(
+        diagnostics
+            .first()
+            .and_then(|diagnostic| diagnostic.help.as_deref()),
+        Some(
+            "give `Request.items` a maximum length, e.g. `list<...>(1..=20)`, so the worst case is bounded"
+        )
+    );
+    let bounds = bounds::compute(&spec);
+    assert_eq!(bounds.total.calls, None);
+    assert_eq!(bounds.total.steps, Some(1));
+}
+
+#[test]
+fn literal_lists_with_dependencies_run_one_wave_per_item() {
+    let text = r#"spec deps version "1"
+contract Request { goal: string }
+contract Task { id: string  depends_on: list<string> = [] }
+contract Out { ok: bool }
+role worker { model: "openai:x" prompt: """go""" input: Task output: Out timeout: 1s retry: 0 }
+flow {
+  work = each t in [{id: "a", depends_on: []}, {id: "b", depends_on: ["a"]}, {id: "c", depends_on: []}]: worker(t) concurrency 3 -> done
+}
+"#;
+    let (spec, diagnostics) = compiled(text, &MemoryLoader::default());
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let bounds = bounds::compute(&spec);
+    // 3 items, 1 call each; `b` depends on `a`, so the worst case is 3 waves of 1s.
+    assert_eq!(bounds.total.calls, Some(3));
+    assert_eq!(bounds.total.wall_ms, Some(3_000));
+}
+
+#[test]
+fn when_loops_are_bounded_by_budget_steps() {
+    let text = r#"spec looping version "1"
+contract Request { goal: string }
+contract Out { done: bool }
+role worker { model: "openai:x" prompt: """go""" input: Request output: Out timeout: 2s retry: 1 backoff 1s }
+budget { steps 6 }
+flow {
+  work = worker(request) when work.done -> done else -> work
+}
+"#;
+    let (spec, diagnostics) = compiled(text, &MemoryLoader::default());
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let bounds = bounds::compute(&spec);
+    // 6 steps of at most 2 calls and 2 * 2s + 1s = 5s each.
+    assert_eq!(bounds.total.steps, Some(6));
+    assert_eq!(bounds.total.calls, Some(12));
+    assert_eq!(bounds.total.wall_ms, Some(30_000));
+}
+
+#[test]
+fn per_item_check_names_are_item_and_the_by_role() {
+    let (spec, _) = compiled(BOUNDS, &MemoryLoader::default());
+    assert_eq!(
+        gate_rule(&spec, "item_ok", 0).expr,
+        ExprIr::Path {
+            root: NameIr::ByRole("critic".into()),
+            fields: vec!["good".into()]
+        }
+    );
+    assert_eq!(
+        step(&spec, "work").kind,
+        StepKind::Each {
+            var: "t".into(),
+            over: ExprIr::Path {
+                root: NameIr::Step("plan".into()),
+                fields: vec!["tasks".into()]
+            },
+            role: "worker".into(),
+            args: vec![ExprIr::Path {
+                root: NameIr::Local("t".into()),
+                fields: vec![]
+            }],
+            concurrency: 2,
+            check: Some(ItemCheckIr {
+                gate: "item_ok".into(),
+                by: Some("critic".into()),
+                retries: 1
+            }),
+        }
+    );
+    insta::assert_snapshot!("bounds_mermaid", to_mermaid(&spec));
+    insta::assert_snapshot!("bounds_dot", to_dot(&spec));
+}

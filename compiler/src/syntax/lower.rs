@@ -1,0 +1,1163 @@
+//! Lowering: pest pairs to AST nodes, with a span (file + byte range) on every node.
+//!
+//! The grammar guarantees the shape of the pairs, so lowering functions return `None`
+//! only when that shape is not what they expect (a compiler bug, reported as E000 by the
+//! driver). Problems with the values themselves (bad durations, duplicate properties,
+//! unreadable files) are reported here and lowering goes on.
+
+use pest::iterators::{Pair, Pairs};
+
+use super::Rule;
+use super::ast::*;
+use super::literals::{self, LiteralError};
+use super::role_file;
+use crate::Loader;
+use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span};
+
+/// How deep expressions may nest before lowering gives up on them (E001).
+const MAX_EXPRESSION_DEPTH: usize = 64;
+
+/// Lowers the pairs of one item (or the header, or one step) parsed from
+/// `text[offset..]`.
+pub(crate) struct Lowerer<'a> {
+    pub file: FileId,
+    /// Where the parsed slice starts in the file: pair positions are relative to it.
+    pub offset: usize,
+    #[allow(dead_code)]
+    pub text: &'a str,
+    pub sources: &'a mut Sources,
+    pub loader: &'a dyn Loader,
+    pub diagnostics: &'a mut Vec<Diagnostic>,
+    pub depth: usize,
+}
+
+/// True for keyword and punctuation pairs, which carry no value of their own.
+fn is_token(rule: Rule) -> bool {
+    matches!(
+        rule,
+        Rule::lbrace
+            | Rule::rbrace
+            | Rule::lparen
+            | Rule::rparen
+            | Rule::lbracket
+            | Rule::rbracket
+            | Rule::langle
+            | Rule::rangle
+            | Rule::colon
+            | Rule::comma
+            | Rule::equals
+            | Rule::arrow
+            | Rule::slash
+            | Rule::question
+            | Rule::pipe
+            | Rule::dot
+            | Rule::dotdot
+            | Rule::dotdoteq
+            | Rule::kw_spec
+            | Rule::kw_version
+            | Rule::kw_import
+            | Rule::kw_role
+            | Rule::kw_models
+            | Rule::kw_price
+            | Rule::kw_rules
+            | Rule::kw_contract
+            | Rule::kw_tool
+            | Rule::kw_gate
+            | Rule::kw_on
+            | Rule::kw_repair
+            | Rule::kw_invariant
+            | Rule::kw_budget
+            | Rule::kw_flow
+            | Rule::kw_string
+            | Rule::kw_bool
+            | Rule::kw_int
+            | Rule::kw_float
+            | Rule::kw_list
+            | Rule::kw_input
+            | Rule::kw_output
+            | Rule::kw_effect
+            | Rule::kw_model
+            | Rule::kw_prompt
+            | Rule::kw_file
+            | Rule::kw_tools
+            | Rule::kw_max_tool_calls
+            | Rule::kw_timeout
+            | Rule::kw_retry
+            | Rule::kw_backoff
+            | Rule::kw_score
+            | Rule::kw_weight
+            | Rule::kw_below
+            | Rule::kw_else
+            | Rule::kw_pass
+            | Rule::kw_when
+            | Rule::kw_rounds
+            | Rule::kw_no_progress
+            | Rule::kw_rerun
+            | Rule::kw_feedback
+            | Rule::kw_replan
+            | Rule::kw_accept
+            | Rule::kw_block
+            | Rule::kw_fail
+            | Rule::kw_ask
+            | Rule::kw_has
+            | Rule::kw_no
+            | Rule::kw_only
+            | Rule::kw_uses
+            | Rule::kw_always
+            | Rule::kw_tokens
+            | Rule::kw_cost
+            | Rule::kw_wall
+            | Rule::kw_steps
+            | Rule::kw_each
+            | Rule::kw_in
+            | Rule::kw_concurrency
+            | Rule::kw_check
+            | Rule::kw_by
+            | Rule::kw_retries
+            | Rule::kw_finalize
+            | Rule::kw_blocked
+            | Rule::kw_failed
+            | Rule::kw_or
+            | Rule::kw_and
+            | Rule::kw_not
+    )
+}
+
+/// The children of `pair` that carry values (keywords and punctuation skipped).
+fn values<'i>(pair: Pair<'i, Rule>) -> impl Iterator<Item = Pair<'i, Rule>> {
+    pair.into_inner().filter(|child| !is_token(child.as_rule()))
+}
+
+fn is_string(rule: Rule) -> bool {
+    matches!(rule, Rule::string | Rule::block_string | Rule::empty_string)
+}
+
+impl Lowerer<'_> {
+    pub(crate) fn span(&self, pair: &Pair<'_, Rule>) -> Span {
+        let span = pair.as_span();
+        Span::new(
+            self.file,
+            self.offset + span.start(),
+            self.offset + span.end(),
+        )
+    }
+
+    fn report(&mut self, diagnostic: Diagnostic) {
+        self.diagnostics.push(diagnostic);
+    }
+
+    fn bad_literal(&mut self, span: Span, error: LiteralError) {
+        let mut diagnostic = Diagnostic::new(Code::E013, span, error.message);
+        if let Some(help) = error.help {
+            diagnostic = diagnostic.with_help(help);
+        }
+        self.report(diagnostic);
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Leaves.
+
+    pub(crate) fn ident(&self, pair: &Pair<'_, Rule>) -> Ident {
+        Ident {
+            name: pair.as_str().to_string(),
+            span: self.span(pair),
+        }
+    }
+
+    pub(crate) fn string(&mut self, pair: &Pair<'_, Rule>) -> StringLit {
+        let span = self.span(pair);
+        let text = pair.as_str();
+        let value = match pair.as_rule() {
+            Rule::block_string | Rule::doc => literals::dedent_block(text),
+            Rule::empty_string => String::new(),
+            _ => match literals::unescape(text) {
+                Ok(value) => value,
+                Err(error) => {
+                    self.bad_literal(span, error);
+                    text.trim_matches('"').to_string()
+                }
+            },
+        };
+        StringLit { value, span }
+    }
+
+    fn int(&mut self, pair: &Pair<'_, Rule>) -> Option<IntLit> {
+        let span = self.span(pair);
+        match literals::integer(pair.as_str()) {
+            Ok(value) => Some(IntLit { value, span }),
+            Err(error) => {
+                self.bad_literal(span, error);
+                None
+            }
+        }
+    }
+
+    fn number(&mut self, pair: &Pair<'_, Rule>) -> NumberLit {
+        let span = self.span(pair);
+        match literals::number(pair.as_str()) {
+            Ok((value, is_integer)) => NumberLit {
+                value,
+                is_integer,
+                span,
+            },
+            Err(error) => {
+                self.bad_literal(span, error);
+                NumberLit {
+                    value: 0.0,
+                    is_integer: false,
+                    span,
+                }
+            }
+        }
+    }
+
+    fn duration(&mut self, pair: &Pair<'_, Rule>) -> Option<DurationLit> {
+        let span = self.span(pair);
+        match literals::duration_millis(pair.as_str()) {
+            Ok(millis) => Some(DurationLit { millis, span }),
+            Err(error) => {
+                self.bad_literal(span, error);
+                None
+            }
+        }
+    }
+
+    fn ident_list(&self, pair: Pair<'_, Rule>) -> Vec<Ident> {
+        values(pair)
+            .filter(|child| child.as_rule() == Rule::ident)
+            .map(|child| self.ident(&child))
+            .collect()
+    }
+
+    /// Reports a second occurrence of a property (E003) and returns true when `name` was
+    /// already seen in `seen`; otherwise records it.
+    fn duplicate(
+        &mut self,
+        seen: &mut Vec<(&'static str, Span)>,
+        name: &'static str,
+        span: Span,
+        owner: &str,
+    ) -> bool {
+        if let Some((_, first)) = seen.iter().find(|(seen_name, _)| *seen_name == name) {
+            let first = *first;
+            self.report(
+                Diagnostic::new(
+                    Code::E003,
+                    span,
+                    format!("`{name}` is given twice in {owner}"),
+                )
+                .with_label("given again here")
+                .with_note(first, "first given here")
+                .with_help(format!("keep one `{name}`")),
+            );
+            return true;
+        }
+        seen.push((name, span));
+        false
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Header and items.
+
+    pub(crate) fn header(
+        &mut self,
+        pair: Pair<'_, Rule>,
+    ) -> Option<(Ident, StringLit, Option<StringLit>)> {
+        let mut children = values(pair);
+        let name = self.ident(&children.next()?);
+        let version = self.string(&children.next()?);
+        let doc = match children.next() {
+            Some(doc) => {
+                let block = doc.into_inner().next()?;
+                Some(self.string(&block))
+            }
+            None => None,
+        };
+        Some((name, version, doc))
+    }
+
+    pub(crate) fn item(&mut self, pair: Pair<'_, Rule>) -> Option<Item> {
+        Some(match pair.as_rule() {
+            Rule::import => Item::Import(self.import(pair)?),
+            Rule::models => Item::Models(self.models(pair)?),
+            Rule::rules_block => Item::Rules(self.rules_block(pair)?),
+            Rule::contract => Item::Contract(self.contract(pair)?),
+            Rule::tool => Item::Tool(self.tool(pair)?),
+            Rule::role => Item::Role(self.role(pair)?),
+            Rule::gate => Item::Gate(self.gate(pair)?),
+            Rule::repair => Item::Repair(self.repair(pair)?),
+            Rule::invariant => Item::Invariant(self.invariant(pair)?),
+            Rule::budget => Item::Budget(self.budget(pair)?),
+            Rule::flow => Item::Flow(self.flow(pair)?),
+            _ => return None,
+        })
+    }
+
+    fn import(&mut self, pair: Pair<'_, Rule>) -> Option<Import> {
+        let span = self.span(&pair);
+        let path = self.string(&values(pair).next()?);
+        let role = role_file::load(self, &path);
+        Some(Import { path, role, span })
+    }
+
+    fn models(&mut self, pair: Pair<'_, Rule>) -> Option<ModelsBlock> {
+        let span = self.span(&pair);
+        let mut entries = Vec::new();
+        for entry in values(pair) {
+            let entry_span = self.span(&entry);
+            let mut children = values(entry);
+            let alias = self.ident(&children.next()?);
+            let target = self.string(&children.next()?);
+            let price = match children.next() {
+                Some(price) => {
+                    let price_span = self.span(&price);
+                    let mut numbers = values(price);
+                    let input = self.number(&numbers.next()?);
+                    let output = self.number(&numbers.next()?);
+                    Some(Price {
+                        input,
+                        output,
+                        span: price_span,
+                    })
+                }
+                None => None,
+            };
+            entries.push(ModelEntry {
+                alias,
+                target,
+                price,
+                span: entry_span,
+            });
+        }
+        Some(ModelsBlock { entries, span })
+    }
+
+    fn rules_block(&mut self, pair: Pair<'_, Rule>) -> Option<RulesBlock> {
+        let span = self.span(&pair);
+        let mut name = None;
+        let mut version = None;
+        let mut lines = Vec::new();
+        let mut after_version = false;
+        for child in pair.into_inner() {
+            match child.as_rule() {
+                Rule::ident => name = Some(self.ident(&child)),
+                Rule::kw_version => after_version = true,
+                rule if is_string(rule) => {
+                    let lit = self.string(&child);
+                    if after_version {
+                        version = Some(lit);
+                        after_version = false;
+                    } else {
+                        lines.push(lit);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Some(RulesBlock {
+            name: name?,
+            version,
+            lines,
+            span,
+        })
+    }
+
+    fn contract(&mut self, pair: Pair<'_, Rule>) -> Option<Contract> {
+        let span = self.span(&pair);
+        let mut children = values(pair);
+        let name = self.ident(&children.next()?);
+        let mut fields = Vec::new();
+        for field in children {
+            let field_span = self.span(&field);
+            let mut parts = values(field);
+            let field_name = self.ident(&parts.next()?);
+            let ty = self.type_expr(parts.next()?)?;
+            let default = match parts.next() {
+                Some(expr) => Some(self.expr(expr)?),
+                None => None,
+            };
+            fields.push(Field {
+                name: field_name,
+                ty,
+                default,
+                span: field_span,
+            });
+        }
+        Some(Contract { name, fields, span })
+    }
+
+    fn type_expr(&mut self, pair: Pair<'_, Rule>) -> Option<TypeExpr> {
+        let span = self.span(&pair);
+        let mut optional = false;
+        let mut kind = None;
+        for child in pair.into_inner() {
+            match child.as_rule() {
+                Rule::question => optional = true,
+                Rule::string_type => kind = Some(TypeKind::String),
+                Rule::bool_type => kind = Some(TypeKind::Bool),
+                Rule::int_type => {
+                    let range = match values(child).next() {
+                        Some(range) => Some(self.range(range)?),
+                        None => None,
+                    };
+                    kind = Some(TypeKind::Int(range));
+                }
+                Rule::float_type => {
+                    let range = match values(child).next() {
+                        Some(range) => Some(self.range(range)?),
+                        None => None,
+                    };
+                    kind = Some(TypeKind::Float(range));
+                }
+                Rule::list_type => {
+                    self.depth += 1;
+                    if self.depth > MAX_EXPRESSION_DEPTH {
+                        let at = self.span(&child);
+                        self.too_deep(at);
+                        return None;
+                    }
+                    let mut parts = values(child);
+                    let element = self.type_expr(parts.next()?);
+                    self.depth -= 1;
+                    let range = match parts.next() {
+                        Some(range) => Some(self.range(range)?),
+                        None => None,
+                    };
+                    kind = Some(TypeKind::List(Box::new(element?), range));
+                }
+                Rule::enum_type => {
+                    let variants = values(child).map(|name| self.ident(&name)).collect();
+                    kind = Some(TypeKind::Enum(variants));
+                }
+                Rule::named_type => {
+                    kind = Some(TypeKind::Named(self.ident(&values(child).next()?)));
+                }
+                _ => {}
+            }
+        }
+        Some(TypeExpr {
+            kind: kind?,
+            optional,
+            span,
+        })
+    }
+
+    fn range(&mut self, pair: Pair<'_, Rule>) -> Option<RangeLit> {
+        let span = self.span(&pair);
+        let mut min = None;
+        let mut max = None;
+        let mut inclusive = false;
+        for child in pair.into_inner() {
+            match child.as_rule() {
+                Rule::range_min => min = Some(self.number(&child.into_inner().next()?)),
+                Rule::range_max => max = Some(self.number(&child.into_inner().next()?)),
+                Rule::dotdoteq => inclusive = true,
+                _ => {}
+            }
+        }
+        Some(RangeLit {
+            min,
+            max,
+            inclusive,
+            span,
+        })
+    }
+
+    fn tool(&mut self, pair: Pair<'_, Rule>) -> Option<Tool> {
+        let span = self.span(&pair);
+        let mut children = values(pair);
+        let name = self.ident(&children.next()?);
+        let owner = format!("tool `{}`", name.name);
+        let mut tool = Tool {
+            name,
+            input: None,
+            output: None,
+            effect: None,
+            span,
+        };
+        let mut seen = Vec::new();
+        for property in children {
+            let property_span = self.span(&property);
+            let rule = property.as_rule();
+            let key = match rule {
+                Rule::tool_input => "input",
+                Rule::tool_output => "output",
+                _ => "effect",
+            };
+            if self.duplicate(&mut seen, key, property_span, &owner) {
+                continue;
+            }
+            let value = values(property).next()?;
+            match rule {
+                Rule::tool_input => tool.input = Some(self.ident(&value)),
+                Rule::tool_output => tool.output = Some(self.ident(&value)),
+                _ => {
+                    let effect = match value.into_inner().next()?.as_rule() {
+                        Rule::kw_read => Effect::Read,
+                        Rule::kw_write => Effect::Write,
+                        _ => Effect::External,
+                    };
+                    tool.effect = Some(EffectLit {
+                        effect,
+                        span: property_span,
+                    });
+                }
+            }
+        }
+        // The effect's span is the value, not the whole property.
+        Some(tool)
+    }
+
+    fn role(&mut self, pair: Pair<'_, Rule>) -> Option<Role> {
+        let span = self.span(&pair);
+        let mut children = values(pair);
+        let name = self.ident(&children.next()?);
+        let owner = format!("role `{}`", name.name);
+        let mut role = empty_role(name, RoleOrigin::Block, span);
+        let mut seen = Vec::new();
+        for property in children {
+            let property_span = self.span(&property);
+            let rule = property.as_rule();
+            let key = match rule {
+                Rule::prop_model => "model",
+                Rule::prop_prompt => "prompt",
+                Rule::prop_rules => "rules",
+                Rule::prop_input => "input",
+                Rule::prop_output => "output",
+                Rule::prop_tools => "tools",
+                Rule::prop_max_tool_calls => "max_tool_calls",
+                Rule::prop_timeout => "timeout",
+                _ => "retry",
+            };
+            if self.duplicate(&mut seen, key, property_span, &owner) {
+                continue;
+            }
+            match rule {
+                Rule::prop_model => {
+                    let value = values(property).next()?;
+                    role.model = Some(if value.as_rule() == Rule::ident {
+                        ModelRef::Alias(self.ident(&value))
+                    } else {
+                        ModelRef::Literal(self.string(&value))
+                    });
+                }
+                Rule::prop_prompt => {
+                    let value = values(property).next()?;
+                    let prompt_span = self.span(&value);
+                    let source = if value.as_rule() == Rule::prompt_file {
+                        let path = self.string(&values(value).next()?);
+                        let file = self.load_prompt(&path);
+                        PromptSource::File { path, file }
+                    } else {
+                        PromptSource::Inline(self.string(&value))
+                    };
+                    role.prompt = Some(Prompt {
+                        source,
+                        span: prompt_span,
+                    });
+                }
+                Rule::prop_rules => role.rules = self.ident_list(values(property).next()?),
+                Rule::prop_tools => role.tools = self.ident_list(values(property).next()?),
+                Rule::prop_input => {
+                    role.inputs = values(property).map(|name| self.ident(&name)).collect();
+                }
+                Rule::prop_output => role.output = Some(self.ident(&values(property).next()?)),
+                Rule::prop_max_tool_calls => {
+                    role.max_tool_calls = self.int(&values(property).next()?);
+                }
+                Rule::prop_timeout => role.timeout = self.duration(&values(property).next()?),
+                _ => {
+                    let mut parts = values(property);
+                    let count = self.int(&parts.next()?);
+                    let backoff = match parts.next() {
+                        Some(duration) => self.duration(&duration),
+                        None => None,
+                    };
+                    role.retry = count.map(|count| Retry {
+                        count,
+                        backoff,
+                        span: property_span,
+                    });
+                }
+            }
+        }
+        Some(role)
+    }
+
+    /// Reads a prompt template named by `file("...")` through the loader.
+    fn load_prompt(&mut self, path: &StringLit) -> Option<FileId> {
+        match self.loader.load(&path.value) {
+            Ok(loaded) => Some(self.sources.add(loaded.display_name, loaded.text)),
+            Err(reason) => {
+                self.report(
+                    Diagnostic::new(
+                        Code::E016,
+                        path.span,
+                        format!("cannot read prompt file `{}`", path.value),
+                    )
+                    .with_label(reason)
+                    .with_help("the path is relative to the spec file"),
+                );
+                None
+            }
+        }
+    }
+
+    fn gate(&mut self, pair: Pair<'_, Rule>) -> Option<Gate> {
+        let span = self.span(&pair);
+        let mut children = values(pair);
+        let name = self.ident(&children.next()?);
+        let subject = self.ident(&children.next()?);
+        let mut rules = Vec::new();
+        let mut pass_when = None;
+        for child in children {
+            let child_span = self.span(&child);
+            match child.as_rule() {
+                Rule::check_rule => {
+                    let mut parts = child.into_inner();
+                    let severity = match parts.next()?.as_rule() {
+                        Rule::kw_hard => Severity::Hard,
+                        _ => Severity::Warn,
+                    };
+                    let mut parts = parts.filter(|part| !is_token(part.as_rule()));
+                    let name = self.ident(&parts.next()?);
+                    let expr = self.expr(parts.next()?)?;
+                    let code = self.ident(&parts.next()?);
+                    rules.push(GateRule::Check {
+                        severity,
+                        name,
+                        expr,
+                        code,
+                        span: child_span,
+                    });
+                }
+                Rule::score_rule => {
+                    let mut parts = values(child);
+                    let name = self.ident(&parts.next()?);
+                    let weight = self.number(&parts.next()?);
+                    let expr = self.expr(parts.next()?)?;
+                    let below = match parts.next() {
+                        Some(below) => {
+                            let mut below_parts = values(below);
+                            let threshold = self.number(&below_parts.next()?);
+                            let code = self.ident(&below_parts.next()?);
+                            Some((threshold, code))
+                        }
+                        None => None,
+                    };
+                    rules.push(GateRule::Score {
+                        name,
+                        weight,
+                        expr,
+                        below,
+                        span: child_span,
+                    });
+                }
+                Rule::pass_when => pass_when = Some(self.expr(values(child).next()?)?),
+                _ => {}
+            }
+        }
+        Some(Gate {
+            name,
+            subject,
+            rules,
+            pass_when: pass_when?,
+            span,
+        })
+    }
+
+    fn repair(&mut self, pair: Pair<'_, Rule>) -> Option<Repair> {
+        let span = self.span(&pair);
+        let mut rounds = None;
+        let mut no_progress = None;
+        let mut arms = Vec::new();
+        for child in values(pair) {
+            match child.as_rule() {
+                Rule::rounds => rounds = self.int(&values(child).next()?),
+                Rule::no_progress => no_progress = self.int(&values(child).next()?),
+                Rule::repair_arm => {
+                    let arm_span = self.span(&child);
+                    let mut parts = values(child);
+                    let pattern_pair = parts.next()?;
+                    let pattern = if pattern_pair.as_rule() == Rule::wildcard {
+                        RepairPattern::Wildcard(self.span(&pattern_pair))
+                    } else {
+                        RepairPattern::Codes(
+                            values(pattern_pair).map(|code| self.ident(&code)).collect(),
+                        )
+                    };
+                    let action = self.action(parts.next()?)?;
+                    arms.push(RepairArm {
+                        pattern,
+                        action,
+                        span: arm_span,
+                    });
+                }
+                _ => {}
+            }
+        }
+        let rounds = match rounds {
+            Some(rounds) => rounds,
+            // `rounds` was there but its value was bad (already reported).
+            None => IntLit { value: 0, span },
+        };
+        Some(Repair {
+            rounds,
+            no_progress,
+            arms,
+            span,
+        })
+    }
+
+    fn action(&mut self, pair: Pair<'_, Rule>) -> Option<Action> {
+        let span = self.span(&pair);
+        Some(match pair.as_rule() {
+            Rule::rerun => {
+                let with_feedback = pair
+                    .clone()
+                    .into_inner()
+                    .any(|child| child.as_rule() == Rule::kw_with);
+                let step = self.ident(&values(pair).next()?);
+                Action::Rerun {
+                    step,
+                    with_feedback,
+                    span,
+                }
+            }
+            Rule::replan => Action::Replan(span),
+            Rule::accept => Action::Accept(span),
+            Rule::block => Action::Block(self.string(&values(pair).next()?)),
+            Rule::fail => Action::Fail(self.string(&values(pair).next()?)),
+            Rule::ask => Action::Ask(self.string(&values(pair).next()?)),
+            _ => return None,
+        })
+    }
+
+    fn invariant(&mut self, pair: Pair<'_, Rule>) -> Option<Invariant> {
+        let span = self.span(&pair);
+        let mut children = values(pair);
+        let name = self.ident(&children.next()?);
+        let body = children.next()?;
+        let kind = match body.as_rule() {
+            Rule::has_no_tools => InvariantKind::HasNoTools {
+                role: self.ident(&values(body).next()?),
+            },
+            Rule::only_uses => {
+                let mut parts = values(body);
+                let role = self.ident(&parts.next()?);
+                let tool = self.ident(&parts.next()?);
+                InvariantKind::OnlyUses { role, tool }
+            }
+            _ => InvariantKind::Always(self.expr(values(body).next()?)?),
+        };
+        Some(Invariant { name, kind, span })
+    }
+
+    fn budget(&mut self, pair: Pair<'_, Rule>) -> Option<Budget> {
+        let span = self.span(&pair);
+        let mut budget = Budget {
+            tokens: None,
+            cost: None,
+            wall: None,
+            steps: None,
+            span,
+        };
+        let mut seen = Vec::new();
+        for entry in values(pair) {
+            let entry_span = self.span(&entry);
+            let rule = entry.as_rule();
+            let key = match rule {
+                Rule::budget_tokens => "tokens",
+                Rule::budget_cost => "cost",
+                Rule::budget_wall => "wall",
+                _ => "steps",
+            };
+            if self.duplicate(&mut seen, key, entry_span, "the budget") {
+                continue;
+            }
+            let value = values(entry).next()?;
+            match rule {
+                Rule::budget_tokens => budget.tokens = self.int(&value),
+                Rule::budget_cost => budget.cost = Some(self.number(&value)),
+                Rule::budget_wall => budget.wall = self.duration(&value),
+                _ => budget.steps = self.int(&value),
+            }
+        }
+        Some(budget)
+    }
+
+    fn flow(&mut self, pair: Pair<'_, Rule>) -> Option<Flow> {
+        let span = self.span(&pair);
+        let mut steps = Vec::new();
+        for step in values(pair) {
+            steps.push(self.step(step)?);
+        }
+        Some(Flow { steps, span })
+    }
+
+    pub(crate) fn step(&mut self, pair: Pair<'_, Rule>) -> Option<Step> {
+        let span = self.span(&pair);
+        let mut children = values(pair);
+        let name = self.ident(&children.next()?);
+        let body = self.step_body(children.next()?)?;
+        let next = self.next(children)?;
+        Some(Step {
+            name,
+            body,
+            next,
+            span,
+        })
+    }
+
+    fn args(&mut self, pair: Pair<'_, Rule>) -> Option<Vec<Expr>> {
+        values(pair).map(|arg| self.expr(arg)).collect()
+    }
+
+    fn step_body(&mut self, pair: Pair<'_, Rule>) -> Option<StepBody> {
+        Some(match pair.as_rule() {
+            Rule::call_body => {
+                let mut parts = values(pair);
+                let role = self.ident(&parts.next()?);
+                let args = self.args(parts.next()?)?;
+                StepBody::Call { role, args }
+            }
+            Rule::each_body => {
+                let mut parts = values(pair);
+                let var = self.ident(&parts.next()?);
+                let over = self.expr(parts.next()?)?;
+                let role = self.ident(&parts.next()?);
+                let args = self.args(parts.next()?)?;
+                let mut concurrency = None;
+                let mut check = None;
+                for part in parts {
+                    match part.as_rule() {
+                        Rule::concurrency => concurrency = self.int(&values(part).next()?),
+                        Rule::item_check => check = Some(self.item_check(part)?),
+                        _ => {}
+                    }
+                }
+                StepBody::Each {
+                    var,
+                    over,
+                    role,
+                    args,
+                    concurrency,
+                    check,
+                }
+            }
+            Rule::gate_body => StepBody::Gate {
+                gate: self.ident(&values(pair).next()?),
+            },
+            Rule::finalize_body => {
+                let mut parts = values(pair);
+                let role = self.ident(&parts.next()?);
+                let args = self.args(parts.next()?)?;
+                StepBody::Finalize { role, args }
+            }
+            Rule::ask_body => StepBody::Ask {
+                question: self.string(&values(pair).next()?),
+            },
+            _ => return None,
+        })
+    }
+
+    fn item_check(&mut self, pair: Pair<'_, Rule>) -> Option<ItemCheck> {
+        let span = self.span(&pair);
+        let mut gate = None;
+        let mut by = None;
+        let mut retries = None;
+        let mut last_keyword = Rule::kw_check;
+        for child in pair.into_inner() {
+            match child.as_rule() {
+                Rule::kw_check | Rule::kw_by | Rule::kw_retries => last_keyword = child.as_rule(),
+                Rule::ident if last_keyword == Rule::kw_check => gate = Some(self.ident(&child)),
+                Rule::ident => by = Some(self.ident(&child)),
+                Rule::int => retries = self.int(&child),
+                _ => {}
+            }
+        }
+        Some(ItemCheck {
+            gate: gate?,
+            by,
+            retries,
+            span,
+        })
+    }
+
+    fn next<'i>(&mut self, mut children: impl Iterator<Item = Pair<'i, Rule>>) -> Option<Next> {
+        let pair = children.next()?;
+        Some(match pair.as_rule() {
+            Rule::goto => Next::Goto(self.target(values(pair).next()?)?),
+            Rule::when_next => {
+                let mut arms = Vec::new();
+                let mut otherwise = None;
+                for arm in values(pair) {
+                    match arm.as_rule() {
+                        Rule::when_arm => {
+                            let mut parts = values(arm);
+                            let condition = self.expr(parts.next()?)?;
+                            let target = self.target(parts.next()?)?;
+                            arms.push((condition, target));
+                        }
+                        _ => otherwise = Some(self.target(values(arm).next()?)?),
+                    }
+                }
+                Next::When { arms, otherwise }
+            }
+            Rule::pass_fail => {
+                let mut parts = values(pair);
+                let pass = self.target(parts.next()?)?;
+                let fail_pair = parts.next()?;
+                let fail = if fail_pair.as_rule() == Rule::repair_target {
+                    FailTarget::Repair(self.span(&fail_pair))
+                } else {
+                    FailTarget::Target(self.target(fail_pair)?)
+                };
+                Next::PassFail { pass, fail }
+            }
+            _ => return None,
+        })
+    }
+
+    fn target(&mut self, pair: Pair<'_, Rule>) -> Option<Target> {
+        let inner = pair.into_inner().next()?;
+        Some(match inner.as_rule() {
+            Rule::kw_done => Target::Done(self.span(&inner)),
+            Rule::blocked_target => Target::Blocked(self.string(&values(inner).next()?)),
+            Rule::failed_target => Target::Failed(self.string(&values(inner).next()?)),
+            _ => Target::Step(self.ident(&inner)),
+        })
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Expressions.
+
+    fn too_deep(&mut self, span: Span) {
+        self.report(
+            Diagnostic::new(Code::E001, span, "expression nested too deeply")
+                .with_label("nesting too deep here")
+                .with_help("split the expression into smaller parts"),
+        );
+    }
+
+    pub(crate) fn expr(&mut self, pair: Pair<'_, Rule>) -> Option<Expr> {
+        self.depth += 1;
+        if self.depth > MAX_EXPRESSION_DEPTH {
+            let span = self.span(&pair);
+            self.too_deep(span);
+            self.depth -= 1;
+            return None;
+        }
+        let expr = self.expr_inner(pair);
+        self.depth -= 1;
+        expr
+    }
+
+    fn expr_inner(&mut self, mut pair: Pair<'_, Rule>) -> Option<Expr> {
+        // Precedence layers with a single child are only wrappers: step through them
+        // without recursing.
+        loop {
+            let wrapper = matches!(
+                pair.as_rule(),
+                Rule::expr
+                    | Rule::or_expr
+                    | Rule::and_expr
+                    | Rule::not_expr
+                    | Rule::cmp_expr
+                    | Rule::sum_expr
+                    | Rule::product
+                    | Rule::unary
+            );
+            if !wrapper {
+                break;
+            }
+            let mut inner = pair.clone().into_inner();
+            let first = inner.next()?;
+            if inner.next().is_some() {
+                break;
+            }
+            pair = first;
+        }
+        let span = self.span(&pair);
+        let kind = match pair.as_rule() {
+            Rule::cmp_expr => {
+                let operators: Vec<Span> = pair
+                    .clone()
+                    .into_inner()
+                    .filter(|child| child.as_rule() == Rule::cmp_op)
+                    .map(|child| self.span(&child))
+                    .collect();
+                if let [first, second, ..] = operators.as_slice() {
+                    self.report(
+                        Diagnostic::new(Code::E001, *second, "comparisons cannot be chained")
+                            .with_label("second comparison")
+                            .with_note(*first, "first comparison")
+                            .with_help("combine them with `and`, e.g. `a < b and b < c`, or add parentheses"),
+                    );
+                }
+                return self.binary_chain(pair.into_inner());
+            }
+            Rule::or_expr | Rule::and_expr | Rule::sum_expr | Rule::product => {
+                return self.binary_chain(pair.into_inner());
+            }
+            Rule::not_expr => ExprKind::Unary {
+                op: UnaryOp::Not,
+                operand: Box::new(self.expr(values(pair).next()?)?),
+            },
+            Rule::unary => {
+                let operand = pair
+                    .into_inner()
+                    .find(|child| child.as_rule() != Rule::neg)?;
+                ExprKind::Unary {
+                    op: UnaryOp::Neg,
+                    operand: Box::new(self.expr(operand)?),
+                }
+            }
+            Rule::quantifier => {
+                let mut parts = pair.into_inner();
+                let kind = match parts.next()?.as_rule() {
+                    Rule::kw_every => QuantifierKind::Every,
+                    Rule::kw_some => QuantifierKind::Some,
+                    _ => QuantifierKind::Count,
+                };
+                let mut parts = parts.filter(|part| !is_token(part.as_rule()));
+                let var = self.ident(&parts.next()?);
+                let over = self.expr(parts.next()?)?;
+                let body = self.expr(parts.next()?)?;
+                ExprKind::Quantifier {
+                    kind,
+                    var,
+                    over: Box::new(over),
+                    body: Box::new(body),
+                }
+            }
+            Rule::paren => {
+                let inner = self.expr(values(pair).next()?)?;
+                return Some(Expr {
+                    kind: inner.kind,
+                    span,
+                });
+            }
+            Rule::list_lit => {
+                let mut elements = Vec::new();
+                for element in values(pair) {
+                    elements.push(self.expr(element)?);
+                }
+                ExprKind::List(elements)
+            }
+            Rule::record_lit => {
+                let mut fields = Vec::new();
+                for field in values(pair) {
+                    let mut parts = values(field);
+                    let key = self.ident(&parts.next()?);
+                    let value = self.expr(parts.next()?)?;
+                    fields.push((key, value));
+                }
+                ExprKind::Record(fields)
+            }
+            Rule::bool_lit => ExprKind::Bool(pair.into_inner().next()?.as_rule() == Rule::kw_true),
+            Rule::none_lit => ExprKind::None,
+            Rule::number => {
+                let text = pair.as_str();
+                let literal = self.number(&pair);
+                if literal.is_integer {
+                    match literals::integer(text)
+                        .ok()
+                        .and_then(|value| i64::try_from(value).ok())
+                    {
+                        Some(value) => ExprKind::Int(value),
+                        None => {
+                            self.report(
+                                Diagnostic::new(
+                                    Code::E013,
+                                    span,
+                                    format!("integer `{text}` is too large"),
+                                )
+                                .with_help("integers in expressions must fit in 64 bits"),
+                            );
+                            ExprKind::Int(0)
+                        }
+                    }
+                } else {
+                    ExprKind::Float(literal.value)
+                }
+            }
+            Rule::string | Rule::block_string | Rule::empty_string => {
+                ExprKind::Str(self.string(&pair).value)
+            }
+            Rule::call => {
+                let mut parts = values(pair);
+                let function = self.ident(&parts.next()?);
+                let args = self.args(parts.next()?)?;
+                ExprKind::Call { function, args }
+            }
+            Rule::path => ExprKind::Path(
+                pair.into_inner()
+                    .filter(|child| child.as_rule() == Rule::bare_name)
+                    .map(|child| self.ident(&child))
+                    .collect(),
+            ),
+            _ => return None,
+        };
+        Some(Expr { kind, span })
+    }
+
+    /// `operand (operator operand)*`, folded to the left. For comparisons the grammar
+    /// allows only one operator (they do not chain).
+    fn binary_chain(&mut self, mut children: Pairs<'_, Rule>) -> Option<Expr> {
+        let mut lhs = self.expr(children.next()?)?;
+        while let Some(operator) = children.next() {
+            let op = binary_op(&operator)?;
+            let rhs = self.expr(children.next()?)?;
+            let span = lhs.span.to(rhs.span);
+            lhs = Expr {
+                kind: ExprKind::Binary {
+                    op,
+                    lhs: Box::new(lhs),
+                    rhs: Box::new(rhs),
+                },
+                span,
+            };
+        }
+        Some(lhs)
+    }
+}
+
+fn binary_op(pair: &Pair<'_, Rule>) -> Option<BinaryOp> {
+    Some(match (pair.as_rule(), pair.as_str()) {
+        (Rule::kw_or, _) => BinaryOp::Or,
+        (Rule::kw_and, _) => BinaryOp::And,
+        (_, "==") => BinaryOp::Eq,
+        (_, "!=") => BinaryOp::Ne,
+        (_, "<") => BinaryOp::Lt,
+        (_, "<=") => BinaryOp::Le,
+        (_, ">") => BinaryOp::Gt,
+        (_, ">=") => BinaryOp::Ge,
+        (_, "+") => BinaryOp::Add,
+        (_, "-") => BinaryOp::Sub,
+        (_, "*") => BinaryOp::Mul,
+        (_, "/") => BinaryOp::Div,
+        _ => return None,
+    })
+}
+
+/// A role with only its name, origin and span filled in.
+pub(crate) fn empty_role(name: Ident, origin: RoleOrigin, span: Span) -> Role {
+    Role {
+        name,
+        origin,
+        model: None,
+        prompt: None,
+        rules: Vec::new(),
+        inputs: Vec::new(),
+        output: None,
+        tools: Vec::new(),
+        max_tool_calls: None,
+        timeout: None,
+        retry: None,
+        display_name: None,
+        description: None,
+        tool_rules: Vec::new(),
+        span,
+    }
+}

@@ -1,0 +1,627 @@
+//! Role files (`import role "roles/x.md"`): YAML front matter between `---` lines, then a
+//! Markdown body that is the role's prompt template (DESIGN §2.3).
+//!
+//! The file is read through the loader and added to the source map, so every value in the
+//! resulting [`Role`] has a span inside the role file, and problems (E016 for the file and
+//! its front matter, E013 for bad durations) point there.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::ast::*;
+use super::literals;
+use super::lower::{Lowerer, empty_role};
+use crate::diagnostics::{Code, Diagnostic, FileId, Span, did_you_mean};
+
+/// The front-matter keys a role file may use.
+const KEYS: [&str; 12] = [
+    "id",
+    "name",
+    "description",
+    "model",
+    "input",
+    "output",
+    "tools",
+    "timeout",
+    "retry",
+    "rules",
+    "max_tool_calls",
+    "tool_rules",
+];
+
+/// Any YAML value; spans of nested values are not kept (the value's key line is used).
+/// Booleans and floats are only ever reported as the wrong type, so their values are unread.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Yaml {
+    Null,
+    Bool(#[allow(dead_code)] bool),
+    Int(i64),
+    Float(#[allow(dead_code)] f64),
+    Str(String),
+    List(Vec<Yaml>),
+    Map(BTreeMap<String, Yaml>),
+}
+
+impl Yaml {
+    fn kind(&self) -> &'static str {
+        match self {
+            Yaml::Null => "nothing",
+            Yaml::Bool(_) => "a boolean",
+            Yaml::Int(_) => "an integer",
+            Yaml::Float(_) => "a number",
+            Yaml::Str(_) => "a string",
+            Yaml::List(_) => "a list",
+            Yaml::Map(_) => "a map",
+        }
+    }
+}
+
+/// Reads and parses the role file named by `path` (an `import role` string). Returns
+/// `None` after reporting when the file cannot be read or its front matter is malformed.
+pub(crate) fn load(lowerer: &mut Lowerer<'_>, path: &StringLit) -> Option<Role> {
+    let loaded = match lowerer.loader.load(&path.value) {
+        Ok(loaded) => loaded,
+        Err(reason) => {
+            lowerer.diagnostics.push(
+                Diagnostic::new(
+                    Code::E016,
+                    path.span,
+                    format!("cannot read role file `{}`", path.value),
+                )
+                .with_label(reason)
+                .with_help("the path is relative to the spec file"),
+            );
+            return None;
+        }
+    };
+    let text = loaded.text.clone();
+    let file = lowerer.sources.add(loaded.display_name, loaded.text);
+    let mut reader = RoleFile {
+        file,
+        text: &text,
+        path,
+        diagnostics: lowerer.diagnostics,
+    };
+    reader.role()
+}
+
+struct RoleFile<'a> {
+    file: FileId,
+    text: &'a str,
+    /// The import's path string in the spec.
+    path: &'a StringLit,
+    diagnostics: &'a mut Vec<Diagnostic>,
+}
+
+/// Where the front matter and the body are in a role file.
+struct Layout {
+    /// Byte range of the YAML between the `---` lines.
+    yaml: std::ops::Range<usize>,
+    /// Byte offset where the Markdown body starts.
+    body: usize,
+}
+
+impl RoleFile<'_> {
+    fn span(&self, start: usize, end: usize) -> Span {
+        Span::new(self.file, start, end)
+    }
+
+    fn error(&mut self, span: Span, message: impl Into<String>, help: Option<String>) {
+        let mut diagnostic = Diagnostic::new(Code::E016, span, message);
+        if let Some(help) = help {
+            diagnostic = diagnostic.with_help(help);
+        }
+        self.diagnostics.push(diagnostic);
+    }
+
+    fn layout(&self) -> Option<Layout> {
+        let text = self.text;
+        let start = text.strip_prefix('\u{feff}').map_or(0, |_| 3);
+        let first_end = text
+            .get(start..)?
+            .find('\n')
+            .map_or(text.len(), |i| start + i + 1);
+        if text.get(start..first_end)?.trim_end() != "---" {
+            return None;
+        }
+        let mut line_start = first_end;
+        while line_start < text.len() {
+            let line_end = text
+                .get(line_start..)?
+                .find('\n')
+                .map_or(text.len(), |i| line_start + i + 1);
+            let line = text.get(line_start..line_end)?.trim_end();
+            if line == "---" || line == "..." {
+                return Some(Layout {
+                    yaml: first_end..line_start,
+                    body: line_end,
+                });
+            }
+            line_start = line_end;
+        }
+        None
+    }
+
+    fn role(&mut self) -> Option<Role> {
+        let Some(layout) = self.layout() else {
+            let at = self.span(0, self.text.find('\n').unwrap_or(self.text.len()).min(3));
+            self.error(
+                at,
+                format!(
+                    "role file `{}` has no front matter",
+                    self.path.value
+                ),
+                Some(
+                    "a role file starts with YAML front matter between `---` lines, then the prompt"
+                        .to_string(),
+                ),
+            );
+            return None;
+        };
+        let yaml_text = self.text.get(layout.yaml.clone()).unwrap_or("");
+        let values: BTreeMap<String, serde_saphyr::Spanned<Yaml>> = if yaml_text.trim().is_empty() {
+            BTreeMap::new()
+        } else {
+            match serde_saphyr::from_str(yaml_text) {
+                Ok(values) => values,
+                Err(error) => {
+                    let at = error
+                        .location()
+                        .and_then(|location| location.span().byte_offset())
+                        .and_then(|offset| usize::try_from(offset).ok())
+                        .map_or(layout.yaml.start, |offset| {
+                            (layout.yaml.start + offset).min(layout.yaml.end)
+                        });
+                    let reason = error.to_string();
+                    let reason = reason.lines().next().unwrap_or("").trim().to_string();
+                    let span = self.span(at, at);
+                    self.error(
+                        span,
+                        format!("malformed front matter in role file: {reason}"),
+                        Some("the front matter must be a YAML map of role properties".to_string()),
+                    );
+                    return None;
+                }
+            }
+        };
+        let whole = self.span(0, self.text.len());
+        let front = Front {
+            values,
+            yaml: layout.yaml.clone(),
+            text: self.text,
+        };
+        // Unknown keys.
+        for key in front.values.keys() {
+            if !KEYS.contains(&key.as_str()) {
+                let span = self.span_of_key(&front, key);
+                let help = did_you_mean(key, KEYS).or_else(|| {
+                    Some(format!(
+                        "the known keys are {}",
+                        KEYS.map(|k| format!("`{k}`")).join(", ")
+                    ))
+                });
+                self.error(
+                    span,
+                    format!("unknown key `{key}` in role front matter"),
+                    help,
+                );
+            }
+        }
+        let id_span = self.value_span(&front, "id");
+        let name = match front.values.get("id").map(|spanned| &spanned.value) {
+            Some(Yaml::Str(id)) if is_ident(id) => Ident {
+                name: id.clone(),
+                span: id_span,
+            },
+            Some(Yaml::Str(id)) => {
+                self.error(
+                    id_span,
+                    format!("role id `{id}` is not a valid name"),
+                    Some("role ids are lower-case names (`[a-z_][a-z0-9_]*`)".to_string()),
+                );
+                return None;
+            }
+            Some(other) => {
+                self.error(
+                    id_span,
+                    format!("role `id` must be a string, found {}", other.kind()),
+                    None,
+                );
+                return None;
+            }
+            None => {
+                let span = self.span(layout.yaml.start, layout.yaml.start);
+                self.error(
+                    span,
+                    "role file has no `id`".to_string(),
+                    Some("add `id: role_name` to the front matter".to_string()),
+                );
+                return None;
+            }
+        };
+        let mut role = empty_role(
+            name,
+            RoleOrigin::File {
+                path: self.path.value.clone(),
+            },
+            whole,
+        );
+        role.display_name = self.string(&front, "name");
+        role.description = self.string(&front, "description");
+        if let Some(model) = self.string(&front, "model") {
+            role.model = Some(if is_ident(&model.value) {
+                ModelRef::Alias(Ident {
+                    name: model.value,
+                    span: model.span,
+                })
+            } else {
+                ModelRef::Literal(model)
+            });
+        }
+        role.inputs = self.names(&front, "input");
+        role.output = self.names(&front, "output").into_iter().next();
+        role.tools = self.names(&front, "tools");
+        role.rules = self.names(&front, "rules");
+        if let Some(timeout) = self.string(&front, "timeout") {
+            role.timeout = self.duration(&timeout.value, timeout.span);
+        }
+        role.max_tool_calls = self.int(&front, "max_tool_calls");
+        role.retry = self.retry(&front);
+        role.tool_rules = self.tool_rules(&front);
+        let body_span = self.span(layout.body.min(self.text.len()), self.text.len());
+        role.prompt = Some(Prompt {
+            source: PromptSource::File {
+                path: StringLit {
+                    value: self.path.value.clone(),
+                    span: self.path.span,
+                },
+                file: Some(self.file),
+            },
+            span: body_span,
+        });
+        Some(role)
+    }
+
+    /// The span of `key:` at the start of a line of the front matter.
+    fn span_of_key(&self, front: &Front<'_>, key: &str) -> Span {
+        match front.key_line(key) {
+            Some(start) => self.span(start, start + key.len()),
+            None => self.span(front.yaml.start, front.yaml.start),
+        }
+    }
+
+    /// The span of the value of `key`: from saphyr's location when it has one, else the
+    /// rest of the key's line.
+    fn value_span(&self, front: &Front<'_>, key: &str) -> Span {
+        if let Some(spanned) = front.values.get(key) {
+            let span = spanned.referenced.span();
+            if let (Some(offset), Some(length)) = (span.byte_offset(), span.byte_len()) {
+                let start = front.yaml.start + usize::try_from(offset).unwrap_or(0);
+                let end = start + usize::try_from(length).unwrap_or(0);
+                if end <= front.yaml.end && end > start {
+                    return self.span(start, end);
+                }
+            }
+        }
+        match front.key_line(key) {
+            Some(start) => {
+                let line_end = self
+                    .text
+                    .get(start..)
+                    .and_then(|rest| rest.find('\n'))
+                    .map_or(self.text.len(), |i| start + i);
+                let value_start = (start + key.len() + 1).min(line_end);
+                let line = self.text.get(value_start..line_end).unwrap_or("");
+                let trimmed = line.trim();
+                if trimmed.is_empty() {
+                    return self.span(start, start + key.len());
+                }
+                let lead = line.len() - line.trim_start().len();
+                self.span(value_start + lead, value_start + lead + trimmed.len())
+            }
+            None => self.span(front.yaml.start, front.yaml.start),
+        }
+    }
+
+    /// Where `needle` occurs within the value of `key` (for items of a list), falling back
+    /// to the whole value.
+    fn item_span(&self, front: &Front<'_>, key: &str, needle: &str) -> Span {
+        let whole = self.value_span(front, key);
+        let region_start = front.key_line(key).unwrap_or(whole.start as usize);
+        let region_end = front.next_key_line(region_start).min(front.yaml.end);
+        if let Some(index) = self
+            .text
+            .get(region_start..region_end)
+            .and_then(|region| find_word(region, needle))
+        {
+            let start = region_start + index;
+            return self.span(start, start + needle.len());
+        }
+        whole
+    }
+
+    fn wrong_type(&mut self, front: &Front<'_>, key: &str, expected: &str, found: &Yaml) {
+        let span = self.value_span(front, key);
+        self.error(
+            span,
+            format!("`{key}` must be {expected}, found {}", found.kind()),
+            None,
+        );
+    }
+
+    fn string(&mut self, front: &Front<'_>, key: &str) -> Option<StringLit> {
+        let value = &front.values.get(key)?.value;
+        match value {
+            Yaml::Str(text) => Some(StringLit {
+                value: text.clone(),
+                span: self.value_span(front, key),
+            }),
+            Yaml::Int(number) => Some(StringLit {
+                value: number.to_string(),
+                span: self.value_span(front, key),
+            }),
+            Yaml::Null => None,
+            other => {
+                self.wrong_type(front, key, "a string", other);
+                None
+            }
+        }
+    }
+
+    /// A name or a list of names (`input: Task` or `input: [Task, Plan]`).
+    fn names(&mut self, front: &Front<'_>, key: &str) -> Vec<Ident> {
+        let Some(spanned) = front.values.get(key) else {
+            return Vec::new();
+        };
+        match &spanned.value {
+            Yaml::Str(name) => vec![Ident {
+                name: name.clone(),
+                span: self.value_span(front, key),
+            }],
+            Yaml::Null => Vec::new(),
+            Yaml::List(items) => {
+                let mut names = Vec::new();
+                for item in items {
+                    match item {
+                        Yaml::Str(name) => names.push(Ident {
+                            name: name.clone(),
+                            span: self.item_span(front, key, name),
+                        }),
+                        other => {
+                            let span = self.value_span(front, key);
+                            self.error(
+                                span,
+                                format!("`{key}` must list names, found {}", other.kind()),
+                                None,
+                            );
+                        }
+                    }
+                }
+                names
+            }
+            other => {
+                self.wrong_type(front, key, "a name or a list of names", other);
+                Vec::new()
+            }
+        }
+    }
+
+    fn int(&mut self, front: &Front<'_>, key: &str) -> Option<IntLit> {
+        let value = &front.values.get(key)?.value;
+        match value {
+            Yaml::Int(number) if *number >= 0 => Some(IntLit {
+                value: number.unsigned_abs(),
+                span: self.value_span(front, key),
+            }),
+            other => {
+                self.wrong_type(front, key, "a non-negative integer", other);
+                None
+            }
+        }
+    }
+
+    fn duration(&mut self, text: &str, span: Span) -> Option<DurationLit> {
+        match literals::duration_millis(text.trim()) {
+            Ok(millis) => Some(DurationLit { millis, span }),
+            Err(error) => {
+                let mut diagnostic = Diagnostic::new(Code::E013, span, error.message);
+                if let Some(help) = error.help {
+                    diagnostic = diagnostic.with_help(help);
+                }
+                self.diagnostics.push(diagnostic);
+                None
+            }
+        }
+    }
+
+    /// `retry: 2`, `retry: "2 backoff 1s"` or `retry: {count: 2, backoff: 1s}`.
+    fn retry(&mut self, front: &Front<'_>) -> Option<Retry> {
+        let value = &front.values.get("retry")?.value;
+        let span = self.value_span(front, "retry");
+        let bad = |this: &mut Self, found: &str| {
+            this.error(
+                span,
+                format!("`retry` must be a count, `\"N backoff D\"` or `{{count, backoff}}`, found {found}"),
+                Some("e.g. `retry: 2 backoff 1s`".to_string()),
+            );
+        };
+        match value {
+            Yaml::Int(count) if *count >= 0 => Some(Retry {
+                count: IntLit {
+                    value: count.unsigned_abs(),
+                    span,
+                },
+                backoff: None,
+                span,
+            }),
+            Yaml::Str(text) => {
+                let mut words = text.split_whitespace();
+                let count = words.next().and_then(|word| word.parse::<u64>().ok());
+                let backoff_word = match (words.next(), words.next(), words.next()) {
+                    (None, _, _) => None,
+                    (Some("backoff"), Some(duration), None) => Some(Some(duration)),
+                    _ => Some(None),
+                };
+                match (count, backoff_word) {
+                    (Some(count), None) => Some(Retry {
+                        count: IntLit { value: count, span },
+                        backoff: None,
+                        span,
+                    }),
+                    (Some(count), Some(Some(duration))) => Some(Retry {
+                        count: IntLit { value: count, span },
+                        backoff: self.duration(duration, span),
+                        span,
+                    }),
+                    _ => {
+                        bad(self, &format!("`{text}`"));
+                        None
+                    }
+                }
+            }
+            Yaml::Map(map) => {
+                let count = match map.get("count") {
+                    Some(Yaml::Int(count)) if *count >= 0 => count.unsigned_abs(),
+                    _ => {
+                        bad(self, "a map without a `count`");
+                        return None;
+                    }
+                };
+                let backoff = match map.get("backoff") {
+                    None | Some(Yaml::Null) => None,
+                    Some(Yaml::Str(duration)) => self.duration(duration, span),
+                    Some(other) => {
+                        bad(self, &format!("a backoff that is {}", other.kind()));
+                        None
+                    }
+                };
+                if let Some(extra) = map.keys().find(|key| *key != "count" && *key != "backoff") {
+                    let help = did_you_mean(extra, ["count", "backoff"]);
+                    self.error(span, format!("unknown key `{extra}` in `retry`"), help);
+                }
+                Some(Retry {
+                    count: IntLit { value: count, span },
+                    backoff,
+                    span,
+                })
+            }
+            other => {
+                bad(self, other.kind());
+                None
+            }
+        }
+    }
+
+    fn tool_rules(&mut self, front: &Front<'_>) -> Vec<ToolRule> {
+        let Some(spanned) = front.values.get("tool_rules") else {
+            return Vec::new();
+        };
+        match &spanned.value {
+            Yaml::Map(map) => {
+                let mut rules = Vec::new();
+                for (tool, note) in map {
+                    let tool_span = self.item_span(front, "tool_rules", tool);
+                    match note {
+                        Yaml::Str(note) => rules.push(ToolRule {
+                            tool: Ident {
+                                name: tool.clone(),
+                                span: tool_span,
+                            },
+                            note: StringLit {
+                                value: note.clone(),
+                                span: tool_span,
+                            },
+                        }),
+                        other => self.error(
+                            tool_span,
+                            format!(
+                                "the note for tool `{tool}` must be a string, found {}",
+                                other.kind()
+                            ),
+                            None,
+                        ),
+                    }
+                }
+                rules
+            }
+            Yaml::Null => Vec::new(),
+            other => {
+                self.wrong_type(front, "tool_rules", "a map of tool name to note", other);
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// The parsed front matter and where it is.
+struct Front<'a> {
+    values: BTreeMap<String, serde_saphyr::Spanned<Yaml>>,
+    yaml: std::ops::Range<usize>,
+    text: &'a str,
+}
+
+impl Front<'_> {
+    /// Offset of `key:` at the start of a line of the front matter.
+    fn key_line(&self, key: &str) -> Option<usize> {
+        let region = self.text.get(self.yaml.clone())?;
+        let mut line_start = 0;
+        for line in region.split_inclusive('\n') {
+            if let Some(after) = line.strip_prefix(key)
+                && after.trim_start_matches([' ', '\t']).starts_with(':')
+            {
+                return Some(self.yaml.start + line_start);
+            }
+            line_start += line.len();
+        }
+        None
+    }
+
+    /// The start of the next top-level key line after `from` (or the end of the YAML).
+    fn next_key_line(&self, from: usize) -> usize {
+        let Some(region) = self.text.get(from..self.yaml.end) else {
+            return self.yaml.end;
+        };
+        let mut offset = 0;
+        for (index, line) in region.split_inclusive('\n').enumerate() {
+            if index > 0
+                && line
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            {
+                return from + offset;
+            }
+            offset += line.len();
+        }
+        self.yaml.end
+    }
+}
+
+/// The byte index of `needle` in `haystack` as a whole word.
+fn find_word(haystack: &str, needle: &str) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    haystack
+        .match_indices(needle)
+        .map(|(index, _)| index)
+        .find(|&index| {
+            let before = haystack.get(..index).and_then(|s| s.chars().next_back());
+            let after = haystack
+                .get(index + needle.len()..)
+                .and_then(|s| s.chars().next());
+            !before.is_some_and(is_word) && !after.is_some_and(is_word)
+        })
+}
+
+/// `[a-z_][a-z0-9_]*`
+pub(crate) fn is_ident(text: &str) -> bool {
+    let mut bytes = text.bytes();
+    bytes
+        .next()
+        .is_some_and(|first| first.is_ascii_lowercase() || first == b'_')
+        && bytes.all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_')
+}

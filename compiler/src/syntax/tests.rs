@@ -1,0 +1,976 @@
+//! Parser tests: the DESIGN example, precedence, literals, error recovery, role files and
+//! spans. Each test is a table of `check(input, expect)` lines.
+
+use std::fmt::Write as _;
+
+use super::ast::*;
+use super::parse;
+use crate::diagnostics::{Diagnostic, Sources};
+use crate::{Loader, MemoryLoader, NoFiles};
+
+const EXAMPLE: &str = include_str!("testdata/closed_loop.charter");
+
+const CREATIVE_ROLE: &str = "---
+id: creative
+name: Creative writer
+description: Writes the creative parts
+model: default
+input: Task
+output: StageResult
+tools: [web_search, publish]
+timeout: 5m
+retry: 2 backoff 1s
+rules:
+  - core
+max_tool_calls: 4
+tool_rules:
+  publish: only once, at the end
+---
+Write {{ task.goal }}.
+";
+
+fn example_loader() -> MemoryLoader {
+    let mut loader = MemoryLoader::default();
+    for prompt in [
+        "prompts/planner.md.j2",
+        "prompts/reviewer.md.j2",
+        "prompts/finalizer.md.j2",
+    ] {
+        loader.files.insert(
+            prompt.to_string(),
+            "Do the work: {{ request.goal }}\n".to_string(),
+        );
+    }
+    loader
+        .files
+        .insert("roles/creative.md".to_string(), CREATIVE_ROLE.to_string());
+    loader
+}
+
+fn parse_with(text: &str, loader: &dyn Loader) -> (Option<SpecFile>, Vec<Diagnostic>, Sources) {
+    let mut sources = Sources::new();
+    let file = sources.add("test.charter", text);
+    let (spec, diagnostics) = parse(file, &mut sources, loader);
+    (spec, diagnostics, sources)
+}
+
+/// Diagnostics as `CODE line:column message`, one per line (in the order reported).
+fn render(diagnostics: &[Diagnostic], sources: &Sources) -> String {
+    let mut out = String::new();
+    for diagnostic in diagnostics {
+        let (line, column) = diagnostic
+            .primary_span()
+            .map_or((0, 0), |span| sources.line_column(span.file, span.start));
+        let _ = writeln!(
+            out,
+            "{} {line}:{column} {}",
+            diagnostic.code, diagnostic.message
+        );
+    }
+    out
+}
+
+/// Parses `input` (a whole spec) and compares its diagnostics with `expect`.
+fn check(input: &str, expect: &str) {
+    let (_, diagnostics, sources) = parse_with(input, &example_loader());
+    let got = render(&diagnostics, &sources);
+    assert_eq!(got.trim(), expect.trim(), "input:\n{input}");
+}
+
+const HEADER: &str = "spec t version \"1\"\n";
+
+/// Parses `expr` as `invariant i: always EXPR` and compares it, printed as an
+/// S-expression, with `expect`.
+fn check_expr(expr: &str, expect: &str) {
+    let text = format!("{HEADER}invariant i: always {expr}\n");
+    let (spec, diagnostics, sources) = parse_with(&text, &NoFiles);
+    assert_eq!(render(&diagnostics, &sources), "", "expr: {expr}");
+    let got = match spec.as_ref().and_then(|spec| spec.items.first()) {
+        Some(Item::Invariant(Invariant {
+            kind: InvariantKind::Always(expr),
+            ..
+        })) => sexpr(expr),
+        other => format!("not an always invariant: {other:?}"),
+    };
+    assert_eq!(got, expect, "expr: {expr}");
+}
+
+fn sexpr(expr: &Expr) -> String {
+    let list = |items: &[Expr]| items.iter().map(sexpr).collect::<Vec<_>>().join(" ");
+    match &expr.kind {
+        ExprKind::Bool(value) => value.to_string(),
+        ExprKind::Int(value) => value.to_string(),
+        ExprKind::Float(value) => format!("{value:?}"),
+        ExprKind::Str(value) => format!("{value:?}"),
+        ExprKind::None => "none".to_string(),
+        ExprKind::List(items) => format!("[{}]", list(items)),
+        ExprKind::Record(fields) => format!(
+            "{{{}}}",
+            fields
+                .iter()
+                .map(|(key, value)| format!("{}: {}", key.name, sexpr(value)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        ExprKind::Path(parts) => parts
+            .iter()
+            .map(|part| part.name.as_str())
+            .collect::<Vec<_>>()
+            .join("."),
+        ExprKind::Unary { op, operand } => {
+            let op = match op {
+                UnaryOp::Not => "not",
+                UnaryOp::Neg => "neg",
+            };
+            format!("({op} {})", sexpr(operand))
+        }
+        ExprKind::Binary { op, lhs, rhs } => {
+            let op = match op {
+                BinaryOp::Or => "or",
+                BinaryOp::And => "and",
+                BinaryOp::Eq => "==",
+                BinaryOp::Ne => "!=",
+                BinaryOp::Lt => "<",
+                BinaryOp::Le => "<=",
+                BinaryOp::Gt => ">",
+                BinaryOp::Ge => ">=",
+                BinaryOp::Add => "+",
+                BinaryOp::Sub => "-",
+                BinaryOp::Mul => "*",
+                BinaryOp::Div => "/",
+            };
+            format!("({op} {} {})", sexpr(lhs), sexpr(rhs))
+        }
+        ExprKind::Call { function, args } => format!("({} {})", function.name, list(args)),
+        ExprKind::Quantifier {
+            kind,
+            var,
+            over,
+            body,
+        } => {
+            let kind = match kind {
+                QuantifierKind::Every => "every",
+                QuantifierKind::Some => "some",
+                QuantifierKind::Count => "count",
+            };
+            format!("({kind} {} {} {})", var.name, sexpr(over), sexpr(body))
+        }
+    }
+}
+
+fn example() -> SpecFile {
+    let (spec, diagnostics, sources) = parse_with(EXAMPLE, &example_loader());
+    assert_eq!(render(&diagnostics, &sources), "");
+    spec.unwrap_or_else(|| SpecFile {
+        name: Ident {
+            name: String::new(),
+            span: crate::Span::new(crate::FileId(0), 0, 0),
+        },
+        version: StringLit {
+            value: String::new(),
+            span: crate::Span::new(crate::FileId(0), 0, 0),
+        },
+        doc: None,
+        items: Vec::new(),
+        span: crate::Span::new(crate::FileId(0), 0, 0),
+    })
+}
+
+#[test]
+fn design_example_parses_clean() {
+    let spec = example();
+    assert_eq!(spec.name.name, "closed_loop");
+    assert_eq!(spec.version.value, "1.0.0");
+    assert_eq!(
+        spec.doc.map(|doc| doc.value).as_deref(),
+        Some("Six roles in a closed loop: plan, execute, evaluate, repair, finalize.")
+    );
+    let kinds: Vec<&str> = spec
+        .items
+        .iter()
+        .map(|item| match item {
+            Item::Import(_) => "import",
+            Item::Models(_) => "models",
+            Item::Rules(_) => "rules",
+            Item::Contract(_) => "contract",
+            Item::Tool(_) => "tool",
+            Item::Role(_) => "role",
+            Item::Gate(_) => "gate",
+            Item::Repair(_) => "repair",
+            Item::Invariant(_) => "invariant",
+            Item::Budget(_) => "budget",
+            Item::Flow(_) => "flow",
+        })
+        .collect();
+    assert_eq!(
+        kinds.join(" "),
+        "import models rules contract contract contract contract contract contract contract \
+         contract contract tool tool role role role role gate repair invariant invariant \
+         invariant budget flow"
+    );
+}
+
+#[test]
+fn precedence() {
+    check_expr(
+        "a or b and not c == d + e * f",
+        "(or a (and b (not (== c (+ d (* e f))))))",
+    );
+    check_expr("a and b or c and d", "(or (and a b) (and c d))");
+    check_expr("a - b - c", "(- (- a b) c)");
+    check_expr("a / b * c", "(* (/ a b) c)");
+    check_expr("-a * -2", "(* (neg a) (neg 2))");
+    check_expr("- -a", "(neg (neg a))");
+    check_expr("not not a", "(not (not a))");
+    check_expr("(a or b) and c", "(and (or a b) c)");
+    check_expr("a.b.c >= 7.0", "(>= a.b.c 7.0)");
+    check_expr("run.tokens <= 200000", "(<= run.tokens 200000)");
+    check_expr("x != none", "(!= x none)");
+    check_expr("r.status != failed", "(!= r.status failed)");
+    check_expr("review.verdict == PASS", "(== review.verdict PASS)");
+    check_expr("a == b and c < d", "(and (== a b) (< c d))");
+    check_expr("1 + 2 * 3 - 4 / 2", "(- (+ 1 (* 2 3)) (/ 4 2))");
+    check_expr("a//comment\n + b", "(+ a b)");
+    check_expr("a /* c */ / b", "(/ a b)");
+}
+
+#[test]
+fn literals_and_calls() {
+    check_expr("true or false", "(or true false)");
+    check_expr("[1, 2.5, \"x\", none,]", "[1 2.5 \"x\" none]");
+    check_expr("[]", "[]");
+    check_expr("len(x) > 0", "(> (len x) 0)");
+    check_expr("contains(a.b, \"q\")", "(contains a.b \"q\")");
+    check_expr(
+        "matches(candidate.text, \"sk-[A-Za-z0-9]{20,}\")",
+        "(matches candidate.text \"sk-[A-Za-z0-9]{20,}\")",
+    );
+    check_expr("max()", "(max )");
+    check_expr("unknown_fn(1)", "(unknown_fn 1)");
+    check_expr(
+        "{id: \"a\", depends_on: [\"b\"],}",
+        "{id: \"a\", depends_on: [\"b\"]}",
+    );
+    check_expr("{}", "{}");
+    check_expr(
+        "[{id: \"a\", goal: \"g\"}, {id: \"b\", goal: \"h\"}]",
+        "[{id: \"a\", goal: \"g\"} {id: \"b\", goal: \"h\"}]",
+    );
+    check_expr("\"a\\\"b\\\\c\\n\\u{41}\"", "\"a\\\"b\\\\c\\nA\"");
+    check_expr("1_000", "1000");
+    check_expr("1e3", "1000.0");
+    check_expr("\"\"", "\"\"");
+}
+
+#[test]
+fn keywords_are_not_prefixes_of_names() {
+    check_expr("done_x and notes or order", "(or (and done_x notes) order)");
+    check_expr("nothing == none_left", "(== nothing none_left)");
+    check_expr("every_x.count", "every_x.count");
+    check_expr("true_value", "true_value");
+    check_expr("count > 3", "(> count 3)");
+    check_expr("inner.in_x", "inner.in_x");
+}
+
+#[test]
+fn quantifier_bodies_extend_right() {
+    check_expr(
+        "every r in candidate.items: r.status != failed",
+        "(every r candidate.items (!= r.status failed))",
+    );
+    check_expr(
+        "some x in xs: x > 1 and x < 5",
+        "(some x xs (and (> x 1) (< x 5)))",
+    );
+    check_expr(
+        "a and every x in xs: x.ok or b",
+        "(and a (every x xs (or x.ok b)))",
+    );
+    check_expr("(count x in xs: x.ok) >= 3", "(>= (count x xs x.ok) 3)");
+    check_expr(
+        "not every x in xs: some y in x.items: y == 1",
+        "(not (every x xs (some y x.items (== y 1))))",
+    );
+    check_expr("every x in [1, 2]: x > 0", "(every x [1 2] (> x 0))");
+}
+
+#[test]
+fn comparisons_do_not_chain() {
+    check(
+        &format!("{HEADER}invariant i: always a == b == c\n"),
+        "E001 2:28 comparisons cannot be chained",
+    );
+}
+
+#[test]
+fn durations() {
+    let budget = |wall: &str| format!("{HEADER}budget {{ wall {wall} }}\n");
+    check(&budget("250ms"), "");
+    check(&budget("30s"), "");
+    check(&budget("15m"), "");
+    check(&budget("2h"), "");
+    check(&budget("3d"), "E013 2:15 unknown duration unit `d`");
+    check(&budget("30"), "E013 2:15 duration `30` has no unit");
+    check(&budget("1.5s"), "E013 2:15 fractional duration `1.5s`");
+    check(
+        &budget("99999999999999999999h"),
+        "E013 2:15 duration `99999999999999999999h` is too large",
+    );
+    let (spec, diagnostics, _) = parse_with(&budget("3x"), &NoFiles);
+    assert_eq!(
+        diagnostics.first().and_then(|d| d.help.clone()).as_deref(),
+        Some(super::literals::DURATION_UNITS_HELP)
+    );
+    assert!(spec.is_some());
+    let (spec, _, _) = parse_with(
+        &format!("{HEADER}role r {{ timeout: 15m retry: 2 backoff 250ms }}\n"),
+        &NoFiles,
+    );
+    match spec.as_ref().and_then(|spec| spec.items.first()) {
+        Some(Item::Role(role)) => {
+            assert_eq!(role.timeout.as_ref().map(|t| t.millis), Some(900_000));
+            let retry = role
+                .retry
+                .as_ref()
+                .map(|r| (r.count.value, r.backoff.as_ref().map(|b| b.millis)));
+            assert_eq!(retry, Some((2, Some(250))));
+        }
+        other => panic!("not a role: {other:?}"),
+    }
+}
+
+/// The value of the prompt of the first role in `text`.
+fn first_prompt(text: &str) -> String {
+    let (spec, diagnostics, sources) = parse_with(text, &NoFiles);
+    assert_eq!(render(&diagnostics, &sources), "");
+    match spec.as_ref().and_then(|spec| spec.items.first()) {
+        Some(Item::Role(Role {
+            prompt:
+                Some(Prompt {
+                    source: PromptSource::Inline(lit),
+                    ..
+                }),
+            ..
+        })) => lit.value.clone(),
+        other => format!("no inline prompt: {other:?}"),
+    }
+}
+
+#[test]
+fn triple_quoted_blocks_are_dedented() {
+    let role = |prompt: &str| format!("{HEADER}role r {{\n  prompt: {prompt}\n}}\n");
+    assert_eq!(
+        first_prompt(&role("\"\"\"\n    Carry out {{ task.goal }}\n  \"\"\"")),
+        "Carry out {{ task.goal }}"
+    );
+    assert_eq!(
+        first_prompt(&role("\"\"\"\n    One\n      two\n\n    three\n  \"\"\"")),
+        "One\n  two\n\nthree"
+    );
+    assert_eq!(first_prompt(&role("\"\"\"inline\"\"\"")), "inline");
+    assert_eq!(first_prompt(&role("\"\"\"\"\"\"")), "");
+    assert_eq!(
+        first_prompt(&role("\"plain \\\"quoted\\\"\"")),
+        "plain \"quoted\""
+    );
+    assert_eq!(first_prompt(&role("\"\"")), "");
+    // The DESIGN example's executor prompt.
+    let spec = example();
+    let executor = spec.items.iter().find_map(|item| match item {
+        Item::Role(role) if role.name.name == "executor" => Some(role),
+        _ => None,
+    });
+    let prompt = executor.and_then(|role| match &role.prompt {
+        Some(Prompt {
+            source: PromptSource::Inline(lit),
+            ..
+        }) => Some(lit.value.as_str()),
+        _ => None,
+    });
+    assert_eq!(
+        prompt,
+        Some("Carry out exactly this work order. {{ task.goal }}")
+    );
+}
+
+#[test]
+fn bad_strings() {
+    check(
+        &format!("{HEADER}rules r {{ \"a \\q b\" }}\n"),
+        "E013 2:11 unknown escape `\\q`",
+    );
+    check(
+        &format!("{HEADER}rules r {{ \"unclosed }}\nrole x {{}}\n"),
+        "E001 2:11 unterminated string",
+    );
+}
+
+#[test]
+fn error_recovery_per_item() {
+    // Three independent syntax errors in three items: three E001s, and the good items
+    // between them are still parsed.
+    let text = format!(
+        "{HEADER}\
+contract A {{ x: strng? }}
+contract B {{ y: string }}
+role r {{
+  model: default
+  timeout 2m
+}}
+tool t {{ input: B output: B effect: read }}
+gate g on s {{
+  hard h: x == else CODE
+  pass when true
+}}
+budget {{ steps 4 }}
+"
+    );
+    check(
+        &text,
+        "
+E001 2:17 expected a type
+E001 6:11 expected `:`
+E001 10:16 expected an expression
+",
+    );
+    let (spec, _, _) = parse_with(&text, &NoFiles);
+    let names: Vec<String> = spec
+        .map(|spec| spec.items)
+        .unwrap_or_default()
+        .iter()
+        .map(|item| match item {
+            Item::Contract(contract) => format!("contract {}", contract.name.name),
+            Item::Tool(tool) => format!("tool {}", tool.name.name),
+            Item::Budget(_) => "budget".to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(names, ["contract B", "tool t", "budget"]);
+}
+
+#[test]
+fn error_recovery_in_flow() {
+    let text = format!(
+        "{HEADER}\
+flow {{
+  a = r(request) => b
+  b = r(a) -> c
+  c = gate q pass -> done fail ->
+  d = ask \"ok?\" -> done
+}}
+budget {{ steps 4 }}
+"
+    );
+    check(
+        &text,
+        "
+E001 3:18 expected one of `->`, `pass`, `when`
+E001 6:3 expected `repair` or a target
+",
+    );
+    let (spec, _, _) = parse_with(&text, &NoFiles);
+    let summary: Vec<String> = spec
+        .map(|spec| spec.items)
+        .unwrap_or_default()
+        .iter()
+        .map(|item| match item {
+            Item::Flow(flow) => format!(
+                "flow {}",
+                flow.steps
+                    .iter()
+                    .map(|step| step.name.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            Item::Budget(_) => "budget".to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(summary, ["flow b d", "budget"]);
+}
+
+#[test]
+fn unclosed_blocks() {
+    check(
+        &format!("{HEADER}contract A {{ x: string\nrole r {{ model: m }}\n"),
+        "E001 3:1 expected `}` to close `contract` before the next item",
+    );
+    check(
+        &format!("{HEADER}flow {{\n  a = r(x) -> done\nbudget {{ steps 2 }}\n"),
+        "E001 4:1 expected `}` to close the flow",
+    );
+    check(
+        &format!("{HEADER}flow {{\n  a = r(x) -> done\n"),
+        "E001 4:1 expected `}` to close the flow",
+    );
+}
+
+#[test]
+fn header_errors() {
+    check("", "E001 1:1 expected `spec`");
+    check("spec X version \"1\"", "E001 1:6 expected a name");
+    check("spec x \"1\"", "E001 1:8 expected `version`");
+    let (spec, _, _) = parse_with("spec x", &NoFiles);
+    assert!(spec.is_none());
+    check("spec x version \"1\"\n\"\"\"doc\"\"\"\n", "");
+}
+
+#[test]
+fn helpful_messages() {
+    let help = |text: &str| {
+        let (_, diagnostics, _) = parse_with(text, &NoFiles);
+        diagnostics
+            .first()
+            .map(|d| format!("{}: {}", d.message, d.help.clone().unwrap_or_default()))
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        help(&format!("{HEADER}role Planner {{}}\n")),
+        "expected a name: names of roles, steps, tools, gates, rules and models are lower-case (`[a-z_][a-z0-9_]*`)"
+    );
+    assert_eq!(
+        help(&format!("{HEADER}contract request {{}}\n")),
+        "expected a contract name: contract names start with an upper-case letter, e.g. `Request`"
+    );
+    assert_eq!(
+        help(&format!("{HEADER}widget x {{}}\n")),
+        "expected an item: an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget` or `flow`"
+    );
+}
+
+/// The contract fields of `contract C { FIELDS }`, each as `name: type`.
+fn check_types(fields: &str, expect: &str) {
+    let text = format!("{HEADER}contract C {{ {fields} }}\n");
+    let (spec, diagnostics, sources) = parse_with(&text, &NoFiles);
+    assert_eq!(render(&diagnostics, &sources), "", "fields: {fields}");
+    let got = match spec.as_ref().and_then(|spec| spec.items.first()) {
+        Some(Item::Contract(contract)) => contract
+            .fields
+            .iter()
+            .map(|field| {
+                let default = field
+                    .default
+                    .as_ref()
+                    .map(|expr| format!(" = {}", sexpr(expr)))
+                    .unwrap_or_default();
+                format!("{}: {}{default}", field.name.name, type_string(&field.ty))
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        other => format!("not a contract: {other:?}"),
+    };
+    assert_eq!(got, expect, "fields: {fields}");
+}
+
+fn type_string(ty: &TypeExpr) -> String {
+    let range = |range: &Option<RangeLit>| match range {
+        None => String::new(),
+        Some(range) => format!(
+            "({}{}{})",
+            range
+                .min
+                .as_ref()
+                .map(|n| n.value.to_string())
+                .unwrap_or_default(),
+            if range.inclusive { "..=" } else { ".." },
+            range
+                .max
+                .as_ref()
+                .map(|n| n.value.to_string())
+                .unwrap_or_default(),
+        ),
+    };
+    let base = match &ty.kind {
+        TypeKind::String => "string".to_string(),
+        TypeKind::Bool => "bool".to_string(),
+        TypeKind::Int(r) => format!("int{}", range(r)),
+        TypeKind::Float(r) => format!("float{}", range(r)),
+        TypeKind::List(element, r) => format!("list<{}>{}", type_string(element), range(r)),
+        TypeKind::Enum(variants) => variants
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect::<Vec<_>>()
+            .join("|"),
+        TypeKind::Named(name) => name.name.clone(),
+    };
+    if ty.optional {
+        format!("{base}?")
+    } else {
+        base
+    }
+}
+
+#[test]
+fn type_forms() {
+    check_types("a: string b: bool", "a: string; b: bool");
+    check_types("a: int(1..=20) b: int(1..)", "a: int(1..=20); b: int(1..)");
+    check_types("a: int(..=5) b: int(0..10)", "a: int(..=5); b: int(0..10)");
+    check_types("a: float(-1.5..=1.5)", "a: float(-1.5..=1.5)");
+    check_types("a: list<list<Task>>", "a: list<list<Task>>");
+    check_types("a: list<Task>(1..=20)?", "a: list<Task>(1..=20)?");
+    check_types("a: ok | failed | partial", "a: ok|failed|partial");
+    check_types("a: PASS | FAIL | OPTIMIZE?", "a: PASS|FAIL|OPTIMIZE?");
+    check_types("a: string | int", "a: string|int");
+    check_types("a: Plan?, b: string?", "a: Plan?; b: string?");
+    check_types(
+        "a: list<string> = [] b: int = 3 c: string? = none d: string = \"x\"",
+        "a: list<string> = []; b: int = 3; c: string? = none; d: string = \"x\"",
+    );
+    check_types("a: int = -1", "a: int = (neg 1)");
+    check_types("", "");
+    check(
+        &format!("{HEADER}contract C {{ a: strng }}\n"),
+        "E001 2:17 expected a type",
+    );
+    check(&format!("{HEADER}contract C {{ a: int(1..=) }}\n"), "");
+}
+
+#[test]
+fn duplicate_properties() {
+    check(
+        &format!("{HEADER}role r {{\n  timeout: 2m\n  model: m\n  timeout: 3m\n}}\n"),
+        "E003 5:3 `timeout` is given twice in role `r`",
+    );
+    let (_, diagnostics, sources) = parse_with(
+        &format!("{HEADER}role r {{\n  timeout: 2m\n  timeout: 3m\n}}\n"),
+        &NoFiles,
+    );
+    let note = diagnostics
+        .first()
+        .and_then(|d| d.labels.iter().find(|label| !label.primary))
+        .map(|label| sources.snippet(label.span));
+    assert_eq!(note, Some("timeout: 2m"));
+    check(
+        &format!("{HEADER}tool t {{ effect: read effect: write }}\n"),
+        "E003 2:23 `effect` is given twice in tool `t`",
+    );
+    check(
+        &format!("{HEADER}budget {{ steps 1 steps 2 }}\n"),
+        "E003 2:18 `steps` is given twice in the budget",
+    );
+}
+
+#[test]
+fn items_in_detail() {
+    let spec = example();
+    let mut seen = Vec::new();
+    for item in &spec.items {
+        match item {
+            Item::Models(models) => {
+                let entries: Vec<String> = models
+                    .entries
+                    .iter()
+                    .map(|entry| {
+                        format!(
+                            "{}={}{}",
+                            entry.alias.name,
+                            entry.target.value,
+                            entry
+                                .price
+                                .as_ref()
+                                .map(|p| format!(" {}/{}", p.input.value, p.output.value))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                seen.push(format!("models {}", entries.join(", ")));
+            }
+            Item::Rules(rules) => seen.push(format!(
+                "rules {} {:?} {}",
+                rules.name.name,
+                rules.version.as_ref().map(|v| v.value.as_str()),
+                rules.lines.len()
+            )),
+            Item::Tool(tool) => seen.push(format!(
+                "tool {} {:?} {:?} {:?}",
+                tool.name.name,
+                tool.input.as_ref().map(|i| i.name.as_str()),
+                tool.output.as_ref().map(|i| i.name.as_str()),
+                tool.effect.as_ref().map(|e| e.effect)
+            )),
+            Item::Role(role) if role.name.name == "planner" => seen.push(format!(
+                "role planner model={:?} rules={:?} inputs={:?} timeout={:?} retry={:?}",
+                role.model.as_ref().map(|m| match m {
+                    ModelRef::Alias(alias) => alias.name.clone(),
+                    ModelRef::Literal(lit) => lit.value.clone(),
+                }),
+                role.rules
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect::<Vec<_>>(),
+                role.inputs
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect::<Vec<_>>(),
+                role.timeout.as_ref().map(|t| t.millis),
+                role.retry
+                    .as_ref()
+                    .map(|r| (r.count.value, r.backoff.as_ref().map(|b| b.millis))),
+            )),
+            Item::Gate(gate) => {
+                let rules: Vec<String> = gate
+                    .rules
+                    .iter()
+                    .map(|rule| match rule {
+                        GateRule::Check {
+                            severity,
+                            name,
+                            expr,
+                            code,
+                            ..
+                        } => format!("{severity:?} {} {} {}", name.name, sexpr(expr), code.name),
+                        GateRule::Score {
+                            name,
+                            weight,
+                            expr,
+                            below,
+                            ..
+                        } => format!(
+                            "score {} {} {} {:?}",
+                            name.name,
+                            weight.value,
+                            sexpr(expr),
+                            below.as_ref().map(|(n, c)| (n.value, c.name.clone()))
+                        ),
+                    })
+                    .collect();
+                seen.push(format!(
+                    "gate {} on {}: {} | pass {}",
+                    gate.name.name,
+                    gate.subject.name,
+                    rules.join(" | "),
+                    sexpr(&gate.pass_when)
+                ));
+            }
+            Item::Repair(repair) => {
+                let arms: Vec<String> = repair
+                    .arms
+                    .iter()
+                    .map(|arm| {
+                        let pattern = match &arm.pattern {
+                            RepairPattern::Codes(codes) => codes
+                                .iter()
+                                .map(|c| c.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(","),
+                            RepairPattern::Wildcard(_) => "_".to_string(),
+                        };
+                        let action = match &arm.action {
+                            Action::Rerun {
+                                step,
+                                with_feedback,
+                                ..
+                            } => format!("rerun {} {with_feedback}", step.name),
+                            Action::Replan(_) => "replan".to_string(),
+                            Action::Accept(_) => "accept".to_string(),
+                            Action::Block(s) => format!("block {:?}", s.value),
+                            Action::Fail(s) => format!("fail {:?}", s.value),
+                            Action::Ask(s) => format!("ask {:?}", s.value),
+                        };
+                        format!("{pattern} -> {action}")
+                    })
+                    .collect();
+                seen.push(format!(
+                    "repair {} {:?}: {}",
+                    repair.rounds.value,
+                    repair.no_progress.as_ref().map(|n| n.value),
+                    arms.join("; ")
+                ));
+            }
+            Item::Invariant(invariant) => seen.push(format!(
+                "invariant {}: {}",
+                invariant.name.name,
+                match &invariant.kind {
+                    InvariantKind::HasNoTools { role } => format!("{} has no tools", role.name),
+                    InvariantKind::OnlyUses { role, tool } =>
+                        format!("only {} uses {}", role.name, tool.name),
+                    InvariantKind::Always(expr) => format!("always {}", sexpr(expr)),
+                }
+            )),
+            Item::Budget(budget) => seen.push(format!(
+                "budget {:?} {:?} {:?} {:?}",
+                budget.tokens.as_ref().map(|t| t.value),
+                budget.cost.as_ref().map(|t| t.value),
+                budget.wall.as_ref().map(|t| t.millis),
+                budget.steps.as_ref().map(|t| t.value),
+            )),
+            Item::Flow(flow) => {
+                for step in &flow.steps {
+                    seen.push(format!("step {}", step_string(step)));
+                }
+            }
+            _ => {}
+        }
+    }
+    let expect = r#"
+models default=openai:gpt-4o-mini 0.15/0.6, strong=anthropic:claude-sonnet-4-5
+rules core Some("2026.11") 2
+tool web_search Some("Query") Some("Hits") Some(Read)
+tool publish Some("Post") Some("Receipt") Some(External)
+role planner model=Some("default") rules=["core"] inputs=["Request"] timeout=Some(120000) retry=Some((2, Some(1000)))
+gate quality on execute: Hard all_done (every r candidate.items (!= r.status failed)) STAGE_FAILED | Hard no_secret (not (matches candidate.text "sk-[A-Za-z0-9]{20,}")) SECRET_LEAK | Warn has_notes (!= review.notes none) NO_NOTES | score relevance 2 review.relevance Some((6.0, "LOW_RELEVANCE")) | score completeness 1 review.completeness Some((6.0, "INCOMPLETE")) | pass (>= score 7.0)
+repair 3 Some(2): STAGE_FAILED -> rerun execute false; LOW_RELEVANCE,INCOMPLETE -> rerun execute true; SECRET_LEAK -> block "secret in candidate"; NO_NOTES -> accept
+invariant judges_are_toolless: reviewer has no tools
+invariant one_publisher: only executor uses publish
+invariant bounded_cost: always (<= run.tokens 200000)
+budget Some(500000) Some(2.5) Some(3600000) Some(40)
+step plan = planner(request) -> execute
+step execute = each t in plan.tasks: executor(t) concurrency Some(4) check None -> review
+step review = reviewer(candidate) -> judge
+step judge = gate quality pass -> deliver fail -> repair
+step deliver = finalize finalizer(best) -> done
+"#;
+    assert_eq!(seen.join("\n"), expect.trim());
+}
+
+fn target_string(target: &Target) -> String {
+    match target {
+        Target::Step(name) => name.name.clone(),
+        Target::Done(_) => "done".to_string(),
+        Target::Blocked(s) => format!("blocked {:?}", s.value),
+        Target::Failed(s) => format!("failed {:?}", s.value),
+    }
+}
+
+fn step_string(step: &Step) -> String {
+    let args = |args: &[Expr]| args.iter().map(sexpr).collect::<Vec<_>>().join(", ");
+    let body = match &step.body {
+        StepBody::Call { role, args: a } => format!("{}({})", role.name, args(a)),
+        StepBody::Each {
+            var,
+            over,
+            role,
+            args: a,
+            concurrency,
+            check,
+        } => format!(
+            "each {} in {}: {}({}) concurrency {:?} check {:?}",
+            var.name,
+            sexpr(over),
+            role.name,
+            args(a),
+            concurrency.as_ref().map(|c| c.value),
+            check.as_ref().map(|c| (
+                c.gate.name.clone(),
+                c.by.as_ref().map(|b| b.name.clone()),
+                c.retries.as_ref().map(|r| r.value)
+            ))
+        ),
+        StepBody::Gate { gate } => format!("gate {}", gate.name),
+        StepBody::Finalize { role, args: a } => format!("finalize {}({})", role.name, args(a)),
+        StepBody::Ask { question } => format!("ask {:?}", question.value),
+    };
+    let next = match &step.next {
+        Next::Goto(target) => format!("-> {}", target_string(target)),
+        Next::When { arms, otherwise } => {
+            let mut text = arms
+                .iter()
+                .map(|(condition, target)| {
+                    format!("when {} -> {}", sexpr(condition), target_string(target))
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            if let Some(otherwise) = otherwise {
+                text.push_str(&format!(" else -> {}", target_string(otherwise)));
+            }
+            text
+        }
+        Next::PassFail { pass, fail } => format!(
+            "pass -> {} fail -> {}",
+            target_string(pass),
+            match fail {
+                FailTarget::Target(target) => target_string(target),
+                FailTarget::Repair(_) => "repair".to_string(),
+            }
+        ),
+    };
+    format!("{} = {body} {next}", step.name.name)
+}
+
+/// Parses `flow { STEP }` and compares the step, printed back, with `expect`.
+fn check_step(step: &str, expect: &str) {
+    let text = format!("{HEADER}flow {{\n  {step}\n}}\n");
+    let (spec, diagnostics, sources) = parse_with(&text, &NoFiles);
+    assert_eq!(render(&diagnostics, &sources), "", "step: {step}");
+    let got = match spec.as_ref().and_then(|spec| spec.items.first()) {
+        Some(Item::Flow(flow)) => flow
+            .steps
+            .iter()
+            .map(step_string)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => format!("not a flow: {other:?}"),
+    };
+    assert_eq!(got, expect, "step: {step}");
+}
+
+#[test]
+fn step_forms() {
+    check_step("a = r(x, y.z) -> b", "a = r(x, y.z) -> b");
+    check_step("a = r() -> done", "a = r() -> done");
+    check_step(
+        "a = each t in plan.tasks: w(t) concurrency 4 check g by judge retries 2 -> b",
+        "a = each t in plan.tasks: w(t) concurrency Some(4) check Some((\"g\", Some(\"judge\"), Some(2))) -> b",
+    );
+    check_step(
+        "a = each t in [{id: \"x\", depends_on: []}]: w(t) check g -> b",
+        "a = each t in [{id: \"x\", depends_on: []}]: w(t) concurrency None check Some((\"g\", None, None)) -> b",
+    );
+    check_step(
+        "gate = gate quality pass -> done fail -> repair",
+        "gate = gate quality pass -> done fail -> repair",
+    );
+    check_step(
+        "j = gate q pass -> done fail -> blocked \"no\"",
+        "j = gate q pass -> done fail -> blocked \"no\"",
+    );
+    check_step(
+        "d = finalize f(best) -> done",
+        "d = finalize f(best) -> done",
+    );
+    check_step(
+        "h = ask \"ship it?\" when h.approved -> done else -> failed \"rejected\"",
+        "h = ask \"ship it?\" when h.approved -> done else -> failed \"rejected\"",
+    );
+    check_step(
+        "s = r(x) when s.n > 3 -> a when s.n > 1 -> b",
+        "s = r(x) when (> s.n 3) -> a when (> s.n 1) -> b",
+    );
+    check_step(
+        "a = r(x) -> b\n  b = each(x) -> done",
+        "a = r(x) -> b\nb = each(x) -> done",
+    );
+    check_step("ask = ask(x) -> done", "ask = ask(x) -> done");
+    check_step(
+        "a = r(x) -> b  b = r(a) -> c",
+        "a = r(x) -> b\nb = r(a) -> c",
+    );
+}
+
+#[test]
+fn other_items() {
+    check(
+        &format!(
+            "{HEADER}import role \"nope.md\"\nrepair {{ rounds 1 _ -> replan }}\nrepair {{ rounds 2 A, B -> fail \"x\" _ -> ask \"y\" }}\n"
+        ),
+        "E016 2:13 cannot read role file `nope.md`",
+    );
+    check(
+        &format!("{HEADER}models {{ a = \"x:y\" price 1 / 2, b = \"p:q\" }}\n"),
+        "",
+    );
+    check(
+        &format!("{HEADER}models {{ a = \"x:y\" price 1 }}\n"),
+        "E001 2:28 expected `/`",
+    );
+    check(
+        &format!(
+            "{HEADER}role r {{ model: \"openai:gpt-4o\", input: A, B, output: C, tools: [], max_tool_calls: 3 }}\n"
+        ),
+        "",
+    );
+    check(
+        &format!("{HEADER}role r {{ prompt: file(\"missing.j2\") }}\n"),
+        "E016 2:23 cannot read prompt file `missing.j2`",
+    );
+}

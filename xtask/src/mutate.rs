@@ -289,6 +289,9 @@ const UNICODE: &[&str] = &[
     "０１２",
 ];
 
+/// Mutations stop growing an input past this size (the corpus specs are a few KiB).
+const MAX_INPUT: usize = 256 * 1024;
+
 /// Template-specific noise for prompt files and role files.
 const TEMPLATE_NOISE: &[&str] = &[
     "{{ undefined_variable }}",
@@ -362,6 +365,9 @@ pub fn mutate(
     };
     let rounds = 1 + rng.below(4);
     for _ in 0..rounds {
+        if mutant.text.len() > MAX_INPUT {
+            break;
+        }
         if !mutant.files.is_empty() && rng.chance(1, 8) {
             let keys: Vec<String> = mutant.files.keys().cloned().collect();
             if let Some(key) = rng.pick(&keys) {
@@ -608,7 +614,9 @@ pub fn mutate_text(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'sta
         _ => {
             // A long run of one token: huge lists, many arms, very long identifiers.
             let piece = slice(text, chosen.start, chosen.end);
-            let count = 1 + rng.below(2000);
+            // At most about 16 KiB more text, so stacked mutations stay small enough that
+            // slowness means a real problem, not a huge input.
+            let count = 1 + rng.below(2000).min(16 * 1024 / piece.len().max(1));
             let separator = if chosen.kind == TokenKind::Ident {
                 "_"
             } else {
@@ -711,6 +719,7 @@ mod tests {
             let second = mutate(&mut Rng::new(seed), text, &files, &donors);
             assert_eq!(first.text, second.text);
             assert!(!first.mutations.is_empty());
+            assert!(first.text.len() < MAX_INPUT + 64 * 1024);
         }
     }
 }

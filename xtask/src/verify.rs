@@ -201,7 +201,7 @@ fn run_cargo(root: &Path, name: &'static str, args: &[&str], accept: bool) -> St
         Ok(status) if status.success() => (Verdict::Pass, String::new()),
         Ok(status) => (
             Verdict::Fail,
-            format!("cargo {} exited with {status}", args.join(" ")),
+            format!("cargo {} failed ({status})", args.join(" ")),
         ),
         Err(error) => (Verdict::Fail, format!("cannot run {}: {error}", cargo())),
     };

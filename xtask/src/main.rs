@@ -277,11 +277,13 @@ fn report_failure(root: &std::path::Path, failure: &Failure, seed: u64, stats: O
 
 fn print_stats(stats: &FuzzStats) {
     println!(
-        "fuzz: {} inputs in {} ({:.0} inputs/s): {} with errors, {} clean; seed {}",
+        "fuzz: {} inputs in {} ({:.0} inputs/s): {} with errors ({} syntax, {} from later checks), {} clean; seed {}",
         stats.inputs,
         format_duration(stats.elapsed),
         stats.per_second(),
         stats.with_errors,
+        stats.syntax_errors,
+        stats.with_errors - stats.syntax_errors,
         stats.clean,
         stats.seed
     );

@@ -413,6 +413,12 @@ pub fn mutate_text(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'sta
         let noise = rng.pick(KEYWORDS).copied().unwrap_or("spec");
         return (format!("{text}{noise}"), "append-to-empty");
     };
+    // Half the mutations keep the text close to parsing (names, numbers, strings and whole
+    // items change), so the checks after the parser get fuzzed too: the compiler only
+    // checks a file that parsed cleanly.
+    if rng.chance(1, 2) {
+        return mutate_meaning(rng, text, &solid, donors);
+    }
     match rng.below(16) {
         0 | 1 => {
             let count = 1 + rng.below(3);
@@ -631,6 +637,123 @@ pub fn mutate_text(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'sta
     }
 }
 
+/// A mutation that usually still parses: a name, number or string replaced by another of
+/// the corpus, or a whole item deleted, duplicated, swapped or brought in from another spec.
+fn mutate_meaning(
+    rng: &mut Rng,
+    text: &str,
+    solid: &[Token],
+    donors: &Donors,
+) -> (String, &'static str) {
+    let kind = match rng.below(5) {
+        0 | 1 => TokenKind::Ident,
+        2 => TokenKind::Number,
+        3 => TokenKind::Str,
+        _ => return mutate_items(rng, text, donors),
+    };
+    let candidates: Vec<Token> = solid
+        .iter()
+        .copied()
+        .filter(|token| token.kind == kind && !is_keyword(slice(text, token.start, token.end)))
+        .collect();
+    let Some(target) = rng.pick(&candidates).copied() else {
+        return mutate_items(rng, text, donors);
+    };
+    // Mostly a name of this very spec (a known name in the wrong place), else the corpus's.
+    let replacement = if rng.chance(2, 3) {
+        rng.pick(&candidates)
+            .map(|token| slice(text, token.start, token.end).to_string())
+    } else {
+        (0..8).find_map(|_| {
+            let (donor, tokens) = donors.pick(rng)?;
+            let token = tokens.get(rng.below(tokens.len()))?;
+            let piece = slice(donor, token.start, token.end);
+            (token.kind == kind && !is_keyword(piece)).then(|| piece.to_string())
+        })
+    };
+    let replacement = match (replacement, kind) {
+        (Some(replacement), _) => replacement,
+        (None, TokenKind::Number) => rng.pick(NUMBERS).copied().unwrap_or("0").to_string(),
+        (None, _) => "renamed".to_string(),
+    };
+    let name = match kind {
+        TokenKind::Ident => "rename",
+        TokenKind::Number => "renumber",
+        _ => "restring",
+    };
+    (
+        splice_at(text, target.start, target.end, &replacement),
+        name,
+    )
+}
+
+fn is_keyword(word: &str) -> bool {
+    KEYWORDS.contains(&word)
+}
+
+/// Top-level items: a new item starts at a line that begins with a letter (`contract`,
+/// `role`, `flow`, ...). The first chunk is everything before the second item.
+fn split_items(text: &str) -> Vec<&str> {
+    let mut starts = vec![0];
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if offset > 0 && line.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            starts.push(offset);
+        }
+        offset += line.len();
+    }
+    starts.push(text.len());
+    starts
+        .windows(2)
+        .filter_map(|pair| match pair {
+            [start, end] => text.get(*start..*end),
+            _ => None,
+        })
+        .collect()
+}
+
+fn mutate_items(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'static str) {
+    let mut items = split_items(text);
+    if items.len() < 2 {
+        return (text.to_string(), "items");
+    }
+    let index = 1 + rng.below(items.len() - 1);
+    let name = match rng.below(4) {
+        0 => {
+            items.remove(index);
+            "delete-item"
+        }
+        1 => {
+            if let Some(item) = items.get(index).copied() {
+                items.insert(index, item);
+            }
+            "duplicate-item"
+        }
+        2 => {
+            let other = 1 + rng.below(items.len() - 1);
+            items.swap(index, other);
+            "swap-items"
+        }
+        _ => {
+            let donor_item = donors.pick(rng).and_then(|(donor, _)| {
+                let donor_items = split_items(donor);
+                donor_items
+                    .get(1 + rng.below(donor_items.len().max(2) - 1))
+                    .copied()
+            });
+            if let Some(item) = donor_item {
+                items.insert(index, item);
+            }
+            "import-item"
+        }
+    };
+    let mut result: String = items.concat();
+    if !result.ends_with('\n') {
+        result.push('\n');
+    }
+    (result, name)
+}
+
 /// A random token boundary (or the end of the text).
 fn boundary(rng: &mut Rng, text: &str, tokens: &[Token]) -> usize {
     let index = rng.below(tokens.len() + 1);
@@ -706,6 +829,19 @@ mod tests {
                 (Punct, "->"),
                 (Comment, "// note"),
             ]
+        );
+    }
+
+    #[test]
+    fn items_split_at_top_level_lines() {
+        let text = "spec a version \"1\"\n\ncontract A {\n  x: int\n}\nflow {\n  s = r(request) -> done\n}\n";
+        let items = split_items(text);
+        assert_eq!(items.concat(), text);
+        assert_eq!(items.len(), 3);
+        assert!(
+            items
+                .get(1)
+                .is_some_and(|item| item.starts_with("contract A"))
         );
     }
 

@@ -363,6 +363,10 @@ pub fn mutate(
         files: files.clone(),
         mutations: Vec::new(),
     };
+    // Half the inputs get only mutations that keep the text close to parsing (names,
+    // numbers, strings and whole items change), so the checks after the parser get fuzzed
+    // too: the compiler only checks a file that parsed cleanly.
+    let meaning_only = rng.chance(1, 2);
     let rounds = 1 + rng.below(4);
     for _ in 0..rounds {
         if mutant.text.len() > MAX_INPUT {
@@ -382,7 +386,12 @@ pub fn mutate(
             }
             continue;
         }
-        let (changed, name) = mutate_text(rng, &mutant.text, donors);
+        let (changed, name) = if meaning_only {
+            let solid = solid_tokens(&mutant.text);
+            mutate_meaning(rng, &mutant.text, &solid, donors)
+        } else {
+            mutate_text(rng, &mutant.text, donors)
+        };
         mutant.text = changed;
         mutant.mutations.push(name);
     }
@@ -404,19 +413,12 @@ fn mutate_file(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'static 
 /// One token-level mutation of `text`.
 pub fn mutate_text(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'static str) {
     let tokens = tokenize(text);
-    let solid: Vec<Token> = tokens
-        .iter()
-        .copied()
-        .filter(|token| token.kind != TokenKind::Space)
-        .collect();
+    let solid = solid_tokens(text);
     let Some(&chosen) = rng.pick(&solid) else {
         let noise = rng.pick(KEYWORDS).copied().unwrap_or("spec");
         return (format!("{text}{noise}"), "append-to-empty");
     };
-    // Half the mutations keep the text close to parsing (names, numbers, strings and whole
-    // items change), so the checks after the parser get fuzzed too: the compiler only
-    // checks a file that parsed cleanly.
-    if rng.chance(1, 2) {
+    if rng.chance(1, 4) {
         return mutate_meaning(rng, text, &solid, donors);
     }
     match rng.below(16) {
@@ -637,6 +639,13 @@ pub fn mutate_text(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'sta
     }
 }
 
+fn solid_tokens(text: &str) -> Vec<Token> {
+    tokenize(text)
+        .into_iter()
+        .filter(|token| token.kind != TokenKind::Space)
+        .collect()
+}
+
 /// A mutation that usually still parses: a name, number or string replaced by another of
 /// the corpus, or a whole item deleted, duplicated, swapped or brought in from another spec.
 fn mutate_meaning(
@@ -659,16 +668,26 @@ fn mutate_meaning(
     let Some(target) = rng.pick(&candidates).copied() else {
         return mutate_items(rng, text, donors);
     };
+    // A name keeps its case (contract names and codes are capitalised, the grammar knows).
+    let target_text = slice(text, target.start, target.end);
+    let same_shape = |piece: &str| {
+        !is_keyword(piece)
+            && piece.starts_with(|c: char| c.is_ascii_uppercase())
+                == target_text.starts_with(|c: char| c.is_ascii_uppercase())
+    };
     // Mostly a name of this very spec (a known name in the wrong place), else the corpus's.
     let replacement = if rng.chance(2, 3) {
-        rng.pick(&candidates)
-            .map(|token| slice(text, token.start, token.end).to_string())
+        (0..8).find_map(|_| {
+            let token = rng.pick(&candidates)?;
+            let piece = slice(text, token.start, token.end);
+            same_shape(piece).then(|| piece.to_string())
+        })
     } else {
         (0..8).find_map(|_| {
             let (donor, tokens) = donors.pick(rng)?;
             let token = tokens.get(rng.below(tokens.len()))?;
             let piece = slice(donor, token.start, token.end);
-            (token.kind == kind && !is_keyword(piece)).then(|| piece.to_string())
+            (token.kind == kind && same_shape(piece)).then(|| piece.to_string())
         })
     };
     let replacement = match (replacement, kind) {

@@ -668,13 +668,10 @@ fn mutate_meaning(
     let Some(target) = rng.pick(&candidates).copied() else {
         return mutate_items(rng, text, donors);
     };
-    // A name keeps its case (contract names and codes are capitalised, the grammar knows).
-    let target_text = slice(text, target.start, target.end);
-    let same_shape = |piece: &str| {
-        !is_keyword(piece)
-            && piece.starts_with(|c: char| c.is_ascii_uppercase())
-                == target_text.starts_with(|c: char| c.is_ascii_uppercase())
-    };
+    // The replacement has the target's shape (a contract name for a contract name, a
+    // duration for a duration, a closed string for a string): the grammar tells them apart.
+    let target_shape = shape(slice(text, target.start, target.end));
+    let same_shape = |piece: &str| !is_keyword(piece) && shape(piece) == target_shape;
     // Mostly a name of this very spec (a known name in the wrong place), else the corpus's.
     let replacement = if rng.chance(2, 3) {
         (0..8).find_map(|_| {
@@ -704,6 +701,51 @@ fn mutate_meaning(
         splice_at(text, target.start, target.end, &replacement),
         name,
     )
+}
+
+/// What a token looks like to the grammar, coarsely.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// `Review`
+    Camel,
+    /// `LOW_RELEVANCE`, `PASS`
+    Upper,
+    /// `planner`
+    Lower,
+    Integer,
+    Float,
+    /// `30s`
+    Duration,
+    /// `"..."`, closed
+    String,
+    Other,
+}
+
+fn shape(piece: &str) -> Shape {
+    let mut chars = piece.chars();
+    match chars.next() {
+        Some(first) if first.is_ascii_uppercase() => {
+            if piece.chars().any(|c| c.is_ascii_lowercase()) {
+                Shape::Camel
+            } else {
+                Shape::Upper
+            }
+        }
+        Some(first) if first.is_ascii_lowercase() || first == '_' => Shape::Lower,
+        Some(first) if first.is_ascii_digit() => {
+            if piece.chars().any(|c| c.is_ascii_alphabetic()) {
+                Shape::Duration
+            } else if piece.contains('.') {
+                Shape::Float
+            } else {
+                Shape::Integer
+            }
+        }
+        Some('"') if piece.len() >= 2 && piece.ends_with('"') && !piece.starts_with("\"\"\"") => {
+            Shape::String
+        }
+        _ => Shape::Other,
+    }
 }
 
 fn is_keyword(word: &str) -> bool {
@@ -849,6 +891,18 @@ mod tests {
                 (Comment, "// note"),
             ]
         );
+    }
+
+    #[test]
+    fn shapes_tell_grammar_classes_apart() {
+        assert_eq!(shape("Review"), Shape::Camel);
+        assert_eq!(shape("LOW_RELEVANCE"), Shape::Upper);
+        assert_eq!(shape("planner"), Shape::Lower);
+        assert_eq!(shape("30s"), Shape::Duration);
+        assert_eq!(shape("1.5"), Shape::Float);
+        assert_eq!(shape("12"), Shape::Integer);
+        assert_eq!(shape("\"a\""), Shape::String);
+        assert_eq!(shape("\"open"), Shape::Other);
     }
 
     #[test]

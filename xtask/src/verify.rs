@@ -510,6 +510,36 @@ pub fn format_duration(duration: Duration) -> String {
 mod tests {
     use super::*;
 
+    /// The spec stages on a scratch corpus: a clean spec passes, a compile-fail case must
+    /// give an error, and `--filter` narrows both.
+    #[test]
+    fn spec_stages_judge_a_scratch_corpus() {
+        let root = std::env::temp_dir().join(format!("xtask-verify-{}", std::process::id()));
+        let invalid = root.join("specs").join("invalid");
+        std::fs::create_dir_all(&invalid).expect("create scratch corpus");
+        let clean = crate::generator::generate(crate::generator::GenConfig {
+            lines: 100,
+            seed: 3,
+        })
+        .text;
+        let write = |path: PathBuf, text: &str| std::fs::write(path, text).expect("write spec");
+        write(root.join("specs").join("good.charter"), &clean);
+        write(invalid.join("e001_broken.charter"), "spec broken version\n");
+        let config = |filter: Option<&str>| VerifyConfig {
+            filter: filter.map(str::to_string),
+            skip_cargo: true,
+            ..VerifyConfig::default()
+        };
+        assert!(verify(&root, &config(None)));
+
+        // A "compile-fail" case that compiles clean fails the gate, unless filtered out.
+        write(invalid.join("e002_not_really.charter"), &clean);
+        assert!(!verify(&root, &config(None)));
+        assert!(verify(&root, &config(Some("good"))));
+        assert!(!verify(&root, &config(Some("not_really"))));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
     #[test]
     fn durations_read_naturally() {
         assert_eq!(format_duration(Duration::from_millis(850)), "850ms");

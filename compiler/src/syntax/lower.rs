@@ -1005,6 +1005,11 @@ impl Lowerer<'_> {
         let first = tokens.next()?;
         let mut lhs = match first.as_rule() {
             Rule::kw_not | Rule::neg => {
+                if tokens.peek().is_none_or(|next| binary_op(next).is_some()) {
+                    let span = self.span(&first);
+                    self.missing_operand(span, first.as_str());
+                    return None;
+                }
                 if !self.enter(&first) {
                     return None;
                 }
@@ -1034,7 +1039,12 @@ impl Lowerer<'_> {
                 break;
             }
             let operator_span = self.span(operator);
+            let operator_text = operator.as_str().to_string();
             tokens.next();
+            if tokens.peek().is_none_or(|next| binary_op(next).is_some()) {
+                self.missing_operand(operator_span, &operator_text);
+                continue;
+            }
             let is_comparison = power == COMPARISON_POWER;
             if is_comparison && lhs_is_comparison {
                 let first = match &lhs.kind {
@@ -1063,6 +1073,17 @@ impl Lowerer<'_> {
             };
         }
         Some(lhs)
+    }
+
+    fn missing_operand(&mut self, operator: Span, text: &str) {
+        self.report(
+            Diagnostic::new(
+                Code::E001,
+                operator,
+                format!("expected an expression after `{text}`"),
+            )
+            .with_label("nothing follows this operator"),
+        );
     }
 
     fn operand(&mut self, pair: Pair<'_, Rule>) -> Option<Expr> {
@@ -1187,6 +1208,12 @@ fn binding_power(op: BinaryOp) -> u8 {
 }
 
 fn binary_op(pair: &Pair<'_, Rule>) -> Option<BinaryOp> {
+    if !matches!(
+        pair.as_rule(),
+        Rule::kw_or | Rule::kw_and | Rule::cmp_op | Rule::add_op | Rule::mul_op
+    ) {
+        return None;
+    }
     Some(match (pair.as_rule(), pair.as_str()) {
         (Rule::kw_or, _) => BinaryOp::Or,
         (Rule::kw_and, _) => BinaryOp::And,

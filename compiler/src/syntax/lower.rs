@@ -17,6 +17,10 @@ use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span, did_you_mean};
 /// How deep expressions may nest before lowering gives up on them (E001).
 const MAX_EXPRESSION_DEPTH: usize = 64;
 
+/// How many operators one expression level may chain (`a + b + ...`) before lowering gives
+/// up on it (E001).
+const MAX_OPERATORS: usize = 256;
+
 /// Lowers the pairs of one item (or the header, or one step) parsed from
 /// `text[offset..]`.
 pub(crate) struct Lowerer<'a> {
@@ -1032,7 +1036,20 @@ impl Lowerer<'_> {
             _ => self.operand(first.into_inner().next()?)?,
         };
         let mut lhs_is_comparison = false;
+        let mut operators = 0;
         while let Some(operator) = tokens.peek() {
+            // A chain of operators becomes a tree as deep as the chain: bound it, so that
+            // no later pass (or dropping the tree) recurses too deep.
+            operators += 1;
+            if operators > MAX_OPERATORS {
+                let span = self.span(operator);
+                self.report(
+                    Diagnostic::new(Code::E001, span, "expression has too many operators")
+                        .with_label(format!("operator number {MAX_OPERATORS} + 1"))
+                        .with_help("split the expression into smaller parts"),
+                );
+                return None;
+            }
             let op = binary_op(operator)?;
             let power = binding_power(op);
             if power < min_power {

@@ -1382,6 +1382,13 @@ fn strange_inputs_never_panic() {
     );
     let (_, diagnostics, _) = parse_with(&deep_list, &NoFiles);
     assert!(diagnostics.iter().any(|d| d.code == crate::Code::E001));
+    let long_chain = format!("{HEADER}invariant i: always a{}\n", " + a".repeat(20_000));
+    check(&long_chain, "E001 2:1047 expression has too many operators");
+    let many_prefixes = format!("{HEADER}invariant i: always {}a\n", "not ".repeat(20_000));
+    let (_, diagnostics, _) = parse_with(&many_prefixes, &NoFiles);
+    assert!(diagnostics.iter().any(|d| d.code == crate::Code::E001));
+    let long_list = format!("{HEADER}invariant i: always [{}]\n", "1, ".repeat(20_000));
+    check(&long_list, "");
     for text in [
         "spec",
         "spec x version \"1\" \"\"\"",

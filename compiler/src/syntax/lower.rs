@@ -1036,6 +1036,7 @@ impl Lowerer<'_> {
             _ => self.operand(first.into_inner().next()?)?,
         };
         let mut lhs_is_comparison = false;
+        let mut chain_reported = false;
         let mut operators = 0;
         while let Some(operator) = tokens.peek() {
             // A chain of operators becomes a tree as deep as the chain: bound it, so that
@@ -1063,7 +1064,8 @@ impl Lowerer<'_> {
                 continue;
             }
             let is_comparison = power == COMPARISON_POWER;
-            if is_comparison && lhs_is_comparison {
+            if is_comparison && lhs_is_comparison && !chain_reported {
+                chain_reported = true;
                 let first = match &lhs.kind {
                     ExprKind::Binary { rhs, .. } => rhs.span,
                     _ => lhs.span,

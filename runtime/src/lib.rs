@@ -1,3 +1,39 @@
-//! Charter's runtime: executes a compiled spec (the scheduler, providers and replay land here).
+//! Charter's runtime: executes a compiled spec (`CompiledSpec`) over small foundations: values and expressions, contracts, hashes, file formats, providers and replay, the trace, prompts and the repair policies.
+//!
+//! Modules, each with a small API (see ARCHITECTURE.md, "runtime"):
+//! - [`value`]: the language's rules for JSON values (numbers, equality, ordering).
+//! - [`eval`]: `evaluate(expr, env)` interprets an `ExprIr` over an [`eval::Env`].
+//! - [`validate`]: `Validator::validate(contract, value)` lists every contract violation.
+//! - [`canonical`]: canonical JSON and `sha256:<hex>` hashes.
+//! - [`scenario`]: `scenario.yaml` and `cassette.yaml` (DESIGN §5), read through [`yaml`].
+//! - [`provider`]: the `Provider` trait (one async call) and `HumanChannel`.
+//! - [`replay`]: `ReplayProvider`, a provider over a cassette on tokio's clock.
+//! - [`trace`]: trace events, `TraceSink`, and the terminal outcome and reason.
+//! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
+//! - Policies and mechanics: [`gate`], [`repair`], [`dag`], [`candidate`], [`budget`],
+//!   [`call`] (one role call with its provider retries).
 
 pub use charter_compiler as compiler;
+
+pub mod budget;
+pub mod call;
+pub mod candidate;
+pub mod canonical;
+pub mod dag;
+pub mod eval;
+pub mod gate;
+pub mod prompt;
+pub mod provider;
+pub mod repair;
+pub mod replay;
+pub mod scenario;
+pub mod trace;
+pub mod validate;
+pub mod value;
+pub mod yaml;
+
+#[cfg(test)]
+mod testing;
+
+#[cfg(test)]
+mod robustness;

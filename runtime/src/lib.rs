@@ -10,6 +10,7 @@
 //! - [`replay`]: `ReplayProvider`, a provider over a cassette on tokio's clock.
 //! - [`providers`]: the live `openai` and `anthropic` providers over HTTP, and `Providers`,
 //!   which routes a call by its model's provider.
+//! - [`record`]: `Recording` wraps a live provider and human channel and writes a cassette.
 //! - [`tools`]: the `Tool` trait, `CommandTool` (JSON over stdin/stdout) and `ToolBox`.
 //! - [`trace`]: trace events, `TraceSink`, and the terminal outcome and reason.
 //! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
@@ -28,6 +29,7 @@ pub mod gate;
 pub mod prompt;
 pub mod provider;
 pub mod providers;
+pub mod record;
 pub mod repair;
 pub mod replay;
 pub mod scenario;

@@ -10,7 +10,7 @@
 //! | ------------------- | ----------------------------------------------------- |
 //! | `response`          | `ModelOutput::Json`, with usage and tool calls        |
 //! | `raw`               | `ModelOutput::Text` (the scheduler parses and checks it) |
-//! | `error: {status}`   | `ProviderError::from_status` (429/5xx transient)      |
+//! | `error: {status}`   | `ProviderError::from_status` (429/5xx transient); with `retry_after`, `Throttled` |
 //! | none of them        | `ProviderError::TimedOut` after the latency           |
 //! | not in the cassette | `ProviderError::NotRecorded` naming the key, at once  |
 //!
@@ -129,10 +129,15 @@ impl ReplayProvider {
                 .message
                 .clone()
                 .unwrap_or_else(|| "recorded error".to_string());
-            return Ok((
-                latency,
-                Err(ProviderError::from_status(error.status, message)),
-            ));
+            let played = match error.retry_after {
+                Some(retry_after) => ProviderError::Throttled {
+                    status: error.status,
+                    retry_after,
+                    message,
+                },
+                None => ProviderError::from_status(error.status, message),
+            };
+            return Ok((latency, Err(played)));
         } else {
             return Ok((latency, Err(ProviderError::TimedOut { after: latency })));
         };

@@ -1,0 +1,361 @@
+//! Recording a live run as a cassette (DESIGN §5): `Recording` wraps any provider and human channel, keeps what each call answered by its key, scrubs secrets, and `write_recording` writes `scenario.yaml` and `cassette.yaml` atomically.
+//!
+//! What a call gave becomes a [`RecordedCall`] that [`crate::replay::ReplayProvider`]
+//! plays back the same way:
+//!
+//! | the call                                   | recorded                                   |
+//! | ------------------------------------------ | ------------------------------------------ |
+//! | JSON output                                | `response`, `usage`, `latency`, `tool_calls` |
+//! | text output                                | `raw` (the scheduler parses and checks it) |
+//! | an HTTP error                              | `error: {status, message, retry_after?}`   |
+//! | no HTTP answer (connection refused, reset, a malformed body) | `error: {status: 503, message}`, transient as it was |
+//! | `TimedOut` from the provider               | no answer, `latency` = its `after`         |
+//! | dropped by the caller (a role `timeout`, a budget, a cancelled run) | no answer, `latency` = the time it ran plus 1 ms, so a replay under the same limit is cut at the same moment |
+//! | a fatal error                              | nothing (replays cannot be recorded)       |
+//!
+//! Every string recorded (responses, raw text, tool arguments and results, error
+//! messages, human answers) has each secret the recording was given replaced by
+//! `<redacted>`: the CLI gives it the API keys and the values of environment variables
+//! named `*_KEY`, `*_TOKEN` and `*_SECRET`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::provider::{
+    BoxFuture, CallKey, HumanChannel, HumanRequest, ModelOutput, ModelRequest, ModelResponse,
+    Provider, ProviderError,
+};
+use crate::scenario::{
+    Cassette, LoadError, Recorded, RecordedCall, RecordedError, RecordedHuman, RecordedToolCall,
+    RecordedUsage, Scenario,
+};
+
+/// The status a call that got no HTTP answer is recorded with (it replays as transient).
+pub const NO_ANSWER_STATUS: u16 = 503;
+
+/// What a live run's calls and human answers gave, shared by the wrappers that record them.
+#[derive(Clone)]
+pub struct Recording {
+    store: Arc<Store>,
+}
+
+struct Store {
+    secrets: Vec<String>,
+    calls: Mutex<BTreeMap<CallKey, RecordedCall>>,
+    humans: Mutex<BTreeMap<(String, u64), Value>>,
+}
+
+impl Recording {
+    /// A recording that scrubs `secrets` (empty strings are ignored) from all it keeps.
+    pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
+        let mut secrets: Vec<String> = secrets
+            .into_iter()
+            .filter(|secret| !secret.is_empty())
+            .collect();
+        // Longest first, so a secret that contains another is replaced whole.
+        secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        secrets.dedup();
+        Recording {
+            store: Arc::new(Store {
+                secrets,
+                calls: Mutex::new(BTreeMap::new()),
+                humans: Mutex::new(BTreeMap::new()),
+            }),
+        }
+    }
+
+    /// `inner`, with every call it answers recorded here.
+    pub fn provider<P: Provider>(&self, inner: P) -> RecordingProvider<P> {
+        RecordingProvider {
+            inner,
+            store: self.store.clone(),
+        }
+    }
+
+    /// `inner`, with every answer it gives recorded here.
+    pub fn humans<H: HumanChannel>(&self, inner: H) -> RecordingHumans<H> {
+        RecordingHumans {
+            inner,
+            store: self.store.clone(),
+        }
+    }
+
+    /// The cassette so far: calls in key order, human answers in (step, round) order.
+    pub fn cassette(&self, recorded: Recorded) -> Cassette {
+        let mut cassette = Cassette::new(recorded);
+        cassette.calls = lock(&self.store.calls).values().cloned().collect();
+        cassette.humans = lock(&self.store.humans)
+            .iter()
+            .map(|((step, round), answer)| RecordedHuman {
+                step: step.clone(),
+                round: *round,
+                answer: answer.clone(),
+            })
+            .collect();
+        cassette
+    }
+
+    /// How many model calls are recorded.
+    pub fn calls(&self) -> usize {
+        lock(&self.store.calls).len()
+    }
+}
+
+impl fmt::Debug for Recording {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("Recording")
+            .field("secrets", &self.store.secrets.len())
+            .field("calls", &self.calls())
+            .field("humans", &lock(&self.store.humans).len())
+            .finish()
+    }
+}
+
+impl Store {
+    fn scrub_text(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for secret in &self.secrets {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), "<redacted>");
+            }
+        }
+        text
+    }
+
+    fn scrub(&self, value: &Value) -> Value {
+        match value {
+            Value::String(text) => Value::String(self.scrub_text(text)),
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|item| self.scrub(item)).collect())
+            }
+            Value::Object(object) => Value::Object(
+                object
+                    .iter()
+                    .map(|(key, value)| (self.scrub_text(key), self.scrub(value)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+
+    fn record(&self, call: RecordedCall) {
+        lock(&self.calls).insert(call.key(), call);
+    }
+
+    /// The entry for a call that ended with `result` after `elapsed`, if it is recorded.
+    fn entry(
+        &self,
+        key: &CallKey,
+        elapsed: Duration,
+        result: &Result<ModelResponse, ProviderError>,
+    ) -> Option<RecordedCall> {
+        let mut call = empty_call(key);
+        match result {
+            Ok(response) => {
+                match &response.output {
+                    ModelOutput::Json(value) => call.response = Some(self.scrub(value)),
+                    ModelOutput::Text(text) => call.raw = Some(self.scrub_text(text)),
+                }
+                call.latency = Some(response.latency);
+                call.usage = Some(RecordedUsage {
+                    input_tokens: response.usage.input_tokens,
+                    output_tokens: response.usage.output_tokens,
+                });
+                call.tool_calls = response
+                    .tool_calls
+                    .iter()
+                    .map(|tool_call| RecordedToolCall {
+                        tool: tool_call.tool.clone(),
+                        args: self.scrub(&tool_call.args),
+                        result: self.scrub(&tool_call.result),
+                    })
+                    .collect();
+            }
+            Err(error) if error.is_fatal() => return None,
+            Err(ProviderError::TimedOut { after }) => call.latency = Some(*after),
+            Err(error) => {
+                let message = match error {
+                    ProviderError::Transient { message, .. }
+                    | ProviderError::Permanent { message, .. }
+                    | ProviderError::Throttled { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
+                let status = error.status().unwrap_or(if error.is_transient() {
+                    NO_ANSWER_STATUS
+                } else {
+                    400
+                });
+                call.latency = Some(elapsed);
+                call.error = Some(RecordedError {
+                    status,
+                    message: Some(self.scrub_text(&message)),
+                    retry_after: error.retry_after(),
+                });
+            }
+        }
+        Some(call)
+    }
+}
+
+fn empty_call(key: &CallKey) -> RecordedCall {
+    RecordedCall {
+        step: key.step.clone(),
+        round: key.round,
+        item: key.item.clone(),
+        attempt: key.attempt,
+        role: key.role.clone(),
+        response: None,
+        raw: None,
+        error: None,
+        latency: None,
+        usage: None,
+        tool_calls: Vec::new(),
+    }
+}
+
+/// A provider whose calls are recorded into a [`Recording`].
+pub struct RecordingProvider<P> {
+    inner: P,
+    store: Arc<Store>,
+}
+
+impl<P> fmt::Debug for RecordingProvider<P> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("RecordingProvider")
+    }
+}
+
+/// Records a call that is dropped before it ends (the caller's timeout fired, or the run
+/// stopped) as a call without an answer.
+struct DropGuard {
+    store: Arc<Store>,
+    key: Option<CallKey>,
+    started: tokio::time::Instant,
+}
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            let elapsed = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let mut call = empty_call(&key);
+            call.latency = Some(Duration::from_millis(elapsed.saturating_add(1)));
+            self.store.record(call);
+        }
+    }
+}
+
+impl<P: Provider> Provider for RecordingProvider<P> {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        let key = request.key.clone();
+        let store = self.store.clone();
+        let call = self.inner.complete(request);
+        Box::pin(async move {
+            let mut guard = DropGuard {
+                store: store.clone(),
+                key: Some(key.clone()),
+                started: tokio::time::Instant::now(),
+            };
+            let result = call.await;
+            guard.key = None;
+            if let Some(entry) = store.entry(&key, guard.started.elapsed(), &result) {
+                store.record(entry);
+            }
+            result
+        })
+    }
+}
+
+/// A human channel whose answers are recorded into a [`Recording`].
+pub struct RecordingHumans<H> {
+    inner: H,
+    store: Arc<Store>,
+}
+
+impl<H> fmt::Debug for RecordingHumans<H> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("RecordingHumans")
+    }
+}
+
+impl<H: HumanChannel> HumanChannel for RecordingHumans<H> {
+    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+        let slot = (request.step.clone(), request.round);
+        Box::pin(async move {
+            let answer = self.inner.ask(request).await?;
+            lock(&self.store.humans).insert(slot, self.store.scrub(&answer));
+            Ok(answer)
+        })
+    }
+}
+
+/// The recording could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Format(#[from] LoadError),
+}
+
+/// Writes `scenario.yaml` and `cassette.yaml` into `dir` (created if needed), each
+/// atomically: a temporary file in the same directory, synced, then renamed over the
+/// target, so a reader never sees half a file.
+pub fn write_recording(
+    dir: &Path,
+    scenario: &Scenario,
+    cassette: &Cassette,
+) -> Result<(), RecordError> {
+    fs::create_dir_all(dir).map_err(|source| RecordError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    write_atomically(&dir.join("scenario.yaml"), &scenario.to_yaml()?)?;
+    write_atomically(&dir.join("cassette.yaml"), &cassette.to_yaml()?)?;
+    Ok(())
+}
+
+/// Writes `text` to `path` through a temporary file and a rename.
+pub fn write_atomically(path: &Path, text: &str) -> Result<(), RecordError> {
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let io = |source| RecordError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let result = (|| {
+        let mut file = fs::File::create(&temporary)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        fs::rename(&temporary, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    result.map_err(io)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests;

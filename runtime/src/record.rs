@@ -40,6 +40,24 @@ use crate::scenario::{
 /// The status a call that got no HTTP answer is recorded with (it replays as transient).
 pub const NO_ANSWER_STATUS: u16 = 503;
 
+/// The values among `variables` (name, value pairs, e.g. `std::env::vars()`) that are
+/// secrets by name: names ending in `_KEY`, `_TOKEN` or `_SECRET`, in any case (so
+/// `OPENAI_API_KEY`, `GITHUB_TOKEN`). The library reads no environment: the CLI passes it
+/// in and gives the result, with the providers' keys, to [`Recording::new`].
+pub fn secrets_by_name(variables: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
+    variables
+        .into_iter()
+        .filter(|(name, value)| {
+            let name = name.to_ascii_uppercase();
+            !value.is_empty()
+                && ["_KEY", "_TOKEN", "_SECRET"]
+                    .iter()
+                    .any(|suffix| name.ends_with(suffix))
+        })
+        .map(|(_, value)| value)
+        .collect()
+}
+
 /// What a live run's calls and human answers gave, shared by the wrappers that record them.
 #[derive(Clone)]
 pub struct Recording {

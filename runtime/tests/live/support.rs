@@ -19,7 +19,7 @@ contract Hits { urls: list<string> }
 contract Essay { text: string  sources: list<string> = [] }
 tool search { input: Query  output: Hits  effect: read }
 tool publish { input: Query  output: Hits  effect: external }
-role writer { model: "openai:gpt-4o-mini" prompt: """Write about {{ request.goal }}.""" input: Request output: Essay tools: [search] max_tool_calls: 2 }
+role writer { model: "openai:gpt-4o-mini" prompt: """Write about {{ request.goal }}.""" input: Request output: Essay tools: [search] max_tool_calls: 2 retry: 2 backoff 10ms }
 role poster { model: "openai:gpt-4o-mini" prompt: """{{ request.goal }}""" input: Request output: Essay tools: [publish] max_tool_calls: 1 }
 flow {
   write = writer(request) -> post

@@ -576,3 +576,50 @@ async fn the_key_never_shows() {
         assert_no_secret("a request body", &String::from_utf8_lossy(&sent.body));
     }
 }
+
+#[tokio::test]
+async fn a_failing_command_tool_is_told_to_the_model_and_the_call_goes_on() {
+    use charter_runtime::tools::{CommandTool, ToolBox};
+    let server = MockServer::start().await;
+    mount_once(
+        &server,
+        tool_calls(&[
+            ("c1", "search", r#"{"text": "rust"}"#),
+            ("c2", "search", r#"{"text": "again"}"#),
+        ]),
+    )
+    .await;
+    mount_once(&server, answer(r#"{"text": "without sources"}"#, 1, 1)).await;
+    // The first call fails (exit 2, with a reason on stderr); the second answers JSON.
+    let command =
+        r#"if grep -q rust; then echo 'index offline' >&2; exit 2; fi; echo '{"urls": ["u"]}'"#;
+    let tools = ToolBox::for_spec(&spec())
+        .with("search", CommandTool::new(command))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let provider = OpenAiProvider::new(
+        OpenAiConfig::new(format!("{}/v1", server.uri()), Some(ApiKey::new(SECRET))),
+        Arc::new(tools),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let response = provider
+        .complete(request(MODEL))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        response.output,
+        ModelOutput::Json(json!({"text": "without sources"}))
+    );
+    let failure = response.tool_calls[0].result["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        failure.contains("exit status 2") && failure.contains("index offline"),
+        "{failure}"
+    );
+    assert_eq!(response.tool_calls[1].result, json!({"urls": ["u"]}));
+    let sent = bodies(&server).await;
+    let told = sent[1]["messages"][2]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(told.contains("index offline"), "{told}");
+}

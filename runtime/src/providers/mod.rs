@@ -30,9 +30,11 @@ use crate::tools::ToolBox;
 
 pub mod anthropic;
 pub mod openai;
+pub mod settings;
 
 pub use anthropic::{AnthropicConfig, AnthropicProvider};
 pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use settings::LiveSettings;
 
 /// An API key. It has no `Display`, no `Serialize`, and its `Debug` prints
 /// `ApiKey(<redacted>)`: the only way to read it is [`ApiKey::expose`], used where the

@@ -207,3 +207,61 @@ fn final_texts_become_json_when_they_parse() {
         ModelOutput::Text("not json {".into())
     );
 }
+
+#[test]
+fn live_settings_come_from_the_variables_given() {
+    let variables = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let spec = crate::testing::compile_spec(
+        r#"spec t version "1"
+contract Request { goal: string }
+contract Essay { text: string }
+role a { model: "openai:gpt-4o-mini" prompt: """x""" input: Request output: Essay }
+role b { model: "anthropic:claude" prompt: """x""" input: Request output: Essay }
+role c { model: "anthropic:claude" prompt: """x""" input: Request output: Essay }
+flow {
+  s1 = a(request) -> s2
+  s2 = b(request) -> s3
+  s3 = c(request) -> done
+}
+"#,
+    );
+    let none =
+        LiveSettings::from_variables(variables(&[("OPENAI_API_KEY", " "), ("PATH", "/bin")]));
+    assert!(none.available().is_empty());
+    assert_eq!(
+        none.missing_for(&spec),
+        [
+            "roles b, c use `anthropic`: set ANTHROPIC_API_KEY",
+            "roles a use `openai`: set OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)",
+        ]
+    );
+    // A local server needs no key.
+    let local = LiveSettings::from_variables(variables(&[(
+        "OPENAI_BASE_URL",
+        "http://localhost:11434/v1",
+    )]));
+    assert_eq!(
+        local.available().into_iter().collect::<Vec<_>>(),
+        ["openai"]
+    );
+    let both = LiveSettings::from_variables(variables(&[
+        ("OPENAI_API_KEY", "sk-o"),
+        ("ANTHROPIC_API_KEY", "sk-a"),
+    ]));
+    assert!(both.missing_for(&spec).is_empty());
+    assert_eq!(both.secrets(), ["sk-o", "sk-a"]);
+    let providers = both
+        .providers(Arc::new(crate::tools::ToolBox::empty()))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(providers.names(), ["anthropic", "openai"]);
+    let shown = format!("{both:?}");
+    assert!(
+        !shown.contains("sk-o") && !shown.contains("sk-a"),
+        "{shown}"
+    );
+}

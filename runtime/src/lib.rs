@@ -11,6 +11,7 @@
 //! - [`providers`]: the live `openai` and `anthropic` providers over HTTP, and `Providers`,
 //!   which routes a call by its model's provider.
 //! - [`record`]: `Recording` wraps a live provider and human channel and writes a cassette.
+//! - [`secrets`]: `Scrubber` and `ScrubbingSink` keep secret values out of cassettes and traces.
 //! - [`tools`]: the `Tool` trait, `CommandTool` (JSON over stdin/stdout) and `ToolBox`.
 //! - [`trace`]: trace events, `TraceSink`, and the terminal outcome and reason.
 //! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
@@ -33,6 +34,7 @@ pub mod record;
 pub mod repair;
 pub mod replay;
 pub mod scenario;
+pub mod secrets;
 pub mod tools;
 pub mod trace;
 pub mod validate;

@@ -15,8 +15,9 @@
 //!
 //! Every string recorded (responses, raw text, tool arguments and results, error
 //! messages, human answers) has each secret the recording was given replaced by
-//! `<redacted>`: the CLI gives it the API keys and the values of environment variables
-//! named `*_KEY`, `*_TOKEN` and `*_SECRET`.
+//! `<redacted>` (a [`Scrubber`]): the CLI gives it the API keys and the values of
+//! environment variables named `*_KEY`, `*_TOKEN` and `*_SECRET`
+//! ([`crate::secrets::secrets_by_name`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,27 +37,10 @@ use crate::scenario::{
     Cassette, LoadError, Recorded, RecordedCall, RecordedError, RecordedHuman, RecordedToolCall,
     RecordedUsage, Scenario,
 };
+use crate::secrets::Scrubber;
 
 /// The status a call that got no HTTP answer is recorded with (it replays as transient).
 pub const NO_ANSWER_STATUS: u16 = 503;
-
-/// The values among `variables` (name, value pairs, e.g. `std::env::vars()`) that are
-/// secrets by name: names ending in `_KEY`, `_TOKEN` or `_SECRET`, in any case (so
-/// `OPENAI_API_KEY`, `GITHUB_TOKEN`). The library reads no environment: the CLI passes it
-/// in and gives the result, with the providers' keys, to [`Recording::new`].
-pub fn secrets_by_name(variables: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
-    variables
-        .into_iter()
-        .filter(|(name, value)| {
-            let name = name.to_ascii_uppercase();
-            !value.is_empty()
-                && ["_KEY", "_TOKEN", "_SECRET"]
-                    .iter()
-                    .any(|suffix| name.ends_with(suffix))
-        })
-        .map(|(_, value)| value)
-        .collect()
-}
 
 /// What a live run's calls and human answers gave, shared by the wrappers that record them.
 #[derive(Clone)]
@@ -65,7 +49,7 @@ pub struct Recording {
 }
 
 struct Store {
-    secrets: Vec<String>,
+    scrubber: Scrubber,
     calls: Mutex<BTreeMap<CallKey, RecordedCall>>,
     humans: Mutex<BTreeMap<(String, u64), Value>>,
 }
@@ -73,16 +57,9 @@ struct Store {
 impl Recording {
     /// A recording that scrubs `secrets` (empty strings are ignored) from all it keeps.
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        let mut secrets: Vec<String> = secrets
-            .into_iter()
-            .filter(|secret| !secret.is_empty())
-            .collect();
-        // Longest first, so a secret that contains another is replaced whole.
-        secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        secrets.dedup();
         Recording {
             store: Arc::new(Store {
-                secrets,
+                scrubber: Scrubber::new(secrets),
                 calls: Mutex::new(BTreeMap::new()),
                 humans: Mutex::new(BTreeMap::new()),
             }),
@@ -130,7 +107,7 @@ impl fmt::Debug for Recording {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter
             .debug_struct("Recording")
-            .field("secrets", &self.store.secrets.len())
+            .field("scrubber", &self.store.scrubber)
             .field("calls", &self.calls())
             .field("humans", &lock(&self.store.humans).len())
             .finish()
@@ -139,29 +116,11 @@ impl fmt::Debug for Recording {
 
 impl Store {
     fn scrub_text(&self, text: &str) -> String {
-        let mut text = text.to_string();
-        for secret in &self.secrets {
-            if text.contains(secret.as_str()) {
-                text = text.replace(secret.as_str(), "<redacted>");
-            }
-        }
-        text
+        self.scrubber.text(text)
     }
 
     fn scrub(&self, value: &Value) -> Value {
-        match value {
-            Value::String(text) => Value::String(self.scrub_text(text)),
-            Value::Array(items) => {
-                Value::Array(items.iter().map(|item| self.scrub(item)).collect())
-            }
-            Value::Object(object) => Value::Object(
-                object
-                    .iter()
-                    .map(|(key, value)| (self.scrub_text(key), self.scrub(value)))
-                    .collect(),
-            ),
-            other => other.clone(),
-        }
+        self.scrubber.value(value)
     }
 
     fn record(&self, call: RecordedCall) {

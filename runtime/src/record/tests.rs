@@ -309,18 +309,3 @@ fn recordings_are_written_whole() {
     assert!(error.is_some_and(|error| error.contains("cannot write")));
     let _ = fs::remove_dir_all(&dir);
 }
-
-#[test]
-fn secrets_are_found_by_variable_name() {
-    let variables = [
-        ("OPENAI_API_KEY", "sk-1"),
-        ("GITHUB_TOKEN", "ghp-2"),
-        ("my_secret", "s3"),
-        ("EMPTY_KEY", ""),
-        ("KEYBOARD", "qwerty"),
-        ("PATH", "/usr/bin"),
-        ("TOKENIZER", "bpe"),
-    ]
-    .map(|(name, value)| (name.to_string(), value.to_string()));
-    assert_eq!(secrets_by_name(variables), ["sk-1", "ghp-2", "s3"]);
-}

@@ -1,6 +1,8 @@
 //! Tests of recording: every kind of call outcome becomes a cassette entry that replays the same, secrets are scrubbed, files are written whole.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -308,4 +310,184 @@ fn recordings_are_written_whole() {
         .map(|error| error.to_string());
     assert!(error.is_some_and(|error| error.contains("cannot write")));
     let _ = fs::remove_dir_all(&dir);
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("charter-journal-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let _ = fs::create_dir_all(&dir);
+    dir.join("calls.jsonl")
+}
+
+/// Counts the calls that reach it and answers each with its attempt number.
+#[derive(Default)]
+struct Counting {
+    calls: Mutex<u64>,
+}
+
+impl Provider for Counting {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        *lock(&self.calls) += 1;
+        Box::pin(async move {
+            Ok(response(
+                ModelOutput::Json(json!({"attempt": request.key.attempt, "key": SECRET})),
+                5,
+            ))
+        })
+    }
+}
+
+struct Yes;
+
+impl HumanChannel for Yes {
+    fn ask(&self, _request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+        Box::pin(async { Ok(json!({"approved": true})) })
+    }
+}
+
+fn confirm() -> HumanRequest {
+    HumanRequest {
+        step: "confirm".into(),
+        round: 1,
+        question: "ok?".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_resumed_run_asks_nothing_twice() {
+    let path = temp_path("resume");
+    // The first run: two calls and an answer, then it is killed.
+    {
+        let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+        assert!(entries.is_empty());
+        let recording = Recording::journaled([SECRET.to_string()], journal, entries);
+        let provider = recording.provider(Counting::default());
+        for attempt in 1..=2 {
+            let answer = provider.complete(request(attempt)).await;
+            assert!(answer.is_ok());
+        }
+        let humans = recording.humans(Yes);
+        assert!(humans.ask(confirm()).await.is_ok());
+        assert_eq!(recording.journal_error(), None);
+    }
+    let text = fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(text.lines().count(), 3);
+    assert!(!text.contains(SECRET), "{text}");
+
+    // The resumed run: the same two calls and the answer come from the journal.
+    let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(entries.len(), 3);
+    let recording = Recording::journaled([SECRET.to_string()], journal, entries);
+    let counting = Arc::new(Counting::default());
+    let provider = recording.provider(counting.clone());
+    for attempt in 1..=2 {
+        let answer = provider.complete(request(attempt)).await;
+        assert_eq!(
+            answer.map(|response| response.output),
+            Ok(ModelOutput::Json(
+                json!({"attempt": attempt, "key": "<redacted>"})
+            ))
+        );
+    }
+    assert_eq!(
+        *lock(&counting.calls),
+        0,
+        "no call already in the journal is made again"
+    );
+    assert_eq!(recording.replayed(), 2);
+    struct Never;
+    impl HumanChannel for Never {
+        fn ask(&self, _request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+            Box::pin(async {
+                Err(ProviderError::NoHumanAnswer {
+                    step: "confirm".into(),
+                    round: 1,
+                })
+            })
+        }
+    }
+    let humans = recording.humans(Never);
+    assert_eq!(humans.ask(confirm()).await, Ok(json!({"approved": true})));
+    // A call the first run never made goes to the model, and into the journal.
+    assert!(provider.complete(request(3)).await.is_ok());
+    assert_eq!(*lock(&counting.calls), 1);
+    assert_eq!(
+        fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .count(),
+        4
+    );
+    let cassette = recording.cassette(Recorded::default());
+    assert_eq!(cassette.calls.len(), 3);
+    assert_eq!(cassette.humans.len(), 1);
+    let _ = fs::remove_dir_all(path.parent().unwrap_or(&path));
+}
+
+#[tokio::test]
+async fn a_line_cut_by_a_kill_is_dropped_and_a_damaged_journal_is_an_error() {
+    let path = temp_path("torn");
+    {
+        let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+        let recording = Recording::journaled(Vec::new(), journal, entries);
+        let provider = recording.provider(Counting::default());
+        assert!(provider.complete(request(1)).await.is_ok());
+    }
+    let whole = fs::read_to_string(&path).unwrap_or_default();
+    // The kill came in the middle of the second line.
+    let torn = format!(
+        "{whole}{}",
+        whole.get(..whole.len() / 2).unwrap_or_default()
+    );
+    let _ = fs::write(&path, &torn);
+    let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(entries.len(), 1);
+    assert_eq!(
+        fs::read_to_string(&path).unwrap_or_default(),
+        whole,
+        "the torn line is cut"
+    );
+    let recording = Recording::journaled(Vec::new(), journal, entries);
+    let provider = recording.provider(Counting::default());
+    assert!(provider.complete(request(2)).await.is_ok());
+    let reopened = Journal::open(&path).map(|(_, entries)| entries.len());
+    assert_eq!(reopened.ok(), Some(2));
+
+    // A damaged line that is not the last: an error naming it.
+    let text = fs::read_to_string(&path).unwrap_or_default();
+    let _ = fs::write(&path, format!("{{\"call\": 7}}\n{text}"));
+    let error = Journal::open(&path)
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(
+        error.ends_with(":1: this journal line cannot be read (the journal is damaged)"),
+        "{error}"
+    );
+    let _ = fs::remove_dir_all(path.parent().unwrap_or(&path));
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_dropped_by_a_cancel_are_not_recorded() {
+    let recording = Recording::new(Vec::new());
+    let provider = recording.provider(Scripted {
+        script: Mutex::new(
+            vec![(
+                None,
+                Err(ProviderError::Permanent {
+                    status: None,
+                    message: String::new(),
+                }),
+            )]
+            .into(),
+        ),
+    });
+    let call = provider.complete(request(1));
+    recording.cancel();
+    let cut = tokio::time::timeout(Duration::from_secs(1), call).await;
+    assert!(cut.is_err());
+    assert_eq!(recording.calls(), 0);
 }

@@ -1,0 +1,452 @@
+//! Work items: the `each` step's task DAG (petgraph) with concurrency, context isolation, per-item checks with stage retries, partial success and skipped dependents — and the same driver for a single role call.
+//!
+//! Ready items start in id order up to `concurrency`. Each worker gets its own item and the
+//! outputs of its dependencies, nothing else. Replies that arrive at the same instant are
+//! applied in item id order, so a replay's trace does not depend on task wake order.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use charter_compiler::graph::{ItemCheckIr, NameIr};
+use petgraph::algo::toposort;
+use petgraph::graph::DiGraph;
+use serde_json::{Map, Value, json};
+
+use super::gate::evaluate_gate;
+use super::outcome::{Reason, Terminal};
+use super::state::{ItemRecord, ItemStatus, fields};
+use super::step::{CallUnit, CallUpdate, JobBody};
+use super::{Halt, Scheduler, Stop};
+
+/// Where a work item stands.
+#[derive(Clone, Debug)]
+pub enum WorkState {
+    /// Not started (dependencies pending, or no free slot).
+    Waiting,
+    /// The step's role is being called (provider retries included).
+    Exec(CallUnit),
+    /// The per-item check's judge is being called on `output`.
+    Judge { unit: CallUnit, output: Value },
+    /// Finished.
+    Settled(ItemStatus),
+}
+
+/// One work item.
+#[derive(Clone, Debug)]
+pub struct Work {
+    /// The item id (`None` for a single role call).
+    pub id: Option<String>,
+    /// The item value (the `each` variable).
+    pub value: Value,
+    pub depends_on: Vec<String>,
+    /// The role's inputs for this item.
+    pub inputs: Vec<Value>,
+    pub state: WorkState,
+    pub stage_retries_used: u64,
+    /// Repair feedback for this step, given to every call of the item.
+    pub feedback: Option<Value>,
+}
+
+impl Work {
+    fn running(&self) -> bool {
+        matches!(self.state, WorkState::Exec(_) | WorkState::Judge { .. })
+    }
+}
+
+/// The work items of an `each` over `list`: ids from `id` fields (else the position,
+/// zero-padded), dependencies from `depends_on`. An error is a cycle, a duplicate id or
+/// a dependency on a missing item.
+pub fn build_items(list: &[Value]) -> Result<Vec<(String, Value, Vec<String>)>, String> {
+    let width = list.len().to_string().len();
+    let mut items = Vec::with_capacity(list.len());
+    for (index, value) in list.iter().enumerate() {
+        let id = match value.get("id") {
+            Some(Value::String(id)) => id.clone(),
+            Some(Value::Number(number)) => number.to_string(),
+            _ => format!("{:0width$}", index + 1),
+        };
+        let depends_on: Vec<String> = match value.get("depends_on") {
+            Some(Value::Array(ids)) => ids
+                .iter()
+                .map(|id| match id {
+                    Value::String(id) => id.clone(),
+                    other => other.to_string(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        items.push((id, value.clone(), depends_on));
+    }
+    let mut graph = DiGraph::<usize, ()>::new();
+    let mut nodes = BTreeMap::new();
+    for (index, (id, ..)) in items.iter().enumerate() {
+        if nodes.insert(id.clone(), graph.add_node(index)).is_some() {
+            return Err(format!("two work items have the id `{id}`"));
+        }
+    }
+    for (id, _, depends_on) in &items {
+        for dependency in depends_on {
+            let (Some(from), Some(to)) = (nodes.get(dependency), nodes.get(id)) else {
+                return Err(format!("item `{id}` depends on `{dependency}`, which is not in the list"));
+            };
+            graph.add_edge(*from, *to, ());
+        }
+    }
+    if let Err(cycle) = toposort(&graph, None) {
+        let id = graph
+            .node_weight(cycle.node_id())
+            .and_then(|index| items.get(*index))
+            .map(|(id, ..)| id.clone())
+            .unwrap_or_default();
+        return Err(format!("the work items' depends_on form a cycle through `{id}`"));
+    }
+    items.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(items)
+}
+
+impl Scheduler<'_> {
+    /// Runs `works` to completion: starts ready items in order up to `concurrency`,
+    /// applies replies in item id order, runs checks and stage retries, and skips the
+    /// dependents of failed items.
+    pub(super) async fn drive(
+        &mut self,
+        step: &str,
+        role: &str,
+        works: &mut [Work],
+        concurrency: u64,
+        check: Option<&ItemCheckIr>,
+    ) -> Result<(), Halt> {
+        let concurrency = concurrency.max(1) as usize;
+        // Which work each job belongs to.
+        let mut owners: BTreeMap<u64, usize> = BTreeMap::new();
+        loop {
+            self.skip_dependents(step, works);
+            let mut running = works.iter().filter(|work| work.running()).count();
+            for index in 0..works.len() {
+                if running >= concurrency {
+                    break;
+                }
+                let ready = works.get(index).is_some_and(|work| {
+                    matches!(work.state, WorkState::Waiting)
+                        && work.depends_on.iter().all(|dependency| {
+                            works.iter().any(|other| {
+                                other.id.as_deref() == Some(dependency.as_str())
+                                    && matches!(other.state, WorkState::Settled(ItemStatus::Done(_)))
+                            })
+                        })
+                });
+                if !ready {
+                    continue;
+                }
+                let context = dependency_outputs(works, index);
+                let Some(work) = works.get_mut(index) else {
+                    continue;
+                };
+                let mut unit = CallUnit::new(step, work.id.as_deref(), role, work.inputs.clone());
+                unit.feedback = work.feedback.clone();
+                unit.context = context;
+                if work.id.is_some() {
+                    self.emit_item("item_started", step, work.id.as_deref(), Map::new());
+                }
+                let job = self.issue_attempt(&mut unit, index)?;
+                owners.insert(job, index);
+                work.state = WorkState::Exec(unit);
+                running += 1;
+            }
+            if running == 0 {
+                return Ok(());
+            }
+            let batch = self.wait_batch(&owners, works).await?;
+            for message in batch {
+                let Some(index) = owners.remove(&message.job) else {
+                    continue;
+                };
+                self.handles.remove(&message.job);
+                let new_job = self.apply(step, works, index, message.body, check).await?;
+                if let Some(job) = new_job {
+                    owners.insert(job, index);
+                }
+            }
+            self.after_batch()?;
+        }
+    }
+
+    /// Applies one job's message to work `index`; returns the job that now runs for it.
+    async fn apply(
+        &mut self,
+        step: &str,
+        works: &mut [Work],
+        index: usize,
+        body: JobBody,
+        check: Option<&ItemCheckIr>,
+    ) -> Result<Option<u64>, Halt> {
+        let Some(work) = works.get_mut(index) else {
+            return Ok(None);
+        };
+        let state = std::mem::replace(&mut work.state, WorkState::Waiting);
+        let (mut unit, judging) = match state {
+            WorkState::Exec(unit) => (unit, None),
+            WorkState::Judge { unit, output } => (unit, Some(output)),
+            other => {
+                work.state = other;
+                return Ok(None);
+            }
+        };
+        let update = match body {
+            JobBody::Wake => {
+                let job = self.issue_attempt(&mut unit, index)?;
+                work.state = match judging {
+                    None => WorkState::Exec(unit),
+                    Some(output) => WorkState::Judge { unit, output },
+                };
+                return Ok(Some(job));
+            }
+            JobBody::Reply(result) => self.on_reply(&mut unit, index, result)?,
+        };
+        let job = match update {
+            CallUpdate::Retrying => {
+                work.state = match judging {
+                    None => WorkState::Exec(unit),
+                    Some(output) => WorkState::Judge { unit, output },
+                };
+                // The timer job was registered by `on_reply` as the newest job.
+                return Ok(Some(self.last_job));
+            }
+            CallUpdate::Failed(reason) => {
+                let reason = if judging.is_some() {
+                    format!("the check's judge failed: {reason}")
+                } else {
+                    reason
+                };
+                self.settle(step, work, ItemStatus::Failed(reason));
+                None
+            }
+            CallUpdate::Output(output) => match (judging, check) {
+                (None, None) => {
+                    self.settle(step, work, ItemStatus::Done(output));
+                    None
+                }
+                (None, Some(check)) => match &check.by {
+                    Some(by) => {
+                        let inputs = self.judge_inputs(by, &work.value, &output);
+                        let mut judge = CallUnit::new(step, work.id.as_deref(), by, inputs);
+                        judge.key_role = Some(by.clone());
+                        let job = self.issue_attempt(&mut judge, index)?;
+                        work.state = WorkState::Judge {
+                            unit: judge,
+                            output,
+                        };
+                        Some(job)
+                    }
+                    None => self.run_check(step, work, index, check, output, None)?,
+                },
+                (Some(item_output), Some(check)) => {
+                    self.run_check(step, work, index, check, item_output, Some(output))?
+                }
+                (Some(item_output), None) => {
+                    self.settle(step, work, ItemStatus::Done(item_output));
+                    None
+                }
+            },
+        };
+        Ok(job)
+    }
+
+    /// Evaluates the per-item check on `output` (with the judge's `verdict`): passes,
+    /// retries the item with the check's issues as feedback, or fails it.
+    fn run_check(
+        &mut self,
+        step: &str,
+        work: &mut Work,
+        index: usize,
+        check: &ItemCheckIr,
+        output: Value,
+        verdict: Option<Value>,
+    ) -> Result<Option<u64>, Halt> {
+        let spec = self.spec;
+        let Some(gate) = spec.gates.get(&check.gate) else {
+            return Err(Halt::Error(super::RunError::Flow(format!(
+                "unknown check gate `{}`",
+                check.gate
+            ))));
+        };
+        let mut bindings = self.bindings();
+        bindings.set(NameIr::Item, output.clone());
+        if let (Some(by), Some(verdict)) = (&check.by, verdict) {
+            bindings.set(NameIr::ByRole(by.clone()), verdict);
+        }
+        let result = evaluate_gate(&check.gate, gate, &bindings, &[], &[]);
+        let mut data = fields([
+            ("gate", json!(check.gate)),
+            ("passed", json!(result.passed)),
+            ("score", json!(result.score)),
+            ("codes", json!(result.error_codes())),
+        ]);
+        data.insert("stage_retries".into(), json!(work.stage_retries_used));
+        self.emit_item("check", step, work.id.as_deref(), data);
+        if result.passed {
+            self.settle(step, work, ItemStatus::Done(output));
+            return Ok(None);
+        }
+        if work.stage_retries_used >= check.retries {
+            let reason = format!("failed check `{}`: {}", check.gate, result.error_codes().join(", "));
+            self.settle(step, work, ItemStatus::Failed(reason));
+            return Ok(None);
+        }
+        work.stage_retries_used += 1;
+        let issues = json!(result.issues);
+        self.emit_item(
+            "retry",
+            step,
+            work.id.as_deref(),
+            fields([
+                ("retry_kind", json!("stage")),
+                ("retry", json!(work.stage_retries_used)),
+                ("of", json!(check.retries)),
+                ("codes", json!(result.error_codes())),
+            ]),
+        );
+        let mut unit = CallUnit::new(step, work.id.as_deref(), &self.step_role(step), work.inputs.clone());
+        unit.feedback = Some(issues);
+        let job = self.issue_attempt(&mut unit, index)?;
+        work.state = WorkState::Exec(unit);
+        Ok(Some(job))
+    }
+
+    /// The judge's inputs by contract: the item where the judge takes the item's
+    /// contract, the output where it takes the output's; by position otherwise.
+    fn judge_inputs(&self, by: &str, item: &Value, output: &Value) -> Vec<Value> {
+        let spec = self.spec;
+        let Some(judge) = spec.roles.get(by) else {
+            return vec![item.clone(), output.clone()];
+        };
+        let step_role = self.current_role.as_deref().and_then(|role| spec.roles.get(role));
+        judge
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(position, contract)| {
+                let is_output = step_role.is_some_and(|role| &role.output == contract);
+                let is_input = step_role.is_some_and(|role| role.inputs.contains(contract));
+                if is_output {
+                    output.clone()
+                } else if is_input || position == 0 {
+                    item.clone()
+                } else {
+                    output.clone()
+                }
+            })
+            .collect()
+    }
+
+    /// Settles a work item and writes its event.
+    fn settle(&mut self, step: &str, work: &mut Work, status: ItemStatus) {
+        if work.id.is_some() {
+            match &status {
+                ItemStatus::Done(_) => self.emit_item("item_done", step, work.id.as_deref(), Map::new()),
+                ItemStatus::Failed(reason) => self.emit_item(
+                    "item_failed",
+                    step,
+                    work.id.as_deref(),
+                    fields([("error", json!(reason))]),
+                ),
+                ItemStatus::Skipped(_) => {}
+            }
+        }
+        work.state = WorkState::Settled(status);
+    }
+
+    /// Marks every waiting item with a failed or skipped dependency as skipped, until
+    /// nothing changes.
+    fn skip_dependents(&mut self, step: &str, works: &mut [Work]) {
+        loop {
+            let unsettled: BTreeSet<String> = works
+                .iter()
+                .filter(|work| {
+                    matches!(
+                        work.state,
+                        WorkState::Settled(ItemStatus::Failed(_) | ItemStatus::Skipped(_))
+                    )
+                })
+                .filter_map(|work| work.id.clone())
+                .collect();
+            let mut changed = false;
+            for work in works.iter_mut() {
+                if !matches!(work.state, WorkState::Waiting) {
+                    continue;
+                }
+                if let Some(dependency) = work
+                    .depends_on
+                    .iter()
+                    .find(|dependency| unsettled.contains(*dependency))
+                    .cloned()
+                {
+                    self.emit_item(
+                        "item_skipped",
+                        step,
+                        work.id.as_deref(),
+                        fields([("because", json!(dependency))]),
+                    );
+                    work.state = WorkState::Settled(ItemStatus::Skipped(dependency));
+                    changed = true;
+                }
+            }
+            if !changed {
+                return;
+            }
+        }
+    }
+
+    /// Turns settled works into the step's item records.
+    pub(super) fn records(works: &[Work]) -> Vec<ItemRecord> {
+        works
+            .iter()
+            .map(|work| ItemRecord {
+                id: work.id.clone().unwrap_or_default(),
+                value: work.value.clone(),
+                depends_on: work.depends_on.clone(),
+                status: match &work.state {
+                    WorkState::Settled(status) => status.clone(),
+                    _ => ItemStatus::Failed("did not finish".to_string()),
+                },
+            })
+            .collect()
+    }
+
+    /// A step's role name, for stage retries.
+    fn step_role(&self, _step: &str) -> String {
+        self.current_role.clone().unwrap_or_default()
+    }
+
+    /// Stops the run because an `each` step cannot form its DAG.
+    pub(super) fn dag_failure(&mut self, step: &str, message: String) -> Halt {
+        self.emit_item(
+            "step_failed",
+            step,
+            None,
+            fields([("error", json!(message.clone()))]),
+        );
+        Halt::Stop(Stop {
+            terminal: Terminal::Failed,
+            reason: Reason::StepFailed(step.to_string()),
+            message: Some(message),
+        })
+    }
+}
+
+/// The outputs of work `index`'s dependencies, by item id.
+fn dependency_outputs(works: &[Work], index: usize) -> Map<String, Value> {
+    let mut context = Map::new();
+    let Some(work) = works.get(index) else {
+        return context;
+    };
+    for dependency in &work.depends_on {
+        if let Some(WorkState::Settled(ItemStatus::Done(output))) = works
+            .iter()
+            .find(|other| other.id.as_deref() == Some(dependency.as_str()))
+            .map(|other| &other.state)
+        {
+            context.insert(dependency.clone(), output.clone());
+        }
+    }
+    context
+}

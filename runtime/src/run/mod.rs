@@ -1,0 +1,1286 @@
+//! The scheduler: the single writer of run state, driving a compiled flow through its phases to a terminal state with a reason.
+//!
+//! One [`Scheduler`] owns the [`RunState`]. Role calls run as tokio tasks (jobs) that send
+//! their results back over a channel; they never touch the state. Every change is written
+//! to the trace before it takes effect. Replies that arrive at the same instant are
+//! applied in a fixed order (item id, then job number), so on a paused clock the same
+//! cassette gives the same trace whatever order tokio wakes the tasks in.
+//!
+//! Module map: [`step`] one role call and its provider retries; [`each`] work items, the
+//! task DAG, checks and stage retries; [`gate`] gate evaluation; [`repair`] the repair
+//! policy; [`delivery`] the verified delivery; [`budget`] budgets; [`state`] the state.
+
+pub mod budget;
+pub mod contract;
+pub mod delivery;
+pub mod each;
+pub mod gate;
+pub mod outcome;
+pub mod ports;
+pub mod repair;
+pub mod state;
+pub mod step;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use charter_compiler::CompiledSpec;
+use charter_compiler::graph::{ExprIr, InvariantIr, NameIr, StepKind, TransitionIr};
+use petgraph::Direction;
+use petgraph::graph::NodeIndex;
+use petgraph::visit::{Bfs, EdgeRef};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::eval::{Bindings, EvalError, evaluate, evaluate_bool};
+
+pub use budget::BudgetKind;
+pub use delivery::{Delivered, DeliveryTarget};
+pub use outcome::{Fault, Reason, RunConfig, RunError, RunOutcome, Terminal};
+pub use ports::{
+    CallKey, Humans, MemorySink, ModelOutput, ModelReply, ModelRequest, Provider, ProviderError,
+    ToolCallRecord, TraceEvent, TraceSink, Usage,
+};
+pub use state::Phase;
+
+use each::{Work, WorkState, build_items};
+use gate::{GateResult, evaluate_gate};
+use repair::{Decision, RepairPolicy, is_no_progress};
+use state::{Candidate, CandidateContent, ItemStatus, RoundSignature, RunState, StepOutput, fields};
+use step::{CallUnit, JobMessage};
+
+/// Runs `spec` on `input` to a terminal state. All I/O comes in through the parameters:
+/// models through `provider`, people through `humans`, the trace through `sink`, the
+/// delivery through `config`. Call it inside a tokio runtime; a replay uses a paused
+/// clock (see [`replay_blocking`]).
+pub async fn run(
+    spec: &CompiledSpec,
+    input: Value,
+    provider: Arc<dyn Provider>,
+    humans: &dyn Humans,
+    config: &RunConfig,
+    sink: &mut dyn TraceSink,
+) -> Result<RunOutcome, RunError> {
+    let (sender, receiver) = unbounded_channel();
+    let now = Instant::now();
+    let mut scheduler = Scheduler {
+        spec,
+        provider,
+        humans,
+        config,
+        sink,
+        state: RunState::new(Value::Null),
+        started: now,
+        wall_deadline: spec
+            .budget
+            .wall_ms
+            .map(|wall| now + std::time::Duration::from_millis(wall)),
+        sender,
+        receiver,
+        handles: BTreeMap::new(),
+        next_job_id: 0,
+        last_job: 0,
+        seq: 0,
+        current_step: None,
+        current_role: None,
+        pending_stop: None,
+        fired_faults: Vec::new(),
+        delivered: None,
+    };
+    let result = scheduler.run_to_end(input).await;
+    scheduler.abort_jobs();
+    result
+}
+
+/// Runs [`run`] on a fresh current-thread tokio runtime whose clock starts paused: every
+/// recorded latency, timeout and backoff passes in virtual time, deterministically.
+pub fn replay_blocking(
+    spec: &CompiledSpec,
+    input: Value,
+    provider: Arc<dyn Provider>,
+    humans: &dyn Humans,
+    config: &RunConfig,
+    sink: &mut dyn TraceSink,
+) -> Result<RunOutcome, RunError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|error| RunError::Flow(format!("cannot start the runtime: {error}")))?;
+    runtime.block_on(run(spec, input, provider, humans, config, sink))
+}
+
+/// Why the flow stopped: a terminal state (a value), or an error.
+#[derive(Debug)]
+pub(crate) enum Halt {
+    Stop(Stop),
+    Error(RunError),
+}
+
+/// A terminal state reached, with its reason.
+#[derive(Clone, Debug)]
+pub(crate) struct Stop {
+    pub terminal: Terminal,
+    pub reason: Reason,
+    pub message: Option<String>,
+}
+
+impl Stop {
+    fn new(terminal: Terminal, reason: Reason, message: Option<String>) -> Stop {
+        Stop {
+            terminal,
+            reason,
+            message,
+        }
+    }
+}
+
+/// The single writer of a run's state.
+pub(crate) struct Scheduler<'r> {
+    spec: &'r CompiledSpec,
+    provider: Arc<dyn Provider>,
+    humans: &'r dyn Humans,
+    config: &'r RunConfig,
+    sink: &'r mut dyn TraceSink,
+    state: RunState,
+    started: Instant,
+    wall_deadline: Option<Instant>,
+    sender: UnboundedSender<JobMessage>,
+    receiver: UnboundedReceiver<JobMessage>,
+    /// Jobs in flight, by id (aborted when the run stops).
+    handles: BTreeMap<u64, JoinHandle<()>>,
+    next_job_id: u64,
+    /// The id of the job created last.
+    last_job: u64,
+    seq: u64,
+    current_step: Option<String>,
+    /// The role of the step running now (for checks and stage retries).
+    current_role: Option<String>,
+    /// Where the run ends once it reaches `done` after repair stopped (below_target).
+    pending_stop: Option<Stop>,
+    fired_faults: Vec<usize>,
+    delivered: Option<Delivered>,
+}
+
+impl std::fmt::Debug for Scheduler<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Scheduler")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'r> Scheduler<'r> {
+    async fn run_to_end(&mut self, input: Value) -> Result<RunOutcome, RunError> {
+        let spec = self.spec;
+        let request = match spec.contracts.get("Request") {
+            Some(_) => contract::validate(spec, "Request", &input).map_err(RunError::Input)?,
+            None => input,
+        };
+        self.state.request = request;
+        self.emit(
+            "run_started",
+            fields([
+                ("spec", json!(spec.name)),
+                ("version", json!(spec.version)),
+            ]),
+        );
+        let rules: Map<String, Value> = spec
+            .rules
+            .iter()
+            .map(|(name, rules)| (name.clone(), json!(rules.hash)))
+            .collect();
+        let prompts: Map<String, Value> = spec
+            .roles
+            .iter()
+            .filter_map(|(name, role)| role.prompt.as_ref().map(|p| (name.clone(), json!(p.hash))))
+            .collect();
+        self.emit(
+            "plan_frozen",
+            fields([
+                ("spec_hash", json!(spec.spec_hash)),
+                ("rules", Value::Object(rules)),
+                ("prompts", Value::Object(prompts)),
+            ]),
+        );
+        let stop = match self.flow().await {
+            Ok(stop) => stop,
+            Err(Halt::Stop(stop)) => stop,
+            Err(Halt::Error(error)) => {
+                self.abort_jobs();
+                self.emit(
+                    "run_error",
+                    fields([("error", json!(error.to_string()))]),
+                );
+                return Err(error);
+            }
+        };
+        self.abort_jobs();
+        Ok(self.finish(stop))
+    }
+
+    /// Walks the flow from its entry step until a terminal.
+    async fn flow(&mut self) -> Result<Stop, Halt> {
+        let mut node = self.spec.flow.entry;
+        loop {
+            node = self.step(node).await?;
+        }
+    }
+
+    /// Runs the step at `node` and returns the node to go to next.
+    async fn step(&mut self, node: NodeIndex) -> Result<NodeIndex, Halt> {
+        let spec = self.spec;
+        let Some(step) = spec.flow.graph.node_weight(node) else {
+            return Err(flow_error("the flow points at a missing node"));
+        };
+        if step.kind.is_terminal() {
+            return Err(Halt::Stop(self.terminal_stop(&step.kind)));
+        }
+        let name = step.name.clone();
+        if budget::steps_exhausted(&spec.budget, &self.state.counters) {
+            return Err(self.budget_stop(BudgetKind::Steps));
+        }
+        self.state.counters.step_count += 1;
+        self.current_step = Some(name.clone());
+        self.enter_phase(self.phase_of(node, &step.kind));
+        self.emit(
+            "step_started",
+            fields([("step_kind", json!(step_kind_name(&step.kind)))]),
+        );
+        let next = match &step.kind {
+            StepKind::Call { role, args } => {
+                self.current_role = Some(role.clone());
+                let inputs = self.eval_args(args, &Bindings::default())?;
+                let output = self.single_call(&name, role, inputs).await?;
+                self.store(&name, StepOutput::Single(output));
+                None
+            }
+            StepKind::Each {
+                var,
+                over,
+                role,
+                args,
+                concurrency,
+                check,
+            } => {
+                self.current_role = Some(role.clone());
+                self.run_each(&name, var, over, role, args, *concurrency, check.as_ref())
+                    .await?;
+                None
+            }
+            StepKind::Gate { gate, repair } => Some(self.run_gate(node, &name, gate, *repair)?),
+            StepKind::Finalize { role, args } => {
+                self.current_role = Some(role.clone());
+                self.run_finalize(&name, role, args).await?;
+                None
+            }
+            StepKind::Ask { question } => {
+                self.run_ask(&name, question)?;
+                None
+            }
+            StepKind::Done | StepKind::Blocked { .. } | StepKind::Failed { .. } => None,
+        };
+        self.form_candidate(&name);
+        self.emit("step_done", Map::new());
+        self.apply_faults(&name);
+        self.check_invariants()?;
+        self.check_budget()?;
+        match next {
+            Some(next) => Ok(next),
+            None => self.next_node(node),
+        }
+    }
+
+    /// Follows the first edge of `node` whose condition holds (edges in source order).
+    fn next_node(&mut self, node: NodeIndex) -> Result<NodeIndex, Halt> {
+        let spec = self.spec;
+        let mut edges: Vec<_> = spec.flow.graph.edges_directed(node, Direction::Outgoing).collect();
+        edges.sort_by_key(|edge| edge.id().index());
+        let bindings = self.bindings();
+        for edge in edges {
+            let take = match edge.weight() {
+                TransitionIr::Always | TransitionIr::Else => true,
+                TransitionIr::When { condition } => match evaluate_bool(condition, &bindings) {
+                    Ok(holds) => holds,
+                    Err(error) => {
+                        return Err(self.step_failure(format!("a `when` condition failed: {error}")));
+                    }
+                },
+                TransitionIr::Pass | TransitionIr::Fail | TransitionIr::Repair { .. } => false,
+            };
+            if take {
+                return Ok(edge.target());
+            }
+        }
+        Err(self.step_failure("no transition applies after this step".to_string()))
+    }
+
+    /// Runs a single role call as a one-item work list.
+    async fn single_call(&mut self, step: &str, role: &str, inputs: Vec<Value>) -> Result<Value, Halt> {
+        let mut works = vec![Work {
+            id: None,
+            value: Value::Null,
+            depends_on: Vec::new(),
+            inputs,
+            state: WorkState::Waiting,
+            stage_retries_used: 0,
+            feedback: self.state.feedback.get(step).cloned(),
+        }];
+        self.drive(step, role, &mut works, 1, None).await?;
+        match works.pop().map(|work| work.state) {
+            Some(WorkState::Settled(ItemStatus::Done(output))) => Ok(output),
+            Some(WorkState::Settled(ItemStatus::Failed(reason))) => Err(self.step_failure(reason)),
+            _ => Err(self.step_failure("the call did not finish".to_string())),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_each(
+        &mut self,
+        step: &str,
+        var: &str,
+        over: &ExprIr,
+        role: &str,
+        args: &[ExprIr],
+        concurrency: u64,
+        check: Option<&charter_compiler::graph::ItemCheckIr>,
+    ) -> Result<(), Halt> {
+        let bindings = self.bindings();
+        let list = match evaluate(over, &bindings) {
+            Ok(Value::Array(list)) => list,
+            Ok(other) => {
+                let message = format!("`each` needs a list, but got {}", crate::value::describe(&other));
+                return Err(self.dag_failure(step, message));
+            }
+            Err(error) => return Err(self.dag_failure(step, error.to_string())),
+        };
+        let items = match build_items(&list) {
+            Ok(items) => items,
+            Err(message) => return Err(self.dag_failure(step, message)),
+        };
+        // Items kept from the previous round (a rerun that names items).
+        let keep: BTreeMap<String, Value> = match (
+            self.state.rerun_items.remove(step),
+            self.state.history.get(&(step.to_string(), self.state.round.saturating_sub(1))),
+        ) {
+            (Some(rerun), Some(StepOutput::Each(previous))) => {
+                let rerun = with_dependents(&items, &rerun);
+                previous
+                    .iter()
+                    .filter(|record| !rerun.contains(&record.id))
+                    .filter_map(|record| match &record.status {
+                        ItemStatus::Done(output) => Some((record.id.clone(), output.clone())),
+                        _ => None,
+                    })
+                    .collect()
+            }
+            _ => BTreeMap::new(),
+        };
+        self.emit(
+            "dag",
+            fields([
+                ("items", json!(items.iter().map(|(id, ..)| id).collect::<Vec<_>>())),
+                ("concurrency", json!(concurrency)),
+                ("kept", json!(keep.keys().collect::<Vec<_>>())),
+            ]),
+        );
+        let feedback = self.state.feedback.get(step).cloned();
+        let mut works = Vec::with_capacity(items.len());
+        for (id, value, depends_on) in items {
+            let mut scope = bindings.clone();
+            scope.set(NameIr::Local(var.to_string()), value.clone());
+            let inputs = self.eval_args(args, &scope)?;
+            let state = match keep.get(&id) {
+                Some(output) => WorkState::Settled(ItemStatus::Done(output.clone())),
+                None => WorkState::Waiting,
+            };
+            works.push(Work {
+                id: Some(id),
+                value,
+                depends_on,
+                inputs,
+                state,
+                stage_retries_used: 0,
+                feedback: feedback.clone(),
+            });
+        }
+        self.drive(step, role, &mut works, concurrency, check).await?;
+        let records = Self::records(&works);
+        self.store(step, StepOutput::Each(records));
+        Ok(())
+    }
+
+    /// Evaluates the gate of a `gate` step on the current round's candidate, and decides
+    /// the next node: `pass`, `fail`, or the repair table's action.
+    fn run_gate(&mut self, node: NodeIndex, step: &str, gate_name: &str, repair: bool) -> Result<NodeIndex, Halt> {
+        let spec = self.spec;
+        let Some(gate) = spec.gates.get(gate_name) else {
+            return Err(flow_error(&format!("unknown gate `{gate_name}`")));
+        };
+        let Some(candidate) = self.state.candidate_of(&gate.subject).cloned() else {
+            return Err(self.step_failure(format!(
+                "gate `{gate_name}` judges step `{}`, which has no output in round {}",
+                gate.subject, self.state.round
+            )));
+        };
+        let mut bindings = self.bindings();
+        bindings.set(NameIr::Candidate, candidate.value());
+        let mut failed_ids = candidate.content.failed.clone();
+        failed_ids.extend(candidate.content.skipped.iter().cloned());
+        let result = evaluate_gate(
+            gate_name,
+            gate,
+            &bindings,
+            &candidate.content.item_ids,
+            &failed_ids,
+        );
+        let mut data = fields([
+            ("gate", json!(gate_name)),
+            ("candidate", json!(candidate.id)),
+            ("hash", json!(candidate.hash)),
+            ("passed", json!(result.passed)),
+            ("score", json!(result.score)),
+            ("pass_when", json!(result.pass_when)),
+        ]);
+        data.insert("rules".into(), json!(result.rules));
+        data.insert("scores".into(), json!(result.scores));
+        data.insert("issues".into(), json!(result.issues));
+        self.emit("gate", data);
+        if let Some(stored) = self
+            .state
+            .candidates
+            .iter_mut()
+            .rev()
+            .find(|c| c.id == candidate.id && c.step == candidate.step)
+        {
+            stored.evaluation = Some(result.clone());
+        }
+        self.store(step, StepOutput::Gate(result.value()));
+        let wanted = if result.passed {
+            self.state.gate_passed = true;
+            Some(TransitionIr::Pass)
+        } else if repair {
+            None
+        } else {
+            Some(TransitionIr::Fail)
+        };
+        match wanted {
+            Some(kind) => {
+                let mut edges: Vec<_> = spec.flow.graph.edges_directed(node, Direction::Outgoing).collect();
+                edges.sort_by_key(|edge| edge.id().index());
+                edges
+                    .into_iter()
+                    .find(|edge| *edge.weight() == kind)
+                    .map(|edge| edge.target())
+                    .ok_or_else(|| flow_error(&format!("gate step `{step}` has no {kind:?} edge")))
+            }
+            None => self.repair(node, &candidate, &result),
+        }
+    }
+
+    /// The repair loop's mechanics: no-progress and round accounting, then the action
+    /// the policy chose.
+    fn repair(&mut self, gate_node: NodeIndex, candidate: &Candidate, result: &GateResult) -> Result<NodeIndex, Halt> {
+        let spec = self.spec;
+        let Some(table) = &spec.repair else {
+            return self.stop_repairing(Reason::NoRepairAction, gate_node);
+        };
+        self.enter_phase(Phase::Repairing);
+        let signature = RoundSignature {
+            codes: result.error_codes(),
+            score: result.score,
+            hash: candidate.hash.clone(),
+        };
+        let earlier: Vec<&str> = self
+            .state
+            .candidates
+            .iter()
+            .filter(|c| c.round < candidate.round)
+            .map(|c| c.hash.as_str())
+            .collect();
+        let stalled = is_no_progress(&signature, self.state.last_signature.as_ref(), &earlier);
+        self.state.last_signature = Some(signature);
+        if stalled {
+            self.state.no_progress += 1;
+            self.emit(
+                "no_progress",
+                fields([
+                    ("count", json!(self.state.no_progress)),
+                    ("limit", json!(table.no_progress)),
+                ]),
+            );
+        } else {
+            self.state.no_progress = 0;
+        }
+        let policy = RepairPolicy {
+            table,
+            flow: &spec.flow,
+        };
+        let decision = policy.decide(result);
+        match &decision {
+            Decision::Block { reason, code } | Decision::Fail { reason, code } => {
+                let terminal = if matches!(decision, Decision::Block { .. }) {
+                    Terminal::Blocked
+                } else {
+                    Terminal::Failed
+                };
+                self.emit_repair(&decision, None);
+                return Err(Halt::Stop(Stop::new(
+                    terminal,
+                    Reason::HardGate(code.clone()),
+                    Some(reason.clone()),
+                )));
+            }
+            Decision::NoAction => {
+                self.emit_repair(&decision, None);
+                return self.stop_repairing(Reason::NoRepairAction, gate_node);
+            }
+            _ => {}
+        }
+        if self.state.no_progress >= table.no_progress.max(1) {
+            return self.stop_repairing(Reason::NoProgress, gate_node);
+        }
+        if self.state.round > table.rounds {
+            return self.stop_repairing(Reason::MaxRounds, gate_node);
+        }
+        let subject = spec
+            .gates
+            .values()
+            .find(|gate| gate.subject == candidate.step)
+            .map(|gate| gate.subject.clone())
+            .unwrap_or_else(|| candidate.step.clone());
+        let (target, items, feedback) = match &decision {
+            Decision::Ask { question, .. } => {
+                let answer = self.ask_human(question)?;
+                let approved = answer.get("approved").and_then(Value::as_bool).unwrap_or(false);
+                if !approved {
+                    self.emit_repair(&decision, Some(false));
+                    return self.stop_repairing(Reason::HumanRejected, gate_node);
+                }
+                self.emit_repair(&decision, Some(true));
+                (subject, Vec::new(), true)
+            }
+            Decision::Replan { .. } => {
+                self.emit_repair(&decision, None);
+                let entry = spec
+                    .flow
+                    .graph
+                    .node_weight(spec.flow.entry)
+                    .map(|step| step.name.clone())
+                    .unwrap_or_default();
+                (entry, Vec::new(), false)
+            }
+            Decision::Rerun {
+                step,
+                with_feedback,
+                items,
+                ..
+            } => {
+                self.emit_repair(&decision, None);
+                (step.clone(), items.clone(), *with_feedback)
+            }
+            Decision::Block { .. } | Decision::Fail { .. } | Decision::NoAction => {
+                return Err(flow_error("unreachable repair decision"));
+            }
+        };
+        let Some(&target_node) = spec.flow.steps.get(&target) else {
+            return Err(flow_error(&format!("repair reruns unknown step `{target}`")));
+        };
+        self.start_round(target_node, &target, items, feedback.then(|| json!(result.issues)));
+        Ok(target_node)
+    }
+
+    /// Starts the next round at `target`: invalidates it and everything downstream, and
+    /// for an `each` target with named items, only those items (and their dependents).
+    fn start_round(&mut self, target_node: NodeIndex, target: &str, items: Vec<String>, feedback: Option<Value>) {
+        let spec = self.spec;
+        let mut invalid = Vec::new();
+        let mut bfs = Bfs::new(&spec.flow.graph, target_node);
+        while let Some(node) = bfs.next(&spec.flow.graph) {
+            if let Some(step) = spec.flow.graph.node_weight(node)
+                && !step.kind.is_terminal()
+            {
+                invalid.push(step.name.clone());
+            }
+        }
+        invalid.sort();
+        self.state.round += 1;
+        self.state.feedback.clear();
+        if let Some(feedback) = feedback {
+            self.state.feedback.insert(target.to_string(), feedback);
+        }
+        if !items.is_empty() {
+            self.state.rerun_items.insert(target.to_string(), items.clone());
+        }
+        self.emit(
+            "round_started",
+            fields([
+                ("from_step", json!(target)),
+                ("invalidated", json!(invalid)),
+                ("items", json!(items)),
+            ]),
+        );
+        for step in &invalid {
+            self.state.outputs.remove(step);
+        }
+        self.enter_phase(Phase::Executing);
+    }
+
+    /// Stops repairing: the best candidate goes to the finalize step as `below_target`
+    /// (or the run fails when no candidate passed the hard rules).
+    fn stop_repairing(&mut self, reason: Reason, gate_node: NodeIndex) -> Result<NodeIndex, Halt> {
+        let best = self.state.best().map(|best| best.id.clone());
+        self.emit(
+            "repair_stopped",
+            fields([("reason", json!(reason.to_string())), ("best", json!(best))]),
+        );
+        let Some(best) = best else {
+            return Err(Halt::Stop(Stop::new(
+                Terminal::Failed,
+                reason,
+                Some("no candidate passed the hard rules".to_string()),
+            )));
+        };
+        let stop = Stop::new(
+            Terminal::BelowTarget,
+            reason,
+            Some(format!("delivering the best candidate {best}, which did not pass the gate")),
+        );
+        match self.finalize_node(gate_node) {
+            Some(node) => {
+                self.pending_stop = Some(stop);
+                Ok(node)
+            }
+            None => Err(Halt::Stop(stop)),
+        }
+    }
+
+    /// The finalize step to deliver through: the first reachable from the gate's `pass`
+    /// edge, else the first in the flow.
+    fn finalize_node(&self, gate_node: NodeIndex) -> Option<NodeIndex> {
+        let graph = &self.spec.flow.graph;
+        let is_finalize =
+            |node: NodeIndex| matches!(graph.node_weight(node).map(|s| &s.kind), Some(StepKind::Finalize { .. }));
+        let pass_target = graph
+            .edges_directed(gate_node, Direction::Outgoing)
+            .find(|edge| *edge.weight() == TransitionIr::Pass)
+            .map(|edge| edge.target());
+        if let Some(start) = pass_target {
+            let mut bfs = Bfs::new(graph, start);
+            while let Some(node) = bfs.next(graph) {
+                if is_finalize(node) {
+                    return Some(node);
+                }
+            }
+        }
+        graph.node_indices().find(|node| is_finalize(*node))
+    }
+
+    /// The finalize step: the role gets `best`; its `Delivery.candidate_id` must be
+    /// `best.id`; the delivery is written, read back and re-hashed.
+    async fn run_finalize(&mut self, step: &str, role: &str, args: &[ExprIr]) -> Result<(), Halt> {
+        let best = self.state.best().cloned();
+        let inputs = self.eval_args(args, &Bindings::default())?;
+        let output = self.single_call(step, role, inputs).await?;
+        self.store(step, StepOutput::Single(output.clone()));
+        let proposed = output
+            .get("candidate_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let Some(best) = best else {
+            return Err(self.mismatch(format!(
+                "the finalizer named candidate `{proposed}`, but no candidate was evaluated without a hard failure"
+            )));
+        };
+        if proposed != best.id {
+            return Err(self.mismatch(format!(
+                "the finalizer delivered candidate `{proposed}`, but the best evaluated candidate is `{}`",
+                best.id
+            )));
+        }
+        let Some(stored) = self.state.history.get(&(best.step.clone(), best.round)) else {
+            return Err(self.mismatch(format!("the outputs of candidate `{}` are gone", best.id)));
+        };
+        let content = CandidateContent::of(stored);
+        let summary = output.get("summary").cloned().unwrap_or(Value::Null);
+        let document = delivery::document(&best, &content, &summary);
+        match delivery::deliver(&self.config.delivery, &best.id, &document, &best.hash) {
+            Ok(delivered) => {
+                let mut data = fields([
+                    ("candidate", json!(best.id)),
+                    ("hash", json!(delivered.hash)),
+                    ("verified", json!(true)),
+                ]);
+                if let Some(path) = &delivered.path {
+                    data.insert("file".into(), json!(delivery::DELIVERY_FILE));
+                    let _ = path;
+                }
+                self.emit("delivery", data);
+                self.delivered = Some(delivered);
+                Ok(())
+            }
+            Err(delivery::DeliveryProblem::Mismatch { expected, found }) => {
+                self.emit(
+                    "delivery",
+                    fields([
+                        ("candidate", json!(best.id)),
+                        ("verified", json!(false)),
+                        ("expected", json!(expected)),
+                        ("found", json!(found)),
+                    ]),
+                );
+                Err(Halt::Stop(Stop::new(
+                    Terminal::Failed,
+                    Reason::DeliveryMismatch,
+                    Some(format!(
+                        "the delivered candidate `{}` hashes to {found}, not to the evaluated {expected}",
+                        best.id
+                    )),
+                )))
+            }
+            Err(delivery::DeliveryProblem::Io(message)) => Err(Halt::Error(RunError::Delivery(message))),
+        }
+    }
+
+    fn mismatch(&mut self, message: String) -> Halt {
+        self.emit(
+            "delivery",
+            fields([("verified", json!(false)), ("error", json!(message.clone()))]),
+        );
+        Halt::Stop(Stop::new(Terminal::Failed, Reason::DeliveryMismatch, Some(message)))
+    }
+
+    /// An `ask` step: a person's `Answer`.
+    fn run_ask(&mut self, step: &str, question: &str) -> Result<(), Halt> {
+        let answer = self.ask_human(question)?;
+        self.state.last_ask_rejected =
+            !answer.get("approved").and_then(Value::as_bool).unwrap_or(false);
+        self.store(step, StepOutput::Single(answer));
+        Ok(())
+    }
+
+    fn ask_human(&mut self, question: &str) -> Result<Value, Halt> {
+        let step = self.current_step.clone().unwrap_or_default();
+        let answer = self
+            .humans
+            .answer(&step, self.state.round, question)
+            .map_err(|message| {
+                Halt::Error(RunError::Human {
+                    step: step.clone(),
+                    message,
+                })
+            })?;
+        let answer = contract::validate(self.spec, "Answer", &answer).map_err(|message| {
+            Halt::Error(RunError::Human {
+                step: step.clone(),
+                message: format!("the recorded answer is not an `Answer`: {message}"),
+            })
+        })?;
+        self.emit(
+            "human",
+            fields([("question", json!(question)), ("answer", answer.clone())]),
+        );
+        Ok(answer)
+    }
+
+    /// The stop a terminal node means.
+    fn terminal_stop(&mut self, kind: &StepKind) -> Stop {
+        match kind {
+            StepKind::Done => self.pending_stop.take().unwrap_or_else(|| {
+                let reason = if self.state.gate_passed {
+                    Reason::GatePassed
+                } else {
+                    Reason::Done
+                };
+                Stop::new(Terminal::Completed, reason, None)
+            }),
+            StepKind::Blocked { reason } | StepKind::Failed { reason } => {
+                let terminal = if matches!(kind, StepKind::Blocked { .. }) {
+                    Terminal::Blocked
+                } else {
+                    Terminal::Failed
+                };
+                let why = if self.state.last_ask_rejected {
+                    Reason::HumanRejected
+                } else {
+                    Reason::FlowTarget
+                };
+                Stop::new(terminal, why, Some(reason.clone()))
+            }
+            _ => Stop::new(Terminal::Failed, Reason::FlowTarget, None),
+        }
+    }
+
+    /// Writes `run_finished` and builds the outcome.
+    fn finish(&mut self, stop: Stop) -> RunOutcome {
+        self.current_step = None;
+        let best = self.state.best().map(|best| best.id.clone());
+        let delivered = if stop.terminal == Terminal::Completed || stop.terminal == Terminal::BelowTarget {
+            self.delivered.clone()
+        } else {
+            None
+        };
+        let mut data = fields([
+            ("outcome", json!(stop.terminal)),
+            ("reason", json!(stop.reason.to_string())),
+            ("best", json!(best)),
+            ("delivered", json!(delivered.as_ref().map(|d| d.candidate_id.clone()))),
+        ]);
+        if let Some(message) = &stop.message {
+            data.insert("message".into(), json!(message));
+        }
+        data.insert("tokens".into(), json!(self.state.counters.tokens));
+        data.insert("cost".into(), json!(round6(self.state.counters.cost)));
+        data.insert("steps".into(), json!(self.state.counters.step_count));
+        self.emit("run_finished", data);
+        RunOutcome {
+            terminal: stop.terminal,
+            reason: stop.reason,
+            message: stop.message,
+            best,
+            delivered,
+            rounds: self.state.round,
+            candidates: self
+                .state
+                .candidates
+                .iter()
+                .map(|c| (c.id.clone(), c.hash.clone(), c.evaluation.as_ref().and_then(|e| e.score)))
+                .collect(),
+        }
+    }
+
+    // ---- state helpers ----
+
+    /// Stores a step's output for the current round (scope and history).
+    fn store(&mut self, step: &str, output: StepOutput) {
+        self.state
+            .history
+            .insert((step.to_string(), self.state.round), output.clone());
+        self.state.outputs.insert(step.to_string(), output);
+    }
+
+    /// Forms the round's candidate when `step` is the subject of a gate step's gate.
+    fn form_candidate(&mut self, step: &str) {
+        let spec = self.spec;
+        let is_subject = spec.flow.graph.node_weights().any(|node| match &node.kind {
+            StepKind::Gate { gate, .. } => spec.gates.get(gate).is_some_and(|g| g.subject == step),
+            _ => false,
+        });
+        if !is_subject {
+            return;
+        }
+        let Some(output) = self.state.outputs.get(step) else {
+            return;
+        };
+        let content = CandidateContent::of(output);
+        let hash = delivery::hash_value(&content.hashed_value());
+        let candidate = Candidate {
+            id: format!("c{}", self.state.round),
+            round: self.state.round,
+            step: step.to_string(),
+            content,
+            hash,
+            evaluation: None,
+        };
+        self.emit(
+            "candidate",
+            fields([
+                ("candidate", json!(candidate.id)),
+                ("hash", json!(candidate.hash)),
+                ("items", json!(candidate.content.item_ids)),
+                ("failed", json!(candidate.content.failed)),
+                ("skipped", json!(candidate.content.skipped)),
+            ]),
+        );
+        let round = self.state.round;
+        self.state
+            .candidates
+            .retain(|c| !(c.round == round && c.step == step));
+        self.state.candidates.push(candidate);
+    }
+
+    /// Applies the `tamper` faults that fire after `step` (each once).
+    fn apply_faults(&mut self, step: &str) {
+        let faults = self.config.faults.clone();
+        for (index, fault) in faults.iter().enumerate() {
+            let Fault::Tamper { after, item } = fault;
+            if after != step || self.fired_faults.contains(&index) {
+                continue;
+            }
+            self.fired_faults.push(index);
+            let round = self.state.round;
+            let mut hit = None;
+            for ((name, r), output) in self.state.history.iter_mut() {
+                if *r != round {
+                    continue;
+                }
+                match (output, item) {
+                    (StepOutput::Each(records), Some(item)) => {
+                        for record in records.iter_mut().filter(|record| &record.id == item) {
+                            if let ItemStatus::Done(value) = &mut record.status {
+                                tamper(value, after);
+                                hit = Some(name.clone());
+                            }
+                        }
+                    }
+                    (StepOutput::Single(value), None)
+                        if self.state.candidates.iter().any(|c| c.round == round && &c.step == name) =>
+                    {
+                        tamper(value, after);
+                        hit = Some(name.clone());
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(name) = &hit
+                && let Some(stored) = self.state.history.get(&(name.clone(), round)).cloned()
+            {
+                self.state.outputs.insert(name.clone(), stored);
+            }
+            self.emit(
+                "fault",
+                fields([
+                    ("fault", json!("tamper")),
+                    ("target_step", json!(hit)),
+                    ("target_item", json!(item)),
+                ]),
+            );
+        }
+    }
+
+    /// Checks every `always` invariant; a broken one fails the run.
+    fn check_invariants(&mut self) -> Result<(), Halt> {
+        let spec = self.spec;
+        let bindings = self.bindings();
+        for (name, invariant) in &spec.invariants {
+            let InvariantIr::Always { expr } = invariant else {
+                continue;
+            };
+            let broken = match evaluate_bool(expr, &bindings) {
+                Ok(holds) => !holds,
+                Err(EvalError::Unbound { .. }) => false,
+                Err(_) => true,
+            };
+            if broken {
+                self.emit("invariant_violated", fields([("invariant", json!(name))]));
+                return Err(Halt::Stop(Stop::new(
+                    Terminal::Failed,
+                    Reason::Invariant(name.clone()),
+                    Some(format!("invariant `{name}` no longer holds")),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails the run when a budget ran out (tokens, cost, wall).
+    fn check_budget(&mut self) -> Result<(), Halt> {
+        self.state.counters.elapsed_ms = self.elapsed_ms();
+        match budget::exhausted(&self.spec.budget, &self.state.counters) {
+            Some(which) => Err(self.budget_stop(which)),
+            None => Ok(()),
+        }
+    }
+
+    fn budget_stop(&mut self, which: BudgetKind) -> Halt {
+        self.abort_jobs();
+        let best = self.state.best().map(|best| best.id.clone());
+        self.emit(
+            "budget",
+            fields([
+                ("exhausted", json!(which)),
+                ("tokens", json!(self.state.counters.tokens)),
+                ("cost", json!(round6(self.state.counters.cost))),
+                ("elapsed_ms", json!(self.state.counters.elapsed_ms)),
+                ("steps", json!(self.state.counters.step_count)),
+                ("best", json!(best)),
+            ]),
+        );
+        Halt::Stop(Stop::new(
+            Terminal::Failed,
+            Reason::BudgetExhausted(which),
+            best.map(|best| format!("the best candidate so far, {best}, is not delivered")),
+        ))
+    }
+
+    /// After a batch of replies: budgets and `always` invariants.
+    fn after_batch(&mut self) -> Result<(), Halt> {
+        self.check_budget()?;
+        self.check_invariants()
+    }
+
+    fn step_failure(&mut self, message: String) -> Halt {
+        let step = self.current_step.clone().unwrap_or_default();
+        self.emit("step_failed", fields([("error", json!(message.clone()))]));
+        Halt::Stop(Stop::new(Terminal::Failed, Reason::StepFailed(step), Some(message)))
+    }
+
+    /// Names in scope: `request`, step outputs of this round, `run`, `best`, and the
+    /// current round's latest candidate.
+    fn bindings(&self) -> Bindings {
+        let mut bindings = Bindings {
+            request: Some(self.state.request.clone()),
+            steps: self.state.visible_outputs(),
+            run: Some(self.state.run_value()),
+            ..Bindings::default()
+        };
+        if let Some(best) = self.state.best() {
+            bindings.best = Some(best.value());
+        }
+        if let Some(candidate) = self
+            .state
+            .candidates
+            .iter()
+            .rev()
+            .find(|c| c.round == self.state.round)
+        {
+            bindings.candidate = Some(candidate.value());
+        }
+        bindings
+    }
+
+    /// Evaluates a call's arguments (in `extra` scope on top of the run's names).
+    fn eval_args(&mut self, args: &[ExprIr], extra: &Bindings) -> Result<Vec<Value>, Halt> {
+        let mut bindings = self.bindings();
+        bindings.locals.extend(extra.locals.clone());
+        if bindings.best.is_none() {
+            bindings.best = Some(Value::Null);
+        }
+        let mut values = Vec::with_capacity(args.len());
+        for arg in args {
+            match evaluate(arg, &bindings) {
+                Ok(value) => values.push(value),
+                Err(error) => {
+                    return Err(self.step_failure(format!("an argument cannot be evaluated: {error}")));
+                }
+            }
+        }
+        Ok(values)
+    }
+
+    fn phase_of(&self, node: NodeIndex, kind: &StepKind) -> Phase {
+        match kind {
+            StepKind::Gate { .. } => Phase::Evaluating,
+            StepKind::Finalize { .. } => Phase::Finalizing,
+            StepKind::Each { .. } => Phase::Executing,
+            StepKind::Ask { .. } => match self.state.phase {
+                Phase::Received => Phase::Planning,
+                other => other,
+            },
+            StepKind::Call { role, .. } => {
+                let judges = self
+                    .spec
+                    .roles
+                    .get(role)
+                    .is_some_and(|role| role.inputs.iter().any(|input| input == "Candidate"));
+                if node == self.spec.flow.entry {
+                    Phase::Planning
+                } else if judges {
+                    Phase::Evaluating
+                } else {
+                    Phase::Executing
+                }
+            }
+            _ => self.state.phase,
+        }
+    }
+
+    /// Moves the state machine to `phase`, writing the transition first.
+    fn enter_phase(&mut self, phase: Phase) {
+        if self.state.phase == phase {
+            return;
+        }
+        self.emit(
+            "phase",
+            fields([("from", json!(self.state.phase)), ("to", json!(phase))]),
+        );
+        self.state.phase = phase;
+    }
+
+    // ---- jobs ----
+
+    fn next_job(&mut self, _owner: usize) -> u64 {
+        self.next_job_id += 1;
+        self.last_job = self.next_job_id;
+        self.next_job_id
+    }
+
+    /// Waits for the next replies and returns every one that arrives at the same instant,
+    /// in item id order (then job order). A wall budget that runs out while waiting
+    /// stops the run.
+    async fn wait_batch(
+        &mut self,
+        owners: &BTreeMap<u64, usize>,
+        works: &[Work],
+    ) -> Result<Vec<JobMessage>, Halt> {
+        let first = match self.wall_deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, self.receiver.recv()).await.ok().flatten(),
+            None => self.receiver.recv().await,
+        };
+        let mut batch: Vec<JobMessage> = first.into_iter().collect();
+        // Let every task woken at this instant run and report before deciding anything:
+        // yielding never advances a paused clock.
+        let mut quiet = 0;
+        while quiet < 3 {
+            tokio::task::yield_now().await;
+            let mut got = false;
+            while let Ok(message) = self.receiver.try_recv() {
+                batch.push(message);
+                got = true;
+            }
+            quiet = if got { 0 } else { quiet + 1 };
+        }
+        if batch.is_empty() {
+            self.check_budget()?;
+            return Err(self.budget_stop(BudgetKind::Wall));
+        }
+        batch.sort_by(|a, b| {
+            let item = |job: u64| {
+                owners
+                    .get(&job)
+                    .and_then(|index| works.get(*index))
+                    .and_then(|work| work.id.clone())
+            };
+            item(a.job).cmp(&item(b.job)).then(a.job.cmp(&b.job))
+        });
+        Ok(batch)
+    }
+
+    fn abort_jobs(&mut self) {
+        for (_, handle) in std::mem::take(&mut self.handles) {
+            handle.abort();
+        }
+    }
+
+    // ---- trace ----
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(Instant::now().duration_since(self.started).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Appends an event for the current step.
+    fn emit(&mut self, kind: &str, data: Map<String, Value>) {
+        let step = self.current_step.clone();
+        self.append(kind, step, None, None, data);
+    }
+
+    /// Appends an event about one call.
+    fn emit_call(&mut self, kind: &str, unit: &CallUnit, mut data: Map<String, Value>) {
+        if let Some(role) = &unit.key_role {
+            data.insert("check_role".into(), json!(role));
+        }
+        self.append(kind, Some(unit.step.clone()), unit.item.clone(), Some(unit.attempt), data);
+    }
+
+    /// Appends an event about one work item.
+    fn emit_item(&mut self, kind: &str, step: &str, item: Option<&str>, data: Map<String, Value>) {
+        self.append(kind, Some(step.to_string()), item.map(str::to_string), None, data);
+    }
+
+    fn emit_repair(&mut self, decision: &Decision, approved: Option<bool>) {
+        let mut data = fields([("action", json!(decision.name()))]);
+        match decision {
+            Decision::Block { reason, code } | Decision::Fail { reason, code } => {
+                data.insert("codes".into(), json!([code]));
+                data.insert("message".into(), json!(reason));
+            }
+            Decision::Ask { question, codes } => {
+                data.insert("codes".into(), json!(codes));
+                data.insert("question".into(), json!(question));
+            }
+            Decision::Replan { codes } => {
+                data.insert("codes".into(), json!(codes));
+            }
+            Decision::Rerun {
+                step,
+                with_feedback,
+                items,
+                codes,
+            } => {
+                data.insert("codes".into(), json!(codes));
+                data.insert("rerun".into(), json!(step));
+                data.insert("with_feedback".into(), json!(with_feedback));
+                data.insert("items".into(), json!(items));
+            }
+            Decision::NoAction => {}
+        }
+        if let Some(approved) = approved {
+            data.insert("approved".into(), json!(approved));
+        }
+        self.emit("repair", data);
+    }
+
+    fn append(
+        &mut self,
+        kind: &str,
+        step: Option<String>,
+        item: Option<String>,
+        attempt: Option<u64>,
+        data: Map<String, Value>,
+    ) {
+        self.seq += 1;
+        let event = TraceEvent {
+            seq: self.seq,
+            t_ms: self.elapsed_ms(),
+            round: self.state.round,
+            step,
+            item,
+            attempt,
+            kind: kind.to_string(),
+            data,
+        };
+        self.sink.append(&event);
+    }
+}
+
+/// The ids in `rerun` and every item that depends on one of them, transitively.
+fn with_dependents(items: &[(String, Value, Vec<String>)], rerun: &[String]) -> Vec<String> {
+    let mut set: Vec<String> = rerun.to_vec();
+    loop {
+        let before = set.len();
+        for (id, _, depends_on) in items {
+            if !set.contains(id) && depends_on.iter().any(|dependency| set.contains(dependency)) {
+                set.push(id.clone());
+            }
+        }
+        if set.len() == before {
+            set.sort();
+            return set;
+        }
+    }
+}
+
+/// Alters a stored output as a late overwrite would.
+fn tamper(value: &mut Value, after: &str) {
+    match value {
+        Value::Object(fields) => {
+            fields.insert("tampered_after".into(), json!(after));
+        }
+        other => *other = json!({ "tampered_after": after, "was": other.clone() }),
+    }
+}
+
+fn step_kind_name(kind: &StepKind) -> &'static str {
+    match kind {
+        StepKind::Call { .. } => "call",
+        StepKind::Each { .. } => "each",
+        StepKind::Gate { .. } => "gate",
+        StepKind::Finalize { .. } => "finalize",
+        StepKind::Ask { .. } => "ask",
+        StepKind::Done => "done",
+        StepKind::Blocked { .. } => "blocked",
+        StepKind::Failed { .. } => "failed",
+    }
+}
+
+fn round6(value: f64) -> f64 {
+    (value * 1_000_000.0).round() / 1_000_000.0
+}
+
+fn flow_error(message: &str) -> Halt {
+    Halt::Error(RunError::Flow(message.to_string()))
+}

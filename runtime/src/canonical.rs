@@ -1,0 +1,132 @@
+//! Canonical JSON (sorted keys, no whitespace) and the `sha256:<hex>` content hashes of candidates and deliveries.
+//!
+//! The canonical form of a value is its JSON text with object keys sorted by their
+//! UTF-8 bytes at every depth, no insignificant whitespace, strings escaped as
+//! `serde_json` escapes them, and numbers as `serde_json` holds them (integers exactly,
+//! floats in their shortest round-trip form). Two values that are equal as JSON data
+//! have the same canonical text, whatever the key order they were built or parsed in.
+//! The keys are sorted here explicitly, so the form does not depend on whether some
+//! crate in the build enables `serde_json`'s `preserve_order`.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The canonical JSON text of `value`.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+/// `sha256:<hex>` of the canonical JSON of `value`: a candidate's hash.
+pub fn hash_value(value: &Value) -> String {
+    sha256(canonical_json(value).as_bytes())
+}
+
+/// `sha256:<hex>` of `bytes` (the same form as the compiler's spec and prompt hashes).
+pub fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{:x}", Sha256::digest(bytes))
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(number) => out.push_str(&number.to_string()),
+        Value::String(text) => write_string(text, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(record) => {
+            let mut entries: Vec<(&String, &Value)> = record.iter().collect();
+            entries.sort_by(|(a, _), (b, _)| a.as_bytes().cmp(b.as_bytes()));
+            out.push('{');
+            for (index, (key, item)) in entries.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_string(key, out);
+                out.push(':');
+                write_canonical(item, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_string(text: &str, out: &mut String) {
+    // Serializing a `&str` cannot fail; the fallback keeps this total anyway.
+    match serde_json::to_string(text) {
+        Ok(escaped) => out.push_str(&escaped),
+        Err(_) => out.push_str("\"\""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(input: &str, expected: &str) {
+        let value: Value = match serde_json::from_str(input) {
+            Ok(value) => value,
+            Err(error) => panic!("{input}: {error}"),
+        };
+        assert_eq!(canonical_json(&value), expected, "{input}");
+    }
+
+    #[test]
+    fn canonical_text() {
+        check(
+            r#"{ "b": 1, "a": [ 1, 2.5, -3 ], "c": { "z": null, "y": true } }"#,
+            r#"{"a":[1,2.5,-3],"b":1,"c":{"y":true,"z":null}}"#,
+        );
+        check(
+            r#""line\nbreak \"quoted\" é""#,
+            r#""line\nbreak \"quoted\" é""#,
+        );
+        check("[]", "[]");
+        check("{}", "{}");
+        check("18446744073709551615", "18446744073709551615");
+        check("1.0", "1.0");
+        check("1e3", "1000.0");
+        check(r#"{"é": 1, "z": 2, "A": 3}"#, r#"{"A":3,"z":2,"é":1}"#);
+    }
+
+    #[test]
+    fn hashes_ignore_key_order_and_whitespace_but_not_content() {
+        let a = json!({"id": "c1", "items": [{"x": 1, "y": 2}]});
+        let b: Value =
+            match serde_json::from_str("{\"items\":[{\"y\":2,\"x\":1}],\n \"id\":\"c1\"}") {
+                Ok(value) => value,
+                Err(error) => panic!("{error}"),
+            };
+        assert_eq!(hash_value(&a), hash_value(&b));
+        assert_ne!(
+            hash_value(&a),
+            hash_value(&json!({"id": "c1", "items": [{"x": 1, "y": 3}]}))
+        );
+        assert!(hash_value(&a).starts_with("sha256:"));
+        assert_eq!(hash_value(&a).len(), "sha256:".len() + 64);
+    }
+
+    #[test]
+    fn sha256_matches_the_compiler() {
+        assert_eq!(
+            sha256(b"abc"),
+            charter_compiler::graph::hash::sha256(b"abc")
+        );
+        assert_eq!(
+            sha256(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+}

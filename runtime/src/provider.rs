@@ -1,0 +1,338 @@
+//! The `Provider` trait: one async model call, keyed by (step, round, item, attempt, role); and `HumanChannel`, the answer to an `ask` step.
+//!
+//! A provider only answers a request. Timeouts, retries with backoff, recording and
+//! contract checks are wrappers around any provider or the scheduler's business
+//! (DESIGN §4), so live providers (openai, anthropic) and the replay provider stay small
+//! and interchangeable. Both traits return boxed futures so they can be used as
+//! `Arc<dyn Provider>`, chosen at run time.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A boxed, sendable future (what the traits' methods return).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The key of a model call (DESIGN §5): which step, repair round, work item and attempt,
+/// and for the judge of a per-item `check ... by ROLE`, that role. Cassettes are looked
+/// up by this key, never by the order of calls.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CallKey {
+    pub step: String,
+    /// The repair round, from 1.
+    pub round: u64,
+    /// The work item's id in an `each` step.
+    pub item: Option<String>,
+    /// The n-th call of this role for this step, round and item, from 1.
+    pub attempt: u64,
+    /// Set only for the `by` role of a per-item check.
+    pub role: Option<String>,
+}
+
+impl CallKey {
+    /// Round 1, attempt 1, no item, no role.
+    pub fn new(step: impl Into<String>) -> Self {
+        CallKey {
+            step: step.into(),
+            round: 1,
+            item: None,
+            attempt: 1,
+            role: None,
+        }
+    }
+
+    pub fn round(mut self, round: u64) -> Self {
+        self.round = round;
+        self
+    }
+
+    pub fn item(mut self, item: impl Into<String>) -> Self {
+        self.item = Some(item.into());
+        self
+    }
+
+    pub fn attempt(mut self, attempt: u64) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    pub fn role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
+        self
+    }
+}
+
+/// Written as in a cassette: `{step: execute, round: 1, item: T-002, attempt: 3}`.
+impl fmt::Display for CallKey {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{{step: {}, round: {}", self.step, self.round)?;
+        if let Some(item) = &self.item {
+            write!(formatter, ", item: {item}")?;
+        }
+        write!(formatter, ", attempt: {}", self.attempt)?;
+        if let Some(role) = &self.role {
+            write!(formatter, ", role: {role}")?;
+        }
+        formatter.write_str("}")
+    }
+}
+
+/// One model call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelRequest {
+    pub key: CallKey,
+    /// The role being called (always set; `key.role` only for per-item judges).
+    pub role: String,
+    /// `provider:model`, resolved from the role's alias.
+    pub model: String,
+    /// The rendered prompt.
+    pub prompt: String,
+    /// The JSON Schema of the role's output contract.
+    pub output_schema: Value,
+    /// The role's whitelisted tools (a provider offers only these to the model).
+    pub tools: Vec<String>,
+    /// Tool calls allowed in this model call, if limited.
+    pub max_tool_calls: Option<u64>,
+    /// On a provider retry after a contract violation: the violations, given back to the
+    /// model so it can correct its output.
+    pub previous_error: Option<String>,
+}
+
+/// What a model answered: structured JSON or text still to be parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelOutput {
+    Json(Value),
+    Text(String),
+}
+
+/// Tokens used by one call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+/// A tool call the model made during the call, with the result it got.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    pub tool: String,
+    pub args: Value,
+    pub result: Value,
+}
+
+/// A model's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelResponse {
+    pub output: ModelOutput,
+    pub usage: Usage,
+    /// In the order they were made.
+    pub tool_calls: Vec<ToolCall>,
+    /// How long the call took (recorded, for a replay).
+    pub latency: Duration,
+}
+
+/// Why a call gave no answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// Worth retrying: rate limits (429), server errors (5xx), dropped connections.
+    #[error("transient provider error{}: {message}", status_text(*status))]
+    Transient {
+        status: Option<u16>,
+        message: String,
+    },
+    /// Retrying cannot help: bad request, authentication, unknown model (4xx).
+    #[error("provider error{}: {message}", status_text(*status))]
+    Permanent {
+        status: Option<u16>,
+        message: String,
+    },
+    /// The call gave no response within `after` (recorded as a call with no response).
+    #[error("no response after {after:?}")]
+    TimedOut { after: Duration },
+    /// A replay was asked for a call its cassette does not hold: the run cannot go on.
+    #[error("the cassette has no call {key}")]
+    NotRecorded { key: CallKey },
+    /// A replay was asked for a human answer its cassette does not hold.
+    #[error("the cassette has no human answer for step `{step}` in round {round}")]
+    NoHumanAnswer { step: String, round: u64 },
+}
+
+fn status_text(status: Option<u16>) -> String {
+    status
+        .map(|status| format!(" {status}"))
+        .unwrap_or_default()
+}
+
+impl ProviderError {
+    /// The error for an HTTP status: 408, 429 and 5xx are transient, the rest permanent.
+    pub fn from_status(status: u16, message: impl Into<String>) -> Self {
+        let message = message.into();
+        if status == 408 || status == 429 || (500..=599).contains(&status) {
+            ProviderError::Transient {
+                status: Some(status),
+                message,
+            }
+        } else {
+            ProviderError::Permanent {
+                status: Some(status),
+                message,
+            }
+        }
+    }
+
+    /// A provider retry may help (transient errors and timeouts).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::Transient { .. } | ProviderError::TimedOut { .. }
+        )
+    }
+
+    /// The run must stop with an error (exit 1), not treat it as a failed call: the
+    /// recording does not match the run.
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::NotRecorded { .. } | ProviderError::NoHumanAnswer { .. }
+        )
+    }
+}
+
+/// Answers model calls.
+pub trait Provider: Send + Sync {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>>;
+}
+
+impl<P: Provider + ?Sized> Provider for Arc<P> {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        (**self).complete(request)
+    }
+}
+
+impl<P: Provider + ?Sized> Provider for Box<P> {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        (**self).complete(request)
+    }
+}
+
+/// An `ask` step's question.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HumanRequest {
+    pub step: String,
+    pub round: u64,
+    pub question: String,
+}
+
+/// Where an `ask` step's answer comes from: a person at a terminal in live runs, the
+/// cassette in replays. The answer is an `Answer` record (`{approved, note?}`), which the
+/// scheduler validates.
+pub trait HumanChannel: Send + Sync {
+    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>>;
+}
+
+impl<H: HumanChannel + ?Sized> HumanChannel for Arc<H> {
+    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+        (**self).ask(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_keys_display_like_a_cassette_entry() {
+        assert_eq!(
+            CallKey::new("plan").to_string(),
+            "{step: plan, round: 1, attempt: 1}"
+        );
+        assert_eq!(
+            CallKey::new("execute")
+                .round(2)
+                .item("T-002")
+                .attempt(3)
+                .role("judge")
+                .to_string(),
+            "{step: execute, round: 2, item: T-002, attempt: 3, role: judge}"
+        );
+    }
+
+    #[test]
+    fn statuses_are_classified() {
+        for (status, transient) in [
+            (429, true),
+            (500, true),
+            (503, true),
+            (408, true),
+            (400, false),
+            (401, false),
+            (404, false),
+        ] {
+            let error = ProviderError::from_status(status, "x");
+            assert_eq!(error.is_transient(), transient, "{status}");
+            assert!(!error.is_fatal());
+        }
+        assert_eq!(
+            ProviderError::from_status(429, "slow down").to_string(),
+            "transient provider error 429: slow down"
+        );
+        assert_eq!(
+            ProviderError::from_status(401, "bad key").to_string(),
+            "provider error 401: bad key"
+        );
+        let missing = ProviderError::NotRecorded {
+            key: CallKey::new("plan").round(2),
+        };
+        assert!(missing.is_fatal() && !missing.is_transient());
+        assert_eq!(
+            missing.to_string(),
+            "the cassette has no call {step: plan, round: 2, attempt: 1}"
+        );
+        assert!(
+            ProviderError::TimedOut {
+                after: Duration::from_secs(1)
+            }
+            .is_transient()
+        );
+    }
+
+    #[test]
+    fn usage_totals_saturate() {
+        assert_eq!(
+            Usage {
+                input_tokens: 3,
+                output_tokens: 4
+            }
+            .total(),
+            7
+        );
+        assert_eq!(
+            Usage {
+                input_tokens: u64::MAX,
+                output_tokens: 4
+            }
+            .total(),
+            u64::MAX
+        );
+    }
+}

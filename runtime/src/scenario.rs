@@ -1,0 +1,434 @@
+//! The versioned file formats of DESIGN §5: `scenario.yaml` and `cassette.yaml`, with their loading checks.
+//!
+//! These are file-format types, converted by hand to and from the runtime's internal
+//! types (`replay` turns a [`RecordedCall`] into a `ModelResponse`), so internals can
+//! change without breaking recorded goldens. Unknown fields are errors, so a typo in a
+//! hand-written cassette is reported rather than ignored. Durations are written as in a
+//! spec: `250ms`, `2s`, `20m`, `2h`.
+//!
+//! Loading a cassette checks that its `version` is supported, that no two calls share a
+//! key (step, round, item, attempt, role), that no two human answers share (step,
+//! round), and that a call holds at most one of `response`, `raw` and `error`; every
+//! error names the file and, where known, the line.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::provider::CallKey;
+use crate::trace::{Outcome, Reason};
+use crate::yaml::{self, YamlError};
+
+/// The cassette format version this runtime reads and writes.
+pub const CASSETTE_VERSION: u64 = 1;
+
+/// `scenario.yaml`: what to run and, optionally, how it must end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// The spec, relative to the project root (the directory that holds `golden/`).
+    pub spec: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The run's input (the `request`).
+    pub input: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expectation>,
+}
+
+/// Quick assertions on how a scenario's run ends.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expectation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    /// Written like `gate_passed` or `hard_gate{SECRET_LEAK}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+}
+
+/// `cassette.yaml`: what the models (and people) answered in a recorded run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cassette {
+    pub version: u64,
+    pub recorded: Recorded,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<RecordedCall>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub humans: Vec<RecordedHuman>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Fault>,
+}
+
+/// The hashes the cassette was recorded under (a replay under other hashes is stale).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recorded {
+    pub spec_hash: String,
+    /// Role name -> prompt template hash.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prompts: BTreeMap<String, String>,
+    /// Rules block name -> hash.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rules: BTreeMap<String, String>,
+}
+
+/// One recorded model call. With none of `response`, `raw` and `error`, the call gave no
+/// answer within its `latency` (it timed out when recorded).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedCall {
+    pub step: String,
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub round: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub attempt: u64,
+    /// The judge role of a per-item check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The role's final output, as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Value>,
+    /// The output as raw text (for malformed output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RecordedError>,
+    #[serde(
+        default,
+        with = "duration_text::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub latency: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<RecordedUsage>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<RecordedToolCall>,
+}
+
+impl RecordedCall {
+    pub fn key(&self) -> CallKey {
+        CallKey {
+            step: self.step.clone(),
+            round: self.round,
+            item: self.item.clone(),
+            attempt: self.attempt,
+            role: self.role.clone(),
+        }
+    }
+}
+
+/// A provider error the call returned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedError {
+    /// The HTTP status (429 and 5xx are transient; other 4xx permanent).
+    pub status: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedToolCall {
+    pub tool: String,
+    #[serde(default)]
+    pub args: Value,
+    #[serde(default)]
+    pub result: Value,
+}
+
+/// A person's answer to an `ask` step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedHuman {
+    pub step: String,
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub round: u64,
+    /// An `Answer`: `{approved: bool, note?: string}`.
+    pub answer: Value,
+}
+
+/// A fault injected into a replay.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Fault {
+    /// Alter a stored output after step `after` ran (as a late overwrite would): `item`'s
+    /// output in an `each` step, or the step's whole output.
+    Tamper(Tamper),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tamper {
+    pub after: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn is_one(value: &u64) -> bool {
+    *value == 1
+}
+
+/// A file that could not be read or does not pass the loading checks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(transparent)]
+pub struct LoadError(#[from] pub YamlError);
+
+impl Scenario {
+    /// Parses `text`, the content of the file shown as `file`.
+    pub fn from_yaml(file: &str, text: &str) -> Result<Scenario, LoadError> {
+        Ok(yaml::from_str(file, text)?)
+    }
+
+    /// Reads and parses the file at `path`.
+    pub fn read(path: &Path) -> Result<Scenario, LoadError> {
+        let (name, text) = read_file(path)?;
+        Scenario::from_yaml(&name, &text)
+    }
+
+    pub fn to_yaml(&self) -> Result<String, LoadError> {
+        Ok(yaml::to_string("scenario.yaml", self)?)
+    }
+}
+
+impl Cassette {
+    /// An empty cassette recorded under `recorded`.
+    pub fn new(recorded: Recorded) -> Self {
+        Cassette {
+            version: CASSETTE_VERSION,
+            recorded,
+            calls: Vec::new(),
+            humans: Vec::new(),
+            faults: Vec::new(),
+        }
+    }
+
+    /// Parses `text`, the content of the file shown as `file`, and runs the loading checks.
+    pub fn from_yaml(file: &str, text: &str) -> Result<Cassette, LoadError> {
+        // Positions first, so that the checks below can point at lines. Only `version`
+        // is read before the whole file, so an unsupported version is reported as such
+        // even when the rest of the file is in a format this runtime does not know.
+        let positions: Positions = yaml::from_str(file, text).unwrap_or_default();
+        if let Some(version) = &positions.version
+            && version.value != CASSETTE_VERSION
+        {
+            return Err(LoadError(YamlError::at(
+                file,
+                Some(version.referenced.line()),
+                Some(version.referenced.column()),
+                format!(
+                    "unsupported cassette version {} (this charter reads version {CASSETTE_VERSION})",
+                    version.value
+                ),
+            )));
+        }
+        let cassette: Cassette = yaml::from_str(file, text)?;
+        cassette.check(file, &positions)?;
+        Ok(cassette)
+    }
+
+    /// Reads, parses and checks the file at `path`.
+    pub fn read(path: &Path) -> Result<Cassette, LoadError> {
+        let (name, text) = read_file(path)?;
+        Cassette::from_yaml(&name, &text)
+    }
+
+    pub fn to_yaml(&self) -> Result<String, LoadError> {
+        Ok(yaml::to_string("cassette.yaml", self)?)
+    }
+
+    fn check(&self, file: &str, positions: &Positions) -> Result<(), LoadError> {
+        let line_of = |entries: &[serde_saphyr::Spanned<Value>], index: usize| {
+            entries
+                .get(index)
+                .map(|entry| entry.referenced.line())
+                .filter(|line| *line > 0)
+        };
+        let error = |line: Option<u64>, message: String| {
+            LoadError(YamlError::at(file, line, None, message))
+        };
+        if self.version != CASSETTE_VERSION {
+            return Err(error(
+                None,
+                format!(
+                    "unsupported cassette version {} (this charter reads version {CASSETTE_VERSION})",
+                    self.version
+                ),
+            ));
+        }
+        let mut seen: HashMap<CallKey, usize> = HashMap::new();
+        for (index, call) in self.calls.iter().enumerate() {
+            let line = line_of(&positions.calls, index);
+            if call.round == 0 || call.attempt == 0 {
+                return Err(error(
+                    line,
+                    format!("call {}: `round` and `attempt` count from 1", call.key()),
+                ));
+            }
+            let answers = [
+                call.response.is_some(),
+                call.raw.is_some(),
+                call.error.is_some(),
+            ];
+            if answers.iter().filter(|given| **given).count() > 1 {
+                return Err(error(
+                    line,
+                    format!(
+                        "call {} has more than one of `response`, `raw` and `error`",
+                        call.key()
+                    ),
+                ));
+            }
+            if let Some(first) = seen.insert(call.key(), index) {
+                let first_line = line_of(&positions.calls, first)
+                    .map(|line| format!(" (first at line {line})"))
+                    .unwrap_or_default();
+                return Err(error(
+                    line,
+                    format!("duplicate call {}{first_line}", call.key()),
+                ));
+            }
+        }
+        let mut seen_humans: HashMap<(&str, u64), usize> = HashMap::new();
+        for (index, human) in self.humans.iter().enumerate() {
+            let line = line_of(&positions.humans, index);
+            if let Some(first) = seen_humans.insert((&human.step, human.round), index) {
+                let first_line = line_of(&positions.humans, first)
+                    .map(|line| format!(" (first at line {line})"))
+                    .unwrap_or_default();
+                return Err(error(
+                    line,
+                    format!(
+                        "duplicate human answer for step `{}` in round {}{first_line}",
+                        human.step, human.round
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where the parts of a cassette are, for the messages of the loading checks.
+#[derive(Debug, Default, Deserialize)]
+struct Positions {
+    #[serde(default)]
+    version: Option<serde_saphyr::Spanned<u64>>,
+    #[serde(default)]
+    calls: Vec<serde_saphyr::Spanned<Value>>,
+    #[serde(default)]
+    humans: Vec<serde_saphyr::Spanned<Value>>,
+}
+
+fn read_file(path: &Path) -> Result<(String, String), LoadError> {
+    let name = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok((name, text)),
+        Err(error) => Err(LoadError(YamlError::at(
+            &name,
+            None,
+            None,
+            format!("cannot read the file: {error}"),
+        ))),
+    }
+}
+
+/// Durations written as in a spec (`250ms`, `2s`, `20m`, `2h`), for serde's `with`.
+pub mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Parses `250ms`, `2s`, `20m` or `2h` (a whole number and a unit).
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        let error = || {
+            format!(
+                "invalid duration {text:?}: expected a whole number and a unit, like 250ms, 2s, 20m or 2h"
+            )
+        };
+        let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        let unit = text.get(digits.len()..).ok_or_else(error)?;
+        if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+            return Err(error());
+        }
+        let count: u64 = digits.parse().map_err(|_| error())?;
+        let millis_per = match unit {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            _ => return Err(error()),
+        };
+        count
+            .checked_mul(millis_per)
+            .map(Duration::from_millis)
+            .ok_or_else(error)
+    }
+
+    /// Writes a duration in the largest unit that divides it exactly (`90s`, `20m`);
+    /// below a millisecond it is rounded down.
+    pub fn format(duration: Duration) -> String {
+        let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        for (unit, per) in [("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
+            if millis != 0 && millis % per == 0 {
+                return format!("{}{unit}", millis / per);
+            }
+        }
+        format!("{millis}ms")
+    }
+
+    pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format(*duration))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        parse(&text).map_err(serde::de::Error::custom)
+    }
+
+    /// The same for `Option<Duration>` fields (with `#[serde(default)]`).
+    pub mod option {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(
+            duration: &Option<Duration>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            match duration {
+                Some(duration) => serializer.serialize_str(&super::format(*duration)),
+                None => serializer.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<Duration>, D::Error> {
+            let text = Option::<String>::deserialize(deserializer)?;
+            text.map(|text| super::parse(&text).map_err(serde::de::Error::custom))
+                .transpose()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

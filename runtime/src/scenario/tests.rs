@@ -1,0 +1,286 @@
+//! Tests of the scenario and cassette formats: DESIGN §5's example, round trips, loading checks.
+
+use serde_json::json;
+
+use super::*;
+
+/// The example of DESIGN §5, with its elisions filled in.
+pub const EXAMPLE_CASSETTE: &str = r#"version: 1
+recorded: { spec_hash: "sha256:abc", prompts: { planner: "sha256:def" } }
+calls:                       # keyed by (step, round, item, attempt), never by order
+  - { step: plan, response: { goal: "g", tasks: [] }, latency: 2s,
+      usage: { input_tokens: 812, output_tokens: 240 } }
+  - { step: execute, item: T-002, attempt: 1, latency: 20m }          # no response: timed out
+  - { step: execute, item: T-002, attempt: 2, error: { status: 429 } }
+  - { step: execute, item: T-002, attempt: 3, raw: "not json {" }     # malformed output
+  - { step: execute, item: T-002, attempt: 4, response: { task_id: T-002, status: ok, output: "done" },
+      tool_calls: [ { tool: web_search, args: { text: "q" }, result: { urls: ["https://a.example"] } } ] }
+  - { step: execute, item: T-001, round: 2, role: judge, latency: 250ms, response: { ok: true } }
+humans: [ { step: confirm, answer: { approved: true } } ]
+faults: [ { tamper: { after: judge, item: T-001 } } ]
+"#;
+
+fn load(text: &str) -> Result<Cassette, String> {
+    Cassette::from_yaml("golden/s/c/cassette.yaml", text).map_err(|error| error.to_string())
+}
+
+fn loaded(text: &str) -> Cassette {
+    match load(text) {
+        Ok(cassette) => cassette,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+#[test]
+fn the_design_example_loads() {
+    let cassette = loaded(EXAMPLE_CASSETTE);
+    assert_eq!(cassette.version, 1);
+    assert_eq!(cassette.recorded.spec_hash, "sha256:abc");
+    assert_eq!(
+        cassette.recorded.prompts.get("planner").map(String::as_str),
+        Some("sha256:def")
+    );
+    let keys: Vec<String> = cassette
+        .calls
+        .iter()
+        .map(|call| call.key().to_string())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "{step: plan, round: 1, attempt: 1}",
+            "{step: execute, round: 1, item: T-002, attempt: 1}",
+            "{step: execute, round: 1, item: T-002, attempt: 2}",
+            "{step: execute, round: 1, item: T-002, attempt: 3}",
+            "{step: execute, round: 1, item: T-002, attempt: 4}",
+            "{step: execute, round: 2, item: T-001, attempt: 1, role: judge}",
+        ]
+    );
+    let plan = &cassette.calls[0];
+    assert_eq!(plan.response, Some(json!({"goal": "g", "tasks": []})));
+    assert_eq!(plan.latency, Some(Duration::from_secs(2)));
+    assert_eq!(
+        plan.usage,
+        Some(RecordedUsage {
+            input_tokens: 812,
+            output_tokens: 240
+        })
+    );
+    let timed_out = &cassette.calls[1];
+    assert_eq!(timed_out.latency, Some(Duration::from_secs(20 * 60)));
+    assert!(timed_out.response.is_none() && timed_out.raw.is_none() && timed_out.error.is_none());
+    assert_eq!(
+        cassette.calls[2].error,
+        Some(RecordedError {
+            status: 429,
+            message: None
+        })
+    );
+    assert_eq!(cassette.calls[3].raw.as_deref(), Some("not json {"));
+    assert_eq!(cassette.calls[4].tool_calls.len(), 1);
+    assert_eq!(
+        cassette.calls[4].tool_calls[0].result,
+        json!({"urls": ["https://a.example"]})
+    );
+    assert_eq!(cassette.calls[5].latency, Some(Duration::from_millis(250)));
+    assert_eq!(
+        cassette.humans,
+        vec![RecordedHuman {
+            step: "confirm".into(),
+            round: 1,
+            answer: json!({"approved": true})
+        }]
+    );
+    assert_eq!(
+        cassette.faults,
+        vec![Fault::Tamper(Tamper {
+            after: "judge".into(),
+            item: Some("T-001".into())
+        })]
+    );
+}
+
+#[test]
+fn cassettes_round_trip_through_yaml() {
+    let cassette = loaded(EXAMPLE_CASSETTE);
+    let text = match cassette.to_yaml() {
+        Ok(text) => text,
+        Err(error) => panic!("{error}"),
+    };
+    assert!(text.contains("latency: 20m"), "{text}");
+    assert!(
+        !text.contains("round: 1\n"),
+        "defaults are left out: {text}"
+    );
+    assert_eq!(loaded(&text), cassette);
+}
+
+#[test]
+fn loading_checks_name_the_file_and_line() {
+    let cases = [
+        (
+            "version: 2\nrecorded: { spec_hash: x }\n",
+            "golden/s/c/cassette.yaml:1:10: unsupported cassette version 2 (this charter reads version 1)",
+        ),
+        (
+            "version: 1\nrecorded: { spec_hash: x }\ncalls:\n  - { step: plan }\n  - { step: exec, item: a }\n  - { step: plan, round: 1, attempt: 1 }\n",
+            "golden/s/c/cassette.yaml:6: duplicate call {step: plan, round: 1, attempt: 1} (first at line 4)",
+        ),
+        (
+            "version: 1\nrecorded: { spec_hash: x }\ncalls:\n  - { step: plan, raw: x, response: {} }\n",
+            "golden/s/c/cassette.yaml:4: call {step: plan, round: 1, attempt: 1} has more than one of `response`, `raw` and `error`",
+        ),
+        (
+            "version: 1\nrecorded: { spec_hash: x }\ncalls:\n  - { step: plan, attempt: 0 }\n",
+            "golden/s/c/cassette.yaml:4: call {step: plan, round: 1, attempt: 0}: `round` and `attempt` count from 1",
+        ),
+        (
+            "version: 1\nrecorded: { spec_hash: x }\nhumans:\n  - { step: ok, answer: {approved: true} }\n  - { step: ok, round: 1, answer: {approved: false} }\n",
+            "golden/s/c/cassette.yaml:5: duplicate human answer for step `ok` in round 1 (first at line 4)",
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(load(text), Err(expected.to_string()), "{text}");
+    }
+}
+
+#[test]
+fn format_errors_name_the_file_and_position() {
+    let cases = [
+        (
+            "version: 1\nrecorded: { spec_hash: x }\ncalls:\n  - { step: plan, latency: 2 seconds }\n",
+            ":4:",
+            "invalid duration",
+        ),
+        (
+            "version: 1\nrecorded: { spec_hash: x }\ncalls:\n  - { step: plan, respnse: {} }\n",
+            ":4:",
+            "respnse",
+        ),
+        (
+            "version: 1\nrecorded: { spec_hash: x }\ncalls:\n  - { step: plan, error: { status: many } }\n",
+            ":4:",
+            "",
+        ),
+        ("version: 1\n", "cassette.yaml", "recorded"),
+        (
+            "version: 1\nrecorded: { spec_hash: x }\nfaults: [ { smash: { after: x } } ]\n",
+            ":3:",
+            "smash",
+        ),
+    ];
+    for (text, position, fragment) in cases {
+        match load(text) {
+            Ok(cassette) => panic!("{text:?} loaded: {cassette:?}"),
+            Err(error) => {
+                assert!(error.starts_with("golden/s/c/cassette.yaml"), "{error}");
+                assert!(error.contains(position), "{text:?}: {error}");
+                assert!(error.contains(fragment), "{text:?}: {error}");
+            }
+        }
+    }
+}
+
+#[test]
+fn scenarios_load_with_expectations() {
+    let text = r#"spec: specs/closed_loop.charter
+description: executor times out twice on T-002, third attempt succeeds
+input: { goal: "write a post", constraints: [] }
+expect: { outcome: completed, reason: gate_passed }
+"#;
+    let scenario = match Scenario::from_yaml("scenario.yaml", text) {
+        Ok(scenario) => scenario,
+        Err(error) => panic!("{error}"),
+    };
+    assert_eq!(scenario.spec, "specs/closed_loop.charter");
+    assert_eq!(
+        scenario.input,
+        json!({"goal": "write a post", "constraints": []})
+    );
+    assert_eq!(
+        scenario.expect,
+        Some(Expectation {
+            outcome: Some(Outcome::Completed),
+            reason: Some(Reason::GatePassed)
+        })
+    );
+    let with_argument = "spec: s.charter\ninput: {}\nexpect:\n  outcome: failed\n  reason: budget_exhausted{tokens}\n";
+    let scenario =
+        Scenario::from_yaml("scenario.yaml", with_argument).map(|scenario| scenario.expect);
+    assert_eq!(
+        scenario,
+        Ok(Some(Expectation {
+            outcome: Some(Outcome::Failed),
+            reason: Some(Reason::BudgetExhausted(crate::trace::BudgetKind::Tokens))
+        }))
+    );
+    let bad = Scenario::from_yaml(
+        "scenario.yaml",
+        "spec: s\ninput: {}\nexpect: { outcome: done }\n",
+    );
+    assert!(
+        matches!(&bad, Err(error) if error.to_string().starts_with("scenario.yaml:3:")),
+        "{bad:?}"
+    );
+    match scenario_round_trip(text) {
+        Ok(()) => {}
+        Err(error) => panic!("{error}"),
+    }
+}
+
+fn scenario_round_trip(text: &str) -> Result<(), LoadError> {
+    let scenario = Scenario::from_yaml("scenario.yaml", text)?;
+    let again = Scenario::from_yaml("scenario.yaml", &scenario.to_yaml()?)?;
+    assert_eq!(again, scenario);
+    Ok(())
+}
+
+#[test]
+fn durations_parse_and_format() {
+    for (text, millis) in [
+        ("250ms", 250),
+        ("2s", 2_000),
+        ("20m", 1_200_000),
+        ("2h", 7_200_000),
+        ("0ms", 0),
+        ("1500ms", 1_500),
+    ] {
+        assert_eq!(
+            duration_text::parse(text),
+            Ok(Duration::from_millis(millis)),
+            "{text}"
+        );
+    }
+    for bad in [
+        "",
+        "2",
+        "s",
+        "2 s",
+        "2.5s",
+        "-1s",
+        "2d",
+        "99999999999999999999h",
+    ] {
+        assert!(duration_text::parse(bad).is_err(), "{bad}");
+    }
+    for (millis, text) in [
+        (250, "250ms"),
+        (2_000, "2s"),
+        (90_000, "90s"),
+        (1_200_000, "20m"),
+        (7_200_000, "2h"),
+        (0, "0ms"),
+        (1_500, "1500ms"),
+    ] {
+        assert_eq!(duration_text::format(Duration::from_millis(millis)), text);
+    }
+}
+
+#[test]
+fn files_are_read_from_disk_with_their_name() {
+    let missing = Cassette::read(Path::new("/nonexistent/cassette.yaml"));
+    assert!(
+        matches!(&missing, Err(error) if error.to_string().starts_with("/nonexistent/cassette.yaml: cannot read the file:")),
+        "{missing:?}"
+    );
+}

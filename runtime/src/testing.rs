@@ -1,0 +1,48 @@
+//! Test helpers shared by the runtime's unit tests: compile spec text to the IR.
+
+use charter_compiler::graph::{CompiledSpec, ExprIr};
+use charter_compiler::{MemoryLoader, compile};
+
+/// Compiles `text` (no imported files), failing the test with every diagnostic on an error.
+pub fn compile_spec(text: &str) -> CompiledSpec {
+    let compilation = compile("test.charter", text, &MemoryLoader::default());
+    let messages: Vec<String> = compilation
+        .diagnostics
+        .iter()
+        .map(|diagnostic| format!("{} {}", diagnostic.code, diagnostic.message))
+        .collect();
+    match compilation.spec {
+        Some(spec) if !compilation.has_errors() => spec,
+        _ => panic!("the spec does not compile:\n{}", messages.join("\n")),
+    }
+}
+
+/// A small spec whose gate `g` has one hard rule `EXPR`, for expression tests. In scope:
+/// `request: Request`, `review: Review` (the step the gate judges), `candidate`, `best`,
+/// `run`.
+pub const EXPR_SPEC: &str = r#"spec t version "1"
+contract Request { goal: string  n: int  ratio: float  xs: list<int>  words: list<string>  note: string?  inner: Inner? }
+contract Inner { deep: string? }
+contract Review { score: int(0..=10)  verdict: PASS | FAIL  notes: string? }
+role reviewer { model: "openai:gpt-4o-mini" prompt: """{{ request.goal }}""" input: Request output: Review }
+role finalizer { model: "openai:gpt-4o-mini" prompt: """{{ candidate.id }}""" input: Candidate output: Delivery }
+gate g on review {
+  hard r: EXPR else CODE_R
+  score s weight 1: review.score below 5 LOW
+  pass when score >= 0
+}
+flow {
+  review = reviewer(request) -> judge
+  judge = gate g pass -> deliver fail -> failed "no"
+  deliver = finalize finalizer(best) -> done
+}
+"#;
+
+/// The IR of `expr`, written as the hard rule of [`EXPR_SPEC`]'s gate.
+pub fn gate_expr(expr: &str) -> ExprIr {
+    let spec = compile_spec(&EXPR_SPEC.replace("EXPR", expr));
+    match spec.gates.get("g").and_then(|gate| gate.rules.first()) {
+        Some(rule) => rule.expr.clone(),
+        None => panic!("the test spec has no gate rule"),
+    }
+}

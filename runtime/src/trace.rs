@@ -1,0 +1,639 @@
+//! The run trace (DESIGN §4 "Trace"): versioned event types written as JSON lines, the append-only `TraceSink`, and the terminal outcome and reason types.
+//!
+//! Every event has the same header `{seq, t_ms, round, step?, item?, attempt?, kind}`
+//! followed by its kind's fields, for example
+//! `{"seq":7,"t_ms":1200,"round":1,"step":"execute","item":"T-002","attempt":2,"kind":"retry","retry":"provider","delay_ms":1000,"reason":"timeout"}`.
+//! `t_ms` is milliseconds since the run started on the run's clock (virtual in replays),
+//! so a replay's trace is byte-identical on every run. The kinds form a closed enum: a
+//! trace never holds an event the harness does not know.
+//!
+//! These are file-format types: the scheduler converts its internal state into them by
+//! hand, so internals can change without breaking golden traces.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Number, Value};
+
+use crate::validate::Violation;
+
+/// One trace record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceEvent {
+    /// 0, 1, 2, ... in the order events were appended.
+    pub seq: u64,
+    /// Milliseconds since the run started, on the run's (possibly virtual) clock.
+    pub t_ms: u64,
+    /// The repair round, 1 for the first pass (0 before the first step runs).
+    pub round: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// The work item's id inside an `each` step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+    /// The n-th call of the role for this step, round and item, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u64>,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+impl TraceEvent {
+    /// An event with no step, item or attempt; add them with the `with_*` methods.
+    pub fn new(seq: u64, t_ms: u64, round: u64, kind: EventKind) -> Self {
+        TraceEvent {
+            seq,
+            t_ms,
+            round,
+            step: None,
+            item: None,
+            attempt: None,
+            kind,
+        }
+    }
+
+    pub fn with_step(mut self, step: impl Into<String>) -> Self {
+        self.step = Some(step.into());
+        self
+    }
+
+    pub fn with_item(mut self, item: impl Into<String>) -> Self {
+        self.item = Some(item.into());
+        self
+    }
+
+    pub fn with_attempt(mut self, attempt: u64) -> Self {
+        self.attempt = Some(attempt);
+        self
+    }
+
+    /// The event as one line of JSON (no trailing newline).
+    pub fn to_json_line(&self) -> Result<String, TraceError> {
+        serde_json::to_string(self).map_err(TraceError::from)
+    }
+}
+
+/// What happened. Serialized as `"kind": "<snake_case name>"` plus the variant's fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The run began with this input.
+    RunStarted {
+        spec: String,
+        version: String,
+        input: Value,
+    },
+    /// The content hashes the run is bound to (DESIGN §4 "Frozen plan").
+    PlanFrozen {
+        spec_hash: String,
+        /// Rules block name -> hash.
+        rules: BTreeMap<String, String>,
+        /// Role name -> prompt template hash.
+        prompts: BTreeMap<String, String>,
+    },
+    /// A step began (its name is in the header).
+    StepStarted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<String>,
+    },
+    /// A model was called.
+    ModelCall {
+        role: String,
+        model: String,
+        /// `sha256:` of the rendered prompt.
+        prompt_hash: String,
+    },
+    /// A model call returned an output (valid or not: a violation follows if not).
+    ModelResult {
+        role: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        latency_ms: u64,
+    },
+    /// A whitelisted tool was called during a model call.
+    ToolCall {
+        tool: String,
+        args: Value,
+        result: Value,
+    },
+    /// A tool call outside the role's whitelist: refused, never executed.
+    ToolDenied { tool: String, allowed: Vec<String> },
+    /// An output (or, with `tool`, a tool's output) broke its contract.
+    ContractViolation {
+        contract: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        violations: Vec<Violation>,
+    },
+    /// A model call hit its role's `timeout`.
+    Timeout { after_ms: u64 },
+    /// A retry of one of the four kinds (`retry` names the counter).
+    Retry {
+        retry: RetryKind,
+        /// The attempt (provider, stage) or round (repair) that follows.
+        next: u64,
+        delay_ms: u64,
+        reason: String,
+    },
+    /// A work item of an `each` step finished, successfully or not.
+    ItemDone {
+        status: ItemStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A work item was skipped because a dependency failed.
+    ItemSkipped { because: String },
+    /// A round's candidate was formed.
+    Candidate {
+        id: String,
+        hash: String,
+        /// The number of successful items.
+        items: u64,
+        failed: Vec<String>,
+        skipped: Vec<String>,
+    },
+    /// A gate was evaluated.
+    Gate {
+        gate: String,
+        candidate: String,
+        hash: String,
+        passed: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        score: Option<f64>,
+        rules: Vec<RuleResult>,
+        scores: Vec<ScoreResult>,
+        issues: Vec<Issue>,
+    },
+    /// A repair action was chosen for a failed gate.
+    Repair {
+        action: RepairAction,
+        /// The error-level issue codes that led to it.
+        codes: Vec<String>,
+        /// Steps invalidated (rerun from here), in flow order.
+        invalidated: Vec<String>,
+        /// Items invalidated in an `each` step (empty: all).
+        items: Vec<String>,
+    },
+    /// A round made no progress (`rounds` in a row of `limit`).
+    NoProgress { rounds: u64, limit: u64 },
+    /// A budget was used up.
+    Budget {
+        budget: BudgetKind,
+        used: Number,
+        limit: Number,
+    },
+    /// The delivery was written and read back.
+    Delivery {
+        candidate: String,
+        path: String,
+        expected_hash: String,
+        actual_hash: String,
+        matches: bool,
+    },
+    /// An invariant broke at run time.
+    InvariantViolated { invariant: String, message: String },
+    /// A person answered an `ask`.
+    Human { question: String, answer: Value },
+    /// The run ended.
+    RunFinished {
+        outcome: Outcome,
+        reason: Reason,
+        /// The best candidate so far, if any (named even when it is not delivered).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        best: Option<String>,
+        delivered: bool,
+        /// The text of a `block "..."`/`fail "..."` action or terminal, if one ended the run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+}
+
+/// The four retry counters (a new run is never automatic, so it has no event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryKind {
+    /// A model call failed transiently, timed out or broke its contract.
+    Provider,
+    /// An `each` item failed its per-item check.
+    Stage,
+    /// A gate failed and a repair round begins.
+    Repair,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemStatus {
+    Ok,
+    Failed,
+}
+
+/// One hard or warn rule of a gate evaluation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RuleResult {
+    pub name: String,
+    pub severity: RuleSeverity,
+    pub holds: bool,
+    /// Why the rule could not be evaluated (it then does not hold).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleSeverity {
+    Hard,
+    Warn,
+}
+
+/// One score rule of a gate evaluation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScoreResult {
+    pub name: String,
+    pub weight: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// An issue a gate raised.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Issue {
+    pub code: String,
+    pub severity: IssueSeverity,
+    /// The rule or score that raised it.
+    pub rule: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Error-level issues (hard rules, scores below their threshold) drive repair; warnings
+/// are only reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueSeverity {
+    Error,
+    Warning,
+}
+
+/// The repair action chosen, as written in the trace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RepairAction {
+    Rerun { step: String, with_feedback: bool },
+    Replan,
+    Accept,
+    Block { reason: String },
+    Fail { reason: String },
+    Ask { question: String },
+}
+
+/// A budget dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetKind {
+    Tokens,
+    Cost,
+    Wall,
+    Steps,
+}
+
+impl BudgetKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetKind::Tokens => "tokens",
+            BudgetKind::Cost => "cost",
+            BudgetKind::Wall => "wall",
+            BudgetKind::Steps => "steps",
+        }
+    }
+}
+
+impl fmt::Display for BudgetKind {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// A terminal state of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Completed,
+    BelowTarget,
+    Blocked,
+    Failed,
+    Cancelled,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Completed,
+        Outcome::BelowTarget,
+        Outcome::Blocked,
+        Outcome::Failed,
+        Outcome::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::BelowTarget => "below_target",
+            Outcome::Blocked => "blocked",
+            Outcome::Failed => "failed",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Outcome {
+    type Err = ParseTerminalError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Outcome::ALL
+            .into_iter()
+            .find(|outcome| outcome.as_str() == text)
+            .ok_or_else(|| ParseTerminalError {
+                text: text.to_string(),
+                expected: "completed, below_target, blocked, failed or cancelled",
+            })
+    }
+}
+
+/// Why a run ended. Written `gate_passed`, `budget_exhausted{tokens}`,
+/// `hard_gate{SECRET_LEAK}`, `invariant{bounded_cost}`, `step_failed{execute}`, ...
+/// (serialized as that string).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    GatePassed,
+    MaxRounds,
+    NoProgress,
+    BudgetExhausted(BudgetKind),
+    HardGate { code: String },
+    DeliveryMismatch,
+    Invariant { name: String },
+    StepFailed { step: String },
+    HumanRejected,
+    NoRepairAction,
+    Cancelled,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::GatePassed => formatter.write_str("gate_passed"),
+            Reason::MaxRounds => formatter.write_str("max_rounds"),
+            Reason::NoProgress => formatter.write_str("no_progress"),
+            Reason::BudgetExhausted(which) => write!(formatter, "budget_exhausted{{{which}}}"),
+            Reason::HardGate { code } => write!(formatter, "hard_gate{{{code}}}"),
+            Reason::DeliveryMismatch => formatter.write_str("delivery_mismatch"),
+            Reason::Invariant { name } => write!(formatter, "invariant{{{name}}}"),
+            Reason::StepFailed { step } => write!(formatter, "step_failed{{{step}}}"),
+            Reason::HumanRejected => formatter.write_str("human_rejected"),
+            Reason::NoRepairAction => formatter.write_str("no_repair_action"),
+            Reason::Cancelled => formatter.write_str("cancelled"),
+        }
+    }
+}
+
+/// A reason or termination text that is not one of the known forms.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {text:?}: expected {expected}")]
+pub struct ParseTerminalError {
+    pub text: String,
+    pub expected: &'static str,
+}
+
+const REASONS: &str = "gate_passed, max_rounds, no_progress, budget_exhausted{tokens|cost|wall|steps}, \
+hard_gate{CODE}, delivery_mismatch, invariant{NAME}, step_failed{STEP}, human_rejected, \
+no_repair_action or cancelled";
+
+impl FromStr for Reason {
+    type Err = ParseTerminalError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let error = || ParseTerminalError {
+            text: text.to_string(),
+            expected: REASONS,
+        };
+        let (name, argument) = match text.split_once('{') {
+            Some((name, rest)) => {
+                let argument = rest.strip_suffix('}').ok_or_else(error)?;
+                if argument.is_empty() || argument.contains(['{', '}']) {
+                    return Err(error());
+                }
+                (name, Some(argument.to_string()))
+            }
+            None => (text, None),
+        };
+        let reason = match (name, argument) {
+            ("gate_passed", None) => Reason::GatePassed,
+            ("max_rounds", None) => Reason::MaxRounds,
+            ("no_progress", None) => Reason::NoProgress,
+            ("delivery_mismatch", None) => Reason::DeliveryMismatch,
+            ("human_rejected", None) => Reason::HumanRejected,
+            ("no_repair_action", None) => Reason::NoRepairAction,
+            ("cancelled", None) => Reason::Cancelled,
+            ("budget_exhausted", Some(which)) => Reason::BudgetExhausted(match which.as_str() {
+                "tokens" => BudgetKind::Tokens,
+                "cost" => BudgetKind::Cost,
+                "wall" => BudgetKind::Wall,
+                "steps" => BudgetKind::Steps,
+                _ => return Err(error()),
+            }),
+            ("hard_gate", Some(code)) => Reason::HardGate { code },
+            ("invariant", Some(name)) => Reason::Invariant { name },
+            ("step_failed", Some(step)) => Reason::StepFailed { step },
+            _ => return Err(error()),
+        };
+        Ok(reason)
+    }
+}
+
+impl Serialize for Reason {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Reason {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// How a run ended: `failed{delivery_mismatch}`, `completed{gate_passed}`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Termination {
+    pub outcome: Outcome,
+    pub reason: Reason,
+}
+
+impl fmt::Display for Termination {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{}{{{}}}", self.outcome, self.reason)
+    }
+}
+
+impl FromStr for Termination {
+    type Err = ParseTerminalError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let error = || ParseTerminalError {
+            text: text.to_string(),
+            expected: "OUTCOME{REASON}, e.g. failed{delivery_mismatch}",
+        };
+        let (outcome, rest) = text.split_once('{').ok_or_else(error)?;
+        let reason = rest.strip_suffix('}').ok_or_else(error)?;
+        Ok(Termination {
+            outcome: outcome.parse()?,
+            reason: reason.parse()?,
+        })
+    }
+}
+
+/// Writing the trace failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("cannot write the trace to {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot serialize a trace event: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+/// Where trace events go. Append-only: an event, once appended, is never changed or
+/// removed. The scheduler appends each event before the change it records takes effect.
+pub trait TraceSink: Send {
+    fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError>;
+}
+
+impl<S: TraceSink + ?Sized> TraceSink for &mut S {
+    fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
+        (**self).append(event)
+    }
+}
+
+impl<S: TraceSink + ?Sized> TraceSink for Box<S> {
+    fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
+        (**self).append(event)
+    }
+}
+
+/// Keeps events in memory (tests, the golden harness).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemorySink {
+    events: Vec<TraceEvent>,
+}
+
+impl MemorySink {
+    pub fn new() -> Self {
+        MemorySink::default()
+    }
+
+    pub fn events(&self) -> &[TraceEvent] {
+        &self.events
+    }
+
+    pub fn into_events(self) -> Vec<TraceEvent> {
+        self.events
+    }
+
+    /// The events as JSON lines, each ending in a newline.
+    pub fn to_jsonl(&self) -> Result<String, TraceError> {
+        to_jsonl(&self.events)
+    }
+}
+
+impl TraceSink for MemorySink {
+    fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
+        self.events.push(event.clone());
+        Ok(())
+    }
+}
+
+/// Writes each event as one JSON line to a file, flushed per event, so a crashed or
+/// cancelled run leaves every event it appended.
+#[derive(Debug)]
+pub struct JsonlSink {
+    path: PathBuf,
+    file: File,
+}
+
+impl JsonlSink {
+    /// Creates (or truncates) the file at `path`.
+    pub fn create(path: impl AsRef<Path>) -> Result<Self, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::create(&path).map_err(|source| TraceError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(JsonlSink { path, file })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl TraceSink for JsonlSink {
+    fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
+        let mut line = event.to_json_line()?;
+        line.push('\n');
+        self.file
+            .write_all(line.as_bytes())
+            .and_then(|()| self.file.flush())
+            .map_err(|source| TraceError::Io {
+                path: self.path.clone(),
+                source,
+            })
+    }
+}
+
+/// Sends every event to two sinks (a file and the live display, say), the first first.
+#[derive(Debug)]
+pub struct Tee<A, B>(pub A, pub B);
+
+impl<A: TraceSink, B: TraceSink> TraceSink for Tee<A, B> {
+    fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
+        self.0.append(event)?;
+        self.1.append(event)
+    }
+}
+
+/// `events` as JSON lines, each ending in a newline.
+pub fn to_jsonl(events: &[TraceEvent]) -> Result<String, TraceError> {
+    let mut out = String::new();
+    for event in events {
+        out.push_str(&event.to_json_line()?);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Parses JSON lines written by [`to_jsonl`] or [`JsonlSink`] (blank lines are skipped).
+pub fn from_jsonl(text: &str) -> Result<Vec<TraceEvent>, TraceError> {
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).map_err(TraceError::from))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,409 @@
+//! Contract validation: checks a JSON value against a contract's resolved types and lists every violation, with defaults filled in.
+//!
+//! This validates from the IR's `TypeIr` directly rather than through the contract's
+//! exported JSON Schema and the `jsonschema` crate: the types are already resolved, so
+//! a walk over them is short; it fills in field defaults (a JSON Schema validator does
+//! not); and every message is ours: exact, in the language's own terms (`int(0..=10)`,
+//! `ok | failed`) and with "did you mean" for misspelt fields, because these messages are
+//! what a model gets back when its output violates a contract. The generated schema and
+//! this walk come from the same `TypeIr`, so they agree by construction.
+//!
+//! Paths are written `tasks[2].id` (the root itself is `$`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use charter_compiler::diagnostics::did_you_mean;
+use charter_compiler::graph::{CompiledSpec, ContractIr, TypeIr};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::value::{Num, describe};
+
+/// One way a value breaks its contract.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    /// Where: `tasks[2].id`, or `$` for the value itself.
+    pub path: String,
+    /// What is wrong, in words a model can act on.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{}: {}", self.path, self.message)
+    }
+}
+
+/// The violations as the text given back to a model: one `path: message` per line.
+pub fn violations_text(violations: &[Violation]) -> String {
+    violations
+        .iter()
+        .map(Violation::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Validates values against the contracts of one compiled spec.
+#[derive(Clone, Copy, Debug)]
+pub struct Validator<'a> {
+    contracts: &'a BTreeMap<String, ContractIr>,
+}
+
+impl<'a> Validator<'a> {
+    pub fn new(contracts: &'a BTreeMap<String, ContractIr>) -> Self {
+        Validator { contracts }
+    }
+
+    pub fn for_spec(spec: &'a CompiledSpec) -> Self {
+        Validator::new(&spec.contracts)
+    }
+
+    /// Checks `value` against contract `contract`. On success returns the value with
+    /// every absent defaulted field filled in (optional fields without a default stay
+    /// absent); otherwise every violation found, in document order.
+    pub fn validate(&self, contract: &str, value: &Value) -> Result<Value, Vec<Violation>> {
+        self.validate_type(
+            &TypeIr::Contract {
+                name: contract.to_string(),
+            },
+            value,
+        )
+    }
+
+    /// Checks `value` against any resolved type (a tool's output, a list of items, ...).
+    pub fn validate_type(&self, ty: &TypeIr, value: &Value) -> Result<Value, Vec<Violation>> {
+        let mut walk = Walk {
+            contracts: self.contracts,
+            violations: Vec::new(),
+        };
+        let filled = walk.check(ty, value, &Path::root());
+        if walk.violations.is_empty() {
+            Ok(filled)
+        } else {
+            Err(walk.violations)
+        }
+    }
+}
+
+/// Parses a model's text output as JSON. Surrounding whitespace and one Markdown code
+/// fence (```` ```json ... ``` ````) are tolerated; anything else that is not JSON is a
+/// violation at `$`.
+pub fn parse_output(text: &str) -> Result<Value, Violation> {
+    let trimmed = text.trim();
+    let body = trimmed
+        .strip_prefix("```")
+        .and_then(|rest| rest.strip_suffix("```"))
+        .map(|inner| {
+            // Drop the info string (`json`) on the fence's first line.
+            let inner = inner.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+            inner.trim()
+        })
+        .unwrap_or(trimmed);
+    serde_json::from_str(body).map_err(|error| Violation {
+        path: "$".to_string(),
+        message: format!("the output is not valid JSON: {error}"),
+    })
+}
+
+/// How a type is written in a spec, for messages: `int(0..=10)`, `list<Task>(1..=20)`,
+/// `ok | failed`, `string?`.
+pub fn type_text(ty: &TypeIr) -> String {
+    fn range(min: Option<String>, max: Option<String>) -> String {
+        match (min, max) {
+            (None, None) => String::new(),
+            (Some(min), None) => format!("({min}..)"),
+            (None, Some(max)) => format!("(..={max})"),
+            (Some(min), Some(max)) => format!("({min}..={max})"),
+        }
+    }
+    match ty {
+        TypeIr::String => "string".into(),
+        TypeIr::Bool => "bool".into(),
+        TypeIr::Int { min, max } => format!(
+            "int{}",
+            range(
+                min.map(|min| min.to_string()),
+                max.map(|max| max.to_string())
+            )
+        ),
+        // Floats keep their decimal point (`0.0..=1.0`), as a spec writes them.
+        TypeIr::Float { min, max } => format!(
+            "float{}",
+            range(
+                min.map(|min| format!("{min:?}")),
+                max.map(|max| format!("{max:?}"))
+            )
+        ),
+        TypeIr::List {
+            item,
+            min_items,
+            max_items,
+        } => format!(
+            "list<{}>{}",
+            type_text(item),
+            range(
+                min_items.map(|min| min.to_string()),
+                max_items.map(|max| max.to_string())
+            )
+        ),
+        TypeIr::Enum { variants } => variants.join(" | "),
+        TypeIr::Contract { name } => name.clone(),
+        TypeIr::Optional { inner } => format!("{}?", type_text(inner)),
+        TypeIr::Any => "any".into(),
+    }
+}
+
+/// A path being walked: `tasks[2].id`.
+struct Path(String);
+
+impl Path {
+    fn root() -> Self {
+        Path(String::new())
+    }
+
+    fn text(&self) -> String {
+        if self.0.is_empty() {
+            "$".to_string()
+        } else {
+            self.0.clone()
+        }
+    }
+
+    fn field(&self, name: &str) -> Path {
+        if self.0.is_empty() {
+            Path(name.to_string())
+        } else {
+            Path(format!("{}.{name}", self.0))
+        }
+    }
+
+    fn index(&self, index: usize) -> Path {
+        Path(format!("{}[{index}]", self.0))
+    }
+}
+
+struct Walk<'a> {
+    contracts: &'a BTreeMap<String, ContractIr>,
+    violations: Vec<Violation>,
+}
+
+impl Walk<'_> {
+    fn report(&mut self, path: &Path, message: String) {
+        self.violations.push(Violation {
+            path: path.text(),
+            message,
+        });
+    }
+
+    fn mismatch(&mut self, path: &Path, ty: &TypeIr, value: &Value) {
+        let expected = type_text(ty);
+        let message = match value {
+            Value::Null => format!("expected {expected}, got none (this field is not optional)"),
+            other => format!("expected {expected}, got {}", describe(other)),
+        };
+        self.report(path, message);
+    }
+
+    /// Checks `value` against `ty`, returning it with defaults filled in.
+    fn check(&mut self, ty: &TypeIr, value: &Value, path: &Path) -> Value {
+        match ty {
+            TypeIr::Any => value.clone(),
+            TypeIr::Optional { inner } => {
+                if value.is_null() {
+                    Value::Null
+                } else {
+                    self.check(inner, value, path)
+                }
+            }
+            TypeIr::String => {
+                if !value.is_string() {
+                    self.mismatch(path, ty, value);
+                }
+                value.clone()
+            }
+            TypeIr::Bool => {
+                if !value.is_boolean() {
+                    self.mismatch(path, ty, value);
+                }
+                value.clone()
+            }
+            TypeIr::Int { min, max } => self.int(ty, *min, *max, value, path),
+            TypeIr::Float { min, max } => {
+                let Some(number) = Num::from_value(value) else {
+                    self.mismatch(path, ty, value);
+                    return value.clone();
+                };
+                let number = number.as_f64();
+                let below = min.is_some_and(|min| number < min);
+                let above = max.is_some_and(|max| number > max);
+                if below || above {
+                    self.report(
+                        path,
+                        format!(
+                            "expected {}, got {} (out of range)",
+                            type_text(ty),
+                            describe(value)
+                        ),
+                    );
+                }
+                value.clone()
+            }
+            TypeIr::Enum { variants } => {
+                match value {
+                    Value::String(text) if variants.iter().any(|variant| variant == text) => {}
+                    Value::String(text) => {
+                        let mut message = format!(
+                            "expected one of {}, got {}",
+                            variants
+                                .iter()
+                                .map(|variant| format!("`{variant}`"))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            describe(value)
+                        );
+                        if let Some(hint) = did_you_mean(text, variants.iter().map(String::as_str))
+                        {
+                            message.push_str("; ");
+                            message.push_str(&hint);
+                        }
+                        self.report(path, message);
+                    }
+                    other => self.mismatch(path, ty, other),
+                }
+                value.clone()
+            }
+            TypeIr::List {
+                item,
+                min_items,
+                max_items,
+            } => {
+                let Value::Array(items) = value else {
+                    self.mismatch(path, ty, value);
+                    return value.clone();
+                };
+                let count = items.len() as u64;
+                if let Some(min) = min_items.filter(|min| count < *min) {
+                    self.report(
+                        path,
+                        format!("expected at least {min} item{}, got {count}", plural(min)),
+                    );
+                }
+                if let Some(max) = max_items.filter(|max| count > *max) {
+                    self.report(
+                        path,
+                        format!("expected at most {max} item{}, got {count}", plural(max)),
+                    );
+                }
+                let filled = items
+                    .iter()
+                    .enumerate()
+                    .map(|(index, element)| self.check(item, element, &path.index(index)))
+                    .collect();
+                Value::Array(filled)
+            }
+            TypeIr::Contract { name } => self.contract(name, value, path),
+        }
+    }
+
+    fn int(
+        &mut self,
+        ty: &TypeIr,
+        min: Option<i64>,
+        max: Option<i64>,
+        value: &Value,
+        path: &Path,
+    ) -> Value {
+        // A float with no fractional part (`7.0`) is accepted as the int it equals, as
+        // JSON Schema's `integer` does, and normalized to an int.
+        let int = match Num::from_value(value) {
+            Some(Num::Int(int)) => int,
+            Some(Num::Float(float))
+                if float.fract() == 0.0 && float.abs() < 9_007_199_254_740_992.0 =>
+            {
+                float as i64
+            }
+            _ => {
+                self.mismatch(path, ty, value);
+                return value.clone();
+            }
+        };
+        let below = min.is_some_and(|min| int < min);
+        let above = max.is_some_and(|max| int > max);
+        if below || above {
+            self.report(
+                path,
+                format!(
+                    "expected {}, got {} (out of range)",
+                    type_text(ty),
+                    describe(value)
+                ),
+            );
+        }
+        Value::from(int)
+    }
+
+    fn contract(&mut self, name: &str, value: &Value, path: &Path) -> Value {
+        let Some(contract) = self.contracts.get(name) else {
+            self.report(path, format!("unknown contract `{name}`"));
+            return value.clone();
+        };
+        let Value::Object(record) = value else {
+            self.report(
+                path,
+                format!("expected a `{name}` record, got {}", describe(value)),
+            );
+            return value.clone();
+        };
+        let mut filled = Map::new();
+        for field in &contract.fields {
+            let field_path = path.field(&field.name);
+            match record.get(&field.name) {
+                Some(Value::Null) if field.optional => {
+                    filled.insert(field.name.clone(), Value::Null);
+                }
+                Some(field_value) => {
+                    let checked = self.check(&field.ty, field_value, &field_path);
+                    filled.insert(field.name.clone(), checked);
+                }
+                None => {
+                    if let Some(default) = &field.default {
+                        filled.insert(field.name.clone(), default.value.clone());
+                    } else if !field.optional {
+                        self.report(
+                            &field_path,
+                            format!(
+                                "missing required field `{}` ({})",
+                                field.name,
+                                type_text(&field.ty)
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        for key in record.keys() {
+            if contract.fields.iter().any(|field| &field.name == key) {
+                continue;
+            }
+            let names = contract.fields.iter().map(|field| field.name.as_str());
+            let hint = did_you_mean(key, names.clone()).unwrap_or_else(|| {
+                let known: Vec<String> = names.map(|name| format!("`{name}`")).collect();
+                if known.is_empty() {
+                    format!("`{name}` has no fields")
+                } else {
+                    format!("`{name}` has {}", known.join(", "))
+                }
+            });
+            self.report(&path.field(key), format!("unknown field `{key}`; {hint}"));
+        }
+        Value::Object(filled)
+    }
+}
+
+fn plural(count: u64) -> &'static str {
+    if count == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests;

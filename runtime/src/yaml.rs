@@ -1,0 +1,148 @@
+//! The one place the runtime reads and writes YAML (through `serde-saphyr`), with errors that name the file and position.
+//!
+//! Keeping YAML behind these two functions means the YAML library can be swapped without
+//! touching the file-format types. Duplicate keys in a mapping are errors (saphyr's
+//! default), so a hand-edited cassette cannot silently shadow an entry.
+
+use std::fmt;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A YAML file that could not be read into its type, or a value that could not be written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct YamlError {
+    /// The file's name as shown to the user.
+    pub file: String,
+    /// 1-based line and column, when known.
+    pub line: Option<u64>,
+    pub column: Option<u64>,
+    pub message: String,
+}
+
+impl fmt::Display for YamlError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.file)?;
+        if let Some(line) = self.line {
+            write!(formatter, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(formatter, ":{column}")?;
+            }
+        }
+        write!(formatter, ": {}", self.message)
+    }
+}
+
+impl YamlError {
+    /// An error about `file` at an optional position (used for checks made after parsing).
+    pub fn at(
+        file: &str,
+        line: Option<u64>,
+        column: Option<u64>,
+        message: impl Into<String>,
+    ) -> Self {
+        YamlError {
+            file: file.to_string(),
+            line: line.filter(|line| *line > 0),
+            column: column.filter(|column| *column > 0),
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads `text` (the content of `file`) as a `T`.
+pub fn from_str<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, YamlError> {
+    serde_saphyr::from_str(text).map_err(|error| {
+        let location = error.location();
+        let message = error.without_snippet().to_string();
+        YamlError::at(
+            file,
+            location.map(|location| location.line()),
+            location.map(|location| location.column()),
+            strip_position(&message),
+        )
+    })
+}
+
+/// Writes `value` as YAML.
+pub fn to_string<T: Serialize>(file: &str, value: &T) -> Result<String, YamlError> {
+    serde_saphyr::to_string(value)
+        .map_err(|error| YamlError::at(file, None, None, error.to_string()))
+}
+
+/// Drops a trailing ` at line L, column C` from saphyr's message: the position is
+/// shown once, in front, as `file:L:C`.
+fn strip_position(message: &str) -> String {
+    let first_line = message.lines().next().unwrap_or(message);
+    // Advice addressed to a programmer using saphyr, not to someone editing the file.
+    let first_line = first_line
+        .split(", set DuplicateKeyPolicy")
+        .next()
+        .unwrap_or(first_line);
+    match first_line.rfind(" at line ") {
+        Some(index) => first_line
+            .get(..index)
+            .unwrap_or(first_line)
+            .trim_end_matches(',')
+            .to_string(),
+        None => first_line.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, PartialEq, Deserialize, Serialize)]
+    #[serde(deny_unknown_fields)]
+    struct Sample {
+        name: String,
+        count: u32,
+    }
+
+    #[test]
+    fn reads_and_writes() {
+        let sample: Result<Sample, _> = from_str("x.yaml", "name: a\ncount: 2\n");
+        assert_eq!(
+            sample,
+            Ok(Sample {
+                name: "a".into(),
+                count: 2
+            })
+        );
+        let text = to_string(
+            "x.yaml",
+            &Sample {
+                name: "b".into(),
+                count: 3,
+            },
+        );
+        assert_eq!(text, Ok("name: b\ncount: 3\n".to_string()));
+    }
+
+    #[test]
+    fn errors_name_the_file_and_position() {
+        let cases = [
+            ("name: a\ncount: many\n", "x.yaml:2:"),
+            ("name: a\ncount: 1\nextra: 2\n", "x.yaml:3:"),
+            (
+                "name: a\nname: b\ncount: 1\n",
+                "x.yaml:2:1: duplicate mapping key: name",
+            ),
+            ("name: [unclosed\n", "x.yaml:"),
+        ];
+        for (text, prefix) in cases {
+            let error: Result<Sample, _> = from_str("x.yaml", text);
+            match error {
+                Ok(value) => panic!("{text:?} parsed as {value:?}"),
+                Err(error) => {
+                    let shown = error.to_string();
+                    assert!(shown.starts_with(prefix), "{text:?}: {shown}");
+                    assert!(!shown.contains('\n'), "{text:?}: {shown}");
+                    assert!(!shown.contains("DuplicateKeyPolicy"), "{text:?}: {shown}");
+                }
+            }
+        }
+    }
+}

@@ -5,6 +5,7 @@ pub use charter_compiler as compiler;
 pub mod canonical;
 pub mod eval;
 pub mod provider;
+pub mod run;
 pub mod scenario;
 pub mod trace;
 pub mod validate;

@@ -1,33 +1,11 @@
 //! Budgets: tokens, cost (from model prices), wall time and steps, and which one ran out.
 
-use std::fmt;
-
 use charter_compiler::graph::{BudgetIr, RoleModelIr};
-use serde::Serialize;
+use serde_json::Number;
 
-use super::ports::Usage;
 use super::state::Counters;
-
-/// Which budget ran out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BudgetKind {
-    Tokens,
-    Cost,
-    Wall,
-    Steps,
-}
-
-impl fmt::Display for BudgetKind {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(match self {
-            BudgetKind::Tokens => "tokens",
-            BudgetKind::Cost => "cost",
-            BudgetKind::Wall => "wall",
-            BudgetKind::Steps => "steps",
-        })
-    }
-}
+use crate::provider::Usage;
+pub use crate::trace::BudgetKind;
 
 /// USD a call cost at the model's prices (per one million tokens); 0 without prices.
 pub fn call_cost(model: &RoleModelIr, usage: Usage) -> f64 {
@@ -49,6 +27,17 @@ pub fn exhausted(budget: &BudgetIr, counters: &Counters) -> Option<BudgetKind> {
         return Some(BudgetKind::Wall);
     }
     None
+}
+
+/// What was used of budget `which`, and its limit, as trace numbers.
+pub fn used_and_limit(budget: &BudgetIr, counters: &Counters, which: BudgetKind) -> (Number, Number) {
+    let float = |value: f64| Number::from_f64((value * 1_000_000.0).round() / 1_000_000.0).unwrap_or_else(|| Number::from(0));
+    match which {
+        BudgetKind::Tokens => (Number::from(counters.tokens), Number::from(budget.tokens.unwrap_or(0))),
+        BudgetKind::Cost => (float(counters.cost), float(budget.cost.unwrap_or(0.0))),
+        BudgetKind::Wall => (Number::from(counters.elapsed_ms), Number::from(budget.wall_ms.unwrap_or(0))),
+        BudgetKind::Steps => (Number::from(counters.step_count), Number::from(budget.steps.unwrap_or(0))),
+    }
 }
 
 /// True when starting one more step would exceed `budget.steps`.

@@ -8,19 +8,13 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+
+pub use crate::canonical::hash_value;
 
 use super::state::{Candidate, CandidateContent};
 
 /// The file a delivery is written to, inside the output directory.
 pub const DELIVERY_FILE: &str = "delivery.json";
-
-/// `sha256:<hex>` of the canonical JSON of `value` (sorted keys, no whitespace).
-pub fn hash_value(value: &Value) -> String {
-    let canonical = serde_json::to_string(value).unwrap_or_default();
-    let digest = Sha256::digest(canonical.as_bytes());
-    format!("sha256:{digest:x}")
-}
 
 /// Where a delivery goes: a directory, or memory (the bytes are still serialized and
 /// parsed back, so the check is the same).
@@ -117,18 +111,4 @@ fn write_atomically(directory: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
         format!("cannot rename into `{}`: {e}", path.display())
     })?;
     Ok(path)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hashes_are_of_canonical_json() {
-        let a: Value = serde_json::from_str(r#"{"b": 1, "a": [1, 2]}"#).unwrap_or_default();
-        let b: Value = serde_json::from_str(r#"{"a":[1,2],"b":1}"#).unwrap_or_default();
-        assert_eq!(hash_value(&a), hash_value(&b));
-        assert!(hash_value(&a).starts_with("sha256:"));
-        assert_eq!(hash_value(&a).len(), "sha256:".len() + 64);
-    }
 }

@@ -9,13 +9,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use charter_compiler::graph::{ItemCheckIr, NameIr};
 use petgraph::algo::toposort;
 use petgraph::graph::DiGraph;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::gate::evaluate_gate;
-use super::outcome::{Reason, Terminal};
-use super::state::{ItemRecord, ItemStatus, fields};
+use super::state::{ItemRecord, ItemStatus};
 use super::step::{CallUnit, CallUpdate, JobBody};
 use super::{Halt, Scheduler, Stop};
+use crate::canonical::hash_value;
+use crate::trace::{self, EventKind, Outcome, Reason, RetryKind};
 
 /// Where a work item stands.
 #[derive(Clone, Debug)]
@@ -119,7 +120,7 @@ impl Scheduler<'_> {
         // Which work each job belongs to.
         let mut owners: BTreeMap<u64, usize> = BTreeMap::new();
         loop {
-            self.skip_dependents(step, works);
+            self.skip_dependents(step, works)?;
             let mut running = works.iter().filter(|work| work.running()).count();
             for index in 0..works.len() {
                 if running >= concurrency {
@@ -144,10 +145,7 @@ impl Scheduler<'_> {
                 let mut unit = CallUnit::new(step, work.id.as_deref(), role, work.inputs.clone());
                 unit.feedback = work.feedback.clone();
                 unit.context = context;
-                if work.id.is_some() {
-                    self.emit_item("item_started", step, work.id.as_deref(), Map::new());
-                }
-                let job = self.issue_attempt(&mut unit, index)?;
+                let job = self.issue_attempt(&mut unit)?;
                 owners.insert(job, index);
                 work.state = WorkState::Exec(unit);
                 running += 1;
@@ -193,14 +191,14 @@ impl Scheduler<'_> {
         };
         let update = match body {
             JobBody::Wake => {
-                let job = self.issue_attempt(&mut unit, index)?;
+                let job = self.issue_attempt(&mut unit)?;
                 work.state = match judging {
                     None => WorkState::Exec(unit),
                     Some(output) => WorkState::Judge { unit, output },
                 };
                 return Ok(Some(job));
             }
-            JobBody::Reply(result) => self.on_reply(&mut unit, index, result)?,
+            JobBody::Reply(result) => self.on_reply(&mut unit, result)?,
         };
         let job = match update {
             CallUpdate::Retrying => {
@@ -217,12 +215,12 @@ impl Scheduler<'_> {
                 } else {
                     reason
                 };
-                self.settle(step, work, ItemStatus::Failed(reason));
+                self.settle(step, work, ItemStatus::Failed(reason))?;
                 None
             }
             CallUpdate::Output(output) => match (judging, check) {
                 (None, None) => {
-                    self.settle(step, work, ItemStatus::Done(output));
+                    self.settle(step, work, ItemStatus::Done(output))?;
                     None
                 }
                 (None, Some(check)) => match &check.by {
@@ -230,20 +228,20 @@ impl Scheduler<'_> {
                         let inputs = self.judge_inputs(by, &work.value, &output);
                         let mut judge = CallUnit::new(step, work.id.as_deref(), by, inputs);
                         judge.key_role = Some(by.clone());
-                        let job = self.issue_attempt(&mut judge, index)?;
+                        let job = self.issue_attempt(&mut judge)?;
                         work.state = WorkState::Judge {
                             unit: judge,
                             output,
                         };
                         Some(job)
                     }
-                    None => self.run_check(step, work, index, check, output, None)?,
+                    None => self.run_check(step, work, check, output, None)?,
                 },
                 (Some(item_output), Some(check)) => {
-                    self.run_check(step, work, index, check, item_output, Some(output))?
+                    self.run_check(step, work, check, item_output, Some(output))?
                 }
                 (Some(item_output), None) => {
-                    self.settle(step, work, ItemStatus::Done(item_output));
+                    self.settle(step, work, ItemStatus::Done(item_output))?;
                     None
                 }
             },
@@ -257,7 +255,6 @@ impl Scheduler<'_> {
         &mut self,
         step: &str,
         work: &mut Work,
-        index: usize,
         check: &ItemCheckIr,
         output: Value,
         verdict: Option<Value>,
@@ -275,39 +272,46 @@ impl Scheduler<'_> {
             bindings.set(NameIr::ByRole(by.clone()), verdict);
         }
         let result = evaluate_gate(&check.gate, gate, &bindings, &[], &[]);
-        let mut data = fields([
-            ("gate", json!(check.gate)),
-            ("passed", json!(result.passed)),
-            ("score", json!(result.score)),
-            ("codes", json!(result.error_codes())),
-        ]);
-        data.insert("stage_retries".into(), json!(work.stage_retries_used));
-        self.emit_item("check", step, work.id.as_deref(), data);
+        let item_id = work.id.clone().unwrap_or_default();
+        let event = result.event(&item_id, &hash_value(&output), Some(&item_id));
+        self.emit_item(step, work.id.as_deref(), event)?;
         if result.passed {
-            self.settle(step, work, ItemStatus::Done(output));
+            self.settle(step, work, ItemStatus::Done(output))?;
             return Ok(None);
         }
         if work.stage_retries_used >= check.retries {
             let reason = format!("failed check `{}`: {}", check.gate, result.error_codes().join(", "));
-            self.settle(step, work, ItemStatus::Failed(reason));
+            self.settle(step, work, ItemStatus::Failed(reason))?;
             return Ok(None);
         }
         work.stage_retries_used += 1;
-        let issues = json!(result.issues);
+        let role = self.step_role(step);
+        let next = self
+            .state
+            .attempts
+            .get(&(step.to_string(), self.state.round, work.id.clone(), None))
+            .copied()
+            .unwrap_or(0)
+            + 1;
         self.emit_item(
-            "retry",
             step,
             work.id.as_deref(),
-            fields([
-                ("retry_kind", json!("stage")),
-                ("retry", json!(work.stage_retries_used)),
-                ("of", json!(check.retries)),
-                ("codes", json!(result.error_codes())),
-            ]),
-        );
-        let mut unit = CallUnit::new(step, work.id.as_deref(), &self.step_role(step), work.inputs.clone());
-        unit.feedback = Some(issues);
-        let job = self.issue_attempt(&mut unit, index)?;
+            EventKind::Retry {
+                retry: RetryKind::Stage,
+                next,
+                delay_ms: 0,
+                reason: format!(
+                    "check `{}` failed: {} (stage retry {} of {})",
+                    check.gate,
+                    result.error_codes().join(", "),
+                    work.stage_retries_used,
+                    check.retries
+                ),
+            },
+        )?;
+        let mut unit = CallUnit::new(step, work.id.as_deref(), &role, work.inputs.clone());
+        unit.feedback = Some(result.feedback());
+        let job = self.issue_attempt(&mut unit)?;
         work.state = WorkState::Exec(unit);
         Ok(Some(job))
     }
@@ -338,26 +342,31 @@ impl Scheduler<'_> {
             .collect()
     }
 
-    /// Settles a work item and writes its event.
-    fn settle(&mut self, step: &str, work: &mut Work, status: ItemStatus) {
+    /// Settles a work item, writing its event first.
+    fn settle(&mut self, step: &str, work: &mut Work, status: ItemStatus) -> Result<(), Halt> {
         if work.id.is_some() {
-            match &status {
-                ItemStatus::Done(_) => self.emit_item("item_done", step, work.id.as_deref(), Map::new()),
-                ItemStatus::Failed(reason) => self.emit_item(
-                    "item_failed",
-                    step,
-                    work.id.as_deref(),
-                    fields([("error", json!(reason))]),
-                ),
-                ItemStatus::Skipped(_) => {}
+            let event = match &status {
+                ItemStatus::Done(_) => Some(EventKind::ItemDone {
+                    status: trace::ItemStatus::Ok,
+                    error: None,
+                }),
+                ItemStatus::Failed(reason) => Some(EventKind::ItemDone {
+                    status: trace::ItemStatus::Failed,
+                    error: Some(reason.clone()),
+                }),
+                ItemStatus::Skipped(_) => None,
+            };
+            if let Some(event) = event {
+                self.emit_item(step, work.id.as_deref(), event)?;
             }
         }
         work.state = WorkState::Settled(status);
+        Ok(())
     }
 
     /// Marks every waiting item with a failed or skipped dependency as skipped, until
     /// nothing changes.
-    fn skip_dependents(&mut self, step: &str, works: &mut [Work]) {
+    fn skip_dependents(&mut self, step: &str, works: &mut [Work]) -> Result<(), Halt> {
         loop {
             let unsettled: BTreeSet<String> = works
                 .iter()
@@ -381,17 +390,18 @@ impl Scheduler<'_> {
                     .cloned()
                 {
                     self.emit_item(
-                        "item_skipped",
                         step,
                         work.id.as_deref(),
-                        fields([("because", json!(dependency))]),
-                    );
+                        EventKind::ItemSkipped {
+                            because: dependency.clone(),
+                        },
+                    )?;
                     work.state = WorkState::Settled(ItemStatus::Skipped(dependency));
                     changed = true;
                 }
             }
             if !changed {
-                return;
+                return Ok(());
             }
         }
     }
@@ -419,15 +429,11 @@ impl Scheduler<'_> {
 
     /// Stops the run because an `each` step cannot form its DAG.
     pub(super) fn dag_failure(&mut self, step: &str, message: String) -> Halt {
-        self.emit_item(
-            "step_failed",
-            step,
-            None,
-            fields([("error", json!(message.clone()))]),
-        );
         Halt::Stop(Stop {
-            terminal: Terminal::Failed,
-            reason: Reason::StepFailed(step.to_string()),
+            outcome: Outcome::Failed,
+            reason: Reason::StepFailed {
+                step: step.to_string(),
+            },
             message: Some(message),
         })
     }

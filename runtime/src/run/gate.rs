@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::eval::{Bindings, evaluate_bool, evaluate_number};
+use crate::trace::{self, EventKind, IssueSeverity, RuleSeverity};
 
 /// How serious an issue is: errors are what repair acts on; warnings are only reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -86,7 +87,73 @@ impl GateResult {
         codes
     }
 
-    /// The evaluation as a JSON value (the gate step's output and the trace event's fields).
+    /// The `gate` trace event for this evaluation of `candidate` (a candidate id, or an
+    /// item id for a per-item check) whose hash is `hash`. An issue naming several items
+    /// is written once per item.
+    pub fn event(&self, candidate: &str, hash: &str, item: Option<&str>) -> EventKind {
+        let rules = self
+            .rules
+            .iter()
+            .map(|rule| trace::RuleResult {
+                name: rule.name.clone(),
+                severity: if rule.severity == "hard" {
+                    RuleSeverity::Hard
+                } else {
+                    RuleSeverity::Warn
+                },
+                holds: rule.held,
+                error: rule.error.clone(),
+            })
+            .collect();
+        let scores = self
+            .scores
+            .iter()
+            .map(|score| trace::ScoreResult {
+                name: score.name.clone(),
+                weight: score.weight,
+                value: score.value,
+                error: score.error.clone(),
+            })
+            .collect();
+        let mut issues = Vec::new();
+        for issue in &self.issues {
+            let severity = match issue.level {
+                IssueLevel::Error => IssueSeverity::Error,
+                IssueLevel::Warning => IssueSeverity::Warning,
+            };
+            let named: Vec<Option<String>> = if issue.items.is_empty() {
+                vec![item.map(str::to_string)]
+            } else {
+                issue.items.iter().cloned().map(Some).collect()
+            };
+            for item in named {
+                issues.push(trace::Issue {
+                    code: issue.code.clone(),
+                    severity,
+                    rule: issue.rule.clone(),
+                    item,
+                    message: None,
+                });
+            }
+        }
+        EventKind::Gate {
+            gate: self.gate.clone(),
+            candidate: candidate.to_string(),
+            hash: hash.to_string(),
+            passed: self.passed,
+            score: self.score,
+            rules,
+            scores,
+            issues,
+        }
+    }
+
+    /// The issues as the `feedback` a rerun role's template gets: `[{code, severity, rule, items?}]`.
+    pub fn feedback(&self) -> Value {
+        serde_json::to_value(&self.issues).unwrap_or(Value::Null)
+    }
+
+    /// The evaluation as a JSON value (the gate step's output).
     pub fn value(&self) -> Value {
         serde_json::to_value(self).unwrap_or_else(|_| json!({ "gate": self.gate }))
     }

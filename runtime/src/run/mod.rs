@@ -11,12 +11,10 @@
 //! policy; [`delivery`] the verified delivery; [`budget`] budgets; [`state`] the state.
 
 pub mod budget;
-pub mod contract;
 pub mod delivery;
 pub mod each;
 pub mod gate;
 pub mod outcome;
-pub mod ports;
 pub mod repair;
 pub mod state;
 pub mod step;
@@ -29,26 +27,25 @@ use charter_compiler::graph::{ExprIr, InvariantIr, NameIr, StepKind, TransitionI
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 use petgraph::visit::{Bfs, EdgeRef};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::eval::{Bindings, EvalError, evaluate, evaluate_bool};
+use crate::provider::{HumanChannel, HumanRequest, Provider};
+use crate::trace::{EventKind, RepairAction, RetryKind, TraceEvent, TraceSink};
+use crate::validate::{Validator, violations_text};
 
 pub use budget::BudgetKind;
 pub use delivery::{Delivered, DeliveryTarget};
-pub use outcome::{Fault, Reason, RunConfig, RunError, RunOutcome, Terminal};
-pub use ports::{
-    CallKey, Humans, MemorySink, ModelOutput, ModelReply, ModelRequest, Provider, ProviderError,
-    ToolCallRecord, TraceEvent, TraceSink, Usage,
-};
+pub use outcome::{Fault, Outcome, Reason, RunConfig, RunError, RunOutcome, Tamper};
 pub use state::Phase;
 
 use each::{Work, WorkState, build_items};
 use gate::{GateResult, evaluate_gate};
 use repair::{Decision, RepairPolicy, is_no_progress};
-use state::{Candidate, CandidateContent, ItemStatus, RoundSignature, RunState, StepOutput, fields};
+use state::{Candidate, CandidateContent, ItemStatus, RoundSignature, RunState, StepOutput};
 use step::{CallUnit, JobMessage};
 
 /// Runs `spec` on `input` to a terminal state. All I/O comes in through the parameters:
@@ -59,7 +56,7 @@ pub async fn run(
     spec: &CompiledSpec,
     input: Value,
     provider: Arc<dyn Provider>,
-    humans: &dyn Humans,
+    humans: &dyn HumanChannel,
     config: &RunConfig,
     sink: &mut dyn TraceSink,
 ) -> Result<RunOutcome, RunError> {
@@ -100,7 +97,7 @@ pub fn replay_blocking(
     spec: &CompiledSpec,
     input: Value,
     provider: Arc<dyn Provider>,
-    humans: &dyn Humans,
+    humans: &dyn HumanChannel,
     config: &RunConfig,
     sink: &mut dyn TraceSink,
 ) -> Result<RunOutcome, RunError> {
@@ -122,15 +119,15 @@ pub(crate) enum Halt {
 /// A terminal state reached, with its reason.
 #[derive(Clone, Debug)]
 pub(crate) struct Stop {
-    pub terminal: Terminal,
+    pub outcome: Outcome,
     pub reason: Reason,
     pub message: Option<String>,
 }
 
 impl Stop {
-    fn new(terminal: Terminal, reason: Reason, message: Option<String>) -> Stop {
+    fn new(outcome: Outcome, reason: Reason, message: Option<String>) -> Stop {
         Stop {
-            terminal,
+            outcome,
             reason,
             message,
         }
@@ -141,7 +138,7 @@ impl Stop {
 pub(crate) struct Scheduler<'r> {
     spec: &'r CompiledSpec,
     provider: Arc<dyn Provider>,
-    humans: &'r dyn Humans,
+    humans: &'r dyn HumanChannel,
     config: &'r RunConfig,
     sink: &'r mut dyn TraceSink,
     state: RunState,
@@ -177,49 +174,45 @@ impl<'r> Scheduler<'r> {
     async fn run_to_end(&mut self, input: Value) -> Result<RunOutcome, RunError> {
         let spec = self.spec;
         let request = match spec.contracts.get("Request") {
-            Some(_) => contract::validate(spec, "Request", &input).map_err(RunError::Input)?,
+            Some(_) => Validator::for_spec(spec)
+                .validate("Request", &input)
+                .map_err(|violations| RunError::Input(violations_text(&violations)))?,
             None => input,
         };
-        self.state.request = request;
-        self.emit(
-            "run_started",
-            fields([
-                ("spec", json!(spec.name)),
-                ("version", json!(spec.version)),
-            ]),
-        );
-        let rules: Map<String, Value> = spec
-            .rules
-            .iter()
-            .map(|(name, rules)| (name.clone(), json!(rules.hash)))
-            .collect();
-        let prompts: Map<String, Value> = spec
-            .roles
-            .iter()
-            .filter_map(|(name, role)| role.prompt.as_ref().map(|p| (name.clone(), json!(p.hash))))
-            .collect();
-        self.emit(
-            "plan_frozen",
-            fields([
-                ("spec_hash", json!(spec.spec_hash)),
-                ("rules", Value::Object(rules)),
-                ("prompts", Value::Object(prompts)),
-            ]),
-        );
-        let stop = match self.flow().await {
-            Ok(stop) => stop,
-            Err(Halt::Stop(stop)) => stop,
+        self.state.request = request.clone();
+        let frozen = (|| {
+            self.emit(EventKind::RunStarted {
+                spec: spec.name.clone(),
+                version: spec.version.clone(),
+                input: request,
+            })?;
+            self.emit(EventKind::PlanFrozen {
+                spec_hash: spec.spec_hash.clone(),
+                rules: spec
+                    .rules
+                    .iter()
+                    .map(|(name, rules)| (name.clone(), rules.hash.clone()))
+                    .collect(),
+                prompts: spec
+                    .roles
+                    .iter()
+                    .filter_map(|(name, role)| role.prompt.as_ref().map(|p| (name.clone(), p.hash.clone())))
+                    .collect(),
+            })
+        })();
+        let ended = match frozen {
+            Ok(()) => self.flow().await,
+            Err(halt) => Err(halt),
+        };
+        let stop = match ended {
+            Ok(stop) | Err(Halt::Stop(stop)) => stop,
             Err(Halt::Error(error)) => {
                 self.abort_jobs();
-                self.emit(
-                    "run_error",
-                    fields([("error", json!(error.to_string()))]),
-                );
                 return Err(error);
             }
         };
         self.abort_jobs();
-        Ok(self.finish(stop))
+        self.finish(stop)
     }
 
     /// Walks the flow from its entry step until a terminal.
@@ -244,15 +237,19 @@ impl<'r> Scheduler<'r> {
             return Err(self.budget_stop(BudgetKind::Steps));
         }
         self.state.counters.step_count += 1;
+        self.state.last_ask_rejected = false;
         self.current_step = Some(name.clone());
-        self.enter_phase(self.phase_of(node, &step.kind));
-        self.emit(
-            "step_started",
-            fields([("step_kind", json!(step_kind_name(&step.kind)))]),
-        );
+        self.enter_phase(self.phase_of(node, &step.kind))?;
+        let role = match &step.kind {
+            StepKind::Call { role, .. } | StepKind::Each { role, .. } | StepKind::Finalize { role, .. } => {
+                Some(role.clone())
+            }
+            _ => None,
+        };
+        self.current_role = role.clone();
+        self.emit(EventKind::StepStarted { role })?;
         let next = match &step.kind {
             StepKind::Call { role, args } => {
-                self.current_role = Some(role.clone());
                 let inputs = self.eval_args(args, &Bindings::default())?;
                 let output = self.single_call(&name, role, inputs).await?;
                 self.store(&name, StepOutput::Single(output));
@@ -266,25 +263,22 @@ impl<'r> Scheduler<'r> {
                 concurrency,
                 check,
             } => {
-                self.current_role = Some(role.clone());
                 self.run_each(&name, var, over, role, args, *concurrency, check.as_ref())
                     .await?;
                 None
             }
-            StepKind::Gate { gate, repair } => Some(self.run_gate(node, &name, gate, *repair)?),
+            StepKind::Gate { gate, repair } => Some(self.run_gate(node, &name, gate, *repair).await?),
             StepKind::Finalize { role, args } => {
-                self.current_role = Some(role.clone());
                 self.run_finalize(&name, role, args).await?;
                 None
             }
             StepKind::Ask { question } => {
-                self.run_ask(&name, question)?;
+                self.run_ask(&name, question).await?;
                 None
             }
             StepKind::Done | StepKind::Blocked { .. } | StepKind::Failed { .. } => None,
         };
-        self.form_candidate(&name);
-        self.emit("step_done", Map::new());
+        self.form_candidate(&name)?;
         self.apply_faults(&name);
         self.check_invariants()?;
         self.check_budget()?;
@@ -306,7 +300,7 @@ impl<'r> Scheduler<'r> {
                 TransitionIr::When { condition } => match evaluate_bool(condition, &bindings) {
                     Ok(holds) => holds,
                     Err(error) => {
-                        return Err(self.step_failure(format!("a `when` condition failed: {error}")));
+                        return Err(self.step_failure(format!("a `when` condition cannot be evaluated: {error}")));
                     }
                 },
                 TransitionIr::Pass | TransitionIr::Fail | TransitionIr::Repair { .. } => false,
@@ -362,9 +356,10 @@ impl<'r> Scheduler<'r> {
             Err(message) => return Err(self.dag_failure(step, message)),
         };
         // Items kept from the previous round (a rerun that names items).
+        let previous_round = self.state.round.saturating_sub(1);
         let keep: BTreeMap<String, Value> = match (
             self.state.rerun_items.remove(step),
-            self.state.history.get(&(step.to_string(), self.state.round.saturating_sub(1))),
+            self.state.history.get(&(step.to_string(), previous_round)),
         ) {
             (Some(rerun), Some(StepOutput::Each(previous))) => {
                 let rerun = with_dependents(&items, &rerun);
@@ -379,18 +374,10 @@ impl<'r> Scheduler<'r> {
             }
             _ => BTreeMap::new(),
         };
-        self.emit(
-            "dag",
-            fields([
-                ("items", json!(items.iter().map(|(id, ..)| id).collect::<Vec<_>>())),
-                ("concurrency", json!(concurrency)),
-                ("kept", json!(keep.keys().collect::<Vec<_>>())),
-            ]),
-        );
         let feedback = self.state.feedback.get(step).cloned();
         let mut works = Vec::with_capacity(items.len());
         for (id, value, depends_on) in items {
-            let mut scope = bindings.clone();
+            let mut scope = Bindings::default();
             scope.set(NameIr::Local(var.to_string()), value.clone());
             let inputs = self.eval_args(args, &scope)?;
             let state = match keep.get(&id) {
@@ -415,7 +402,7 @@ impl<'r> Scheduler<'r> {
 
     /// Evaluates the gate of a `gate` step on the current round's candidate, and decides
     /// the next node: `pass`, `fail`, or the repair table's action.
-    fn run_gate(&mut self, node: NodeIndex, step: &str, gate_name: &str, repair: bool) -> Result<NodeIndex, Halt> {
+    async fn run_gate(&mut self, node: NodeIndex, step: &str, gate_name: &str, repair: bool) -> Result<NodeIndex, Halt> {
         let spec = self.spec;
         let Some(gate) = spec.gates.get(gate_name) else {
             return Err(flow_error(&format!("unknown gate `{gate_name}`")));
@@ -437,18 +424,7 @@ impl<'r> Scheduler<'r> {
             &candidate.content.item_ids,
             &failed_ids,
         );
-        let mut data = fields([
-            ("gate", json!(gate_name)),
-            ("candidate", json!(candidate.id)),
-            ("hash", json!(candidate.hash)),
-            ("passed", json!(result.passed)),
-            ("score", json!(result.score)),
-            ("pass_when", json!(result.pass_when)),
-        ]);
-        data.insert("rules".into(), json!(result.rules));
-        data.insert("scores".into(), json!(result.scores));
-        data.insert("issues".into(), json!(result.issues));
-        self.emit("gate", data);
+        self.emit(result.event(&candidate.id, &candidate.hash, None))?;
         if let Some(stored) = self
             .state
             .candidates
@@ -477,18 +453,18 @@ impl<'r> Scheduler<'r> {
                     .map(|edge| edge.target())
                     .ok_or_else(|| flow_error(&format!("gate step `{step}` has no {kind:?} edge")))
             }
-            None => self.repair(node, &candidate, &result),
+            None => self.repair(node, &candidate, &result).await,
         }
     }
 
     /// The repair loop's mechanics: no-progress and round accounting, then the action
     /// the policy chose.
-    fn repair(&mut self, gate_node: NodeIndex, candidate: &Candidate, result: &GateResult) -> Result<NodeIndex, Halt> {
+    async fn repair(&mut self, gate_node: NodeIndex, candidate: &Candidate, result: &GateResult) -> Result<NodeIndex, Halt> {
         let spec = self.spec;
         let Some(table) = &spec.repair else {
             return self.stop_repairing(Reason::NoRepairAction, gate_node);
         };
-        self.enter_phase(Phase::Repairing);
+        self.enter_phase(Phase::Repairing)?;
         let signature = RoundSignature {
             codes: result.error_codes(),
             score: result.score,
@@ -505,13 +481,10 @@ impl<'r> Scheduler<'r> {
         self.state.last_signature = Some(signature);
         if stalled {
             self.state.no_progress += 1;
-            self.emit(
-                "no_progress",
-                fields([
-                    ("count", json!(self.state.no_progress)),
-                    ("limit", json!(table.no_progress)),
-                ]),
-            );
+            self.emit(EventKind::NoProgress {
+                rounds: self.state.no_progress,
+                limit: table.no_progress,
+            })?;
         } else {
             self.state.no_progress = 0;
         }
@@ -522,22 +495,19 @@ impl<'r> Scheduler<'r> {
         let decision = policy.decide(result);
         match &decision {
             Decision::Block { reason, code } | Decision::Fail { reason, code } => {
-                let terminal = if matches!(decision, Decision::Block { .. }) {
-                    Terminal::Blocked
+                let outcome = if matches!(decision, Decision::Block { .. }) {
+                    Outcome::Blocked
                 } else {
-                    Terminal::Failed
+                    Outcome::Failed
                 };
-                self.emit_repair(&decision, None);
+                self.emit_repair(&decision, Vec::new())?;
                 return Err(Halt::Stop(Stop::new(
-                    terminal,
-                    Reason::HardGate(code.clone()),
+                    outcome,
+                    Reason::HardGate { code: code.clone() },
                     Some(reason.clone()),
                 )));
             }
-            Decision::NoAction => {
-                self.emit_repair(&decision, None);
-                return self.stop_repairing(Reason::NoRepairAction, gate_node);
-            }
+            Decision::NoAction => return self.stop_repairing(Reason::NoRepairAction, gate_node),
             _ => {}
         }
         if self.state.no_progress >= table.no_progress.max(1) {
@@ -546,25 +516,16 @@ impl<'r> Scheduler<'r> {
         if self.state.round > table.rounds {
             return self.stop_repairing(Reason::MaxRounds, gate_node);
         }
-        let subject = spec
-            .gates
-            .values()
-            .find(|gate| gate.subject == candidate.step)
-            .map(|gate| gate.subject.clone())
-            .unwrap_or_else(|| candidate.step.clone());
         let (target, items, feedback) = match &decision {
             Decision::Ask { question, .. } => {
-                let answer = self.ask_human(question)?;
+                let answer = self.ask_human(question).await?;
                 let approved = answer.get("approved").and_then(Value::as_bool).unwrap_or(false);
                 if !approved {
-                    self.emit_repair(&decision, Some(false));
                     return self.stop_repairing(Reason::HumanRejected, gate_node);
                 }
-                self.emit_repair(&decision, Some(true));
-                (subject, Vec::new(), true)
+                (candidate.step.clone(), Vec::new(), true)
             }
             Decision::Replan { .. } => {
-                self.emit_repair(&decision, None);
                 let entry = spec
                     .flow
                     .graph
@@ -578,10 +539,7 @@ impl<'r> Scheduler<'r> {
                 with_feedback,
                 items,
                 ..
-            } => {
-                self.emit_repair(&decision, None);
-                (step.clone(), items.clone(), *with_feedback)
-            }
+            } => (step.clone(), items.clone(), *with_feedback),
             Decision::Block { .. } | Decision::Fail { .. } | Decision::NoAction => {
                 return Err(flow_error("unreachable repair decision"));
             }
@@ -589,63 +547,71 @@ impl<'r> Scheduler<'r> {
         let Some(&target_node) = spec.flow.steps.get(&target) else {
             return Err(flow_error(&format!("repair reruns unknown step `{target}`")));
         };
-        self.start_round(target_node, &target, items, feedback.then(|| json!(result.issues)));
+        let invalidated = self.downstream(target_node);
+        self.emit_repair(&decision, invalidated.clone())?;
+        self.emit(EventKind::Retry {
+            retry: RetryKind::Repair,
+            next: self.state.round + 1,
+            delay_ms: 0,
+            reason: result.error_codes().join(", "),
+        })?;
+        self.start_round(&target, &invalidated, items, feedback.then(|| result.feedback()))?;
         Ok(target_node)
     }
 
-    /// Starts the next round at `target`: invalidates it and everything downstream, and
-    /// for an `each` target with named items, only those items (and their dependents).
-    fn start_round(&mut self, target_node: NodeIndex, target: &str, items: Vec<String>, feedback: Option<Value>) {
-        let spec = self.spec;
-        let mut invalid = Vec::new();
-        let mut bfs = Bfs::new(&spec.flow.graph, target_node);
-        while let Some(node) = bfs.next(&spec.flow.graph) {
-            if let Some(step) = spec.flow.graph.node_weight(node)
-                && !step.kind.is_terminal()
-            {
-                invalid.push(step.name.clone());
+    /// The steps `rerun` of the step at `target` invalidates: it and everything
+    /// downstream of it, in flow (node) order.
+    fn downstream(&self, target: NodeIndex) -> Vec<String> {
+        let graph = &self.spec.flow.graph;
+        let mut nodes = Vec::new();
+        let mut bfs = Bfs::new(graph, target);
+        while let Some(node) = bfs.next(graph) {
+            if graph.node_weight(node).is_some_and(|step| !step.kind.is_terminal()) {
+                nodes.push(node);
             }
         }
-        invalid.sort();
+        nodes.sort();
+        nodes
+            .into_iter()
+            .filter_map(|node| graph.node_weight(node).map(|step| step.name.clone()))
+            .collect()
+    }
+
+    /// Starts the next round at `target`: invalidates the steps given, and for an `each`
+    /// target with named items, only those items (and their dependents).
+    fn start_round(
+        &mut self,
+        target: &str,
+        invalidated: &[String],
+        items: Vec<String>,
+        feedback: Option<Value>,
+    ) -> Result<(), Halt> {
         self.state.round += 1;
         self.state.feedback.clear();
         if let Some(feedback) = feedback {
             self.state.feedback.insert(target.to_string(), feedback);
         }
         if !items.is_empty() {
-            self.state.rerun_items.insert(target.to_string(), items.clone());
+            self.state.rerun_items.insert(target.to_string(), items);
         }
-        self.emit(
-            "round_started",
-            fields([
-                ("from_step", json!(target)),
-                ("invalidated", json!(invalid)),
-                ("items", json!(items)),
-            ]),
-        );
-        for step in &invalid {
+        for step in invalidated {
             self.state.outputs.remove(step);
         }
-        self.enter_phase(Phase::Executing);
+        self.enter_phase(Phase::Executing)
     }
 
     /// Stops repairing: the best candidate goes to the finalize step as `below_target`
     /// (or the run fails when no candidate passed the hard rules).
     fn stop_repairing(&mut self, reason: Reason, gate_node: NodeIndex) -> Result<NodeIndex, Halt> {
-        let best = self.state.best().map(|best| best.id.clone());
-        self.emit(
-            "repair_stopped",
-            fields([("reason", json!(reason.to_string())), ("best", json!(best))]),
-        );
-        let Some(best) = best else {
+        let Some(best) = self.state.best().map(|best| best.id.clone()) else {
             return Err(Halt::Stop(Stop::new(
-                Terminal::Failed,
+                Outcome::Failed,
                 reason,
                 Some("no candidate passed the hard rules".to_string()),
             )));
         };
         let stop = Stop::new(
-            Terminal::BelowTarget,
+            Outcome::BelowTarget,
             reason,
             Some(format!("delivering the best candidate {best}, which did not pass the gate")),
         );
@@ -692,49 +658,52 @@ impl<'r> Scheduler<'r> {
             .unwrap_or_default()
             .to_string();
         let Some(best) = best else {
-            return Err(self.mismatch(format!(
-                "the finalizer named candidate `{proposed}`, but no candidate was evaluated without a hard failure"
-            )));
+            return Err(self.mismatch(
+                &proposed,
+                "",
+                format!("the finalizer named candidate `{proposed}`, but no candidate was evaluated without a hard failure"),
+            ));
         };
         if proposed != best.id {
-            return Err(self.mismatch(format!(
+            let message = format!(
                 "the finalizer delivered candidate `{proposed}`, but the best evaluated candidate is `{}`",
                 best.id
-            )));
+            );
+            return Err(self.mismatch(&proposed, &best.hash, message));
         }
         let Some(stored) = self.state.history.get(&(best.step.clone(), best.round)) else {
-            return Err(self.mismatch(format!("the outputs of candidate `{}` are gone", best.id)));
+            let message = format!("the outputs of candidate `{}` are gone", best.id);
+            return Err(self.mismatch(&best.id, &best.hash, message));
         };
         let content = CandidateContent::of(stored);
         let summary = output.get("summary").cloned().unwrap_or(Value::Null);
         let document = delivery::document(&best, &content, &summary);
+        let path = match &self.config.delivery {
+            DeliveryTarget::Directory(_) => delivery::DELIVERY_FILE.to_string(),
+            DeliveryTarget::Memory => String::new(),
+        };
         match delivery::deliver(&self.config.delivery, &best.id, &document, &best.hash) {
             Ok(delivered) => {
-                let mut data = fields([
-                    ("candidate", json!(best.id)),
-                    ("hash", json!(delivered.hash)),
-                    ("verified", json!(true)),
-                ]);
-                if let Some(path) = &delivered.path {
-                    data.insert("file".into(), json!(delivery::DELIVERY_FILE));
-                    let _ = path;
-                }
-                self.emit("delivery", data);
+                self.emit(EventKind::Delivery {
+                    candidate: best.id.clone(),
+                    path,
+                    expected_hash: best.hash.clone(),
+                    actual_hash: delivered.hash.clone(),
+                    matches: true,
+                })?;
                 self.delivered = Some(delivered);
                 Ok(())
             }
             Err(delivery::DeliveryProblem::Mismatch { expected, found }) => {
-                self.emit(
-                    "delivery",
-                    fields([
-                        ("candidate", json!(best.id)),
-                        ("verified", json!(false)),
-                        ("expected", json!(expected)),
-                        ("found", json!(found)),
-                    ]),
-                );
+                self.emit(EventKind::Delivery {
+                    candidate: best.id.clone(),
+                    path,
+                    expected_hash: expected.clone(),
+                    actual_hash: found.clone(),
+                    matches: false,
+                })?;
                 Err(Halt::Stop(Stop::new(
-                    Terminal::Failed,
+                    Outcome::Failed,
                     Reason::DeliveryMismatch,
                     Some(format!(
                         "the delivered candidate `{}` hashes to {found}, not to the evaluated {expected}",
@@ -746,49 +715,67 @@ impl<'r> Scheduler<'r> {
         }
     }
 
-    fn mismatch(&mut self, message: String) -> Halt {
-        self.emit(
-            "delivery",
-            fields([("verified", json!(false)), ("error", json!(message.clone()))]),
-        );
-        Halt::Stop(Stop::new(Terminal::Failed, Reason::DeliveryMismatch, Some(message)))
+    /// A delivery refused before anything was written.
+    fn mismatch(&mut self, candidate: &str, expected: &str, message: String) -> Halt {
+        let actual = self
+            .state
+            .candidates
+            .iter()
+            .find(|c| c.id == candidate)
+            .map(|c| c.hash.clone())
+            .unwrap_or_default();
+        if let Err(halt) = self.emit(EventKind::Delivery {
+            candidate: candidate.to_string(),
+            path: String::new(),
+            expected_hash: expected.to_string(),
+            actual_hash: actual,
+            matches: false,
+        }) {
+            return halt;
+        }
+        Halt::Stop(Stop::new(Outcome::Failed, Reason::DeliveryMismatch, Some(message)))
     }
 
     /// An `ask` step: a person's `Answer`.
-    fn run_ask(&mut self, step: &str, question: &str) -> Result<(), Halt> {
-        let answer = self.ask_human(question)?;
+    async fn run_ask(&mut self, step: &str, question: &str) -> Result<(), Halt> {
+        let answer = self.ask_human(question).await?;
         self.state.last_ask_rejected =
             !answer.get("approved").and_then(Value::as_bool).unwrap_or(false);
         self.store(step, StepOutput::Single(answer));
         Ok(())
     }
 
-    fn ask_human(&mut self, question: &str) -> Result<Value, Halt> {
+    async fn ask_human(&mut self, question: &str) -> Result<Value, Halt> {
         let step = self.current_step.clone().unwrap_or_default();
-        let answer = self
-            .humans
-            .answer(&step, self.state.round, question)
-            .map_err(|message| {
-                Halt::Error(RunError::Human {
-                    step: step.clone(),
-                    message,
-                })
-            })?;
-        let answer = contract::validate(self.spec, "Answer", &answer).map_err(|message| {
+        let request = HumanRequest {
+            step: step.clone(),
+            round: self.state.round,
+            question: question.to_string(),
+        };
+        let answer = self.humans.ask(request).await.map_err(|error| {
             Halt::Error(RunError::Human {
                 step: step.clone(),
-                message: format!("the recorded answer is not an `Answer`: {message}"),
+                message: error.to_string(),
             })
         })?;
-        self.emit(
-            "human",
-            fields([("question", json!(question)), ("answer", answer.clone())]),
-        );
+        let answer = Validator::for_spec(self.spec)
+            .validate("Answer", &answer)
+            .map_err(|violations| {
+                Halt::Error(RunError::Human {
+                    step: step.clone(),
+                    message: format!("the answer is not an `Answer`: {}", violations_text(&violations)),
+                })
+            })?;
+        self.emit(EventKind::Human {
+            question: question.to_string(),
+            answer: answer.clone(),
+        })?;
         Ok(answer)
     }
 
     /// The stop a terminal node means.
     fn terminal_stop(&mut self, kind: &StepKind) -> Stop {
+        let from = self.current_step.clone().unwrap_or_default();
         match kind {
             StepKind::Done => self.pending_stop.take().unwrap_or_else(|| {
                 let reason = if self.state.gate_passed {
@@ -796,49 +783,47 @@ impl<'r> Scheduler<'r> {
                 } else {
                     Reason::Done
                 };
-                Stop::new(Terminal::Completed, reason, None)
+                Stop::new(Outcome::Completed, reason, None)
             }),
             StepKind::Blocked { reason } | StepKind::Failed { reason } => {
-                let terminal = if matches!(kind, StepKind::Blocked { .. }) {
-                    Terminal::Blocked
+                let outcome = if matches!(kind, StepKind::Blocked { .. }) {
+                    Outcome::Blocked
                 } else {
-                    Terminal::Failed
+                    Outcome::Failed
                 };
                 let why = if self.state.last_ask_rejected {
                     Reason::HumanRejected
                 } else {
-                    Reason::FlowTarget
+                    Reason::StepFailed { step: from }
                 };
-                Stop::new(terminal, why, Some(reason.clone()))
+                Stop::new(outcome, why, Some(reason.clone()))
             }
-            _ => Stop::new(Terminal::Failed, Reason::FlowTarget, None),
+            _ => Stop::new(Outcome::Failed, Reason::StepFailed { step: from }, None),
         }
     }
 
     /// Writes `run_finished` and builds the outcome.
-    fn finish(&mut self, stop: Stop) -> RunOutcome {
-        self.current_step = None;
+    fn finish(&mut self, stop: Stop) -> Result<RunOutcome, RunError> {
         let best = self.state.best().map(|best| best.id.clone());
-        let delivered = if stop.terminal == Terminal::Completed || stop.terminal == Terminal::BelowTarget {
-            self.delivered.clone()
-        } else {
-            None
+        let delivered = match stop.outcome {
+            Outcome::Completed | Outcome::BelowTarget => self.delivered.clone(),
+            _ => None,
         };
-        let mut data = fields([
-            ("outcome", json!(stop.terminal)),
-            ("reason", json!(stop.reason.to_string())),
-            ("best", json!(best)),
-            ("delivered", json!(delivered.as_ref().map(|d| d.candidate_id.clone()))),
-        ]);
-        if let Some(message) = &stop.message {
-            data.insert("message".into(), json!(message));
+        self.current_step = None;
+        let event = EventKind::RunFinished {
+            outcome: stop.outcome,
+            reason: stop.reason.clone(),
+            best: best.clone(),
+            delivered: delivered.is_some(),
+            message: stop.message.clone(),
+        };
+        match self.emit(event) {
+            Ok(()) => {}
+            Err(Halt::Error(error)) => return Err(error),
+            Err(Halt::Stop(_)) => {}
         }
-        data.insert("tokens".into(), json!(self.state.counters.tokens));
-        data.insert("cost".into(), json!(round6(self.state.counters.cost)));
-        data.insert("steps".into(), json!(self.state.counters.step_count));
-        self.emit("run_finished", data);
-        RunOutcome {
-            terminal: stop.terminal,
+        Ok(RunOutcome {
+            outcome: stop.outcome,
             reason: stop.reason,
             message: stop.message,
             best,
@@ -850,7 +835,7 @@ impl<'r> Scheduler<'r> {
                 .iter()
                 .map(|c| (c.id.clone(), c.hash.clone(), c.evaluation.as_ref().and_then(|e| e.score)))
                 .collect(),
-        }
+        })
     }
 
     // ---- state helpers ----
@@ -864,17 +849,17 @@ impl<'r> Scheduler<'r> {
     }
 
     /// Forms the round's candidate when `step` is the subject of a gate step's gate.
-    fn form_candidate(&mut self, step: &str) {
+    fn form_candidate(&mut self, step: &str) -> Result<(), Halt> {
         let spec = self.spec;
         let is_subject = spec.flow.graph.node_weights().any(|node| match &node.kind {
             StepKind::Gate { gate, .. } => spec.gates.get(gate).is_some_and(|g| g.subject == step),
             _ => false,
         });
         if !is_subject {
-            return;
+            return Ok(());
         }
         let Some(output) = self.state.outputs.get(step) else {
-            return;
+            return Ok(());
         };
         let content = CandidateContent::of(output);
         let hash = delivery::hash_value(&content.hashed_value());
@@ -886,33 +871,39 @@ impl<'r> Scheduler<'r> {
             hash,
             evaluation: None,
         };
-        self.emit(
-            "candidate",
-            fields([
-                ("candidate", json!(candidate.id)),
-                ("hash", json!(candidate.hash)),
-                ("items", json!(candidate.content.item_ids)),
-                ("failed", json!(candidate.content.failed)),
-                ("skipped", json!(candidate.content.skipped)),
-            ]),
-        );
+        self.emit(EventKind::Candidate {
+            id: candidate.id.clone(),
+            hash: candidate.hash.clone(),
+            items: candidate.content.items.len() as u64,
+            failed: candidate.content.failed.clone(),
+            skipped: candidate.content.skipped.clone(),
+        })?;
         let round = self.state.round;
         self.state
             .candidates
             .retain(|c| !(c.round == round && c.step == step));
         self.state.candidates.push(candidate);
+        Ok(())
     }
 
-    /// Applies the `tamper` faults that fire after `step` (each once).
+    /// Applies the `tamper` faults that fire after `step` (each once): the stored output
+    /// of the named item, or of the candidate's step, is overwritten after the fact.
     fn apply_faults(&mut self, step: &str) {
         let faults = self.config.faults.clone();
+        let round = self.state.round;
+        let subjects: Vec<String> = self
+            .state
+            .candidates
+            .iter()
+            .filter(|c| c.round == round)
+            .map(|c| c.step.clone())
+            .collect();
         for (index, fault) in faults.iter().enumerate() {
-            let Fault::Tamper { after, item } = fault;
+            let Fault::Tamper(Tamper { after, item }) = fault;
             if after != step || self.fired_faults.contains(&index) {
                 continue;
             }
             self.fired_faults.push(index);
-            let round = self.state.round;
             let mut hit = None;
             for ((name, r), output) in self.state.history.iter_mut() {
                 if *r != round {
@@ -927,28 +918,18 @@ impl<'r> Scheduler<'r> {
                             }
                         }
                     }
-                    (StepOutput::Single(value), None)
-                        if self.state.candidates.iter().any(|c| c.round == round && &c.step == name) =>
-                    {
+                    (StepOutput::Single(value), None) if name == after || subjects.contains(name) => {
                         tamper(value, after);
                         hit = Some(name.clone());
                     }
                     _ => {}
                 }
             }
-            if let Some(name) = &hit
+            if let Some(name) = hit
                 && let Some(stored) = self.state.history.get(&(name.clone(), round)).cloned()
             {
-                self.state.outputs.insert(name.clone(), stored);
+                self.state.outputs.insert(name, stored);
             }
-            self.emit(
-                "fault",
-                fields([
-                    ("fault", json!("tamper")),
-                    ("target_step", json!(hit)),
-                    ("target_item", json!(item)),
-                ]),
-            );
         }
     }
 
@@ -961,16 +942,19 @@ impl<'r> Scheduler<'r> {
                 continue;
             };
             let broken = match evaluate_bool(expr, &bindings) {
-                Ok(holds) => !holds,
-                Err(EvalError::Unbound { .. }) => false,
-                Err(_) => true,
+                Ok(holds) => (!holds).then(|| "the expression is false".to_string()),
+                Err(EvalError::Unbound { .. }) => None,
+                Err(error) => Some(error.to_string()),
             };
-            if broken {
-                self.emit("invariant_violated", fields([("invariant", json!(name))]));
+            if let Some(message) = broken {
+                self.emit(EventKind::InvariantViolated {
+                    invariant: name.clone(),
+                    message: message.clone(),
+                })?;
                 return Err(Halt::Stop(Stop::new(
-                    Terminal::Failed,
-                    Reason::Invariant(name.clone()),
-                    Some(format!("invariant `{name}` no longer holds")),
+                    Outcome::Failed,
+                    Reason::Invariant { name: name.clone() },
+                    Some(format!("invariant `{name}` no longer holds: {message}")),
                 )));
             }
         }
@@ -986,22 +970,22 @@ impl<'r> Scheduler<'r> {
         }
     }
 
+    /// In-flight calls are dropped, no further call is made, and the run fails; the best
+    /// candidate so far is named but not delivered.
     fn budget_stop(&mut self, which: BudgetKind) -> Halt {
         self.abort_jobs();
+        self.state.counters.elapsed_ms = self.elapsed_ms();
+        let (used, limit) = budget::used_and_limit(&self.spec.budget, &self.state.counters, which);
+        if let Err(halt) = self.emit(EventKind::Budget {
+            budget: which,
+            used,
+            limit,
+        }) {
+            return halt;
+        }
         let best = self.state.best().map(|best| best.id.clone());
-        self.emit(
-            "budget",
-            fields([
-                ("exhausted", json!(which)),
-                ("tokens", json!(self.state.counters.tokens)),
-                ("cost", json!(round6(self.state.counters.cost))),
-                ("elapsed_ms", json!(self.state.counters.elapsed_ms)),
-                ("steps", json!(self.state.counters.step_count)),
-                ("best", json!(best)),
-            ]),
-        );
         Halt::Stop(Stop::new(
-            Terminal::Failed,
+            Outcome::Failed,
             Reason::BudgetExhausted(which),
             best.map(|best| format!("the best candidate so far, {best}, is not delivered")),
         ))
@@ -1015,8 +999,7 @@ impl<'r> Scheduler<'r> {
 
     fn step_failure(&mut self, message: String) -> Halt {
         let step = self.current_step.clone().unwrap_or_default();
-        self.emit("step_failed", fields([("error", json!(message.clone()))]));
-        Halt::Stop(Stop::new(Terminal::Failed, Reason::StepFailed(step), Some(message)))
+        Halt::Stop(Stop::new(Outcome::Failed, Reason::StepFailed { step }, Some(message)))
     }
 
     /// Names in scope: `request`, step outputs of this round, `run`, `best`, and the
@@ -1043,7 +1026,7 @@ impl<'r> Scheduler<'r> {
         bindings
     }
 
-    /// Evaluates a call's arguments (in `extra` scope on top of the run's names).
+    /// Evaluates a call's arguments (with `extra`'s locals on top of the run's names).
     fn eval_args(&mut self, args: &[ExprIr], extra: &Bindings) -> Result<Vec<Value>, Halt> {
         let mut bindings = self.bindings();
         bindings.locals.extend(extra.locals.clone());
@@ -1090,20 +1073,21 @@ impl<'r> Scheduler<'r> {
     }
 
     /// Moves the state machine to `phase`, writing the transition first.
-    fn enter_phase(&mut self, phase: Phase) {
+    fn enter_phase(&mut self, phase: Phase) -> Result<(), Halt> {
         if self.state.phase == phase {
-            return;
+            return Ok(());
         }
-        self.emit(
-            "phase",
-            fields([("from", json!(self.state.phase)), ("to", json!(phase))]),
-        );
+        self.emit(EventKind::Phase {
+            from: self.state.phase.to_string(),
+            to: phase.to_string(),
+        })?;
         self.state.phase = phase;
+        Ok(())
     }
 
     // ---- jobs ----
 
-    fn next_job(&mut self, _owner: usize) -> u64 {
+    fn next_job(&mut self) -> u64 {
         self.next_job_id += 1;
         self.last_job = self.next_job_id;
         self.next_job_id
@@ -1163,77 +1147,93 @@ impl<'r> Scheduler<'r> {
     }
 
     /// Appends an event for the current step.
-    fn emit(&mut self, kind: &str, data: Map<String, Value>) {
+    fn emit(&mut self, kind: EventKind) -> Result<(), Halt> {
         let step = self.current_step.clone();
-        self.append(kind, step, None, None, data);
+        self.append(step, None, None, kind)
     }
 
     /// Appends an event about one call.
-    fn emit_call(&mut self, kind: &str, unit: &CallUnit, mut data: Map<String, Value>) {
-        if let Some(role) = &unit.key_role {
-            data.insert("check_role".into(), json!(role));
-        }
-        self.append(kind, Some(unit.step.clone()), unit.item.clone(), Some(unit.attempt), data);
+    fn emit_call(&mut self, unit: &CallUnit, kind: EventKind) -> Result<(), Halt> {
+        self.append(Some(unit.step.clone()), unit.item.clone(), Some(unit.attempt), kind)
     }
 
     /// Appends an event about one work item.
-    fn emit_item(&mut self, kind: &str, step: &str, item: Option<&str>, data: Map<String, Value>) {
-        self.append(kind, Some(step.to_string()), item.map(str::to_string), None, data);
+    fn emit_item(&mut self, step: &str, item: Option<&str>, kind: EventKind) -> Result<(), Halt> {
+        self.append(Some(step.to_string()), item.map(str::to_string), None, kind)
     }
 
-    fn emit_repair(&mut self, decision: &Decision, approved: Option<bool>) {
-        let mut data = fields([("action", json!(decision.name()))]);
-        match decision {
-            Decision::Block { reason, code } | Decision::Fail { reason, code } => {
-                data.insert("codes".into(), json!([code]));
-                data.insert("message".into(), json!(reason));
-            }
-            Decision::Ask { question, codes } => {
-                data.insert("codes".into(), json!(codes));
-                data.insert("question".into(), json!(question));
-            }
-            Decision::Replan { codes } => {
-                data.insert("codes".into(), json!(codes));
-            }
+    fn emit_repair(&mut self, decision: &Decision, invalidated: Vec<String>) -> Result<(), Halt> {
+        let (action, codes, items) = match decision {
+            Decision::Block { reason, code } => (
+                RepairAction::Block {
+                    reason: reason.clone(),
+                },
+                vec![code.clone()],
+                Vec::new(),
+            ),
+            Decision::Fail { reason, code } => (
+                RepairAction::Fail {
+                    reason: reason.clone(),
+                },
+                vec![code.clone()],
+                Vec::new(),
+            ),
+            Decision::Ask { question, codes } => (
+                RepairAction::Ask {
+                    question: question.clone(),
+                },
+                codes.clone(),
+                Vec::new(),
+            ),
+            Decision::Replan { codes } => (RepairAction::Replan, codes.clone(), Vec::new()),
             Decision::Rerun {
                 step,
                 with_feedback,
                 items,
                 codes,
-            } => {
-                data.insert("codes".into(), json!(codes));
-                data.insert("rerun".into(), json!(step));
-                data.insert("with_feedback".into(), json!(with_feedback));
-                data.insert("items".into(), json!(items));
-            }
-            Decision::NoAction => {}
-        }
-        if let Some(approved) = approved {
-            data.insert("approved".into(), json!(approved));
-        }
-        self.emit("repair", data);
+            } => (
+                RepairAction::Rerun {
+                    step: step.clone(),
+                    with_feedback: *with_feedback,
+                },
+                codes.clone(),
+                items.clone(),
+            ),
+            Decision::NoAction => (RepairAction::Accept, Vec::new(), Vec::new()),
+        };
+        self.emit(EventKind::Repair {
+            action,
+            codes,
+            invalidated,
+            items,
+        })
     }
 
     fn append(
         &mut self,
-        kind: &str,
         step: Option<String>,
         item: Option<String>,
         attempt: Option<u64>,
-        data: Map<String, Value>,
-    ) {
-        self.seq += 1;
+        kind: EventKind,
+    ) -> Result<(), Halt> {
+        let round = if self.state.counters.step_count == 0 {
+            0
+        } else {
+            self.state.round
+        };
         let event = TraceEvent {
             seq: self.seq,
             t_ms: self.elapsed_ms(),
-            round: self.state.round,
+            round,
             step,
             item,
             attempt,
-            kind: kind.to_string(),
-            data,
+            kind,
         };
-        self.sink.append(&event);
+        self.seq += 1;
+        self.sink
+            .append(&event)
+            .map_err(|error| Halt::Error(RunError::Trace(error.to_string())))
     }
 }
 
@@ -1262,23 +1262,6 @@ fn tamper(value: &mut Value, after: &str) {
         }
         other => *other = json!({ "tampered_after": after, "was": other.clone() }),
     }
-}
-
-fn step_kind_name(kind: &StepKind) -> &'static str {
-    match kind {
-        StepKind::Call { .. } => "call",
-        StepKind::Each { .. } => "each",
-        StepKind::Gate { .. } => "gate",
-        StepKind::Finalize { .. } => "finalize",
-        StepKind::Ask { .. } => "ask",
-        StepKind::Done => "done",
-        StepKind::Blocked { .. } => "blocked",
-        StepKind::Failed { .. } => "failed",
-    }
-}
-
-fn round6(value: f64) -> f64 {
-    (value * 1_000_000.0).round() / 1_000_000.0
 }
 
 fn flow_error(message: &str) -> Halt {

@@ -10,15 +10,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use charter_compiler::check::templates::snake_case;
+use charter_compiler::graph::RoleIr;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::budget::call_cost;
-use super::contract::validate;
 use super::outcome::RunError;
-use super::ports::{CallKey, ModelOutput, ModelReply, ModelRequest, Provider, ProviderError};
-use super::state::fields;
 use super::{Halt, Scheduler};
+use crate::canonical::sha256;
+use crate::provider::{CallKey, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, Usage};
+use crate::trace::{EventKind, RetryKind};
+use crate::validate::{Validator, parse_output, violations_text};
 
 /// The provider-retry policy of one role: how many retries, and the first delay (doubling).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +101,7 @@ pub enum JobBody {
     /// A backoff timer ran out: make the next attempt.
     Wake,
     /// A provider call finished.
-    Reply(Result<ModelReply, CallFailure>),
+    Reply(Result<ModelResponse, CallFailure>),
 }
 
 /// A message from a job to the scheduler.
@@ -118,7 +120,7 @@ pub fn spawn_call(
     sender: UnboundedSender<JobMessage>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let call = provider.call(request);
+        let call = provider.complete(request);
         let result = match timeout_ms {
             Some(limit) => match tokio::time::timeout(Duration::from_millis(limit), call).await {
                 Ok(result) => result.map_err(CallFailure::Provider),
@@ -151,7 +153,7 @@ pub fn spawn_timer(
 impl Scheduler<'_> {
     /// Makes the next attempt of `unit`: checks the budget, numbers the attempt, writes
     /// `model_call` and spawns the call. Returns the job id.
-    pub(super) fn issue_attempt(&mut self, unit: &mut CallUnit, owner: usize) -> Result<u64, Halt> {
+    pub(super) fn issue_attempt(&mut self, unit: &mut CallUnit) -> Result<u64, Halt> {
         self.check_budget()?;
         let spec = self.spec;
         let Some(role) = spec.roles.get(&unit.role) else {
@@ -172,35 +174,32 @@ impl Scheduler<'_> {
             attempt: unit.attempt,
             role: unit.key_role.clone(),
         };
-        let feedback = match &unit.validation_error {
-            Some(error) => Some(json!({ "issues": unit.feedback, "validation_error": error })),
-            None => unit.feedback.clone(),
-        };
-        let prompt = self.render_prompt(&unit.role, &unit.inputs, feedback.as_ref());
+        let prompt = self.render_prompt(&unit.role, &unit.inputs, unit.feedback.as_ref(), &unit.context);
         let output_schema = spec
             .contracts
             .get(&role.output)
             .map(|contract| contract.schema.clone())
             .unwrap_or(Value::Null);
-        let mut data = fields([
-            ("role", json!(unit.role)),
-            ("model", json!(format!("{}:{}", role.model.provider, role.model.model))),
-        ]);
-        if feedback.is_some() {
-            data.insert("feedback".into(), json!(true));
-        }
-        self.emit_call("model_call", unit, data);
+        let model = format!("{}:{}", role.model.provider, role.model.model);
+        self.emit_call(
+            unit,
+            EventKind::ModelCall {
+                role: unit.role.clone(),
+                model: model.clone(),
+                prompt_hash: sha256(prompt.as_bytes()),
+            },
+        )?;
         let request = ModelRequest {
             key,
             role: unit.role.clone(),
-            model: role.model.clone(),
+            model,
             prompt,
             output_schema,
             tools: role.tools.clone(),
-            feedback,
-            context: unit.context.clone(),
+            max_tool_calls: role.max_tool_calls,
+            previous_error: unit.validation_error.clone(),
         };
-        let job = self.next_job(owner);
+        let job = self.next_job();
         let handle = spawn_call(
             self.provider.clone(),
             request,
@@ -213,13 +212,12 @@ impl Scheduler<'_> {
     }
 
     /// Applies a finished call to `unit`: usage and budgets, tool calls, the contract
-    /// check, and the retry decision. `Retrying` means a backoff timer job now runs for
-    /// `owner`.
+    /// check, and the retry decision. `Retrying` means a backoff timer job now runs
+    /// (its id is [`Scheduler::last_job`]).
     pub(super) fn on_reply(
         &mut self,
         unit: &mut CallUnit,
-        owner: usize,
-        result: Result<ModelReply, CallFailure>,
+        result: Result<ModelResponse, CallFailure>,
     ) -> Result<CallUpdate, Halt> {
         let spec = self.spec;
         let Some(role) = spec.roles.get(&unit.role) else {
@@ -227,169 +225,140 @@ impl Scheduler<'_> {
         };
         let problem = match result {
             Err(CallFailure::TimedOut { after_ms }) => {
-                self.emit_call("timeout", unit, fields([("after_ms", json!(after_ms))]));
+                self.emit_call(unit, EventKind::Timeout { after_ms })?;
                 format!("timed out after {after_ms} ms")
             }
-            Err(CallFailure::Provider(ProviderError::Unrecorded { key })) => {
+            Err(CallFailure::Provider(ProviderError::TimedOut { after })) => {
+                let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+                self.emit_call(unit, EventKind::Timeout { after_ms })?;
+                format!("no response after {after_ms} ms")
+            }
+            Err(CallFailure::Provider(ProviderError::NotRecorded { key })) => {
                 return Err(Halt::Error(RunError::Unrecorded { key }));
             }
-            Err(CallFailure::Provider(ProviderError::Fatal { message })) => {
-                return Err(Halt::Error(RunError::Provider(message)));
+            Err(CallFailure::Provider(error)) if error.is_fatal() => {
+                return Err(Halt::Error(RunError::Provider(error.to_string())));
             }
-            Err(CallFailure::Provider(error @ ProviderError::Status { .. })) => {
-                let (status, message) = match &error {
-                    ProviderError::Status { status, message } => (*status, message.clone()),
-                    _ => (0, String::new()),
-                };
-                self.emit_call(
-                    "provider_error",
-                    unit,
-                    fields([("status", json!(status)), ("message", json!(message))]),
-                );
+            Err(CallFailure::Provider(error)) => {
                 if !error.is_transient() {
-                    let reason = format!("provider error {status}");
-                    self.emit_call("call_failed", unit, fields([("error", json!(reason))]));
-                    return Ok(CallUpdate::Failed(reason));
+                    return Ok(CallUpdate::Failed(error.to_string()));
                 }
-                format!("provider error {status}")
+                error.to_string()
             }
-            Ok(reply) => {
-                self.account(role, reply.usage);
-                self.tool_calls(unit, role, &reply)?;
-                let parsed = match reply.output {
+            Ok(response) => {
+                self.account(role, response.usage);
+                self.emit_call(
+                    unit,
+                    EventKind::ModelResult {
+                        role: unit.role.clone(),
+                        input_tokens: response.usage.input_tokens,
+                        output_tokens: response.usage.output_tokens,
+                        latency_ms: u64::try_from(response.latency.as_millis()).unwrap_or(u64::MAX),
+                    },
+                )?;
+                self.tool_calls(unit, role, &response)?;
+                let parsed = match response.output {
                     ModelOutput::Json(value) => Ok(value),
-                    ModelOutput::Raw(text) => serde_json::from_str::<Value>(&text)
-                        .map_err(|error| format!("the output is not JSON: {error}")),
+                    ModelOutput::Text(text) => parse_output(&text).map_err(|violation| vec![violation]),
                 };
-                let checked = parsed.and_then(|value| validate(spec, &role.output, &value));
-                match checked {
+                let validator = Validator::for_spec(spec);
+                match parsed.and_then(|value| validator.validate(&role.output, &value)) {
                     Ok(output) => {
-                        self.emit_call(
-                            "model_result",
-                            unit,
-                            fields([
-                                ("input_tokens", json!(reply.usage.input_tokens)),
-                                ("output_tokens", json!(reply.usage.output_tokens)),
-                                ("output", output.clone()),
-                            ]),
-                        );
                         self.check_budget()?;
+                        unit.validation_error = None;
                         return Ok(CallUpdate::Output(output));
                     }
-                    Err(error) => {
+                    Err(violations) => {
+                        let text = violations_text(&violations);
                         self.emit_call(
-                            "contract_violation",
                             unit,
-                            fields([
-                                ("contract", json!(role.output)),
-                                ("error", json!(error)),
-                            ]),
-                        );
+                            EventKind::ContractViolation {
+                                contract: role.output.clone(),
+                                tool: None,
+                                violations,
+                            },
+                        )?;
                         self.check_budget()?;
-                        unit.validation_error = Some(error.clone());
-                        format!("contract violation: {error}")
+                        unit.validation_error = Some(text.clone());
+                        format!("contract violation: {}", text.replace('\n', "; "))
                     }
                 }
             }
         };
         if unit.retries_used >= role.retry {
-            self.emit_call(
-                "call_failed",
-                unit,
-                fields([
-                    ("error", json!(problem)),
-                    ("retries", json!(unit.retries_used)),
-                ]),
-            );
-            return Ok(CallUpdate::Failed(problem));
+            let retries = unit.retries_used;
+            return Ok(CallUpdate::Failed(if retries == 0 {
+                problem
+            } else {
+                format!("{problem} (after {retries} provider retries)")
+            }));
         }
         unit.retries_used += 1;
         let policy = RetryPolicy {
             retries: role.retry,
             backoff_ms: role.backoff_ms,
         };
-        let delay = policy.delay_ms(unit.retries_used);
+        let delay_ms = policy.delay_ms(unit.retries_used);
         self.emit_call(
-            "retry",
             unit,
-            fields([
-                ("retry_kind", json!("provider")),
-                ("retry", json!(unit.retries_used)),
-                ("of", json!(role.retry)),
-                ("delay_ms", json!(delay)),
-                ("because", json!(problem)),
-            ]),
-        );
-        let job = self.next_job(owner);
-        let handle = spawn_timer(delay, job, self.sender.clone());
+            EventKind::Retry {
+                retry: RetryKind::Provider,
+                next: unit.attempt + 1,
+                delay_ms,
+                reason: problem,
+            },
+        )?;
+        let job = self.next_job();
+        let handle = spawn_timer(delay_ms, job, self.sender.clone());
         self.handles.insert(job, handle);
         Ok(CallUpdate::Retrying)
     }
 
     /// Adds a call's tokens and cost to the run's counters.
-    fn account(&mut self, role: &charter_compiler::graph::RoleIr, usage: super::ports::Usage) {
-        self.state.counters.tokens = self
-            .state
-            .counters
-            .tokens
-            .saturating_add(usage.input_tokens)
-            .saturating_add(usage.output_tokens);
+    fn account(&mut self, role: &RoleIr, usage: Usage) {
+        self.state.counters.tokens = self.state.counters.tokens.saturating_add(usage.total());
         self.state.counters.cost += call_cost(&role.model, usage);
     }
 
-    /// Records the tool calls of a reply: a tool outside the role's whitelist (or past
-    /// `max_tool_calls`) is `tool_denied` and not counted as executed; a permitted call's
-    /// arguments and result are checked against the tool's contracts (tool outputs are
-    /// untrusted data).
-    fn tool_calls(
-        &mut self,
-        unit: &CallUnit,
-        role: &charter_compiler::graph::RoleIr,
-        reply: &ModelReply,
-    ) -> Result<(), Halt> {
+    /// Records the tool calls of a response: a tool outside the role's whitelist (or past
+    /// `max_tool_calls`) is `tool_denied` and not executed; a permitted call's result is
+    /// checked against the tool's output contract (tool outputs are untrusted data).
+    fn tool_calls(&mut self, unit: &CallUnit, role: &RoleIr, response: &ModelResponse) -> Result<(), Halt> {
         let spec = self.spec;
+        let validator = Validator::for_spec(spec);
         let mut executed = 0u64;
-        for call in &reply.tool_calls {
+        for call in &response.tool_calls {
             let whitelisted = role.tools.iter().any(|tool| tool == &call.tool);
-            let Some(tool) = spec.tools.get(&call.tool).filter(|_| whitelisted) else {
+            let within_limit = role.max_tool_calls.is_none_or(|max| executed < max);
+            let tool = spec.tools.get(&call.tool).filter(|_| whitelisted && within_limit);
+            let Some(tool) = tool else {
                 self.emit_call(
-                    "tool_denied",
                     unit,
-                    fields([
-                        ("tool", json!(call.tool)),
-                        ("reason", json!("not in the role's whitelist")),
-                    ]),
-                );
+                    EventKind::ToolDenied {
+                        tool: call.tool.clone(),
+                        allowed: role.tools.clone(),
+                    },
+                )?;
                 continue;
             };
-            if role.max_tool_calls.is_some_and(|max| executed >= max) {
-                self.emit_call(
-                    "tool_denied",
-                    unit,
-                    fields([
-                        ("tool", json!(call.tool)),
-                        ("reason", json!("max_tool_calls reached")),
-                    ]),
-                );
-                continue;
-            }
             executed += 1;
-            let mut data = fields([("tool", json!(call.tool)), ("effect", json!(tool.effect))]);
-            if let Err(error) = validate(spec, &tool.input, &call.args) {
-                data.insert("args_error".into(), json!(error));
-            }
-            let result_error = validate(spec, &tool.output, &call.result).err();
-            self.emit_call("tool_call", unit, data);
-            if let Some(error) = result_error {
+            self.emit_call(
+                unit,
+                EventKind::ToolCall {
+                    tool: call.tool.clone(),
+                    args: call.args.clone(),
+                    result: call.result.clone(),
+                },
+            )?;
+            if let Err(violations) = validator.validate(&tool.output, &call.result) {
                 self.emit_call(
-                    "contract_violation",
                     unit,
-                    fields([
-                        ("tool", json!(call.tool)),
-                        ("contract", json!(tool.output)),
-                        ("error", json!(error)),
-                    ]),
-                );
+                    EventKind::ContractViolation {
+                        contract: tool.output.clone(),
+                        tool: Some(call.tool.clone()),
+                        violations,
+                    },
+                )?;
             }
         }
         Ok(())
@@ -398,7 +367,13 @@ impl Scheduler<'_> {
     /// Renders the role's prompt: inputs under their snake_case contract names, and
     /// `feedback`, `rules`, `tools`, `output_schema`. A template error becomes the prompt
     /// text (replays key calls by step, not by prompt).
-    pub(super) fn render_prompt(&self, role_name: &str, inputs: &[Value], feedback: Option<&Value>) -> String {
+    pub(super) fn render_prompt(
+        &self,
+        role_name: &str,
+        inputs: &[Value],
+        feedback: Option<&Value>,
+        dependencies: &Map<String, Value>,
+    ) -> String {
         let spec = self.spec;
         let Some(role) = spec.roles.get(role_name) else {
             return String::new();
@@ -411,6 +386,9 @@ impl Scheduler<'_> {
             context.insert(snake_case(contract), value.clone());
         }
         context.insert("feedback".into(), feedback.cloned().unwrap_or(Value::Null));
+        if !dependencies.is_empty() {
+            context.insert("dependencies".into(), Value::Object(dependencies.clone()));
+        }
         let rules: Vec<&String> = role
             .rules
             .iter()
@@ -428,7 +406,7 @@ impl Scheduler<'_> {
         );
         let environment = minijinja::Environment::new();
         environment
-            .render_str(&prompt.template, Value::Object(context))
+            .render_str(&prompt.template, minijinja::Value::from_serialize(&context))
             .unwrap_or_else(|error| format!("(prompt could not be rendered: {error})"))
     }
 }

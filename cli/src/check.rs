@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use charter_compiler::{Compilation, Diagnostic, bounds, compile, render};
 use clap::{Args, ValueEnum};
 
-use crate::loader::{FsLoader, collect_specs, display_path};
+use crate::loader::{FsLoader, collect_specs, display_path, normalize};
 use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
 
 /// Compile specs and report every error and warning, like rustc.
@@ -80,7 +80,7 @@ pub fn run(args: &CheckArgs, context: Context) -> anyhow::Result<Outcome> {
     let mut unreadable = false;
     for spec in &specs {
         match std::fs::read_to_string(spec) {
-            Ok(text) => texts.push((display_path(spec), spec, text)),
+            Ok(text) => texts.push((display_path(&normalize(spec)), spec, text)),
             Err(error) => {
                 unreadable = true;
                 print_error(

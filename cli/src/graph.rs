@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use charter_compiler::{compile, graph, render};
 use clap::{Args, ValueEnum};
 
-use crate::loader::{FsLoader, collect_specs, display_path};
+use crate::loader::{FsLoader, collect_specs, display_path, normalize};
 use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
 
 /// Compile one spec and print its flow graph on stdout: steps, transitions with their
@@ -48,7 +48,7 @@ pub fn run(args: &GraphArgs, context: Context) -> anyhow::Result<Outcome> {
         }
         return Ok(Outcome::Usage);
     }
-    let name = display_path(&args.file);
+    let name = display_path(&normalize(&args.file));
     let text = match std::fs::read_to_string(&args.file) {
         Ok(text) => text,
         Err(error) => {
@@ -80,11 +80,14 @@ pub fn run(args: &GraphArgs, context: Context) -> anyhow::Result<Outcome> {
         print_err(&summary_line(context, "error", &message));
         return Ok(Outcome::Failed);
     };
-    let output = match args.format {
+    let mut output = match args.format {
         GraphFormat::Mermaid => graph::to_mermaid(spec),
         GraphFormat::Dot => graph::to_dot(spec),
         GraphFormat::Json => serde_json::to_string_pretty(spec)? + "\n",
     };
+    if !output.ends_with('\n') {
+        output.push('\n');
+    }
     print_out(&output)?;
     Ok(Outcome::Clean)
 }

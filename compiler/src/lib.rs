@@ -80,7 +80,10 @@ pub fn compile(name: &str, text: &str, loader: &dyn Loader) -> Compilation {
     let spec_file = sources.add(name, text);
     let (ast, mut diagnostics) = syntax::parse(spec_file, &mut sources, loader);
     let mut compiled = None;
-    if let Some(ast) = ast {
+    // Checks run only on a file that parsed cleanly: an item the parser had to skip (or a
+    // role file it could not read) would otherwise show up again as unknown names.
+    let parsed_cleanly = !diagnostics.iter().any(Diagnostic::is_error);
+    if let Some(ast) = ast.filter(|_| parsed_cleanly) {
         let (checked, check_diagnostics) = check::check(&ast, &sources);
         diagnostics.extend(check_diagnostics);
         if !diagnostics.iter().any(Diagnostic::is_error) {

@@ -3,10 +3,12 @@
 //!
 //! What counts as a compile-fail case (the rule this test enforces):
 //! - a file `specs/invalid/<case>.charter`: the case is `<case>`, and files it names are
-//!   read relative to `specs/invalid/`;
-//! - a folder `specs/invalid/<case>/` (for cases that need role or prompt files): its
-//!   spec is `<case>/<case>.charter`, or `<case>/main.charter` when that does not exist;
-//!   files it names are read relative to the folder. A folder with neither is an error.
+//!   read relative to `specs/invalid/`, as `charter check` would; its role and prompt files
+//!   live in a folder of the same name (`import role "<case>/roles/x.md"`);
+//! - a folder `specs/invalid/<case>/` with no `<case>.charter` beside it is a
+//!   self-contained case: its spec is `<case>/<case>.charter`, or `<case>/main.charter`
+//!   when that does not exist, and files it names are read relative to the folder. A
+//!   folder that is neither a case's support folder nor a case is an error.
 //!   The folder `specs/invalid/snapshots/` holds the snapshots and is not a case.
 //!
 //! Each case must yield at least one error, and its name must start with the lower-case
@@ -57,10 +59,17 @@ fn invalid_specs_match_their_snapshots() {
             });
         });
         if outcome.is_err() {
-            failures.push(format!(
-                "{}: diagnostics differ from the snapshot",
-                case.name
-            ));
+            let snapshot = invalid
+                .join("snapshots")
+                .join(format!("{}.snap", case.name));
+            failures.push(if snapshot.is_file() {
+                format!("{}: diagnostics differ from the snapshot", case.name)
+            } else {
+                format!(
+                    "{}: no snapshot yet; accept it with `cargo insta review`",
+                    case.name
+                )
+            });
         }
     }
     assert!(failures.is_empty(), "\n{}\n", failures.join("\n"));
@@ -126,7 +135,8 @@ fn invalid_cases(invalid: &Path) -> Vec<Case> {
     for entry in sorted_entries(invalid) {
         let name = stem(&entry);
         if entry.is_dir() {
-            if name == "snapshots" {
+            let support_folder = invalid.join(format!("{name}.charter")).is_file();
+            if name == "snapshots" || support_folder {
                 continue;
             }
             let named = entry.join(format!("{name}.charter"));
@@ -134,7 +144,7 @@ fn invalid_cases(invalid: &Path) -> Vec<Case> {
             let spec = if named.is_file() { named } else { main };
             assert!(
                 spec.is_file(),
-                "case folder {} has neither {name}.charter nor main.charter",
+                "folder {} is no case's support folder and has neither {name}.charter nor main.charter",
                 entry.display()
             );
             cases.push(Case {

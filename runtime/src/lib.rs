@@ -1,10 +1,23 @@
-//! Charter's runtime: executes a compiled spec. Foundations so far: values, expressions, contracts, hashing, file formats, providers, replay, trace and prompts.
+//! Charter's runtime: the foundations a run is built on, over the compiler's IR (`CompiledSpec`): values and expressions, contract validation, canonical hashes, file formats, providers and replay, the trace, and prompt rendering.
+//!
+//! Modules, each with a small API (see ARCHITECTURE.md, "runtime"):
+//! - [`value`]: the language's rules for JSON values (numbers, equality, ordering).
+//! - [`eval`]: `evaluate(expr, env)` interprets an `ExprIr` over an [`eval::Env`].
+//! - [`validate`]: `Validator::validate(contract, value)` lists every contract violation.
+//! - [`canonical`]: canonical JSON and `sha256:<hex>` hashes.
+//! - [`scenario`]: `scenario.yaml` and `cassette.yaml` (DESIGN §5), read through [`yaml`].
+//! - [`provider`]: the `Provider` trait (one async call) and `HumanChannel`.
+//! - [`replay`]: `ReplayProvider`, a provider over a cassette on tokio's clock.
+//! - [`trace`]: trace events, `TraceSink`, and the terminal outcome and reason.
+//! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
 
 pub use charter_compiler as compiler;
 
 pub mod canonical;
 pub mod eval;
+pub mod prompt;
 pub mod provider;
+pub mod replay;
 pub mod run;
 pub mod scenario;
 pub mod trace;

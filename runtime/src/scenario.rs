@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
+use charter_compiler::graph::CompiledSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -75,6 +76,58 @@ pub struct Recorded {
     /// Rules block name -> hash.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rules: BTreeMap<String, String>,
+}
+
+impl Recorded {
+    /// The hashes a run of `spec` is bound to (what a recording of it writes).
+    pub fn from_spec(spec: &CompiledSpec) -> Self {
+        Recorded {
+            spec_hash: spec.spec_hash.clone(),
+            prompts: spec
+                .roles
+                .iter()
+                .filter_map(|(name, role)| {
+                    role.prompt
+                        .as_ref()
+                        .map(|prompt| (name.clone(), prompt.hash.clone()))
+                })
+                .collect(),
+            rules: spec
+                .rules
+                .iter()
+                .map(|(name, rules)| (name.clone(), rules.hash.clone()))
+                .collect(),
+        }
+    }
+
+    /// What differs between these recorded hashes and `current` (empty: not stale), one
+    /// line per difference, like `prompt planner: sha256:ab… -> sha256:cd…`. A `prompts`
+    /// or `rules` map left empty in a hand-written cassette is not compared.
+    pub fn stale_against(&self, current: &Recorded) -> Vec<String> {
+        let mut changes = Vec::new();
+        if self.spec_hash != current.spec_hash {
+            changes.push(format!("spec: {} -> {}", self.spec_hash, current.spec_hash));
+        }
+        for (what, recorded, now) in [
+            ("prompt", &self.prompts, &current.prompts),
+            ("rules", &self.rules, &current.rules),
+        ] {
+            if recorded.is_empty() {
+                continue;
+            }
+            for (name, hash) in recorded {
+                match now.get(name) {
+                    Some(now_hash) if now_hash == hash => {}
+                    Some(now_hash) => changes.push(format!("{what} {name}: {hash} -> {now_hash}")),
+                    None => changes.push(format!("{what} {name}: removed")),
+                }
+            }
+            for name in now.keys().filter(|name| !recorded.contains_key(*name)) {
+                changes.push(format!("{what} {name}: added"));
+            }
+        }
+        changes
+    }
 }
 
 /// One recorded model call. With none of `response`, `raw` and `error`, the call gave no

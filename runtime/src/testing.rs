@@ -46,3 +46,37 @@ pub fn gate_expr(expr: &str) -> ExprIr {
         None => panic!("the test spec has no gate rule"),
     }
 }
+
+/// The example of DESIGN §5, with its elisions filled in.
+pub const EXAMPLE_CASSETTE: &str = r#"version: 1
+recorded: { spec_hash: "sha256:abc", prompts: { planner: "sha256:def" } }
+calls:                       # keyed by (step, round, item, attempt), never by order
+  - { step: plan, response: { goal: "g", tasks: [] }, latency: 2s,
+      usage: { input_tokens: 812, output_tokens: 240 } }
+  - { step: execute, item: T-002, attempt: 1, latency: 20m }          # no response: timed out
+  - { step: execute, item: T-002, attempt: 2, error: { status: 429 } }
+  - { step: execute, item: T-002, attempt: 3, raw: "not json {" }     # malformed output
+  - { step: execute, item: T-002, attempt: 4, response: { task_id: T-002, status: ok, output: "done" },
+      tool_calls: [ { tool: web_search, args: { text: "q" }, result: { urls: ["https://a.example"] } } ] }
+  - { step: execute, item: T-001, round: 2, role: judge, latency: 250ms, response: { ok: true } }
+humans: [ { step: confirm, answer: { approved: true } } ]
+faults: [ { tamper: { after: judge, item: T-001 } } ]
+"#;
+
+/// Compiles `text` with the given files available to `import` and `file(...)`.
+pub fn compile_spec_with(text: &str, files: &[(&str, &str)]) -> CompiledSpec {
+    let mut loader = MemoryLoader::default();
+    for (path, content) in files {
+        loader.files.insert(path.to_string(), content.to_string());
+    }
+    let compilation = compile("test.charter", text, &loader);
+    let messages: Vec<String> = compilation
+        .diagnostics
+        .iter()
+        .map(|diagnostic| format!("{} {}", diagnostic.code, diagnostic.message))
+        .collect();
+    match compilation.spec {
+        Some(spec) if !compilation.has_errors() => spec,
+        _ => panic!("the spec does not compile:\n{}", messages.join("\n")),
+    }
+}

@@ -3,22 +3,7 @@
 use serde_json::json;
 
 use super::*;
-
-/// The example of DESIGN §5, with its elisions filled in.
-pub const EXAMPLE_CASSETTE: &str = r#"version: 1
-recorded: { spec_hash: "sha256:abc", prompts: { planner: "sha256:def" } }
-calls:                       # keyed by (step, round, item, attempt), never by order
-  - { step: plan, response: { goal: "g", tasks: [] }, latency: 2s,
-      usage: { input_tokens: 812, output_tokens: 240 } }
-  - { step: execute, item: T-002, attempt: 1, latency: 20m }          # no response: timed out
-  - { step: execute, item: T-002, attempt: 2, error: { status: 429 } }
-  - { step: execute, item: T-002, attempt: 3, raw: "not json {" }     # malformed output
-  - { step: execute, item: T-002, attempt: 4, response: { task_id: T-002, status: ok, output: "done" },
-      tool_calls: [ { tool: web_search, args: { text: "q" }, result: { urls: ["https://a.example"] } } ] }
-  - { step: execute, item: T-001, round: 2, role: judge, latency: 250ms, response: { ok: true } }
-humans: [ { step: confirm, answer: { approved: true } } ]
-faults: [ { tamper: { after: judge, item: T-001 } } ]
-"#;
+use crate::testing::EXAMPLE_CASSETTE;
 
 fn load(text: &str) -> Result<Cassette, String> {
     Cassette::from_yaml("golden/s/c/cassette.yaml", text).map_err(|error| error.to_string())
@@ -283,4 +268,41 @@ fn files_are_read_from_disk_with_their_name() {
         matches!(&missing, Err(error) if error.to_string().starts_with("/nonexistent/cassette.yaml: cannot read the file:")),
         "{missing:?}"
     );
+}
+
+#[test]
+fn stale_recordings_list_what_changed() {
+    let spec = crate::testing::compile_spec(
+        crate::testing::EXPR_SPEC
+            .replace("EXPR", "review.score > 1")
+            .as_str(),
+    );
+    let current = Recorded::from_spec(&spec);
+    assert_eq!(current.spec_hash, spec.spec_hash);
+    assert_eq!(
+        current.prompts.keys().collect::<Vec<_>>(),
+        ["finalizer", "reviewer"]
+    );
+    assert!(current.stale_against(&current).is_empty());
+    let mut old = current.clone();
+    old.spec_hash = "sha256:old".into();
+    old.prompts.insert("reviewer".into(), "sha256:p0".into());
+    old.prompts.remove("finalizer");
+    old.prompts.insert("gone".into(), "sha256:g".into());
+    let reviewer = current.prompts.get("reviewer").cloned().unwrap_or_default();
+    assert_eq!(
+        old.stale_against(&current),
+        [
+            format!("spec: sha256:old -> {}", spec.spec_hash),
+            "prompt gone: removed".to_string(),
+            format!("prompt reviewer: sha256:p0 -> {reviewer}"),
+            "prompt finalizer: added".to_string(),
+        ]
+    );
+    // A hand-written cassette that records only the spec hash is compared on it alone.
+    let hand_written = Recorded {
+        spec_hash: spec.spec_hash.clone(),
+        ..Recorded::default()
+    };
+    assert!(hand_written.stale_against(&current).is_empty());
 }

@@ -45,7 +45,13 @@ pub struct Typer<'a> {
     pub variants: &'a mut BTreeSet<Span>,
     pub scope: Vec<Binding>,
     pub place: Place,
+    /// How deeply `infer` is nested, to stay clear of the stack on pathological input.
+    pub depth: u32,
+    pub too_deep: bool,
 }
+
+/// Expressions nested deeper than this are typed `any` (and reported once).
+const MAX_DEPTH: u32 = 256;
 
 impl std::fmt::Debug for Typer<'_> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -131,6 +137,24 @@ impl Typer<'_> {
     /// The type of `expr`. `expected` is the type the context wants, used to read bare names
     /// as enum variants and to check record literals; it is not enforced here.
     pub fn infer(&mut self, expr: &Expr, expected: Option<&Ty>) -> Ty {
+        if self.depth >= MAX_DEPTH {
+            if !self.too_deep {
+                self.too_deep = true;
+                self.report(
+                    Diagnostic::new(Code::E004, expr.span, "expression is nested too deeply")
+                        .with_label("nested too deeply to check")
+                        .with_help("split the expression into simpler parts"),
+                );
+            }
+            return Ty::Any;
+        }
+        self.depth += 1;
+        let ty = self.infer_inner(expr, expected);
+        self.depth -= 1;
+        ty
+    }
+
+    fn infer_inner(&mut self, expr: &Expr, expected: Option<&Ty>) -> Ty {
         match &expr.kind {
             ExprKind::Bool(_) => Ty::Bool,
             ExprKind::Int(value) => Ty::Int(Bounds::exact(*value as f64)),
@@ -368,30 +392,31 @@ impl Typer<'_> {
         let Some(first) = segments.first() else {
             return Ty::Any;
         };
+        // A bare name is a variant only when it is not in scope (names in scope win, as in
+        // the graph's lowering), and then it must be a variant of the enum it meets.
         if segments.len() == 1
+            && self.lookup(&first.name).is_none()
             && let Some(Ty::Enum(variants)) = expected.map(Ty::strip_optional)
         {
             if variants.contains(&first.name) {
                 self.variants.insert(first.span);
                 return Ty::Enum(variants.clone());
             }
-            if self.lookup(&first.name).is_none() {
-                let enum_ty = Ty::Enum(variants.clone());
-                let mut diagnostic = Diagnostic::new(
-                    Code::E004,
-                    first.span,
-                    format!("`{}` is not a variant of `{enum_ty}`", first.name),
-                )
-                .with_label("not a variant");
-                if let Some(help) = did_you_mean(&first.name, variants.iter().map(String::as_str)) {
-                    diagnostic = diagnostic.with_help(help);
-                } else {
-                    diagnostic = diagnostic
-                        .with_help(format!("the variants are {}", quoted_strings(variants)));
-                }
-                self.report(diagnostic);
-                return Ty::Any;
+            let enum_ty = Ty::Enum(variants.clone());
+            let mut diagnostic = Diagnostic::new(
+                Code::E004,
+                first.span,
+                format!("`{}` is not a variant of `{enum_ty}`", first.name),
+            )
+            .with_label("not a variant");
+            if let Some(help) = did_you_mean(&first.name, variants.iter().map(String::as_str)) {
+                diagnostic = diagnostic.with_help(help);
+            } else {
+                diagnostic =
+                    diagnostic.with_help(format!("the variants are {}", quoted_strings(variants)));
             }
+            self.report(diagnostic);
+            return Ty::Any;
         }
         let Some(mut ty) = self.lookup(&first.name).cloned() else {
             // Compared with something of unknown type (after another error), a bare name may
@@ -476,6 +501,7 @@ impl Typer<'_> {
                             format!("cannot compare `{left}` with `{right}`"),
                         )
                         .with_label("these types differ")
+                        .with_help("compare values of one type (numbers with numbers, an enum with its variants written bare)")
                         .with_note(lhs.span, format!("this is `{left}`"))
                         .with_note(rhs.span, format!("this is `{right}`")),
                     );
@@ -496,6 +522,7 @@ impl Typer<'_> {
                             format!("cannot order `{left}` and `{right}`"),
                         )
                         .with_label("`<`, `<=`, `>`, `>=` compare numbers")
+                        .with_help("compare a number with a number (a quoted `\"6\"` is a string; write `6`)")
                         .with_note(lhs.span, format!("this is `{left}`"))
                         .with_note(rhs.span, format!("this is `{right}`")),
                     );
@@ -580,6 +607,22 @@ impl Typer<'_> {
                     return Ty::Bool;
                 }
                 if let [haystack, needle] = args {
+                    // `contains([ok, partial], r.status)`: a literal list's bare names are
+                    // read against the needle's type, so they can be variants.
+                    if matches!(haystack.kind, ExprKind::List(_)) && !self.is_bare_unknown(needle) {
+                        let wanted = self.infer(needle, None);
+                        let hay = self.infer(haystack, Some(&Ty::list(wanted.clone())));
+                        let element = hay.element().unwrap_or(Ty::Any);
+                        if !self.contracts.comparable(&wanted, &element) {
+                            self.bad_argument(
+                                function,
+                                needle,
+                                &wanted,
+                                &format!("a `{element}` to find in a `{hay}`"),
+                            );
+                        }
+                        return Ty::Bool;
+                    }
                     let hay = self.infer(haystack, None);
                     match hay.strip_optional() {
                         Ty::String => {

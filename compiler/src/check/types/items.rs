@@ -279,7 +279,7 @@ impl Items<'_, '_> {
                     self.diagnostics.push(
                         Diagnostic::new(
                             Code::E002,
-                            literal.span,
+                            provider_span(literal, provider),
                             format!("unknown model provider `{provider}`"),
                         )
                         .with_label("not a provider")
@@ -313,6 +313,24 @@ impl Items<'_, '_> {
             }
             Some(ModelRef::Literal(literal)) => self.model_literal(literal),
             _ => {}
+        }
+        if let Some(timeout) = &role.timeout
+            && timeout.millis == 0
+        {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E013,
+                    timeout.span,
+                    format!(
+                        "role `{}` has a timeout of zero, so every call would time out",
+                        role.name.name
+                    ),
+                )
+                .with_label("zero timeout")
+                .with_help(
+                    "give the role a positive timeout such as `2m`, or remove it for the default",
+                ),
+            );
         }
         for rules in &role.rules {
             if !self.symbols.rules.contains_key(rules.name.as_str()) {
@@ -547,4 +565,19 @@ impl Items<'_, '_> {
             }
         }
     }
+}
+
+/// The span of the provider part of a `"provider:model"` literal, when the literal was
+/// written plainly (quoted or, in a role file, bare); otherwise the whole literal.
+fn provider_span(literal: &StringLit, provider: &str) -> Span {
+    let written = (literal.span.end as usize).saturating_sub(literal.span.start as usize);
+    let offset = if written == literal.value.len() + 2 {
+        1
+    } else if written == literal.value.len() {
+        0
+    } else {
+        return literal.span;
+    };
+    let start = literal.span.start as usize + offset;
+    Span::new(literal.span.file, start, start + provider.len())
 }

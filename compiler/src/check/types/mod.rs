@@ -11,8 +11,10 @@
 //!   list of its role's output, `finalize` a `Delivery`, `ask` an `Answer`, a `gate` step
 //!   `{passed: bool, score: float}`.
 //! - `candidate` and `best` are `Candidate` records whose `items` are the outputs of the
-//!   step the gate is `on` (inside a gate); elsewhere, of the subject of every gate the flow
-//!   evaluates when those agree, else `list<any>`.
+//!   step the gate is `on` (inside a gate). In a flow step, they are the items of the
+//!   evaluated gates (`gate G` steps) whose subject is upstream of the step, when those
+//!   agree (`list<any>` when they do not); a step with no such gate upstream (and
+//!   invariants) uses the subject of every evaluated gate, when those agree.
 //! - `run` is `{round, step_count, tokens, cost, elapsed}`; `score` exists only in a gate's
 //!   `pass when`; inside a gate used by `each ... check G by R`, `item` is the each role's
 //!   output and `R` is R's output. Quantifier variables and the `each` variable are the
@@ -33,8 +35,8 @@ use crate::check::types::expr::{NonValues, Place, Typer};
 use crate::check::types::ty::{Mismatch, candidate_fields, number};
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::syntax::ast::{
-    BinaryOp, Expr, ExprKind, Gate, GateRule, Ident, InvariantKind, Item, Next, Role, SpecFile,
-    Step, StepBody, UnaryOp,
+    BinaryOp, Expr, ExprKind, FailTarget, Gate, GateRule, Ident, InvariantKind, Item, Next, Role,
+    SpecFile, Step, StepBody, Target, UnaryOp,
 };
 
 /// How the type of `request` was decided.
@@ -106,11 +108,13 @@ pub fn check(
         steps: BTreeMap::new(),
         request: Ty::Any,
         flow_candidate_items: Ty::Any,
+        step_candidates: BTreeMap::new(),
     };
     checker.steps = checker.step_types();
     let (request, request_source) = checker.request();
     checker.request = request.clone();
     checker.flow_candidate_items = checker.flow_candidate_items();
+    checker.step_candidates = checker.step_candidate_items();
 
     checker.defaults(spec);
     let per_item = checker.per_item_gates();
@@ -188,6 +192,7 @@ struct Checker<'s, 'a> {
     steps: BTreeMap<&'a str, StepType>,
     request: Ty,
     flow_candidate_items: Ty,
+    step_candidates: BTreeMap<&'a str, Ty>,
 }
 
 impl<'s, 'a> Checker<'s, 'a> {
@@ -337,6 +342,79 @@ impl<'s, 'a> Checker<'s, 'a> {
         items.unwrap_or(Ty::Any)
     }
 
+    /// Per step: the items of `candidate` in its arguments and conditions. That is the
+    /// candidate of the evaluated gates whose subject is upstream of the step, when they
+    /// agree (`any` when they do not); with no such gate, [`Self::flow_candidate_items`].
+    fn step_candidate_items(&self) -> BTreeMap<&'a str, Ty> {
+        let mut successors: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (name, step) in &self.symbols.steps {
+            let mut targets: Vec<&Target> = Vec::new();
+            match &step.next {
+                Next::Goto(target) => targets.push(target),
+                Next::When { arms, otherwise } => {
+                    targets.extend(arms.iter().map(|(_, target)| target));
+                    targets.extend(otherwise.iter());
+                }
+                Next::PassFail { pass, fail } => {
+                    targets.push(pass);
+                    if let FailTarget::Target(target) = fail {
+                        targets.push(target);
+                    }
+                }
+            }
+            let names = targets.into_iter().filter_map(|target| match target {
+                Target::Step(step) => Some(step.name.as_str()),
+                _ => None,
+            });
+            successors.entry(*name).or_default().extend(names);
+        }
+        let mut found: BTreeMap<&'a str, Option<Ty>> = BTreeMap::new();
+        for step in self.symbols.steps.values() {
+            let StepBody::Gate { gate } = &step.body else {
+                continue;
+            };
+            let Some(gate) = self.symbols.gates.get(gate.name.as_str()) else {
+                continue;
+            };
+            let items = self.subject_item(&gate.subject.name);
+            // Every step reachable from the subject sees this gate's candidate.
+            let mut seen: BTreeSet<&str> = BTreeSet::new();
+            let mut pending: Vec<&str> = successors
+                .get(gate.subject.name.as_str())
+                .cloned()
+                .unwrap_or_default();
+            while let Some(name) = pending.pop() {
+                if !seen.insert(name) {
+                    continue;
+                }
+                if let Some(next) = successors.get(name) {
+                    pending.extend(next.iter().copied());
+                }
+            }
+            for name in seen {
+                let Some((key, _)) = self.symbols.steps.get_key_value(name) else {
+                    continue;
+                };
+                let slot = found.entry(*key).or_insert_with(|| Some(items.clone()));
+                if slot.as_ref().is_some_and(|previous| *previous != items) {
+                    *slot = None;
+                }
+            }
+        }
+        self.symbols
+            .steps
+            .keys()
+            .map(|name| {
+                let items = match found.get(name) {
+                    Some(Some(items)) => items.clone(),
+                    Some(None) => Ty::Any,
+                    None => self.flow_candidate_items.clone(),
+                };
+                (*name, items)
+            })
+            .collect()
+    }
+
     fn per_item_gates(&self) -> BTreeMap<&'a str, PerItem<'a>> {
         let mut gates = BTreeMap::new();
         for (name, step) in &self.symbols.steps {
@@ -369,6 +447,8 @@ impl<'s, 'a> Checker<'s, 'a> {
             variants: &mut self.variants,
             scope: Vec::new(),
             place,
+            depth: 0,
+            too_deep: false,
         };
         if place == Place::Default {
             return typer;
@@ -418,6 +498,28 @@ impl<'s, 'a> Checker<'s, 'a> {
                     default.span,
                     &format!("the default of field `{}`", field.name.name),
                 );
+                let range = wanted
+                    .strip_optional()
+                    .bounds()
+                    .filter(|bounds| bounds.is_known());
+                if let (Some(bounds), Some(value)) = (range, literal_number(default))
+                    && !bounds.contains(value)
+                {
+                    self.diagnostics.push(
+                        Diagnostic::new(
+                            Code::E013,
+                            default.span,
+                            format!(
+                                "the default `{}` of field `{}` is outside its range {}",
+                                number(value),
+                                field.name.name,
+                                describe_bounds(bounds)
+                            ),
+                        )
+                        .with_label("outside the field's range")
+                        .with_help(format!("pick a default within {}", describe_bounds(bounds))),
+                    );
+                }
             }
         }
     }
@@ -494,7 +596,11 @@ impl<'s, 'a> Checker<'s, 'a> {
     }
 
     fn step(&mut self, step: &Step) {
-        let items = self.flow_candidate_items.clone();
+        let items = self
+            .step_candidates
+            .get(step.name.name.as_str())
+            .cloned()
+            .unwrap_or_else(|| self.flow_candidate_items.clone());
         let symbols = self.symbols;
         match &step.body {
             StepBody::Call { role, args } | StepBody::Finalize { role, args } => {
@@ -550,8 +656,13 @@ impl<'s, 'a> Checker<'s, 'a> {
             StepBody::Gate { .. } | StepBody::Ask { .. } => {}
         }
         if let Next::When { arms, .. } = &step.next {
+            let when_items = self
+                .step_candidates
+                .get(step.name.name.as_str())
+                .cloned()
+                .unwrap_or_else(|| self.flow_candidate_items.clone());
             for (condition, _) in arms {
-                let mut typer = self.typer(Place::Flow, self.flow_candidate_items.clone());
+                let mut typer = self.typer(Place::Flow, when_items.clone());
                 typer.expect_bool(condition, "a `when` condition");
             }
         }
@@ -638,7 +749,7 @@ fn call(
     if args.len() != inputs.len() {
         let mut diagnostic = Diagnostic::new(
             Code::E005,
-            step_call_span(role_name, args),
+            step_call_span(role_name, args, inputs.len()),
             format!(
                 "role `{}` takes {} ({takes}) but step `{}` passes {}",
                 role.name.name,
@@ -647,7 +758,11 @@ fn call(
                 plural(args.len(), "argument")
             ),
         )
-        .with_label(format!("{} given", plural(args.len(), "argument")))
+        .with_label(if args.len() > inputs.len() {
+            "more arguments than inputs".to_string()
+        } else {
+            "arguments missing".to_string()
+        })
         .with_help(format!(
             "pass one argument per input of `{}`, in order",
             role.name.name
@@ -704,8 +819,14 @@ fn call(
     }
 }
 
-fn step_call_span(role: &Ident, args: &[Expr]) -> Span {
-    args.iter().fold(role.span, |span, arg| span.to(arg.span))
+/// Where an argument-count mismatch shows: the extra arguments, or the role name when
+/// arguments are missing.
+fn step_call_span(role: &Ident, args: &[Expr], inputs: usize) -> Span {
+    let mut extra = args.iter().skip(inputs);
+    match extra.next() {
+        Some(first) => extra.fold(first.span, |span, arg| span.to(arg.span)),
+        None => role.span,
+    }
 }
 
 fn plural(count: usize, noun: &str) -> String {

@@ -313,8 +313,7 @@ pub fn candidate_fields(item: Ty) -> Vec<(String, Ty)> {
 impl Contracts {
     pub fn build(symbols: &Symbols<'_>) -> Contracts {
         let mut by_name = BTreeMap::new();
-        let candidate: Vec<(&str, Ty, bool)> = vec![];
-        let mut candidate_info = builtin("Candidate", &candidate);
+        let mut candidate_info = builtin("Candidate", &[]);
         candidate_info.fields = candidate_fields(Ty::Any)
             .into_iter()
             .map(|(name, ty)| FieldInfo {

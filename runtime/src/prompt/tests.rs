@@ -1,0 +1,153 @@
+//! Tests of prompt rendering: inputs by snake_case contract name, feedback, rules, tools, output schema.
+
+use serde_json::json;
+
+use super::*;
+use crate::testing::compile_spec_with;
+
+const SPEC: &str = r#"spec p version "1"
+import role "roles/researcher.md"
+rules core version "1" {
+  "Never fabricate a tool result."
+  "Cite your sources."
+}
+contract WorkflowPlan { goal: string  steps: list<string> }
+contract Query { text: string }
+contract Hits { urls: list<string> }
+contract Report { summary: string  sources: list<string> = [] }
+tool web_search { input: Query  output: Hits  effect: read }
+role writer {
+  model: "openai:m"
+  prompt: """
+    Goal: {{ workflow_plan.goal }}
+    {% for step in workflow_plan.steps %}* {{ step }}
+    {% endfor %}{% if feedback %}Fix:{% for issue in feedback %} {{ issue.code }}={{ issue.message }};{% endfor %}
+    {% endif %}Rules:
+    {{ rules }}
+    First rule: {{ rules[0] }}
+    Tools:{% for tool in tools %} {{ tool.name }} ({{ tool.effect }}, {{ tool.input }} -> {{ tool.output }}){% endfor %}
+    Required: {{ output_schema.required | join(", ") }}
+  """
+  rules: [core]
+  input: WorkflowPlan
+  output: Report
+  tools: [web_search]
+  max_tool_calls: 2
+}
+role plain { model: "openai:m"  input: WorkflowPlan  output: Report }
+flow {
+  write = writer(request) -> research
+  research = researcher(request) -> again
+  again = plain(request) -> done
+}
+"#;
+
+const RESEARCHER: &str = "---
+id: researcher
+model: \"openai:m\"
+input: WorkflowPlan
+output: Report
+tools: [web_search]
+max_tool_calls: 3
+tool_rules:
+  web_search: at most twice, in English
+---
+Plan: {{ workflow_plan }}
+{% for tool in tools %}- {{ tool.name }}{% if tool.note %}: {{ tool.note }}{% endif %}
+{% endfor %}{% if not feedback %}No feedback.{% endif %}
+";
+
+fn spec() -> CompiledSpec {
+    compile_spec_with(SPEC, &[("roles/researcher.md", RESEARCHER)])
+}
+
+fn plan() -> Value {
+    json!({"goal": "ship", "steps": ["build", "test"]})
+}
+
+fn render(role: &str, feedback: Option<&Value>) -> String {
+    match render_prompt(&spec(), role, &[plan()], feedback) {
+        Ok(text) => text,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+#[test]
+fn inline_templates_see_every_variable() {
+    let feedback =
+        json!([{"code": "LOW", "message": "too short"}, {"code": "NO_SOURCES", "message": "cite"}]);
+    let text = render("writer", Some(&feedback));
+    assert_eq!(
+        text,
+        "Goal: ship\n* build\n* test\nFix: LOW=too short; NO_SOURCES=cite;\nRules:\n- Never fabricate a tool result.\n- Cite your sources.\nFirst rule: Never fabricate a tool result.\nTools: web_search (read, Query -> Hits)\nRequired: summary"
+    );
+}
+
+#[test]
+fn feedback_is_none_when_absent() {
+    let text = render("writer", None);
+    assert!(!text.contains("Fix:"), "{text}");
+    let null = render("writer", Some(&Value::Null));
+    assert_eq!(null, text);
+}
+
+#[test]
+fn role_files_get_tool_notes_and_records_print_as_json() {
+    let text = render("researcher", None);
+    assert_eq!(
+        text,
+        "Plan: {\n  \"goal\": \"ship\",\n  \"steps\": [\n    \"build\",\n    \"test\"\n  ]\n}\n- web_search: at most twice, in English\nNo feedback."
+    );
+}
+
+#[test]
+fn roles_without_a_template_get_the_default_prompt() {
+    let text = render(
+        "plain",
+        Some(&json!([{"code": "LOW", "message": "too short"}])),
+    );
+    assert!(
+        text.starts_with("## workflow_plan\n{\n  \"goal\": \"ship\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("## Issues to fix\n- LOW: too short\n"),
+        "{text}"
+    );
+    assert!(text.contains("Reply with one JSON object that matches this schema and nothing else:\n{\n  \"$schema\""), "{text}");
+    assert!(text.contains("\"title\": \"Report\""), "{text}");
+}
+
+#[test]
+fn errors_are_values() {
+    let spec = spec();
+    let unknown = render_prompt(&spec, "nobody", &[], None).map_err(|error| error.to_string());
+    assert_eq!(unknown, Err("unknown role `nobody`".to_string()));
+    let inputs = render_prompt(&spec, "writer", &[], None).map_err(|error| error.to_string());
+    assert_eq!(
+        inputs,
+        Err("role `writer` takes 1 input(s) (WorkflowPlan) but was given 0".to_string())
+    );
+    // A template that fails at render time (a filter on the wrong type).
+    let mut broken = spec.clone();
+    if let Some(prompt) = broken
+        .roles
+        .get_mut("writer")
+        .and_then(|role| role.prompt.as_mut())
+    {
+        prompt.template = "{{ workflow_plan.goal | round }}".to_string();
+    }
+    let error =
+        render_prompt(&broken, "writer", &[plan()], None).map_err(|error| error.to_string());
+    assert!(
+        matches!(&error, Err(text) if text.starts_with("cannot render the prompt of role `writer` (test.charter):")),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn input_names_follow_the_compiler() {
+    assert_eq!(snake_case("WorkflowPlan"), "workflow_plan");
+    assert_eq!(snake_case("Candidate"), "candidate");
+    assert_eq!(snake_case("HTTPRequest"), "http_request");
+}

@@ -1,0 +1,196 @@
+//! `ReplayProvider`: answers model calls and `ask` steps from a cassette, by key, after the recorded latency on tokio's clock.
+//!
+//! A call is looked up by its [`CallKey`] (step, round, item, attempt, role), never by the
+//! order calls arrive in, so a replay is the same at any concurrency. The recorded
+//! latency is slept with `tokio::time::sleep`: the scheduler runs replays with the clock
+//! paused, so a 20-minute latency against a 15-minute timeout times out, in the right
+//! order, in microseconds of wall time. What a recorded call gives back:
+//!
+//! | recorded            | returned                                              |
+//! | ------------------- | ----------------------------------------------------- |
+//! | `response`          | `ModelOutput::Json`, with usage and tool calls        |
+//! | `raw`               | `ModelOutput::Text` (the scheduler parses and checks it) |
+//! | `error: {status}`   | `ProviderError::from_status` (429/5xx transient)      |
+//! | none of them        | `ProviderError::TimedOut` after the latency           |
+//! | not in the cassette | `ProviderError::NotRecorded` naming the key, at once  |
+//!
+//! Every call looked up is counted as used (even if its future is then dropped by a
+//! timeout), so [`ReplayProvider::unused`] lists the recorded calls a run never made.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::provider::{
+    BoxFuture, CallKey, HumanChannel, HumanRequest, ModelOutput, ModelRequest, ModelResponse,
+    Provider, ProviderError, ToolCall, Usage,
+};
+use crate::scenario::{Cassette, Fault, Recorded, RecordedCall};
+
+/// A provider and human channel that plays back a cassette.
+#[derive(Debug)]
+pub struct ReplayProvider {
+    recorded: Recorded,
+    calls: BTreeMap<CallKey, RecordedCall>,
+    humans: BTreeMap<(String, u64), Value>,
+    faults: Vec<Fault>,
+    used_calls: Mutex<BTreeSet<CallKey>>,
+    used_humans: Mutex<BTreeSet<(String, u64)>>,
+}
+
+impl ReplayProvider {
+    /// A replay of `cassette` (loaded and checked by `Cassette::from_yaml`; should two
+    /// calls share a key anyway, the last one wins).
+    pub fn new(cassette: Cassette) -> Self {
+        let calls = cassette
+            .calls
+            .into_iter()
+            .map(|call| (call.key(), call))
+            .collect();
+        let humans = cassette
+            .humans
+            .into_iter()
+            .map(|human| ((human.step, human.round), human.answer))
+            .collect();
+        ReplayProvider {
+            recorded: cassette.recorded,
+            calls,
+            humans,
+            faults: cassette.faults,
+            used_calls: Mutex::new(BTreeSet::new()),
+            used_humans: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// The hashes the cassette was recorded under.
+    pub fn recorded(&self) -> &Recorded {
+        &self.recorded
+    }
+
+    /// The faults to inject (the scheduler applies them).
+    pub fn faults(&self) -> &[Fault] {
+        &self.faults
+    }
+
+    /// Recorded calls no request has asked for yet, in key order.
+    pub fn unused(&self) -> Vec<CallKey> {
+        let used = lock(&self.used_calls);
+        self.calls
+            .keys()
+            .filter(|key| !used.contains(*key))
+            .cloned()
+            .collect()
+    }
+
+    /// Recorded human answers no `ask` has asked for yet, as (step, round), in order.
+    pub fn unused_humans(&self) -> Vec<(String, u64)> {
+        let used = lock(&self.used_humans);
+        self.humans
+            .keys()
+            .filter(|key| !used.contains(*key))
+            .cloned()
+            .collect()
+    }
+
+    /// The recorded answer of `ask` step `step` in `round`.
+    pub fn human(&self, step: &str, round: u64) -> Result<Value, ProviderError> {
+        let key = (step.to_string(), round);
+        let answer =
+            self.humans
+                .get(&key)
+                .cloned()
+                .ok_or_else(|| ProviderError::NoHumanAnswer {
+                    step: step.to_string(),
+                    round,
+                })?;
+        lock(&self.used_humans).insert(key);
+        Ok(answer)
+    }
+
+    /// What the call `key` returns and after how long; `Err` when it is not recorded.
+    fn play(
+        &self,
+        key: &CallKey,
+    ) -> Result<(Duration, Result<ModelResponse, ProviderError>), ProviderError> {
+        let call = self
+            .calls
+            .get(key)
+            .ok_or_else(|| ProviderError::NotRecorded { key: key.clone() })?;
+        lock(&self.used_calls).insert(key.clone());
+        let latency = call.latency.unwrap_or(Duration::ZERO);
+        let output = if let Some(response) = &call.response {
+            ModelOutput::Json(response.clone())
+        } else if let Some(raw) = &call.raw {
+            ModelOutput::Text(raw.clone())
+        } else if let Some(error) = &call.error {
+            let message = error
+                .message
+                .clone()
+                .unwrap_or_else(|| "recorded error".to_string());
+            return Ok((
+                latency,
+                Err(ProviderError::from_status(error.status, message)),
+            ));
+        } else {
+            return Ok((latency, Err(ProviderError::TimedOut { after: latency })));
+        };
+        let usage = call
+            .usage
+            .map(|usage| Usage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+            })
+            .unwrap_or_default();
+        let tool_calls = call
+            .tool_calls
+            .iter()
+            .map(|tool_call| ToolCall {
+                tool: tool_call.tool.clone(),
+                args: tool_call.args.clone(),
+                result: tool_call.result.clone(),
+            })
+            .collect();
+        Ok((
+            latency,
+            Ok(ModelResponse {
+                output,
+                usage,
+                tool_calls,
+                latency,
+            }),
+        ))
+    }
+}
+
+impl Provider for ReplayProvider {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        Box::pin(async move {
+            let (latency, outcome) = self.play(&request.key)?;
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            outcome
+        })
+    }
+}
+
+impl HumanChannel for ReplayProvider {
+    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+        Box::pin(async move { self.human(&request.step, request.round) })
+    }
+}
+
+/// The set behind a mutex; a poisoned lock (a panic elsewhere) still holds valid data.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests;

@@ -109,6 +109,38 @@ pub fn replay_blocking(
     runtime.block_on(run(spec, input, provider, humans, config, sink))
 }
 
+/// What a replay of a cassette produced: the outcome, and the recordings it never used.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayReport {
+    pub outcome: RunOutcome,
+    /// Recorded calls the run never made.
+    pub unused_calls: Vec<crate::provider::CallKey>,
+    /// Recorded human answers never asked for: (step, round).
+    pub unused_humans: Vec<(String, u64)>,
+}
+
+/// Replays `cassette` for `spec` on `input` on a paused clock: calls and human answers
+/// come from the cassette, its faults are injected, the delivery goes to `delivery`.
+pub fn replay_cassette(
+    spec: &CompiledSpec,
+    input: Value,
+    cassette: crate::scenario::Cassette,
+    delivery: DeliveryTarget,
+    sink: &mut dyn TraceSink,
+) -> Result<ReplayReport, RunError> {
+    let config = RunConfig {
+        delivery,
+        faults: cassette.faults.clone(),
+    };
+    let replay = Arc::new(crate::replay::ReplayProvider::new(cassette));
+    let outcome = replay_blocking(spec, input, replay.clone(), replay.as_ref(), &config, sink)?;
+    Ok(ReplayReport {
+        outcome,
+        unused_calls: replay.unused(),
+        unused_humans: replay.unused_humans(),
+    })
+}
+
 /// Why the flow stopped: a terminal state (a value), or an error.
 #[derive(Debug)]
 pub(crate) enum Halt {

@@ -2,8 +2,6 @@
 
 use std::path::PathBuf;
 
-use serde_json::Value;
-
 use super::delivery::Delivered;
 use crate::provider::CallKey;
 pub use crate::scenario::{Fault, Tamper};
@@ -80,9 +78,4 @@ pub enum RunError {
     Trace(String),
     #[error("{0}")]
     Flow(String),
-}
-
-/// Compact JSON for a candidate list entry.
-pub(crate) fn candidate_summary(id: &str, hash: &str, score: Option<f64>) -> Value {
-    serde_json::json!({ "id": id, "hash": hash, "score": score })
 }

@@ -9,15 +9,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use charter_compiler::check::templates::snake_case;
 use charter_compiler::graph::RoleIr;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::budget::call_cost;
 use super::outcome::RunError;
 use super::{Halt, Scheduler};
 use crate::canonical::sha256;
+use crate::prompt::render_prompt;
 use crate::provider::{CallKey, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, Usage};
 use crate::trace::{EventKind, RetryKind};
 use crate::validate::{Validator, parse_output, violations_text};
@@ -174,7 +174,8 @@ impl Scheduler<'_> {
             attempt: unit.attempt,
             role: unit.key_role.clone(),
         };
-        let prompt = self.render_prompt(&unit.role, &unit.inputs, unit.feedback.as_ref(), &unit.context);
+        let prompt = render_prompt(spec, &unit.role, &unit.inputs, unit.feedback.as_ref())
+            .map_err(|error| Halt::Error(RunError::Flow(error.to_string())))?;
         let output_schema = spec
             .contracts
             .get(&role.output)
@@ -362,51 +363,5 @@ impl Scheduler<'_> {
             }
         }
         Ok(())
-    }
-
-    /// Renders the role's prompt: inputs under their snake_case contract names, and
-    /// `feedback`, `rules`, `tools`, `output_schema`. A template error becomes the prompt
-    /// text (replays key calls by step, not by prompt).
-    pub(super) fn render_prompt(
-        &self,
-        role_name: &str,
-        inputs: &[Value],
-        feedback: Option<&Value>,
-        dependencies: &Map<String, Value>,
-    ) -> String {
-        let spec = self.spec;
-        let Some(role) = spec.roles.get(role_name) else {
-            return String::new();
-        };
-        let Some(prompt) = &role.prompt else {
-            return String::new();
-        };
-        let mut context = Map::new();
-        for (contract, value) in role.inputs.iter().zip(inputs) {
-            context.insert(snake_case(contract), value.clone());
-        }
-        context.insert("feedback".into(), feedback.cloned().unwrap_or(Value::Null));
-        if !dependencies.is_empty() {
-            context.insert("dependencies".into(), Value::Object(dependencies.clone()));
-        }
-        let rules: Vec<&String> = role
-            .rules
-            .iter()
-            .filter_map(|name| spec.rules.get(name))
-            .flat_map(|rules| rules.lines.iter())
-            .collect();
-        context.insert("rules".into(), json!(rules));
-        context.insert("tools".into(), json!(role.tools));
-        context.insert(
-            "output_schema".into(),
-            spec.contracts
-                .get(&role.output)
-                .map(|contract| contract.schema.clone())
-                .unwrap_or(Value::Null),
-        );
-        let environment = minijinja::Environment::new();
-        environment
-            .render_str(&prompt.template, minijinja::Value::from_serialize(&context))
-            .unwrap_or_else(|error| format!("(prompt could not be rendered: {error})"))
     }
 }

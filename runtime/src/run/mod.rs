@@ -85,6 +85,7 @@ pub async fn run(
         pending_stop: None,
         fired_faults: Vec::new(),
         delivered: None,
+        replanning: false,
     };
     let result = scheduler.run_to_end(input).await;
     scheduler.abort_jobs();
@@ -191,6 +192,8 @@ pub(crate) struct Scheduler<'r> {
     pending_stop: Option<Stop>,
     fired_faults: Vec<usize>,
     delivered: Option<Delivered>,
+    /// The current round began with `replan` (its entry step is planning again).
+    replanning: bool,
 }
 
 impl std::fmt::Debug for Scheduler<'_> {
@@ -310,6 +313,9 @@ impl<'r> Scheduler<'r> {
             }
             StepKind::Done | StepKind::Blocked { .. } | StepKind::Failed { .. } => None,
         };
+        if node == spec.flow.entry {
+            self.replanning = false;
+        }
         self.form_candidate(&name)?;
         self.apply_faults(&name);
         self.check_invariants()?;
@@ -558,6 +564,7 @@ impl<'r> Scheduler<'r> {
                 (candidate.step.clone(), Vec::new(), true)
             }
             Decision::Replan { .. } => {
+                self.replanning = true;
                 let entry = spec
                     .flow
                     .graph
@@ -1092,7 +1099,8 @@ impl<'r> Scheduler<'r> {
                     .roles
                     .get(role)
                     .is_some_and(|role| role.inputs.iter().any(|input| input == "Candidate"));
-                if node == self.spec.flow.entry {
+                let planning = self.state.round == 1 || self.replanning;
+                if node == self.spec.flow.entry && planning {
                     Phase::Planning
                 } else if judges {
                     Phase::Evaluating

@@ -77,6 +77,8 @@ pub struct TotalBounds {
     pub wall_ms: Option<u64>,
     pub tokens: Option<u64>,
     pub cost: Option<f64>,
+    /// The flow loops: the totals are `budget.steps` times the costliest step, not a path.
+    pub looping: bool,
 }
 
 /// Computes the worst case of `spec`.
@@ -187,9 +189,20 @@ pub fn diagnostics(spec: &CompiledSpec) -> Vec<Diagnostic> {
         if let Some(over_span) = spec.spans.each_over.get(name) {
             diagnostic = diagnostic.with_note(*over_span, "this list has no maximum length");
         }
+        let example = match &list.ty {
+            Some(TypeIr::List {
+                item, min_items, ..
+            }) => TypeIr::List {
+                item: item.clone(),
+                min_items: *min_items,
+                max_items: Some(20),
+            }
+            .to_string(),
+            _ => "list<Task>(1..=20)".to_string(),
+        };
         diagnostic = diagnostic.with_help(match &list.origin {
             Some((contract, field)) => format!(
-                "give `{contract}.{field}` a maximum length, e.g. `list<...>(1..=20)`, so the worst case is bounded"
+                "give `{contract}.{field}` a maximum length, e.g. `{example}`, so the worst case is bounded"
             ),
             None => "iterate over a list whose type has a maximum length, e.g. `list<Task>(1..=20)`"
                 .to_string(),
@@ -206,6 +219,8 @@ struct ListFacts {
     max: Option<u64>,
     /// The contract field whose type the list is, if it is one.
     origin: Option<(String, String)>,
+    /// The list's type, when known.
+    ty: Option<TypeIr>,
     /// Items may depend on each other (`depends_on`), so they may run one at a time.
     dependent: bool,
 }
@@ -354,6 +369,7 @@ impl<'s> Analysis<'s> {
                     wall_ms: measure(&|step| step.wall_ms),
                     tokens: None,
                     cost: None,
+                    looping: false,
                 }
             }
             None => {
@@ -371,6 +387,7 @@ impl<'s> Analysis<'s> {
                     wall_ms: mul(steps, most(&|step| step.wall_ms_per_run)),
                     tokens: None,
                     cost: None,
+                    looping: true,
                 }
             }
         };
@@ -498,12 +515,13 @@ impl<'s> Analysis<'s> {
                 max: u64::try_from(items.len()).ok(),
                 origin: None,
                 dependent,
+                ty: None,
             };
         }
         let Some((ty, origin)) = self.type_of(over, depth) else {
             return ListFacts::default();
         };
-        match ty {
+        match &ty {
             TypeIr::List {
                 item, max_items, ..
             } => {
@@ -519,9 +537,10 @@ impl<'s> Analysis<'s> {
                     _ => false,
                 };
                 ListFacts {
-                    max: max_items,
+                    max: *max_items,
                     origin,
                     dependent,
+                    ty: Some(ty.clone()),
                 }
             }
             _ => ListFacts {
@@ -540,7 +559,7 @@ impl<'s> Analysis<'s> {
             name: name.to_string(),
         };
         let mut ty = match root {
-            NameIr::Request => contract("Request"),
+            NameIr::Request => contract(self.spec.request.as_deref().unwrap_or("Request")),
             NameIr::Candidate | NameIr::Best => contract("Candidate"),
             NameIr::Step(name) => self.step_output(name, depth)?,
             _ => return None,
@@ -827,7 +846,11 @@ impl Display for Bounds {
             .collect();
         rows.push([
             "total".to_string(),
-            "(the most expensive path)".to_string(),
+            if self.total.looping {
+                "(`budget.steps` × the costliest step)".to_string()
+            } else {
+                "(the most expensive path)".to_string()
+            },
             self.total
                 .steps
                 .map_or_else(|| "unbounded".to_string(), |steps| plural(steps, "step")),

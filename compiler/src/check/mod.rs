@@ -7,6 +7,7 @@
 //! only when the earlier ones found no error.
 
 pub mod flow;
+pub mod required;
 pub mod templates;
 pub mod types;
 
@@ -249,5 +250,6 @@ pub fn check(spec: &SpecFile, sources: &Sources) -> (Checked, Vec<Diagnostic>) {
     };
     let names_clean = !diagnostics.iter().any(Diagnostic::is_error);
     checked.flow = flow::check(spec, &symbols, names_clean, &mut diagnostics);
+    required::check(&symbols, &mut diagnostics);
     (checked, diagnostics)
 }

@@ -8,13 +8,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
 use serde::{Deserialize, Serialize};
 
 use crate::diagnostics::Span;
 
+/// The version of the IR's serialized form; it changes when a change would break a reader.
+pub const IR_VERSION: u32 = 1;
+
 /// A compiled spec: everything the runtime needs to execute it, and nothing else.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CompiledSpec {
+    /// [`IR_VERSION`] of the compiler that wrote it.
+    pub ir_version: u32,
     /// The `spec NAME`.
     pub name: String,
     /// The `version "X"` string.
@@ -23,8 +29,11 @@ pub struct CompiledSpec {
     pub doc: Option<String>,
     /// `sha256:<hex>` of the spec file's text (DESIGN §4 "Frozen plan").
     pub spec_hash: String,
-    /// `sha256:<hex>` of every file the compilation read (the spec, imported role files,
-    /// prompt templates), by the name shown in diagnostics.
+    /// The contract of `request`, the run's input (the entry role's input, or the
+    /// contract named `Request`); `None` when nothing decides it.
+    pub request: Option<String>,
+    /// `sha256:<hex>` of every file a role reads (imported role files, front matter
+    /// included, and prompt templates), by the path as written in the spec.
     pub source_hashes: BTreeMap<String, String>,
     /// Every contract by name, the built-ins `Candidate`, `Delivery` and `Answer` included.
     pub contracts: BTreeMap<String, ContractIr>,
@@ -223,8 +232,8 @@ pub struct RoleModelIr {
 pub struct PromptIr {
     /// The template text.
     pub template: String,
-    /// Where it came from: the template file's (or role file's) name, or the spec's name
-    /// for an inline block.
+    /// Where it came from: the template file's (or role file's) path as written in the
+    /// spec, or `inline` for an inline block.
     pub source: String,
     /// True for an inline `"""..."""` prompt.
     pub inline: bool,
@@ -374,11 +383,37 @@ pub struct FlowIr {
     pub steps: BTreeMap<String, NodeIndex>,
 }
 
+impl FlowIr {
+    /// The node and definition of step `name` (not terminals).
+    pub fn step(&self, name: &str) -> Option<(NodeIndex, &StepIr)> {
+        let node = *self.steps.get(name)?;
+        Some((node, self.graph.node_weight(node)?))
+    }
+
+    /// The transitions out of `node` in the order they were written, with their targets.
+    /// Use this rather than petgraph's `edges`, which yields the newest edge first: `when`
+    /// arms are tried in this order.
+    pub fn transitions(&self, node: NodeIndex) -> Vec<(&TransitionIr, NodeIndex)> {
+        let mut edges: Vec<_> = self
+            .graph
+            .edges(node)
+            .map(|edge| (edge.id(), edge.weight(), edge.target()))
+            .collect();
+        edges.sort_by_key(|(id, _, _)| *id);
+        edges
+            .into_iter()
+            .map(|(_, transition, target)| (transition, target))
+            .collect()
+    }
+}
+
 /// A node of the flow graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepIr {
     /// The step's name; for terminals `done`, `blocked` or `failed`.
     pub name: String,
+    /// What the node does (serialized flat: `{"name": .., "kind": "call", "role": ..}`).
+    #[serde(flatten)]
     pub kind: StepKind,
 }
 
@@ -438,7 +473,8 @@ pub struct ItemCheckIr {
 pub enum TransitionIr {
     /// `-> target`
     Always,
-    /// `when EXPR -> target` (arms are tried in edge order; the first true one is taken).
+    /// `when EXPR -> target` (arms are tried in the order written, see
+    /// [`FlowIr::transitions`]; the first true one is taken).
     When { condition: ExprIr },
     /// `else -> target`
     Else,

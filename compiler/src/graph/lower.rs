@@ -13,8 +13,8 @@ use super::InternalError;
 use super::hash::{rules_hash, sha256};
 use super::ir::*;
 use super::schema::contract_schema;
-use crate::check::Symbols;
-use crate::diagnostics::{FileId, Sources};
+use crate::check::{Checked, Symbols};
+use crate::diagnostics::Sources;
 use crate::syntax::ast::{
     Action, BinaryOp, Effect, Expr, ExprKind, FailTarget, Gate, GateRule, InvariantKind, ModelRef,
     Next, NumberLit, Prompt, PromptSource, QuantifierKind, RangeLit, RepairPattern, Role,
@@ -22,6 +22,9 @@ use crate::syntax::ast::{
 };
 
 type Result<T> = std::result::Result<T, InternalError>;
+
+/// [`PromptIr::source`] of an inline prompt.
+pub const INLINE_SOURCE: &str = "inline";
 
 /// The retry count of a role that does not say (DESIGN §4 "Counting").
 pub const DEFAULT_RETRY: u64 = 2;
@@ -41,7 +44,7 @@ fn internal(message: impl Into<String>) -> InternalError {
 }
 
 /// Lowers `spec` (which the checks accepted) to its compiled graph.
-pub fn lower(spec: &SpecFile, sources: &Sources) -> Result<CompiledSpec> {
+pub fn lower(spec: &SpecFile, checked: &Checked, sources: &Sources) -> Result<CompiledSpec> {
     // The checker reported any duplicates already; collecting again is cheap and gives
     // the same first-definition-wins tables.
     let mut ignored = Vec::new();
@@ -49,6 +52,7 @@ pub fn lower(spec: &SpecFile, sources: &Sources) -> Result<CompiledSpec> {
     let lowerer = Lowerer {
         spec,
         symbols: &symbols,
+        checked,
         sources,
     };
     lowerer.lower()
@@ -57,6 +61,7 @@ pub fn lower(spec: &SpecFile, sources: &Sources) -> Result<CompiledSpec> {
 struct Lowerer<'a, 's> {
     spec: &'a SpecFile,
     symbols: &'s Symbols<'a>,
+    checked: &'s Checked,
     sources: &'s Sources,
 }
 
@@ -68,11 +73,7 @@ impl<'a> Lowerer<'a, '_> {
             .get(spec_file)
             .map(|file| file.text.as_str())
             .ok_or_else(|| internal("the spec's own source text is missing"))?;
-        let source_hashes = self
-            .sources
-            .files()
-            .map(|(_, file)| (file.name.clone(), sha256(file.text.as_bytes())))
-            .collect();
+        let source_hashes = self.source_hashes();
         let mut spans = SpecSpans {
             header: Some(self.spec.name.span),
             ..SpecSpans::default()
@@ -80,10 +81,12 @@ impl<'a> Lowerer<'a, '_> {
         let budget = self.budget(&mut spans);
         let flow = self.flow(&mut spans)?;
         Ok(CompiledSpec {
+            ir_version: IR_VERSION,
             name: self.spec.name.name.clone(),
             version: self.spec.version.value.clone(),
             doc: self.spec.doc.as_ref().map(|doc| doc.value.clone()),
             spec_hash: sha256(spec_text.as_bytes()),
+            request: self.request_contract(),
             source_hashes,
             contracts: self.contracts()?,
             tools: self.tools()?,
@@ -97,6 +100,11 @@ impl<'a> Lowerer<'a, '_> {
             flow,
             spans,
         })
+    }
+
+    /// The contract of `request`, as the checker decided it.
+    fn request_contract(&self) -> Option<String> {
+        self.checked.types.request.clone()
     }
 
     // ---- contracts -------------------------------------------------------------------
@@ -358,11 +366,9 @@ impl<'a> Lowerer<'a, '_> {
 
     fn prompt(&self, role: &Role, prompt: &Prompt) -> Result<PromptIr> {
         let (template, source_name, inline) = match &prompt.source {
-            PromptSource::Inline(literal) => (
-                literal.value.clone(),
-                self.file_name(literal.span.file),
-                true,
-            ),
+            PromptSource::Inline(literal) => {
+                (literal.value.clone(), INLINE_SOURCE.to_string(), true)
+            }
             PromptSource::File { path, file } => {
                 let file = file.ok_or_else(|| {
                     internal(format!(
@@ -387,7 +393,7 @@ impl<'a> Lowerer<'a, '_> {
                 } else {
                     text
                 };
-                (template.to_string(), self.file_name(file), false)
+                (template.to_string(), path.value.clone(), false)
             }
         };
         Ok(PromptIr {
@@ -398,11 +404,25 @@ impl<'a> Lowerer<'a, '_> {
         })
     }
 
-    fn file_name(&self, file: FileId) -> String {
-        self.sources
-            .get(file)
-            .map(|source| source.name.clone())
-            .unwrap_or_default()
+    /// The hash of every file a role reads (role files and prompt templates), whole, by
+    /// the path written in the spec: a role file's front matter is part of its hash.
+    fn source_hashes(&self) -> BTreeMap<String, String> {
+        let mut hashes = BTreeMap::new();
+        for role in self.symbols.roles.values() {
+            if let Some(Prompt {
+                source:
+                    PromptSource::File {
+                        path,
+                        file: Some(file),
+                    },
+                ..
+            }) = &role.prompt
+                && let Some(source) = self.sources.get(*file)
+            {
+                hashes.insert(path.value.clone(), sha256(source.text.as_bytes()));
+            }
+        }
+        hashes
     }
 
     // ---- gates, repair, invariants, budget -------------------------------------------
@@ -475,7 +495,13 @@ impl<'a> Lowerer<'a, '_> {
             subject: gate.subject.name.clone(),
             rules,
             scores,
-            pass_when: self.expr(&gate.pass_when, scope)?,
+            pass_when: {
+                // `score` is in scope only in `pass when`.
+                scope.score = true;
+                let pass_when = self.expr(&gate.pass_when, scope);
+                scope.score = false;
+                pass_when?
+            },
         })
     }
 
@@ -769,6 +795,13 @@ impl<'a> Lowerer<'a, '_> {
                 let Some((first, rest)) = segments.split_first() else {
                     return Err(internal("an empty path"));
                 };
+                // The checker decided which bare names are variants (from the expected
+                // type); a bare name that is not in scope is one too.
+                if rest.is_empty() && self.checked.types.is_variant(first.span) {
+                    return Ok(ExprIr::Variant {
+                        name: first.name.clone(),
+                    });
+                }
                 match self.name(&first.name, scope) {
                     Some(root) => ExprIr::Path {
                         root,
@@ -838,8 +871,8 @@ impl<'a> Lowerer<'a, '_> {
         })
     }
 
-    /// What a bare name refers to: innermost variables first, then the names of a
-    /// per-item check, then the run's names, then step names.
+    /// What a bare name refers to: innermost variables first, then `score`, the names of
+    /// a per-item check, then the run's names, then step names (the checker's order).
     fn name(&self, name: &str, scope: &Scope) -> Option<NameIr> {
         if scope.locals.iter().any(|local| local == name) {
             return Some(NameIr::Local(name.to_string()));
@@ -855,7 +888,7 @@ impl<'a> Lowerer<'a, '_> {
             "candidate" => return Some(NameIr::Candidate),
             "best" => return Some(NameIr::Best),
             "run" => return Some(NameIr::Run),
-            "score" => return Some(NameIr::Score),
+            "score" if scope.score => return Some(NameIr::Score),
             _ => {}
         }
         self.symbols
@@ -874,6 +907,8 @@ struct Scope {
     by_roles: BTreeSet<String>,
     /// Whether `item` is bound (gates used by a per-item check).
     item: bool,
+    /// Whether `score` is bound (a gate's `pass when`).
+    score: bool,
 }
 
 /// Adds edges, creating one terminal node per distinct terminal.
@@ -1024,8 +1059,8 @@ fn literal_value(expr: &Expr) -> Result<Value> {
             operand,
         } => match literal_value(operand)? {
             Value::Number(number) => {
-                if let Some(int) = number.as_i64() {
-                    Value::from(-int)
+                if let Some(negated) = number.as_i64().and_then(i64::checked_neg) {
+                    Value::from(negated)
                 } else {
                     serde_json::Number::from_f64(-number.as_f64().unwrap_or(0.0))
                         .map(Value::Number)

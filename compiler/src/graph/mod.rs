@@ -13,7 +13,7 @@ pub mod schema;
 pub use ir::*;
 pub use lower::{
     DEFAULT_BACKOFF_MS, DEFAULT_CHECK_RETRIES, DEFAULT_CONCURRENCY, DEFAULT_NO_PROGRESS,
-    DEFAULT_RETRY,
+    DEFAULT_RETRY, INLINE_SOURCE,
 };
 
 use crate::check::Checked;
@@ -37,14 +37,15 @@ impl InternalError {
     }
 }
 
-/// Lowers a checked, error-free spec to its compiled graph. `checked` is not needed: the
-/// builder resolves names itself from the symbol tables.
+/// Lowers a checked, error-free spec to its compiled graph. Names are resolved from the
+/// symbol tables; from `checked` it takes which bare names are enum variants and the
+/// contract of `request`.
 pub fn build(
     spec: &SpecFile,
-    _checked: &Checked,
+    checked: &Checked,
     sources: &Sources,
 ) -> Result<CompiledSpec, InternalError> {
-    lower::lower(spec, sources)
+    lower::lower(spec, checked, sources)
 }
 
 /// The flow graph as a Mermaid flowchart: steps as nodes (gates as rhombi, `ask` as

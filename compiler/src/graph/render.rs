@@ -6,7 +6,7 @@ use petgraph::visit::EdgeRef;
 
 use super::ir::{
     BinaryOpIr, BuiltinIr, CompiledSpec, ExprIr, NameIr, QuantifierIr, StepIr, StepKind,
-    TransitionIr, UnaryOpIr,
+    TransitionIr, TypeIr, UnaryOpIr,
 };
 
 impl Display for ExprIr {
@@ -27,6 +27,35 @@ impl Display for NameIr {
             NameIr::Item => "item",
             NameIr::Step(name) | NameIr::ByRole(name) | NameIr::Local(name) => name,
         })
+    }
+}
+
+impl Display for TypeIr {
+    /// The type in Charter's syntax (`list<Task>(1..=20)`, `int(0..=10)`, `a | b`, `T?`).
+    fn fmt(&self, formatter: &mut Formatter<'_>) -> fmt::Result {
+        fn range<T: Display>(min: Option<T>, max: Option<T>) -> String {
+            match (min, max) {
+                (None, None) => String::new(),
+                (Some(min), None) => format!("({min}..)"),
+                (None, Some(max)) => format!("(..={max})"),
+                (Some(min), Some(max)) => format!("({min}..={max})"),
+            }
+        }
+        match self {
+            TypeIr::String => formatter.write_str("string"),
+            TypeIr::Bool => formatter.write_str("bool"),
+            TypeIr::Int { min, max } => write!(formatter, "int{}", range(*min, *max)),
+            TypeIr::Float { min, max } => write!(formatter, "float{}", range(*min, *max)),
+            TypeIr::List {
+                item,
+                min_items,
+                max_items,
+            } => write!(formatter, "list<{item}>{}", range(*min_items, *max_items)),
+            TypeIr::Enum { variants } => formatter.write_str(&variants.join(" | ")),
+            TypeIr::Contract { name } => formatter.write_str(name),
+            TypeIr::Optional { inner } => write!(formatter, "{inner}?"),
+            TypeIr::Any => formatter.write_str("any"),
+        }
     }
 }
 
@@ -335,7 +364,7 @@ pub fn mermaid(spec: &CompiledSpec) -> String {
             }
         }
     }
-    let _ = writeln!(out, "  n{}:::entry", spec.flow.entry.index());
+    let _ = writeln!(out, "  class n{} entry", spec.flow.entry.index());
     let mut classes: [(&str, Vec<String>); 3] =
         [("done", vec![]), ("blocked", vec![]), ("failed", vec![])];
     for node in graph.node_indices() {

@@ -85,8 +85,13 @@ fn example_header_hashes_and_tables() {
     );
     assert_eq!(spec.spec_hash, sha256(EXAMPLE.as_bytes()));
     assert_eq!(
-        spec.source_hashes.get("test.charter"),
-        Some(&sha256(EXAMPLE.as_bytes()))
+        spec.source_hashes.keys().collect::<Vec<_>>(),
+        [
+            "prompts/finalizer.md.j2",
+            "prompts/planner.md.j2",
+            "prompts/reviewer.md.j2",
+            "roles/creative.md"
+        ]
     );
     assert_eq!(
         spec.source_hashes.get("roles/creative.md"),
@@ -210,7 +215,7 @@ fn example_roles_resolve_models_defaults_and_prompts() {
         executor
             .and_then(|role| role.prompt.as_ref())
             .is_some_and(|prompt| prompt.inline
-                && prompt.source == "test.charter"
+                && prompt.source == "inline"
                 && prompt.template.contains("{{ task.goal }}"))
     );
     // A role file: the template is the Markdown body, without the front matter.
@@ -469,6 +474,8 @@ flow {
         "{mermaid}"
     );
     let dot = to_dot(&spec);
+    insta::assert_snapshot!("escaped_mermaid", mermaid.clone());
+    insta::assert_snapshot!("escaped_dot", dot.clone());
     assert!(
         dot.contains(r#"n2 [label="failed: bad \"input\" <here>", shape=doubleoctagon"#),
         "{dot}"
@@ -478,6 +485,16 @@ flow {
         "{dot}"
     );
 }
+
+/// A step's name, runs, calls per run, wall per run, calls and wall time.
+type Row<'a> = (
+    &'a str,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+);
 
 /// The hand computation for `testdata/bounds.charter`:
 ///
@@ -501,14 +518,7 @@ fn bounds_match_the_hand_computation() {
     let (spec, diagnostics) = compiled(BOUNDS, &MemoryLoader::default());
     let bounds = bounds::compute(&spec);
     assert_eq!(bounds.rounds, 3);
-    let rows: Vec<(
-        &str,
-        Option<u64>,
-        Option<u64>,
-        Option<u64>,
-        Option<u64>,
-        Option<u64>,
-    )> = bounds
+    let rows: Vec<Row> = bounds
         .steps
         .iter()
         .map(|step| {
@@ -643,7 +653,7 @@ flow {
             .first()
             .and_then(|diagnostic| diagnostic.help.as_deref()),
         Some(
-            "give `Request.items` a maximum length, e.g. `list<...>(1..=20)`, so the worst case is bounded"
+            "give `Request.items` a maximum length, e.g. `list<string>(..=20)`, so the worst case is bounded"
         )
     );
     let bounds = bounds::compute(&spec);
@@ -654,7 +664,6 @@ flow {
 #[test]
 fn literal_lists_with_dependencies_run_one_wave_per_item() {
     let text = r#"spec deps version "1"
-contract Request { goal: string }
 contract Task { id: string  depends_on: list<string> = [] }
 contract Out { ok: bool }
 role worker { model: "openai:x" prompt: """go""" input: Task output: Out timeout: 1s retry: 0 }
@@ -683,7 +692,24 @@ flow {
 "#;
     let (spec, diagnostics) = compiled(text, &MemoryLoader::default());
     assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    // `when` arms come out in the order written, then `else`.
+    let transitions: Vec<String> = spec
+        .flow
+        .step("work")
+        .map(|(node, _)| spec.flow.transitions(node))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(transition, target)| {
+            let label = render::transition_label(transition).0.unwrap_or_default();
+            Some(format!(
+                "{label} -> {}",
+                spec.flow.graph.node_weight(target)?.name
+            ))
+        })
+        .collect();
+    assert_eq!(transitions, ["when work.done -> done", "else -> work"]);
     let bounds = bounds::compute(&spec);
+    insta::assert_snapshot!("loop_bounds", bounds.to_string());
     // 6 steps of at most 2 calls and 2 * 2s + 1s = 5s each.
     assert_eq!(bounds.total.steps, Some(6));
     assert_eq!(bounds.total.calls, Some(12));
@@ -723,4 +749,31 @@ fn per_item_check_names_are_item_and_the_by_role() {
     );
     insta::assert_snapshot!("bounds_mermaid", to_mermaid(&spec));
     insta::assert_snapshot!("bounds_dot", to_dot(&spec));
+}
+
+#[test]
+fn totals_follow_the_most_expensive_branch() {
+    let text = r#"spec branches version "1"
+contract Request { goal: string }
+contract Out { ok: bool }
+role cheap { model: "openai:x" prompt: """go""" input: Request output: Out timeout: 1s retry: 0 }
+role dear { model: "openai:x" prompt: """go""" input: Request output: Out timeout: 10s retry: 4 backoff 1s }
+flow {
+  first = cheap(request) when first.ok -> big else -> small
+  big   = dear(request) -> done
+  small = cheap(request) -> confirm
+  confirm = ask "ok?" -> done
+}
+"#;
+    let (spec, _) = compiled(text, &MemoryLoader::default());
+    let bounds = bounds::compute(&spec);
+    // Calls: first 1 + big 5 (retry 4) = 6, more than first 1 + small 1.
+    assert_eq!(bounds.total.calls, Some(6));
+    // Steps: first, small, confirm = 3, more than first, big = 2.
+    assert_eq!(bounds.total.steps, Some(3));
+    // Wall: the `ask` branch waits for a person, so the worst case is unbounded.
+    assert_eq!(bounds.total.wall_ms, None);
+    let big = bounds.steps.iter().find(|step| step.name == "big");
+    // 5 * 10s + backoffs 1 + 2 + 4 + 8 = 65s.
+    assert_eq!(big.and_then(|step| step.wall_ms), Some(65_000));
 }

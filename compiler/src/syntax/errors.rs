@@ -330,24 +330,15 @@ fn readable(rule: Rule) -> &'static str {
         Rule::step => "a step (`name = ...`)",
         Rule::kw_or => "`or`",
         Rule::kw_and => "`and`",
-        Rule::kw_not => "`not`",
         Rule::kw_true | Rule::kw_false | Rule::bool_lit => "`true` or `false`",
         Rule::kw_none | Rule::none_lit => "`none`",
         Rule::kw_every | Rule::kw_some | Rule::kw_count | Rule::quantifier => "a quantifier",
         Rule::cmp_op => "a comparison (`==`, `!=`, `<`, `<=`, `>`, `>=`)",
         Rule::add_op => "`+` or `-`",
         Rule::mul_op => "`*` or `/`",
-        Rule::neg => "`-`",
-        Rule::expr
-        | Rule::or_expr
-        | Rule::and_expr
-        | Rule::not_expr
-        | Rule::cmp_expr
-        | Rule::sum_expr
-        | Rule::product
-        | Rule::unary
-        | Rule::call
-        | Rule::path => "an expression",
+        // A prefix operator is never what was missing: "an expression" says it.
+        Rule::neg | Rule::kw_not => "",
+        Rule::expr | Rule::operand | Rule::call | Rule::path => "an expression",
         Rule::record_field => "a record field (`name: value`)",
         _ => "",
     }

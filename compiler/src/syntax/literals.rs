@@ -147,7 +147,7 @@ pub(crate) fn duration_millis(text: &str) -> Result<u64, LiteralError> {
             Some("write a whole number in a smaller unit, e.g. `1500ms` instead of `1.5s`"),
         ));
     }
-    let factor: u64 = match unit {
+    let factor: u64 = match unit.trim_start() {
         "ms" => 1,
         "s" => 1_000,
         "m" => 60_000,

@@ -133,13 +133,22 @@ fn is_string(rule: Rule) -> bool {
 }
 
 impl Lowerer<'_> {
+    /// The span of `pair`, without the whitespace and comments pest counts in a rule that
+    /// ends with an optional part it did not find: the end is that of the last token.
     pub(crate) fn span(&self, pair: &Pair<'_, Rule>) -> Span {
-        let span = pair.as_span();
-        Span::new(
-            self.file,
-            self.offset + span.start(),
-            self.offset + span.end(),
-        )
+        let start = pair.as_span().start();
+        let mut end = pair.as_span().end();
+        let text = pair.as_str();
+        let trailing_trivia = text.ends_with([' ', '\t', '\r', '\n']) || text.ends_with("*/");
+        if !trailing_trivia {
+            return Span::new(self.file, self.offset + start, self.offset + end);
+        }
+        let mut current = pair.clone();
+        while let Some(last) = current.clone().into_inner().last() {
+            end = last.as_span().end();
+            current = last;
+        }
+        Span::new(self.file, self.offset + start, self.offset + end)
     }
 
     fn report(&mut self, diagnostic: Diagnostic) {
@@ -940,79 +949,103 @@ impl Lowerer<'_> {
         );
     }
 
+    /// Lowers an `expr` pair (a flat sequence of prefix operators, operands and infix
+    /// operators) by precedence climbing.
     pub(crate) fn expr(&mut self, pair: Pair<'_, Rule>) -> Option<Expr> {
-        self.depth += 1;
-        if self.depth > MAX_EXPRESSION_DEPTH {
-            let span = self.span(&pair);
-            self.too_deep(span);
-            self.depth -= 1;
+        if !self.enter(&pair) {
             return None;
         }
-        let expr = self.expr_inner(pair);
+        let mut tokens = pair.into_inner().peekable();
+        let expr = self.climb(&mut tokens, 0);
         self.depth -= 1;
         expr
     }
 
-    fn expr_inner(&mut self, mut pair: Pair<'_, Rule>) -> Option<Expr> {
-        // Precedence layers with a single child are only wrappers: step through them
-        // without recursing.
-        loop {
-            let wrapper = matches!(
-                pair.as_rule(),
-                Rule::expr
-                    | Rule::or_expr
-                    | Rule::and_expr
-                    | Rule::not_expr
-                    | Rule::cmp_expr
-                    | Rule::sum_expr
-                    | Rule::product
-                    | Rule::unary
-            );
-            if !wrapper {
-                break;
-            }
-            let mut inner = pair.clone().into_inner();
-            let first = inner.next()?;
-            if inner.next().is_some() {
-                break;
-            }
-            pair = first;
+    /// Counts one level of nesting; reports and returns false when it is too deep.
+    fn enter(&mut self, pair: &Pair<'_, Rule>) -> bool {
+        self.depth += 1;
+        if self.depth > MAX_EXPRESSION_DEPTH {
+            let span = self.span(pair);
+            self.too_deep(span);
+            self.depth -= 1;
+            return false;
         }
+        true
+    }
+
+    /// Parses operands and operators from `tokens` while the operators bind at least as
+    /// tightly as `min_power`.
+    fn climb<'i>(
+        &mut self,
+        tokens: &mut std::iter::Peekable<Pairs<'i, Rule>>,
+        min_power: u8,
+    ) -> Option<Expr> {
+        let first = tokens.next()?;
+        let mut lhs = match first.as_rule() {
+            Rule::kw_not | Rule::neg => {
+                if !self.enter(&first) {
+                    return None;
+                }
+                let (op, power) = if first.as_rule() == Rule::kw_not {
+                    (UnaryOp::Not, NOT_POWER)
+                } else {
+                    (UnaryOp::Neg, NEG_POWER)
+                };
+                let operand = self.climb(tokens, power);
+                self.depth -= 1;
+                let operand = operand?;
+                Expr {
+                    span: self.span(&first).to(operand.span),
+                    kind: ExprKind::Unary {
+                        op,
+                        operand: Box::new(operand),
+                    },
+                }
+            }
+            _ => self.operand(first.into_inner().next()?)?,
+        };
+        let mut lhs_is_comparison = false;
+        while let Some(operator) = tokens.peek() {
+            let op = binary_op(operator)?;
+            let power = binding_power(op);
+            if power < min_power {
+                break;
+            }
+            let operator_span = self.span(operator);
+            tokens.next();
+            let is_comparison = power == COMPARISON_POWER;
+            if is_comparison && lhs_is_comparison {
+                let first = match &lhs.kind {
+                    ExprKind::Binary { rhs, .. } => rhs.span,
+                    _ => lhs.span,
+                };
+                self.report(
+                    Diagnostic::new(Code::E001, operator_span, "comparisons cannot be chained")
+                        .with_label("second comparison")
+                        .with_note(first, "after this comparison")
+                        .with_help(
+                            "combine them with `and`, e.g. `a < b and b < c`, or add parentheses",
+                        ),
+                );
+            }
+            // Left-associative: the right-hand side binds strictly tighter.
+            let rhs = self.climb(tokens, power + 1)?;
+            lhs_is_comparison = is_comparison;
+            lhs = Expr {
+                span: lhs.span.to(rhs.span),
+                kind: ExprKind::Binary {
+                    op,
+                    lhs: Box::new(lhs),
+                    rhs: Box::new(rhs),
+                },
+            };
+        }
+        Some(lhs)
+    }
+
+    fn operand(&mut self, pair: Pair<'_, Rule>) -> Option<Expr> {
         let span = self.span(&pair);
         let kind = match pair.as_rule() {
-            Rule::cmp_expr => {
-                let operators: Vec<Span> = pair
-                    .clone()
-                    .into_inner()
-                    .filter(|child| child.as_rule() == Rule::cmp_op)
-                    .map(|child| self.span(&child))
-                    .collect();
-                if let [first, second, ..] = operators.as_slice() {
-                    self.report(
-                        Diagnostic::new(Code::E001, *second, "comparisons cannot be chained")
-                            .with_label("second comparison")
-                            .with_note(*first, "first comparison")
-                            .with_help("combine them with `and`, e.g. `a < b and b < c`, or add parentheses"),
-                    );
-                }
-                return self.binary_chain(pair.into_inner());
-            }
-            Rule::or_expr | Rule::and_expr | Rule::sum_expr | Rule::product => {
-                return self.binary_chain(pair.into_inner());
-            }
-            Rule::not_expr => ExprKind::Unary {
-                op: UnaryOp::Not,
-                operand: Box::new(self.expr(values(pair).next()?)?),
-            },
-            Rule::unary => {
-                let operand = pair
-                    .into_inner()
-                    .find(|child| child.as_rule() != Rule::neg)?;
-                ExprKind::Unary {
-                    op: UnaryOp::Neg,
-                    operand: Box::new(self.expr(operand)?),
-                }
-            }
             Rule::quantifier => {
                 let mut parts = pair.into_inner();
                 let kind = match parts.next()?.as_rule() {
@@ -1101,25 +1134,23 @@ impl Lowerer<'_> {
         };
         Some(Expr { kind, span })
     }
+}
 
-    /// `operand (operator operand)*`, folded to the left. For comparisons the grammar
-    /// allows only one operator (they do not chain).
-    fn binary_chain(&mut self, mut children: Pairs<'_, Rule>) -> Option<Expr> {
-        let mut lhs = self.expr(children.next()?)?;
-        while let Some(operator) = children.next() {
-            let op = binary_op(&operator)?;
-            let rhs = self.expr(children.next()?)?;
-            let span = lhs.span.to(rhs.span);
-            lhs = Expr {
-                kind: ExprKind::Binary {
-                    op,
-                    lhs: Box::new(lhs),
-                    rhs: Box::new(rhs),
-                },
-                span,
-            };
+/// Binding powers, loosest first. `not` takes a comparison (or anything tighter) as its
+/// operand; unary minus takes only an operand or another unary minus.
+const NOT_POWER: u8 = 3;
+const COMPARISON_POWER: u8 = 4;
+const NEG_POWER: u8 = 7;
+
+fn binding_power(op: BinaryOp) -> u8 {
+    match op {
+        BinaryOp::Or => 1,
+        BinaryOp::And => 2,
+        BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
+            COMPARISON_POWER
         }
-        Some(lhs)
+        BinaryOp::Add | BinaryOp::Sub => 5,
+        BinaryOp::Mul | BinaryOp::Div => 6,
     }
 }
 

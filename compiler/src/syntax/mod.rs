@@ -48,11 +48,22 @@ pub fn parse(
     sources: &mut Sources,
     loader: &dyn Loader,
 ) -> (Option<ast::SpecFile>, Vec<Diagnostic>) {
-    let text = sources
+    let (text, open_comment) = sources
         .get(file)
-        .map(|source| source.text.clone())
+        .map(|source| blank_comments(&source.text))
         .unwrap_or_default();
     let mut diagnostics = Vec::new();
+    if let Some(start) = open_comment {
+        diagnostics.push(
+            Diagnostic::new(
+                Code::E001,
+                Span::new(file, start, start + 2),
+                "unterminated `/*` comment",
+            )
+            .with_label("this comment is never closed")
+            .with_help("close it with `*/`"),
+        );
+    }
     let spec = Driver {
         text: &text,
         file,
@@ -101,7 +112,7 @@ impl Driver<'_> {
                 position = end;
                 continue;
             }
-            match CharterParser::parse(Rule::item_entry, rest) {
+            match CharterParser::parse(entry_rule(rest), rest) {
                 Ok(mut pairs) => {
                     let Some(pair) = pairs.next() else {
                         break;
@@ -262,6 +273,27 @@ impl Driver<'_> {
     }
 }
 
+/// The rule to parse the item at the start of `rest` with, from its first word.
+fn entry_rule(rest: &str) -> Rule {
+    let word_length = rest
+        .bytes()
+        .take_while(|byte| byte.is_ascii_alphanumeric() || *byte == b'_')
+        .count();
+    match rest.get(..word_length).unwrap_or("") {
+        "import" => Rule::import_entry,
+        "models" => Rule::models_entry,
+        "rules" => Rule::rules_entry,
+        "contract" => Rule::contract_entry,
+        "tool" => Rule::tool_entry,
+        "role" => Rule::role_entry,
+        "gate" => Rule::gate_entry,
+        "repair" => Rule::repair_entry,
+        "invariant" => Rule::invariant_entry,
+        "budget" => Rule::budget_entry_point,
+        _ => Rule::item_entry,
+    }
+}
+
 /// The offset of a pest error in the text that was parsed.
 fn error_offset(error: &pest::error::Error<Rule>) -> usize {
     match error.location {
@@ -270,12 +302,115 @@ fn error_offset(error: &pest::error::Error<Rule>) -> usize {
     }
 }
 
-/// Skips whitespace and comments from `position`.
+/// `text` with every `//` and `/* */` comment replaced by spaces (line breaks kept), so
+/// that the grammar need not match comments and every byte offset stays the same.
+/// Strings and `"""` blocks are left alone. Also returns where an unclosed `/*` starts.
+fn blank_comments(text: &str) -> (String, Option<usize>) {
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        Code,
+        Str,
+        Block,
+        LineComment,
+        BlockComment,
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut state = State::Code;
+    let mut index = 0;
+    let mut comment_start = 0;
+    while let Some(&byte) = bytes.get(index) {
+        let next = bytes.get(index + 1).copied();
+        let triple = bytes.get(index..index + 3) == Some(b"\"\"\"".as_slice());
+        match state {
+            State::Code => {
+                if triple {
+                    out.extend_from_slice(b"\"\"\"");
+                    index += 3;
+                    state = State::Block;
+                    continue;
+                }
+                match (byte, next) {
+                    (b'"', _) => state = State::Str,
+                    (b'/', Some(b'/')) => state = State::LineComment,
+                    (b'/', Some(b'*')) => {
+                        comment_start = index;
+                        out.extend_from_slice(b"  ");
+                        index += 2;
+                        state = State::BlockComment;
+                        continue;
+                    }
+                    _ => {}
+                }
+                out.push(if state == State::LineComment {
+                    b' '
+                } else {
+                    byte
+                });
+            }
+            State::Str => {
+                out.push(byte);
+                match byte {
+                    b'\\' => {
+                        if let Some(escaped) = next {
+                            out.push(escaped);
+                            index += 1;
+                        }
+                    }
+                    b'"' | b'\n' => state = State::Code,
+                    _ => {}
+                }
+            }
+            State::Block => {
+                if triple {
+                    out.extend_from_slice(b"\"\"\"");
+                    index += 3;
+                    state = State::Code;
+                    continue;
+                }
+                out.push(byte);
+            }
+            State::LineComment => {
+                if byte == b'\n' {
+                    out.push(b'\n');
+                    state = State::Code;
+                } else {
+                    out.push(b' ');
+                }
+            }
+            State::BlockComment => {
+                if byte == b'*' && next == Some(b'/') {
+                    out.extend_from_slice(b"  ");
+                    index += 2;
+                    state = State::Code;
+                    continue;
+                }
+                out.push(if byte == b'\n' { b'\n' } else { b' ' });
+            }
+        }
+        index += 1;
+    }
+    // Only ASCII bytes inside comments were replaced, and every other byte was copied, so
+    // the result is valid UTF-8; fall back to the original text if it somehow is not.
+    let open_comment = (state == State::BlockComment).then_some(comment_start);
+    (
+        String::from_utf8(out).unwrap_or_else(|_| text.to_string()),
+        open_comment,
+    )
+}
+
+/// Skips whitespace (Unicode `White_Space`, as the grammar's `WHITESPACE`) and comments
+/// from `position`.
 fn skip_trivia(text: &str, mut position: usize) -> usize {
     let bytes = text.as_bytes();
     loop {
+        if let Some(character) = text.get(position..).and_then(|rest| rest.chars().next())
+            && character.is_whitespace()
+        {
+            position += character.len_utf8();
+            continue;
+        }
         match bytes.get(position) {
-            Some(b' ' | b'\t' | b'\r' | b'\n') => position += 1,
             Some(b'/') if bytes.get(position + 1) == Some(&b'/') => {
                 while let Some(&byte) = bytes.get(position) {
                     if byte == b'\n' {

@@ -506,6 +506,36 @@ fn unclosed_blocks() {
 }
 
 #[test]
+fn comments() {
+    check(
+        &format!(
+            "{HEADER}// a comment with \"quotes\" and role x {{\n/* block\n contract X {{ */ budget {{ steps 1 }} // end\n"
+        ),
+        "",
+    );
+    check(
+        &format!("{HEADER}rules r {{ \"http://example.com /* not a comment */\" }}\n"),
+        "",
+    );
+    let (spec, _, _) = parse_with(
+        &format!("{HEADER}rules r {{ \"http://example.com /* x */\" }}\n"),
+        &NoFiles,
+    );
+    match spec.as_ref().and_then(|spec| spec.items.first()) {
+        Some(Item::Rules(rules)) => assert_eq!(
+            rules.lines.first().map(|line| line.value.as_str()),
+            Some("http://example.com /* x */")
+        ),
+        other => panic!("not rules: {other:?}"),
+    }
+    check(
+        &format!("{HEADER}budget {{ steps 1 }}\n/* never closed\nrole x {{}}\n"),
+        "E001 3:1 unterminated `/*` comment",
+    );
+    check(&format!("{HEADER}role r {{ model: m // ü 😀\n}}\n"), "");
+}
+
+#[test]
 fn header_errors() {
     check("", "E001 1:1 expected `spec`");
     check("spec X version \"1\"", "E001 1:6 expected a name");
@@ -973,4 +1003,359 @@ fn other_items() {
         &format!("{HEADER}role r {{ prompt: file(\"missing.j2\") }}\n"),
         "E016 2:23 cannot read prompt file `missing.j2`",
     );
+}
+
+/// Parses `import role "r.md"` with `role_text` as the file; returns the role (if any) and
+/// the diagnostics, rendered with positions in whichever file they point into.
+fn import_role(role_text: &str) -> (Option<Role>, String, Sources) {
+    let mut loader = MemoryLoader::default();
+    loader
+        .files
+        .insert("r.md".to_string(), role_text.to_string());
+    let text = format!("{HEADER}import role \"r.md\"\n");
+    let (spec, diagnostics, sources) = parse_with(&text, &loader);
+    let role = match spec.and_then(|spec| spec.items.into_iter().next()) {
+        Some(Item::Import(import)) => import.role,
+        _ => None,
+    };
+    let mut rendered = String::new();
+    for diagnostic in &diagnostics {
+        let span = diagnostic.primary_span();
+        let (line, column) = span.map_or((0, 0), |span| sources.line_column(span.file, span.start));
+        let file = span
+            .and_then(|span| sources.get(span.file))
+            .map_or("?", |file| file.name.as_str());
+        let _ = writeln!(
+            rendered,
+            "{} {file}:{line}:{column} {}",
+            diagnostic.code, diagnostic.message
+        );
+    }
+    (role, rendered, sources)
+}
+
+fn check_role_file(role_text: &str, expect: &str) {
+    let (_, got, _) = import_role(role_text);
+    assert_eq!(got.trim(), expect.trim(), "role file:\n{role_text}");
+}
+
+#[test]
+fn role_files() {
+    let (role, diagnostics, sources) = import_role(CREATIVE_ROLE);
+    assert_eq!(diagnostics, "");
+    let Some(role) = role else {
+        panic!("no role");
+    };
+    assert_eq!(role.name.name, "creative");
+    assert_eq!(sources.snippet(role.name.span), "creative");
+    assert_eq!(
+        role.origin,
+        RoleOrigin::File {
+            path: "r.md".to_string()
+        }
+    );
+    assert_eq!(
+        role.display_name.as_ref().map(|n| n.value.as_str()),
+        Some("Creative writer")
+    );
+    assert_eq!(
+        role.description.as_ref().map(|n| sources.snippet(n.span)),
+        Some("Writes the creative parts")
+    );
+    match &role.model {
+        Some(ModelRef::Alias(alias)) => assert_eq!(sources.snippet(alias.span), "default"),
+        other => panic!("model: {other:?}"),
+    }
+    let names = |idents: &[Ident]| {
+        idents
+            .iter()
+            .map(|i| format!("{}@{}", i.name, sources.snippet(i.span)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(names(&role.inputs), "Task@Task");
+    assert_eq!(
+        role.output.as_ref().map(|o| o.name.as_str()),
+        Some("StageResult")
+    );
+    assert_eq!(names(&role.tools), "web_search@web_search publish@publish");
+    assert_eq!(names(&role.rules), "core@core");
+    assert_eq!(role.timeout.as_ref().map(|t| t.millis), Some(300_000));
+    assert_eq!(
+        role.retry
+            .as_ref()
+            .map(|r| (r.count.value, r.backoff.as_ref().map(|b| b.millis))),
+        Some((2, Some(1000)))
+    );
+    assert_eq!(role.max_tool_calls.as_ref().map(|m| m.value), Some(4));
+    assert_eq!(
+        role.tool_rules
+            .iter()
+            .map(|rule| format!("{}: {}", rule.tool.name, rule.note.value))
+            .collect::<Vec<_>>(),
+        ["publish: only once, at the end"]
+    );
+    match &role.prompt {
+        Some(Prompt {
+            source:
+                PromptSource::File {
+                    path,
+                    file: Some(file),
+                },
+            span,
+        }) => {
+            assert_eq!(path.value, "r.md");
+            assert_eq!(*file, span.file);
+            assert_eq!(sources.snippet(*span), "Write {{ task.goal }}.\n");
+        }
+        other => panic!("prompt: {other:?}"),
+    }
+
+    // Other shapes of the same properties.
+    let (role, diagnostics, _) = import_role(
+        "---\nid: r\nmodel: \"openai:gpt-4o\"\ninput: [Task, Plan]\nretry: {count: 3, backoff: 2s}\n---\n",
+    );
+    assert_eq!(diagnostics, "");
+    let role = role.expect("role");
+    assert!(matches!(role.model, Some(ModelRef::Literal(ref lit)) if lit.value == "openai:gpt-4o"));
+    assert_eq!(role.inputs.len(), 2);
+    assert_eq!(
+        role.retry
+            .as_ref()
+            .map(|r| (r.count.value, r.backoff.as_ref().map(|b| b.millis))),
+        Some((3, Some(2000)))
+    );
+    let (role, diagnostics, _) = import_role("---\nid: r\nretry: 4\n---\nbody");
+    assert_eq!(diagnostics, "");
+    assert_eq!(role.and_then(|r| r.retry).map(|r| r.count.value), Some(4));
+}
+
+#[test]
+fn malformed_role_files() {
+    check_role_file(
+        "no front matter",
+        "E016 r.md:1:1 role file `r.md` has no front matter",
+    );
+    check_role_file(
+        "---\nid: r\nnever closed\n",
+        "E016 r.md:1:1 role file `r.md` has no front matter",
+    );
+    check_role_file("---\nname: x\n---\n", "E016 r.md:2:1 role file has no `id`");
+    check_role_file(
+        "---\nid: Planner\n---\n",
+        "E016 r.md:2:5 role id `Planner` is not a valid name",
+    );
+    check_role_file(
+        "---\nid: r\ntoolz: [a]\n---\n",
+        "E016 r.md:3:1 unknown key `toolz` in role front matter",
+    );
+    check_role_file(
+        "---\nid: r\ntimeout: 3 days\n---\n",
+        "E013 r.md:3:10 unknown duration unit `days`",
+    );
+    check_role_file(
+        "---\nid: r\ntools: {a: 1}\n---\n",
+        "E016 r.md:3:8 `tools` must be a name or a list of names, found a map",
+    );
+    check_role_file(
+        "---\nid: r\nmax_tool_calls: many\n---\n",
+        "E016 r.md:3:17 `max_tool_calls` must be a non-negative integer, found a string",
+    );
+    check_role_file(
+        "---\nid: r\nretry: often\n---\n",
+        "E016 r.md:3:8 `retry` must be a count, `\"N backoff D\"` or `{count, backoff}`, found `often`",
+    );
+    let (_, diagnostics, _) = import_role("---\nid: [unclosed\n---\n");
+    assert!(
+        diagnostics.starts_with("E016 r.md:") && diagnostics.contains("malformed front matter"),
+        "{diagnostics}"
+    );
+    let (_, diagnostics, _) = import_role("---\n- a\n- b\n---\n");
+    assert!(
+        diagnostics.contains("malformed front matter"),
+        "{diagnostics}"
+    );
+    // The unknown key gets a "did you mean".
+    let mut loader = MemoryLoader::default();
+    loader.files.insert(
+        "r.md".to_string(),
+        "---\nid: r\ntoolz: [a]\n---\n".to_string(),
+    );
+    let (_, diagnostics, _) = parse_with(&format!("{HEADER}import role \"r.md\"\n"), &loader);
+    assert_eq!(
+        diagnostics.first().and_then(|d| d.help.as_deref()),
+        Some("did you mean `tools`?")
+    );
+}
+
+#[test]
+fn spans_point_at_the_right_text() {
+    let (spec, _, sources) = parse_with(EXAMPLE, &example_loader());
+    let spec = spec.expect("spec");
+    let snippet = |span| sources.snippet(span).to_string();
+    assert_eq!(snippet(spec.name.span), "closed_loop");
+    assert_eq!(snippet(spec.version.span), "\"1.0.0\"");
+    let mut found = Vec::new();
+    for item in &spec.items {
+        match item {
+            Item::Import(import) => found.push(snippet(import.span)),
+            Item::Contract(contract) if contract.name.name == "Plan" => {
+                found.push(snippet(contract.span));
+                for field in &contract.fields {
+                    found.push(snippet(field.span));
+                    found.push(snippet(field.ty.span));
+                    if let TypeKind::List(element, Some(range)) = &field.ty.kind {
+                        found.push(snippet(element.span));
+                        found.push(snippet(range.span));
+                    }
+                }
+            }
+            Item::Role(role) if role.name.name == "planner" => {
+                found.push(snippet(role.name.span));
+                if let Some(timeout) = &role.timeout {
+                    found.push(snippet(timeout.span));
+                }
+                if let Some(Prompt {
+                    source: PromptSource::File { path, .. },
+                    span,
+                }) = &role.prompt
+                {
+                    found.push(snippet(*span));
+                    found.push(snippet(path.span));
+                }
+            }
+            Item::Gate(gate) => {
+                if let Some(GateRule::Check {
+                    expr, code, span, ..
+                }) = gate.rules.first()
+                {
+                    found.push(snippet(*span));
+                    found.push(snippet(expr.span));
+                    found.push(snippet(code.span));
+                    if let ExprKind::Quantifier { over, body, .. } = &expr.kind {
+                        found.push(snippet(over.span));
+                        found.push(snippet(body.span));
+                    }
+                }
+                found.push(snippet(gate.pass_when.span));
+            }
+            Item::Flow(flow) => {
+                if let Some(step) = flow.steps.get(1) {
+                    found.push(snippet(step.span));
+                    found.push(snippet(step.name.span));
+                    if let Next::Goto(target) = &step.next {
+                        found.push(snippet(target.span()));
+                    }
+                }
+                if let Some(Step {
+                    next:
+                        Next::PassFail {
+                            fail: FailTarget::Repair(span),
+                            ..
+                        },
+                    ..
+                }) = flow.steps.get(3)
+                {
+                    found.push(snippet(*span));
+                }
+            }
+            _ => {}
+        }
+    }
+    let expect = [
+        "import role \"roles/creative.md\"",
+        "contract Plan { goal: string  tasks: list<Task>(1..=20) }",
+        "goal: string",
+        "string",
+        "tasks: list<Task>(1..=20)",
+        "list<Task>(1..=20)",
+        "Task",
+        "(1..=20)",
+        "planner",
+        "2m",
+        "file(\"prompts/planner.md.j2\")",
+        "\"prompts/planner.md.j2\"",
+        "hard all_done:  every r in candidate.items: r.status != failed   else STAGE_FAILED",
+        "every r in candidate.items: r.status != failed",
+        "STAGE_FAILED",
+        "candidate.items",
+        "r.status != failed",
+        "score >= 7.0",
+        "execute = each t in plan.tasks: executor(t) concurrency 4  -> review",
+        "execute",
+        "review",
+        "repair",
+    ];
+    assert_eq!(found, expect);
+}
+
+#[test]
+fn truncations_never_panic() {
+    let loader = example_loader();
+    let mut boundaries: Vec<usize> = (0..=EXAMPLE.len())
+        .filter(|&index| EXAMPLE.is_char_boundary(index))
+        .collect();
+    boundaries.dedup();
+    for end in boundaries {
+        let text = EXAMPLE.get(..end).unwrap_or("");
+        let (spec, diagnostics, _) = parse_with(text, &loader);
+        // Every prefix either parses or says why not.
+        assert!(
+            spec.is_some() || !diagnostics.is_empty(),
+            "prefix of {end} bytes gave nothing"
+        );
+    }
+}
+
+#[test]
+fn strange_inputs_never_panic() {
+    let deep = format!(
+        "{HEADER}invariant i: always {}a{}\n",
+        "(".repeat(500),
+        ")".repeat(500)
+    );
+    let (_, diagnostics, _) = parse_with(&deep, &NoFiles);
+    assert!(diagnostics.iter().any(|d| d.code == crate::Code::E001));
+    let deep_list = format!(
+        "{HEADER}contract C {{ a: {}string{} }}\n",
+        "list<".repeat(300),
+        ">".repeat(300)
+    );
+    let (_, diagnostics, _) = parse_with(&deep_list, &NoFiles);
+    assert!(diagnostics.iter().any(|d| d.code == crate::Code::E001));
+    for text in [
+        "spec",
+        "spec x version \"1\" \"\"\"",
+        "spec x version \"1\"\n\"\"\"unclosed doc",
+        "spec x version \"1\"\nrole r { prompt: \"\"\"\n never closed\n",
+        "spec x version \"1\"\n/* unclosed comment",
+        "spec x version \"1\"\nflow {",
+        "spec x version \"1\"\nflow",
+        "spec x version \"1\"\nflow { a = ",
+        "spec x version \"1\"\nrules r { \"\\u{ffffffff}\" }",
+        "spec é version \"1\"",
+        "spec x version \"1\"\nrole é { }\ncontract ü {}",
+        "\u{feff}spec x version \"1\"",
+        "spec x version \"1\"\nbudget { tokens 99999999999999999999999 }",
+        "spec x version \"1\"\ninvariant i: always 99999999999999999999999",
+        "spec x version \"1\"\ninvariant i: always 1e999",
+    ] {
+        let _ = parse_with(text, &example_loader());
+    }
+}
+
+#[test]
+fn parse_speed_probe() {
+    let loader = example_loader();
+    let start = std::time::Instant::now();
+    for _ in 0..100 {
+        let _ = parse_with(EXAMPLE, &loader);
+    }
+    let ok = start.elapsed();
+    let broken = format!("{}\nrole {{ oops", EXAMPLE.get(..2000).unwrap_or(""));
+    let start = std::time::Instant::now();
+    for _ in 0..100 {
+        let _ = parse_with(&broken, &loader);
+    }
+    eprintln!("PROBE ok {:?} broken {:?}", ok / 100, start.elapsed() / 100);
 }

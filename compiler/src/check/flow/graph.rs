@@ -12,7 +12,7 @@ use petgraph::visit::{Bfs, EdgeRef, Reversed};
 use super::{cycle_text, name_list, shortest_cycle};
 use crate::check::Symbols;
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
-use crate::syntax::ast::{Action, FailTarget, Next, Step, StepBody, Target};
+use crate::syntax::ast::{Action, FailTarget, Ident, Next, Step, StepBody, Target};
 
 /// A node of the step graph: a step (by its position in [`StepGraph::steps`]) or the end
 /// of the run (every terminal: `done`, `blocked "..."`, `failed "..."`).
@@ -48,9 +48,15 @@ pub(super) struct StepGraph<'a> {
     /// The steps in flow order (first definitions only).
     pub steps: Vec<&'a Step>,
     pub graph: DiGraph<Node, Edge>,
+    /// `graph` without repair edges: the written transitions only (same node indices).
+    pub written: DiGraph<Node, Edge>,
     pub end: NodeIndex,
+    /// Step name -> node.
+    index: BTreeMap<&'a str, NodeIndex>,
+    /// For each gate step: the steps with a path of written transitions to it.
+    upstream: BTreeMap<NodeIndex, Vec<NodeIndex>>,
     /// Step targets (in transitions and `rerun` arms) that name no step.
-    unresolved: Vec<&'a crate::syntax::ast::Ident>,
+    unresolved: Vec<&'a Ident>,
 }
 
 impl<'a> StepGraph<'a> {
@@ -85,7 +91,7 @@ impl<'a> StepGraph<'a> {
             .collect();
         let mut unresolved = Vec::new();
         let add_target = |graph: &mut DiGraph<Node, Edge>,
-                          unresolved: &mut Vec<&'a crate::syntax::ast::Ident>,
+                          unresolved: &mut Vec<&'a Ident>,
                           from: NodeIndex,
                           target: &'a Target| {
             let node = match target {
@@ -126,57 +132,48 @@ impl<'a> StepGraph<'a> {
                             add_target(&mut graph, &mut unresolved, from, target)
                         }
                         FailTarget::Repair(span) => {
-                            let mut ends_run = finalize_steps.is_empty();
-                            for arm in symbols.repair.iter().flat_map(|repair| &repair.arms) {
-                                let (to, span) = match &arm.action {
-                                    Action::Rerun { step, .. } => {
-                                        match index.get(step.name.as_str()) {
-                                            Some(node) => (*node, step.span),
-                                            None => {
-                                                unresolved.push(step);
-                                                continue;
-                                            }
-                                        }
-                                    }
-                                    Action::Replan(span) => (NodeIndex::new(0), *span),
-                                    Action::Block(_) | Action::Fail(_) => {
-                                        ends_run = true;
-                                        continue;
-                                    }
-                                    Action::Accept(_) | Action::Ask(_) => continue,
-                                };
-                                graph.add_edge(
-                                    from,
-                                    to,
-                                    Edge {
-                                        kind: EdgeKind::Repair,
-                                        span,
-                                    },
-                                );
-                            }
-                            let ends = finalize_steps
-                                .iter()
-                                .copied()
-                                .chain(ends_run.then_some(end));
-                            for to in ends {
-                                graph.add_edge(
-                                    from,
-                                    to,
-                                    Edge {
-                                        kind: EdgeKind::RepairEnd,
-                                        span: *span,
-                                    },
-                                );
+                            let edges = repair_edges(
+                                symbols,
+                                step,
+                                *span,
+                                &index,
+                                &finalize_steps,
+                                end,
+                                &mut unresolved,
+                            );
+                            for (to, edge) in edges {
+                                graph.add_edge(from, to, edge);
                             }
                         }
                     }
                 }
             }
         }
+        let written = graph.filter_map(
+            |_, node| Some(*node),
+            |_, edge| (edge.kind == EdgeKind::Next).then_some(*edge),
+        );
+        let upstream = steps
+            .iter()
+            .enumerate()
+            .filter(|(_, step)| matches!(step.body, StepBody::Gate { .. }))
+            .map(|(position, _)| {
+                let node = NodeIndex::new(position);
+                let reached = reverse_reach(&written, &[node]);
+                let found = (0..steps.len())
+                    .filter(|other| *other != position && reached.get(*other) == Some(&true))
+                    .map(NodeIndex::new)
+                    .collect();
+                (node, found)
+            })
+            .collect();
         Some(StepGraph {
             steps,
             graph,
+            written,
             end,
+            index,
+            upstream,
             unresolved,
         })
     }
@@ -199,37 +196,13 @@ impl<'a> StepGraph<'a> {
     }
 
     pub fn node_of(&self, name: &str) -> Option<NodeIndex> {
-        self.steps
-            .iter()
-            .position(|step| step.name.name == name)
-            .map(NodeIndex::new)
+        self.index.get(name).copied()
     }
 
-    /// The graph of written transitions only (repair edges removed); node indices are the
-    /// same as in `graph`.
-    pub fn written(&self) -> DiGraph<Node, Edge> {
-        self.graph.filter_map(
-            |_, node| Some(*node),
-            |_, edge| (edge.kind == EdgeKind::Next).then_some(*edge),
-        )
-    }
-
-    /// The steps with a path of written transitions to `node` (not `node` itself), in flow
-    /// order.
-    pub fn upstream(&self, node: NodeIndex) -> Vec<NodeIndex> {
-        let written = self.written();
-        let reversed = Reversed(&written);
-        let mut bfs = Bfs::new(reversed, node);
-        let mut found = BTreeSet::new();
-        while let Some(next) = bfs.next(reversed) {
-            if next != node {
-                found.insert(next);
-            }
-        }
-        found
-            .into_iter()
-            .filter(|index| matches!(self.graph.node_weight(*index), Some(Node::Step(_))))
-            .collect()
+    /// The steps with a path of written transitions to the gate step `node` (not `node`
+    /// itself), in flow order; empty for a step that is not a gate step.
+    pub fn upstream(&self, node: NodeIndex) -> &[NodeIndex] {
+        self.upstream.get(&node).map_or(&[], Vec::as_slice)
     }
 
     /// Reports step targets that name no step (E002). Only reached when the name checks
@@ -267,15 +240,15 @@ impl<'a> StepGraph<'a> {
 
     /// E006: every cycle of written transitions (one that uses no repair edge).
     fn check_loops(&self, symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
-        let written = self.written();
-        let mut components = tarjan_scc(&written);
+        let written = &self.written;
+        let mut components = tarjan_scc(written);
         components.sort_by_key(|component| component.iter().min().copied());
         for component in components {
             let members: BTreeSet<NodeIndex> = component.iter().copied().collect();
             let Some(head) = members.first().copied() else {
                 continue;
             };
-            let Some((path, closing)) = shortest_cycle(&written, &members, head) else {
+            let Some((path, closing)) = shortest_cycle(written, &members, head) else {
                 continue;
             };
             let Some(edge) = written.edge_weight(closing) else {
@@ -419,7 +392,16 @@ impl<'a> StepGraph<'a> {
     /// E012: a gate step from whose pass path no written transition reaches a `finalize`
     /// step or a terminal (skipped where E007 already reported the steps as stuck).
     fn check_gates_finish(&self, stuck: &BTreeSet<NodeIndex>, diagnostics: &mut Vec<Diagnostic>) {
-        let written = self.written();
+        let written = &self.written;
+        let mut finish_nodes = vec![self.end];
+        finish_nodes.extend(
+            self.steps
+                .iter()
+                .enumerate()
+                .filter(|(_, step)| matches!(step.body, StepBody::Finalize { .. }))
+                .map(|(position, _)| NodeIndex::new(position)),
+        );
+        let finishing = reverse_reach(written, &finish_nodes);
         for (position, step) in self.steps.iter().enumerate() {
             let StepBody::Gate { gate } = &step.body else {
                 continue;
@@ -439,20 +421,10 @@ impl<'a> StepGraph<'a> {
             if starts.iter().any(|node| stuck.contains(node)) {
                 continue;
             }
-            let finishes = starts.iter().any(|start| {
-                let mut bfs = Bfs::new(&written, *start);
-                while let Some(node) = bfs.next(&written) {
-                    if node == self.end
-                        || self
-                            .step(node)
-                            .is_some_and(|step| matches!(step.body, StepBody::Finalize { .. }))
-                    {
-                        return true;
-                    }
-                }
-                false
-            });
-            if finishes {
+            if starts
+                .iter()
+                .any(|start| finishing.get(start.index()) == Some(&true))
+            {
                 continue;
             }
             diagnostics.push(
@@ -472,4 +444,91 @@ impl<'a> StepGraph<'a> {
             );
         }
     }
+}
+
+/// The edges of a gate step's `fail -> repair` (at `fail_span`): a repair edge to the
+/// step each applicable `rerun` arm names (the entry step for `replan`), and the edges
+/// taken when repairing ends: to every `finalize` step, and to the end of the run when
+/// there is no finalize step or an arm blocks or fails the run.
+fn repair_edges<'a>(
+    symbols: &Symbols<'a>,
+    step: &Step,
+    fail_span: Span,
+    index: &BTreeMap<&str, NodeIndex>,
+    finalize_steps: &[NodeIndex],
+    end: NodeIndex,
+    unresolved: &mut Vec<&'a Ident>,
+) -> Vec<(NodeIndex, Edge)> {
+    let gate = match &step.body {
+        StepBody::Gate { gate } => symbols.gates.get(gate.name.as_str()).copied(),
+        _ => None,
+    };
+    let arms = symbols
+        .repair
+        .iter()
+        .flat_map(|repair| &repair.arms)
+        .filter(|arm| super::repair::arm_applies(arm, gate));
+    let mut edges = Vec::new();
+    let mut ends_run = finalize_steps.is_empty();
+    for arm in arms {
+        let (to, span) = match &arm.action {
+            Action::Rerun { step, .. } => match index.get(step.name.as_str()) {
+                Some(node) => (*node, step.span),
+                None => {
+                    unresolved.push(step);
+                    continue;
+                }
+            },
+            Action::Replan(span) => (NodeIndex::new(0), *span),
+            Action::Block(_) | Action::Fail(_) => {
+                ends_run = true;
+                continue;
+            }
+            Action::Accept(_) | Action::Ask(_) => continue,
+        };
+        edges.push((
+            to,
+            Edge {
+                kind: EdgeKind::Repair,
+                span,
+            },
+        ));
+    }
+    let ends = finalize_steps
+        .iter()
+        .copied()
+        .chain(ends_run.then_some(end));
+    for to in ends {
+        edges.push((
+            to,
+            Edge {
+                kind: EdgeKind::RepairEnd,
+                span: fail_span,
+            },
+        ));
+    }
+    edges
+}
+
+/// Which nodes have a path to one of `targets` in `graph` (the targets included), by index.
+fn reverse_reach(graph: &DiGraph<Node, Edge>, targets: &[NodeIndex]) -> Vec<bool> {
+    let mut reached = vec![false; graph.node_count()];
+    let mut stack = Vec::new();
+    for target in targets {
+        if let Some(flag) = reached.get_mut(target.index()) {
+            *flag = true;
+            stack.push(*target);
+        }
+    }
+    while let Some(node) = stack.pop() {
+        for previous in graph.neighbors_directed(node, Direction::Incoming) {
+            if let Some(flag) = reached.get_mut(previous.index())
+                && !*flag
+            {
+                *flag = true;
+                stack.push(previous);
+            }
+        }
+    }
+    reached
 }

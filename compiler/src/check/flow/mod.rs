@@ -46,8 +46,9 @@ pub struct FlowFacts {
     /// Every judge: a role whose output some gate reads (through a step that calls it) or
     /// that a per-item `check GATE by ROLE` names. Sorted, without duplicates.
     pub judges: Vec<String>,
-    /// The repair edges: one per gate step with `fail -> repair` and `rerun`/`replan` arm
-    /// of the `repair` block, in flow order and then arm order.
+    /// The repair edges: for each gate step with `fail -> repair` (in flow order), one per
+    /// `rerun`/`replan` arm of the `repair` block that applies to its gate (a `_` arm, or
+    /// an arm naming a code the gate emits), in arm order.
     pub repair_edges: Vec<RepairEdge>,
 }
 
@@ -166,7 +167,12 @@ fn facts(
             repairs,
         });
         if let (true, Some(repair)) = (repairs, symbols.repair) {
-            for arm in &repair.arms {
+            let gate = symbols.gates.get(gate.name.as_str()).copied();
+            let arms = repair
+                .arms
+                .iter()
+                .filter(|arm| repair::arm_applies(arm, gate));
+            for arm in arms {
                 let (target, with_feedback, replan) = match &arm.action {
                     crate::syntax::ast::Action::Rerun {
                         step,
@@ -199,13 +205,28 @@ fn facts(
 }
 
 /// Calls `visit` with the first name of every path in `expr` that is not bound by an
-/// enclosing quantifier (`every x in p: ...` binds `x` in its body).
+/// enclosing quantifier (`every x in p: ...` binds `x` in its body), left to right.
+/// Iterative, so a deeply nested expression cannot overflow the stack.
 fn for_each_root<'e>(expr: &'e Expr, visit: &mut dyn FnMut(&'e Ident, &'e Expr)) {
-    fn walk<'e>(
-        expr: &'e Expr,
-        bound: &mut Vec<&'e str>,
-        visit: &mut dyn FnMut(&'e Ident, &'e Expr),
-    ) {
+    enum Work<'e> {
+        Visit(&'e Expr),
+        Bind(&'e str),
+        Unbind,
+    }
+    let mut bound: Vec<&'e str> = Vec::new();
+    let mut stack = vec![Work::Visit(expr)];
+    while let Some(work) = stack.pop() {
+        let expr = match work {
+            Work::Visit(expr) => expr,
+            Work::Bind(name) => {
+                bound.push(name);
+                continue;
+            }
+            Work::Unbind => {
+                bound.pop();
+                continue;
+            }
+        };
         match &expr.kind {
             ExprKind::Path(parts) => {
                 if let Some(first) = parts.first()
@@ -214,33 +235,24 @@ fn for_each_root<'e>(expr: &'e Expr, visit: &mut dyn FnMut(&'e Ident, &'e Expr))
                     visit(first, expr);
                 }
             }
-            ExprKind::List(items) => {
-                for item in items {
-                    walk(item, bound, visit);
-                }
+            ExprKind::List(items) | ExprKind::Call { args: items, .. } => {
+                stack.extend(items.iter().rev().map(Work::Visit));
             }
             ExprKind::Record(fields) => {
-                for (_, value) in fields {
-                    walk(value, bound, visit);
-                }
+                stack.extend(fields.iter().rev().map(|(_, value)| Work::Visit(value)));
             }
-            ExprKind::Unary { operand, .. } => walk(operand, bound, visit),
+            ExprKind::Unary { operand, .. } => stack.push(Work::Visit(operand)),
             ExprKind::Binary { lhs, rhs, .. } => {
-                walk(lhs, bound, visit);
-                walk(rhs, bound, visit);
-            }
-            ExprKind::Call { args, .. } => {
-                for arg in args {
-                    walk(arg, bound, visit);
-                }
+                stack.push(Work::Visit(rhs));
+                stack.push(Work::Visit(lhs));
             }
             ExprKind::Quantifier {
                 var, over, body, ..
             } => {
-                walk(over, bound, visit);
-                bound.push(var.name.as_str());
-                walk(body, bound, visit);
-                bound.pop();
+                stack.push(Work::Unbind);
+                stack.push(Work::Visit(body));
+                stack.push(Work::Bind(var.name.as_str()));
+                stack.push(Work::Visit(over));
             }
             ExprKind::Bool(_)
             | ExprKind::Int(_)
@@ -249,7 +261,6 @@ fn for_each_root<'e>(expr: &'e Expr, visit: &mut dyn FnMut(&'e Ident, &'e Expr))
             | ExprKind::None => {}
         }
     }
-    walk(expr, &mut Vec::new(), visit);
 }
 
 /// The shortest cycle through `head` that stays inside `members`: the nodes from `head`

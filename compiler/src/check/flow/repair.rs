@@ -11,7 +11,8 @@ use super::{keyword_span, name_list};
 use crate::check::Symbols;
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
 use crate::syntax::ast::{
-    Action, FailTarget, Gate, GateRule, Ident, Next, Repair, RepairPattern, Step, StepBody,
+    Action, FailTarget, Gate, GateRule, Ident, Next, Repair, RepairArm, RepairPattern, Step,
+    StepBody,
 };
 
 /// Every issue code `gate` can emit, in rule order: `hard`/`warn ... else CODE` and
@@ -26,13 +27,34 @@ pub(super) fn gate_codes(gate: &Gate) -> Vec<&Ident> {
         .collect()
 }
 
+/// Whether `gate` can emit issue `code`.
+fn gate_emits(gate: &Gate, code: &str) -> bool {
+    gate.rules.iter().any(|rule| match rule {
+        GateRule::Check { code: emitted, .. } => emitted.name == code,
+        GateRule::Score { below, .. } => below
+            .as_ref()
+            .is_some_and(|(_, emitted)| emitted.name == code),
+    })
+}
+
+/// Whether a repair arm can apply to failures of `gate`: a `_` arm always does, a code
+/// arm when the gate emits one of its codes. An unknown gate (reported elsewhere) is
+/// taken to match every arm.
+pub(super) fn arm_applies(arm: &RepairArm, gate: Option<&Gate>) -> bool {
+    let (RepairPattern::Codes(codes), Some(gate)) = (&arm.pattern, gate) else {
+        return true;
+    };
+    codes.iter().any(|code| gate_emits(gate, &code.name))
+}
+
 /// A gate step whose failures go to the repair block.
 struct RepairedStep<'a> {
-    node: NodeIndex,
     step: &'a Step,
     gate: &'a Gate,
     /// The `repair` of `fail -> repair`.
     fail_span: Span,
+    /// The steps that lead to this one (the steps a `rerun` may target), in flow order.
+    upstream: &'a [NodeIndex],
 }
 
 pub(super) fn check(
@@ -52,11 +74,12 @@ pub(super) fn check(
         };
         fail_spans.push((*step, *fail_span, gate));
         if let Some(gate) = symbols.gates.get(gate.name.as_str()) {
+            let node = NodeIndex::new(position);
             repaired.push(RepairedStep {
-                node: NodeIndex::new(position),
                 step,
                 gate,
                 fail_span: *fail_span,
+                upstream: step_graph.upstream(node),
             });
         }
     }
@@ -162,7 +185,7 @@ fn check_coverage(
 /// The step to suggest rerunning for a repaired gate: its subject when that feeds it,
 /// else the nearest step that does.
 fn rerun_suggestion(repaired_step: &RepairedStep<'_>, step_graph: &StepGraph<'_>) -> String {
-    let upstream = step_graph.upstream(repaired_step.node);
+    let upstream = repaired_step.upstream;
     let subject = repaired_step.gate.subject.name.as_str();
     if let Some(node) = step_graph.node_of(subject)
         && upstream.contains(&node)
@@ -225,17 +248,11 @@ fn check_rerun_targets(
         let Some(target_node) = step_graph.node_of(&target.name) else {
             continue;
         };
-        let relevant = repaired.iter().filter(|repaired_step| match &arm.pattern {
-            RepairPattern::Wildcard(_) => true,
-            RepairPattern::Codes(codes) => {
-                let gate_codes = gate_codes(repaired_step.gate);
-                codes
-                    .iter()
-                    .any(|code| gate_codes.iter().any(|emitted| emitted.name == code.name))
-            }
-        });
+        let relevant = repaired
+            .iter()
+            .filter(|repaired_step| arm_applies(arm, Some(repaired_step.gate)));
         for repaired_step in relevant {
-            let upstream = step_graph.upstream(repaired_step.node);
+            let upstream = repaired_step.upstream;
             if upstream.contains(&target_node) {
                 continue;
             }

@@ -239,7 +239,7 @@ fn check_judge_tools(
                         entry.name
                     ),
                 )
-                .with_label(format!("a judge may not hold a `{effect}` tool"))
+                .with_label(format!("a judge may not hold a tool with effect `{effect}`"))
                 .with_note(read.span, note)
                 .with_help(format!(
                     "a judge must not change what it judges: remove `{}` from `{judge}`'s tools, \

@@ -148,9 +148,10 @@ pub(super) fn check_unused(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnost
 }
 
 /// W001: contracts no role or tool takes or gives, directly or through a used contract's
-/// fields. Built-in contracts are exempt.
+/// fields. Built-in contracts are exempt, and so is `Request`: by convention it is the
+/// type of the run's input (`request`) even when no role takes it.
 fn check_contracts(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
-    let mut pending: Vec<&str> = Vec::new();
+    let mut pending: Vec<&str> = vec!["Request"];
     for role in symbols.roles.values() {
         pending.extend(role.inputs.iter().map(|input| input.name.as_str()));
         pending.extend(role.output.iter().map(|output| output.name.as_str()));
@@ -187,15 +188,22 @@ fn check_contracts(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
     }
 }
 
-/// The contract names a type refers to (through lists).
+/// The contract name a type refers to (through lists), if any. A loop rather than
+/// recursion, so deeply nested list types cannot overflow the stack.
 fn named_types<'t>(ty: &'t TypeExpr, out: &mut Vec<&'t str>) {
-    match &ty.kind {
-        TypeKind::Named(name) => out.push(name.name.as_str()),
-        TypeKind::List(inner, _) => named_types(inner, out),
-        TypeKind::String
-        | TypeKind::Bool
-        | TypeKind::Int(_)
-        | TypeKind::Float(_)
-        | TypeKind::Enum(_) => {}
+    let mut ty = ty;
+    loop {
+        match &ty.kind {
+            TypeKind::Named(name) => {
+                out.push(name.name.as_str());
+                return;
+            }
+            TypeKind::List(inner, _) => ty = inner,
+            TypeKind::String
+            | TypeKind::Bool
+            | TypeKind::Int(_)
+            | TypeKind::Float(_)
+            | TypeKind::Enum(_) => return,
+        }
     }
 }

@@ -13,10 +13,15 @@
 
 pub use charter_compiler as compiler;
 
+pub mod budget;
+pub mod candidate;
 pub mod canonical;
+pub mod dag;
 pub mod eval;
+pub mod gate;
 pub mod prompt;
 pub mod provider;
+pub mod repair;
 pub mod replay;
 pub mod run;
 pub mod scenario;

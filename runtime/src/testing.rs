@@ -80,3 +80,39 @@ pub fn compile_spec_with(text: &str, files: &[(&str, &str)]) -> CompiledSpec {
         _ => panic!("the spec does not compile:\n{}", messages.join("\n")),
     }
 }
+
+/// A closed loop like DESIGN §2.1's, with inline prompts: plan, an `each` over the
+/// plan's tasks, a review, a gate with hard, warn and score rules, repair, finalize.
+pub const LOOP_SPEC: &str = r#"spec closed_loop version "1"
+contract Request { goal: string }
+contract Task { id: string  goal: string  depends_on: list<string> = [] }
+contract Plan { goal: string  tasks: list<Task>(1..=5) }
+contract StageResult { task_id: string  status: ok | failed | partial  output: string }
+contract Review { relevance: int(0..=10)  completeness: int(0..=10)  notes: string? }
+role planner { model: "openai:m" prompt: """{{ request.goal }}""" input: Request output: Plan }
+role executor { model: "openai:m" prompt: """{{ task.goal }}""" input: Task output: StageResult }
+role reviewer { model: "openai:m" prompt: """{{ candidate.id }}""" input: Candidate output: Review }
+role finalizer { model: "openai:m" prompt: """{{ candidate.id }}""" input: Candidate output: Delivery }
+gate quality on execute {
+  hard all_done:  every r in candidate.items: r.status != failed   else STAGE_FAILED
+  hard no_secret: not matches(candidate.text, "sk-[A-Za-z0-9]{20,}") else SECRET_LEAK
+  warn has_notes: review.notes != none                               else NO_NOTES
+  score relevance    weight 2: review.relevance     below 6 LOW_RELEVANCE
+  score completeness weight 1: review.completeness  below 6 INCOMPLETE
+  pass when score >= 7.0
+}
+repair {
+  rounds 3
+  STAGE_FAILED -> rerun execute
+  LOW_RELEVANCE, INCOMPLETE -> rerun execute with feedback
+  SECRET_LEAK -> block "secret in candidate"
+  NO_NOTES -> accept
+}
+flow {
+  plan    = planner(request)                                -> execute
+  execute = each t in plan.tasks: executor(t) concurrency 4  -> review
+  review  = reviewer(candidate)                             -> judge
+  judge   = gate quality                                    pass -> deliver  fail -> repair
+  deliver = finalize finalizer(best)                        -> done
+}
+"#;

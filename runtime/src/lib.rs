@@ -14,6 +14,7 @@
 pub use charter_compiler as compiler;
 
 pub mod budget;
+pub mod call;
 pub mod candidate;
 pub mod canonical;
 pub mod dag;

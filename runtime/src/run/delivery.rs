@@ -1,23 +1,18 @@
-//! Delivery: the candidate and the finalizer's summary written atomically (temp file + rename), read back and re-hashed.
+//! Delivery for the scheduler: the best candidate rebuilt from the stored outputs, written through [`crate::candidate::write_delivery`] (or checked in memory), re-hashed and compared.
 //!
-//! The delivered candidate is rebuilt from the stored step outputs, not from the copy
-//! the gate saw, so that anything that changed them after evaluation (a late overwrite,
-//! a `tamper` fault) shows up as a hash difference: `failed{delivery_mismatch}`, never a
-//! silent delivery.
+//! The delivered candidate is rebuilt from the stored step outputs, not from the copy the
+//! gate saw, so anything that changed them after evaluation (a late overwrite, a `tamper`
+//! fault) shows up as a hash difference: `failed{delivery_mismatch}`, never a silent delivery.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use crate::candidate::{Candidate, DELIVERY_FILE, write_delivery};
 
-pub use crate::canonical::hash_value;
+/// Where a delivery whose hash does not match is set aside (it is never left as `delivery.json`).
+pub const REJECTED_FILE: &str = "delivery.rejected.json";
 
-use super::state::{Candidate, CandidateContent};
-
-/// The file a delivery is written to, inside the output directory.
-pub const DELIVERY_FILE: &str = "delivery.json";
-
-/// Where a delivery goes: a directory, or memory (the bytes are still serialized and
-/// parsed back, so the check is the same).
+/// Where a delivery goes: a directory, or nowhere (the candidate is still rebuilt and
+/// re-hashed, so the check is the same).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DeliveryTarget {
     Directory(PathBuf),
@@ -33,82 +28,44 @@ pub struct Delivered {
     pub path: Option<PathBuf>,
 }
 
-/// Why a delivery was refused.
+/// What writing and reading back found.
 #[derive(Clone, Debug, PartialEq)]
-pub enum DeliveryProblem {
-    /// The written-and-read-back candidate does not hash to what the gate evaluated.
-    Mismatch { expected: String, found: String },
-    /// The file could not be written or read back.
-    Io(String),
+pub struct Checked {
+    /// `delivery.json` for a directory, empty in memory.
+    pub path: String,
+    pub actual_hash: String,
+    pub delivered: Option<Delivered>,
 }
 
-/// The delivery document: the candidate as stored now, and the summary.
-pub fn document(candidate: &Candidate, content: &CandidateContent, summary: &Value) -> Value {
-    json!({
-        "candidate": {
-            "id": candidate.id,
-            "round": candidate.round,
-            "evaluated_hash": candidate.hash,
-            "items": content.items,
-            "failed": content.failed,
-            "skipped": content.skipped,
-        },
-        "summary": summary,
-    })
-}
-
-/// Writes `document` to `target`, reads it back, and compares the hash of the candidate
-/// content read back with `expected_hash`.
+/// Delivers `rebuilt` (the candidate as stored now) with `summary`, and compares its
+/// hash with `evaluated_hash`. An I/O failure is an error message.
 pub fn deliver(
     target: &DeliveryTarget,
-    candidate_id: &str,
-    document: &Value,
-    expected_hash: &str,
-) -> Result<Delivered, DeliveryProblem> {
-    let bytes = serde_json::to_vec_pretty(document).map_err(|e| DeliveryProblem::Io(e.to_string()))?;
-    let (read_back, path) = match target {
-        DeliveryTarget::Memory => (bytes, None),
+    rebuilt: &Candidate,
+    summary: &str,
+    evaluated_hash: &str,
+) -> Result<Checked, String> {
+    let (path, actual_hash, written) = match target {
+        DeliveryTarget::Memory => (String::new(), rebuilt.rehash(), None),
         DeliveryTarget::Directory(directory) => {
-            let path = write_atomically(directory, &bytes).map_err(DeliveryProblem::Io)?;
-            let read = std::fs::read(&path)
-                .map_err(|e| DeliveryProblem::Io(format!("cannot read back `{}`: {e}", path.display())))?;
-            (read, Some(path))
+            let check = write_delivery(directory, rebuilt, summary, evaluated_hash).map_err(|e| e.to_string())?;
+            if !check.matches() {
+                // Keep the evidence, but never under the name of a delivery.
+                let rejected = directory.join(REJECTED_FILE);
+                std::fs::rename(&check.path, &rejected)
+                    .map_err(|e| format!("cannot set aside the mismatching delivery: {e}"))?;
+            }
+            (DELIVERY_FILE.to_string(), check.actual_hash, Some(check.path))
         }
     };
-    let parsed: Value = serde_json::from_slice(&read_back)
-        .map_err(|e| DeliveryProblem::Io(format!("the delivery read back is not JSON: {e}")))?;
-    let candidate = parsed.get("candidate").cloned().unwrap_or(Value::Null);
-    let hashed = json!({
-        "items": candidate.get("items").cloned().unwrap_or(Value::Null),
-        "failed": candidate.get("failed").cloned().unwrap_or(Value::Null),
-        "skipped": candidate.get("skipped").cloned().unwrap_or(Value::Null),
+    let delivered = (actual_hash == evaluated_hash).then(|| Delivered {
+        candidate_id: rebuilt.id.clone(),
+        hash: actual_hash.clone(),
+        path: written,
     });
-    let found = hash_value(&hashed);
-    if found != expected_hash {
-        return Err(DeliveryProblem::Mismatch {
-            expected: expected_hash.to_string(),
-            found,
-        });
-    }
-    Ok(Delivered {
-        candidate_id: candidate_id.to_string(),
-        hash: found,
+    Ok(Checked {
         path,
+        actual_hash,
+        delivered,
     })
-}
-
-/// Writes `bytes` to `directory/delivery.json` through a temporary file in the same
-/// directory and a rename, so the file is never seen half-written.
-fn write_atomically(directory: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(directory)
-        .map_err(|e| format!("cannot create `{}`: {e}", directory.display()))?;
-    let path = directory.join(DELIVERY_FILE);
-    let temporary = directory.join(format!(".{DELIVERY_FILE}.tmp"));
-    std::fs::write(&temporary, bytes)
-        .map_err(|e| format!("cannot write `{}`: {e}", temporary.display()))?;
-    std::fs::rename(&temporary, &path).map_err(|e| {
-        let _ = std::fs::remove_file(&temporary);
-        format!("cannot rename into `{}`: {e}", path.display())
-    })?;
-    Ok(path)
 }

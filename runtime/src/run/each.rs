@@ -7,11 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use charter_compiler::graph::{ItemCheckIr, NameIr};
-use petgraph::algo::toposort;
-use petgraph::graph::DiGraph;
 use serde_json::{Map, Value};
 
-use super::gate::evaluate_gate;
+use super::gate::judge;
+use crate::dag::WorkDag;
 use super::state::{ItemRecord, ItemStatus};
 use super::step::{CallUnit, CallUpdate, JobBody};
 use super::{Halt, Scheduler, Stop};
@@ -53,55 +52,20 @@ impl Work {
     }
 }
 
-/// The work items of an `each` over `list`: ids from `id` fields (else the position,
-/// zero-padded), dependencies from `depends_on`. An error is a cycle, a duplicate id or
-/// a dependency on a missing item.
+/// The work items of an `each` over `list`, in id order, with their dependencies (built
+/// and checked by [`WorkDag::build`]: a cycle, a repeated id or a missing dependency is an
+/// error message).
 pub fn build_items(list: &[Value]) -> Result<Vec<(String, Value, Vec<String>)>, String> {
-    let width = list.len().to_string().len();
-    let mut items = Vec::with_capacity(list.len());
-    for (index, value) in list.iter().enumerate() {
-        let id = match value.get("id") {
-            Some(Value::String(id)) => id.clone(),
-            Some(Value::Number(number)) => number.to_string(),
-            _ => format!("{:0width$}", index + 1),
-        };
-        let depends_on: Vec<String> = match value.get("depends_on") {
-            Some(Value::Array(ids)) => ids
-                .iter()
-                .map(|id| match id {
-                    Value::String(id) => id.clone(),
-                    other => other.to_string(),
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        items.push((id, value.clone(), depends_on));
-    }
-    let mut graph = DiGraph::<usize, ()>::new();
-    let mut nodes = BTreeMap::new();
-    for (index, (id, ..)) in items.iter().enumerate() {
-        if nodes.insert(id.clone(), graph.add_node(index)).is_some() {
-            return Err(format!("two work items have the id `{id}`"));
-        }
-    }
-    for (id, _, depends_on) in &items {
-        for dependency in depends_on {
-            let (Some(from), Some(to)) = (nodes.get(dependency), nodes.get(id)) else {
-                return Err(format!("item `{id}` depends on `{dependency}`, which is not in the list"));
-            };
-            graph.add_edge(*from, *to, ());
-        }
-    }
-    if let Err(cycle) = toposort(&graph, None) {
-        let id = graph
-            .node_weight(cycle.node_id())
-            .and_then(|index| items.get(*index))
-            .map(|(id, ..)| id.clone())
-            .unwrap_or_default();
-        return Err(format!("the work items' depends_on form a cycle through `{id}`"));
-    }
-    items.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(items)
+    let dag = WorkDag::build(list).map_err(|error| error.to_string())?;
+    Ok(dag
+        .ids()
+        .into_iter()
+        .map(|id| {
+            let value = dag.item(&id).cloned().unwrap_or(Value::Null);
+            let depends_on = dag.dependencies(&id);
+            (id, value, depends_on)
+        })
+        .collect())
 }
 
 impl Scheduler<'_> {
@@ -271,11 +235,11 @@ impl Scheduler<'_> {
         if let (Some(by), Some(verdict)) = (&check.by, verdict) {
             bindings.set(NameIr::ByRole(by.clone()), verdict);
         }
-        let result = evaluate_gate(&check.gate, gate, &bindings, &[], &[]);
+        let result = judge(&check.gate, gate, &bindings, &[], &[]);
         let item_id = work.id.clone().unwrap_or_default();
         let event = result.event(&item_id, &hash_value(&output), Some(&item_id));
         self.emit_item(step, work.id.as_deref(), event)?;
-        if result.passed {
+        if result.passed() {
             self.settle(step, work, ItemStatus::Done(output))?;
             return Ok(None);
         }

@@ -7,10 +7,11 @@
 //! cassette gives the same trace whatever order tokio wakes the tasks in.
 //!
 //! Module map: [`step`] one role call and its provider retries; [`each`] work items, the
-//! task DAG, checks and stage retries; [`gate`] gate evaluation; [`repair`] the repair
-//! policy; [`delivery`] the verified delivery; [`budget`] budgets; [`state`] the state.
+//! task DAG, checks and stage retries; [`gate`] gate evaluation with the items issues
+//! name; [`repair`] the repair decision; [`delivery`] the verified delivery; [`state`] the
+//! state. The pure pieces they build on are the crate's `gate`, `repair`, `candidate`,
+//! `dag` and `budget` modules.
 
-pub mod budget;
 pub mod delivery;
 pub mod each;
 pub mod gate;
@@ -37,15 +38,16 @@ use crate::provider::{HumanChannel, HumanRequest, Provider};
 use crate::trace::{EventKind, RepairAction, RetryKind, TraceEvent, TraceSink};
 use crate::validate::{Validator, violations_text};
 
-pub use budget::BudgetKind;
+pub use crate::trace::BudgetKind;
 pub use delivery::{Delivered, DeliveryTarget};
 pub use outcome::{Fault, Outcome, Reason, RunConfig, RunError, RunOutcome, Tamper};
 pub use state::Phase;
 
 use each::{Work, WorkState, build_items};
-use gate::{GateResult, evaluate_gate};
-use repair::{Decision, RepairPolicy, is_no_progress};
-use state::{Candidate, CandidateContent, ItemStatus, RoundSignature, RunState, StepOutput};
+use crate::budget::BudgetMeter;
+use gate::{Judged, judge};
+use repair::{Decision, RepairPolicy};
+use state::{Candidate, CandidateContent, ItemStatus, RunState, StepOutput};
 use step::{CallUnit, JobMessage};
 
 /// Runs `spec` on `input` to a terminal state. All I/O comes in through the parameters:
@@ -68,7 +70,11 @@ pub async fn run(
         humans,
         config,
         sink,
-        state: RunState::new(Value::Null),
+        state: RunState::new(
+            Value::Null,
+            BudgetMeter::new(spec.budget.clone()),
+            spec.repair.as_ref().map_or(2, |repair| repair.no_progress),
+        ),
         started: now,
         wall_deadline: spec
             .budget
@@ -268,10 +274,10 @@ impl<'r> Scheduler<'r> {
             return Err(Halt::Stop(self.terminal_stop(&step.kind)));
         }
         let name = step.name.clone();
-        if budget::steps_exhausted(&spec.budget, &self.state.counters) {
+        if spec.budget.steps.is_some_and(|limit| self.state.meter.steps >= limit) {
             return Err(self.budget_stop(BudgetKind::Steps));
         }
-        self.state.counters.step_count += 1;
+        self.state.meter.count_step();
         self.state.last_ask_rejected = false;
         self.current_step = Some(name.clone());
         self.enter_phase(self.phase_of(node, &step.kind))?;
@@ -453,27 +459,27 @@ impl<'r> Scheduler<'r> {
         };
         let mut bindings = self.bindings();
         bindings.set(NameIr::Candidate, candidate.value());
-        let mut failed_ids = candidate.content.failed.clone();
-        failed_ids.extend(candidate.content.skipped.iter().cloned());
-        let result = evaluate_gate(
-            gate_name,
-            gate,
-            &bindings,
-            &candidate.content.item_ids,
-            &failed_ids,
-        );
-        self.emit(result.event(&candidate.id, &candidate.hash, None))?;
+        let mut failed_ids = candidate.inner.failed.clone();
+        failed_ids.extend(candidate.inner.skipped.iter().cloned());
+        let result = judge(gate_name, gate, &bindings, &candidate.item_ids, &failed_ids);
+        self.emit(result.event(candidate.id(), candidate.hash(), None))?;
         if let Some(stored) = self
             .state
             .candidates
             .iter_mut()
             .rev()
-            .find(|c| c.id == candidate.id && c.step == candidate.step)
+            .find(|c| c.id() == candidate.id() && c.step == candidate.step)
         {
             stored.evaluation = Some(result.clone());
         }
-        self.store(step, StepOutput::Gate(result.value()));
-        let wanted = if result.passed {
+        let gate_value = serde_json::json!({
+            "gate": gate_name,
+            "passed": result.passed(),
+            "score": result.score(),
+            "codes": result.error_codes(),
+        });
+        self.store(step, StepOutput::Gate(gate_value));
+        let wanted = if result.passed() {
             self.state.gate_passed = true;
             Some(TransitionIr::Pass)
         } else if repair {
@@ -497,34 +503,21 @@ impl<'r> Scheduler<'r> {
 
     /// The repair loop's mechanics: no-progress and round accounting, then the action
     /// the policy chose.
-    async fn repair(&mut self, gate_node: NodeIndex, candidate: &Candidate, result: &GateResult) -> Result<NodeIndex, Halt> {
+    async fn repair(&mut self, gate_node: NodeIndex, candidate: &Candidate, result: &Judged) -> Result<NodeIndex, Halt> {
         let spec = self.spec;
         let Some(table) = &spec.repair else {
             return self.stop_repairing(Reason::NoRepairAction, gate_node);
         };
         self.enter_phase(Phase::Repairing)?;
-        let signature = RoundSignature {
-            codes: result.error_codes(),
-            score: result.score,
-            hash: candidate.hash.clone(),
-        };
-        let earlier: Vec<&str> = self
+        let progressed = self
             .state
-            .candidates
-            .iter()
-            .filter(|c| c.round < candidate.round)
-            .map(|c| c.hash.as_str())
-            .collect();
-        let stalled = is_no_progress(&signature, self.state.last_signature.as_ref(), &earlier);
-        self.state.last_signature = Some(signature);
-        if stalled {
-            self.state.no_progress += 1;
+            .progress
+            .record(&result.error_codes(), result.score(), candidate.hash());
+        if !progressed {
             self.emit(EventKind::NoProgress {
-                rounds: self.state.no_progress,
-                limit: table.no_progress,
+                rounds: self.state.progress.stalled(),
+                limit: self.state.progress.limit(),
             })?;
-        } else {
-            self.state.no_progress = 0;
         }
         let policy = RepairPolicy {
             table,
@@ -548,7 +541,7 @@ impl<'r> Scheduler<'r> {
             Decision::NoAction => return self.stop_repairing(Reason::NoRepairAction, gate_node),
             _ => {}
         }
-        if self.state.no_progress >= table.no_progress.max(1) {
+        if self.state.progress.exhausted() {
             return self.stop_repairing(Reason::NoProgress, gate_node);
         }
         if self.state.round > table.rounds {
@@ -586,7 +579,7 @@ impl<'r> Scheduler<'r> {
         let Some(&target_node) = spec.flow.steps.get(&target) else {
             return Err(flow_error(&format!("repair reruns unknown step `{target}`")));
         };
-        let invalidated = self.downstream(target_node);
+        let invalidated = crate::repair::downstream(&spec.flow, &target);
         self.emit_repair(&decision, invalidated.clone())?;
         self.emit(EventKind::Retry {
             retry: RetryKind::Repair,
@@ -596,24 +589,6 @@ impl<'r> Scheduler<'r> {
         })?;
         self.start_round(&target, &invalidated, items, feedback.then(|| result.feedback()))?;
         Ok(target_node)
-    }
-
-    /// The steps `rerun` of the step at `target` invalidates: it and everything
-    /// downstream of it, in flow (node) order.
-    fn downstream(&self, target: NodeIndex) -> Vec<String> {
-        let graph = &self.spec.flow.graph;
-        let mut nodes = Vec::new();
-        let mut bfs = Bfs::new(graph, target);
-        while let Some(node) = bfs.next(graph) {
-            if graph.node_weight(node).is_some_and(|step| !step.kind.is_terminal()) {
-                nodes.push(node);
-            }
-        }
-        nodes.sort();
-        nodes
-            .into_iter()
-            .filter_map(|node| graph.node_weight(node).map(|step| step.name.clone()))
-            .collect()
     }
 
     /// Starts the next round at `target`: invalidates the steps given, and for an `each`
@@ -642,7 +617,7 @@ impl<'r> Scheduler<'r> {
     /// Stops repairing: the best candidate goes to the finalize step as `below_target`
     /// (or the run fails when no candidate passed the hard rules).
     fn stop_repairing(&mut self, reason: Reason, gate_node: NodeIndex) -> Result<NodeIndex, Halt> {
-        let Some(best) = self.state.best().map(|best| best.id.clone()) else {
+        let Some(best) = self.state.best().map(|best| best.id().to_string()) else {
             return Err(Halt::Stop(Stop::new(
                 Outcome::Failed,
                 reason,
@@ -703,54 +678,43 @@ impl<'r> Scheduler<'r> {
                 format!("the finalizer named candidate `{proposed}`, but no candidate was evaluated without a hard failure"),
             ));
         };
-        if proposed != best.id {
+        if proposed != best.id() {
             let message = format!(
                 "the finalizer delivered candidate `{proposed}`, but the best evaluated candidate is `{}`",
-                best.id
+                best.id()
             );
-            return Err(self.mismatch(&proposed, &best.hash, message));
+            return Err(self.mismatch(&proposed, best.hash(), message));
         }
-        let Some(stored) = self.state.history.get(&(best.step.clone(), best.round)) else {
-            let message = format!("the outputs of candidate `{}` are gone", best.id);
-            return Err(self.mismatch(&best.id, &best.hash, message));
+        let Some(stored) = self.state.history.get(&(best.step.clone(), best.round())) else {
+            let message = format!("the outputs of candidate `{}` are gone", best.id());
+            return Err(self.mismatch(best.id(), best.hash(), message));
         };
-        let content = CandidateContent::of(stored);
-        let summary = output.get("summary").cloned().unwrap_or(Value::Null);
-        let document = delivery::document(&best, &content, &summary);
-        let path = match &self.config.delivery {
-            DeliveryTarget::Directory(_) => delivery::DELIVERY_FILE.to_string(),
-            DeliveryTarget::Memory => String::new(),
-        };
-        match delivery::deliver(&self.config.delivery, &best.id, &document, &best.hash) {
-            Ok(delivered) => {
-                self.emit(EventKind::Delivery {
-                    candidate: best.id.clone(),
-                    path,
-                    expected_hash: best.hash.clone(),
-                    actual_hash: delivered.hash.clone(),
-                    matches: true,
-                })?;
+        let rebuilt = CandidateContent::of(stored).to_candidate(best.round());
+        let summary = output.get("summary").and_then(Value::as_str).unwrap_or_default();
+        let checked = delivery::deliver(&self.config.delivery, &rebuilt, summary, best.hash())
+            .map_err(|message| Halt::Error(RunError::Delivery(message)))?;
+        self.emit(EventKind::Delivery {
+            candidate: best.id().to_string(),
+            path: checked.path.clone(),
+            expected_hash: best.hash().to_string(),
+            actual_hash: checked.actual_hash.clone(),
+            matches: checked.delivered.is_some(),
+        })?;
+        match checked.delivered {
+            Some(delivered) => {
                 self.delivered = Some(delivered);
                 Ok(())
             }
-            Err(delivery::DeliveryProblem::Mismatch { expected, found }) => {
-                self.emit(EventKind::Delivery {
-                    candidate: best.id.clone(),
-                    path,
-                    expected_hash: expected.clone(),
-                    actual_hash: found.clone(),
-                    matches: false,
-                })?;
-                Err(Halt::Stop(Stop::new(
-                    Outcome::Failed,
-                    Reason::DeliveryMismatch,
-                    Some(format!(
-                        "the delivered candidate `{}` hashes to {found}, not to the evaluated {expected}",
-                        best.id
-                    )),
-                )))
-            }
-            Err(delivery::DeliveryProblem::Io(message)) => Err(Halt::Error(RunError::Delivery(message))),
+            None => Err(Halt::Stop(Stop::new(
+                Outcome::Failed,
+                Reason::DeliveryMismatch,
+                Some(format!(
+                    "the delivered candidate `{}` hashes to {}, not to the evaluated {}",
+                    best.id(),
+                    checked.actual_hash,
+                    best.hash()
+                )),
+            ))),
         }
     }
 
@@ -760,8 +724,8 @@ impl<'r> Scheduler<'r> {
             .state
             .candidates
             .iter()
-            .find(|c| c.id == candidate)
-            .map(|c| c.hash.clone())
+            .find(|c| c.id() == candidate)
+            .map(|c| c.hash().to_string())
             .unwrap_or_default();
         if let Err(halt) = self.emit(EventKind::Delivery {
             candidate: candidate.to_string(),
@@ -843,7 +807,7 @@ impl<'r> Scheduler<'r> {
 
     /// Writes `run_finished` and builds the outcome.
     fn finish(&mut self, stop: Stop) -> Result<RunOutcome, RunError> {
-        let best = self.state.best().map(|best| best.id.clone());
+        let best = self.state.best().map(|best| best.id().to_string());
         let delivered = match stop.outcome {
             Outcome::Completed | Outcome::BelowTarget => self.delivered.clone(),
             _ => None,
@@ -872,7 +836,7 @@ impl<'r> Scheduler<'r> {
                 .state
                 .candidates
                 .iter()
-                .map(|c| (c.id.clone(), c.hash.clone(), c.evaluation.as_ref().and_then(|e| e.score)))
+                .map(|c| (c.id().to_string(), c.hash().to_string(), c.score()))
                 .collect(),
         })
     }
@@ -901,26 +865,23 @@ impl<'r> Scheduler<'r> {
             return Ok(());
         };
         let content = CandidateContent::of(output);
-        let hash = delivery::hash_value(&content.hashed_value());
         let candidate = Candidate {
-            id: format!("c{}", self.state.round),
-            round: self.state.round,
             step: step.to_string(),
-            content,
-            hash,
+            item_ids: content.item_ids.clone(),
+            inner: content.to_candidate(self.state.round),
             evaluation: None,
         };
         self.emit(EventKind::Candidate {
-            id: candidate.id.clone(),
-            hash: candidate.hash.clone(),
-            items: candidate.content.items.len() as u64,
-            failed: candidate.content.failed.clone(),
-            skipped: candidate.content.skipped.clone(),
+            id: candidate.id().to_string(),
+            hash: candidate.hash().to_string(),
+            items: candidate.inner.items.len() as u64,
+            failed: candidate.inner.failed.clone(),
+            skipped: candidate.inner.skipped.clone(),
         })?;
         let round = self.state.round;
         self.state
             .candidates
-            .retain(|c| !(c.round == round && c.step == step));
+            .retain(|c| !(c.round() == round && c.step == step));
         self.state.candidates.push(candidate);
         Ok(())
     }
@@ -934,7 +895,7 @@ impl<'r> Scheduler<'r> {
             .state
             .candidates
             .iter()
-            .filter(|c| c.round == round)
+            .filter(|c| c.round() == round)
             .map(|c| c.step.clone())
             .collect();
         for (index, fault) in faults.iter().enumerate() {
@@ -1000,12 +961,13 @@ impl<'r> Scheduler<'r> {
         Ok(())
     }
 
-    /// Fails the run when a budget ran out (tokens, cost, wall).
+    /// Fails the run when a budget ran out (tokens, cost, wall; steps are checked
+    /// before a step starts).
     fn check_budget(&mut self) -> Result<(), Halt> {
-        self.state.counters.elapsed_ms = self.elapsed_ms();
-        match budget::exhausted(&self.spec.budget, &self.state.counters) {
+        self.state.meter.set_elapsed(self.elapsed());
+        match self.state.meter.exhausted() {
+            Some(BudgetKind::Steps) | None => Ok(()),
             Some(which) => Err(self.budget_stop(which)),
-            None => Ok(()),
         }
     }
 
@@ -1013,16 +975,11 @@ impl<'r> Scheduler<'r> {
     /// candidate so far is named but not delivered.
     fn budget_stop(&mut self, which: BudgetKind) -> Halt {
         self.abort_jobs();
-        self.state.counters.elapsed_ms = self.elapsed_ms();
-        let (used, limit) = budget::used_and_limit(&self.spec.budget, &self.state.counters, which);
-        if let Err(halt) = self.emit(EventKind::Budget {
-            budget: which,
-            used,
-            limit,
-        }) {
+        self.state.meter.set_elapsed(self.elapsed());
+        if let Err(halt) = self.emit(self.state.meter.event(which)) {
             return halt;
         }
-        let best = self.state.best().map(|best| best.id.clone());
+        let best = self.state.best().map(|best| best.id().to_string());
         Halt::Stop(Stop::new(
             Outcome::Failed,
             Reason::BudgetExhausted(which),
@@ -1058,7 +1015,7 @@ impl<'r> Scheduler<'r> {
             .candidates
             .iter()
             .rev()
-            .find(|c| c.round == self.state.round)
+            .find(|c| c.round() == self.state.round)
         {
             bindings.candidate = Some(candidate.value());
         }
@@ -1182,8 +1139,12 @@ impl<'r> Scheduler<'r> {
 
     // ---- trace ----
 
+    fn elapsed(&self) -> std::time::Duration {
+        Instant::now().duration_since(self.started)
+    }
+
     fn elapsed_ms(&self) -> u64 {
-        u64::try_from(Instant::now().duration_since(self.started).as_millis()).unwrap_or(u64::MAX)
+        u64::try_from(self.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Appends an event for the current step.
@@ -1256,7 +1217,7 @@ impl<'r> Scheduler<'r> {
         attempt: Option<u64>,
         kind: EventKind,
     ) -> Result<(), Halt> {
-        let round = if self.state.counters.step_count == 0 {
+        let round = if self.state.meter.steps == 0 {
             0
         } else {
             self.state.round

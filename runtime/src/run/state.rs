@@ -4,9 +4,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use super::gate::GateResult;
+use super::gate::Judged;
+use crate::budget::BudgetMeter;
+use crate::candidate::best_candidate;
+use crate::repair::ProgressTracker;
 
 /// The phase of the state machine (DESIGN §4): `received -> planning -> executing ->
 /// evaluating -> (repairing -> executing ...) -> finalizing -> completed`.
@@ -126,83 +129,52 @@ impl CandidateContent {
         }
     }
 
-    /// What the hash covers: `{failed, items, skipped}` (never the id or round, so that
-    /// two rounds producing the same content have the same hash).
-    pub fn hashed_value(&self) -> Value {
-        json!({ "items": self.items, "failed": self.failed, "skipped": self.skipped })
-    }
-
-    /// Every string in the items, one per line, in order: what `candidate.text` matches against.
-    pub fn text(&self) -> String {
-        let mut lines = Vec::new();
-        for item in &self.items {
-            collect_strings(item, &mut lines);
-        }
-        lines.join("\n")
+    /// The candidate of round `round` with this content (its hash and text computed).
+    pub fn to_candidate(&self, round: u64) -> crate::candidate::Candidate {
+        crate::candidate::Candidate::new(
+            round,
+            self.items.clone(),
+            self.failed.clone(),
+            self.skipped.clone(),
+            std::collections::BTreeMap::new(),
+        )
     }
 }
 
-fn collect_strings(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(text) => out.push(text.clone()),
-        Value::Array(items) => items.iter().for_each(|item| collect_strings(item, out)),
-        Value::Object(fields) => fields.values().for_each(|field| collect_strings(field, out)),
-        _ => {}
-    }
-}
-
-/// A candidate: one round's outputs of a gate's subject step, with its id and hash.
+/// A candidate: one round's outputs of a gate's subject step, and its evaluation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Candidate {
-    /// `c<round>`.
-    pub id: String,
-    pub round: u64,
     /// The step whose outputs these are.
     pub step: String,
-    pub content: CandidateContent,
-    /// `sha256:<hex>` of the canonical JSON of [`CandidateContent::hashed_value`].
-    pub hash: String,
+    /// The ids of the items, in the order of `inner.items` (empty for a single call).
+    pub item_ids: Vec<String>,
+    /// Id `c<round>`, content, text and hash.
+    pub inner: crate::candidate::Candidate,
     /// The gate's evaluation, once a gate judged it.
-    pub evaluation: Option<GateResult>,
+    pub evaluation: Option<Judged>,
 }
 
 impl Candidate {
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    pub fn round(&self) -> u64 {
+        self.inner.round
+    }
+
+    pub fn hash(&self) -> &str {
+        &self.inner.hash
+    }
+
     /// The `Candidate` record expressions and prompts see.
     pub fn value(&self) -> Value {
-        json!({
-            "id": self.id,
-            "round": self.round,
-            "items": self.content.items,
-            "text": self.content.text(),
-            "hash": self.hash,
-            "failed": self.content.failed,
-            "skipped": self.content.skipped,
-        })
+        self.inner.to_value()
     }
 
-    /// True when the candidate was evaluated and no hard rule failed.
-    pub fn eligible(&self) -> bool {
-        self.evaluation
-            .as_ref()
-            .is_some_and(|evaluation| !evaluation.hard_failed())
+    pub fn score(&self) -> Option<f64> {
+        self.evaluation.as_ref().and_then(Judged::score)
     }
-}
-
-/// The counters of a run (`run` in expressions).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Counters {
-    pub step_count: u64,
-    pub tokens: u64,
-    pub cost: f64,
-    pub elapsed_ms: u64,
-}
-
-/// What a round's evaluation looked like, for `no_progress`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RoundSignature {
-    pub codes: Vec<String>,
-    pub score: Option<f64>,
-    pub hash: String,
 }
 
 /// Everything the scheduler owns.
@@ -211,7 +183,8 @@ pub struct RunState {
     pub phase: Phase,
     /// 1 for the first pass; each repair starts the next round.
     pub round: u64,
-    pub counters: Counters,
+    /// Tokens, cost, steps and elapsed time against the budget.
+    pub meter: BudgetMeter,
     pub request: Value,
     /// Step outputs of the current round, by step name (invalidated steps removed).
     pub outputs: BTreeMap<String, StepOutput>,
@@ -226,10 +199,8 @@ pub struct RunState {
     pub rerun_items: BTreeMap<String, Vec<String>>,
     /// The n-th call of a role for (step, round, item, role): the next attempt number.
     pub attempts: BTreeMap<(String, u64, Option<String>, Option<String>), u64>,
-    /// Rounds in a row that made no progress.
-    pub no_progress: u64,
-    /// The previous round's evaluation signature.
-    pub last_signature: Option<RoundSignature>,
+    /// Rounds in a row that made no progress (`repair.no_progress`).
+    pub progress: ProgressTracker,
     /// True once a gate step passed.
     pub gate_passed: bool,
     /// The last `ask` answer was a rejection.
@@ -237,11 +208,11 @@ pub struct RunState {
 }
 
 impl RunState {
-    pub fn new(request: Value) -> RunState {
+    pub fn new(request: Value, meter: BudgetMeter, no_progress: u64) -> RunState {
         RunState {
             phase: Phase::Received,
             round: 1,
-            counters: Counters::default(),
+            meter,
             request,
             outputs: BTreeMap::new(),
             history: BTreeMap::new(),
@@ -249,8 +220,7 @@ impl RunState {
             feedback: BTreeMap::new(),
             rerun_items: BTreeMap::new(),
             attempts: BTreeMap::new(),
-            no_progress: 0,
-            last_signature: None,
+            progress: ProgressTracker::new(no_progress),
             gate_passed: false,
             last_ask_rejected: false,
         }
@@ -258,27 +228,21 @@ impl RunState {
 
     /// `run` in expressions: `{round, step_count, tokens, cost, elapsed}` (elapsed in ms).
     pub fn run_value(&self) -> Value {
-        json!({
-            "round": self.round,
-            "step_count": self.counters.step_count,
-            "tokens": self.counters.tokens,
-            "cost": self.counters.cost,
-            "elapsed": self.counters.elapsed_ms,
-        })
+        self.meter.run_value(self.round)
     }
 
-    /// The best candidate: the highest score among those with no hard failure; the
-    /// earliest wins a tie.
+    /// The best candidate: the highest score among those evaluated with no hard
+    /// failure; the earliest wins a tie.
     pub fn best(&self) -> Option<&Candidate> {
-        let mut best: Option<&Candidate> = None;
-        for candidate in self.candidates.iter().filter(|c| c.eligible()) {
-            let score = candidate_score(candidate);
-            match best {
-                Some(current) if candidate_score(current) >= score => {}
-                _ => best = Some(candidate),
-            }
-        }
-        best
+        let ranks: Vec<(Option<f64>, bool)> = self
+            .candidates
+            .iter()
+            .map(|candidate| match &candidate.evaluation {
+                Some(judged) => (judged.score(), judged.hard_failure()),
+                None => (None, true),
+            })
+            .collect();
+        best_candidate(&ranks).and_then(|index| self.candidates.get(index))
     }
 
     /// The current round's candidate of `step`, if formed.
@@ -286,7 +250,7 @@ impl RunState {
         self.candidates
             .iter()
             .rev()
-            .find(|candidate| candidate.round == self.round && candidate.step == step)
+            .find(|candidate| candidate.round() == self.round && candidate.step == step)
     }
 
     /// Step outputs as expressions see them.
@@ -309,20 +273,4 @@ impl RunState {
         *counter += 1;
         *counter
     }
-}
-
-fn candidate_score(candidate: &Candidate) -> f64 {
-    candidate
-        .evaluation
-        .as_ref()
-        .and_then(|evaluation| evaluation.score)
-        .unwrap_or(f64::NEG_INFINITY)
-}
-
-/// A JSON object from key/value pairs (trace event fields).
-pub fn fields<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
-    pairs
-        .into_iter()
-        .map(|(key, value)| (key.to_string(), value))
-        .collect()
 }

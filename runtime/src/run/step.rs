@@ -13,7 +13,6 @@ use charter_compiler::graph::RoleIr;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::budget::call_cost;
 use super::outcome::RunError;
 use super::{Halt, Scheduler};
 use crate::canonical::sha256;
@@ -317,8 +316,7 @@ impl Scheduler<'_> {
 
     /// Adds a call's tokens and cost to the run's counters.
     fn account(&mut self, role: &RoleIr, usage: Usage) {
-        self.state.counters.tokens = self.state.counters.tokens.saturating_add(usage.total());
-        self.state.counters.cost += call_cost(&role.model, usage);
+        self.state.meter.charge(&role.model, usage);
     }
 
     /// Records the tool calls of a response: a tool outside the role's whitelist (or past

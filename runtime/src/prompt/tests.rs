@@ -140,7 +140,7 @@ fn errors_are_values() {
     let error =
         render_prompt(&broken, "writer", &[plan()], None).map_err(|error| error.to_string());
     assert!(
-        matches!(&error, Err(text) if text.starts_with("cannot render the prompt of role `writer` (test.charter):")),
+        matches!(&error, Err(text) if text.starts_with("cannot render the prompt of role `writer` (inline):")),
         "{error:?}"
     );
 }

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use charter_compiler::{compile, render};
 use charter_runtime::run::{DeliveryTarget, ReplayReport, replay_cassette};
 use charter_runtime::scenario::{Cassette, Scenario};
-use charter_runtime::trace::{EventKind, JsonlSink, Outcome as RunOutcome, TraceError, TraceEvent, TraceSink};
+use charter_runtime::trace::{
+    EventKind, JsonlSink, Outcome as RunOutcome, TraceError, TraceEvent, TraceSink,
+};
 use clap::Args;
 
 use crate::loader::{FsLoader, display_path, normalize};
@@ -20,7 +22,9 @@ use crate::{Context, Outcome, print_err, print_error, summary_line};
 /// failed, cancelled), 1 on an error (an unrecorded call, a bad cassette, a spec with
 /// errors, an `expect` the run did not meet), 2 on a usage error.
 #[derive(Debug, Args)]
-#[command(after_help = "Example: charter replay golden/closed_loop/timeout_recovery --events trace.jsonl")]
+#[command(
+    after_help = "Example: charter replay golden/closed_loop/timeout_recovery --events trace.jsonl"
+)]
 pub struct ReplayArgs {
     /// The scenario directory: `golden/<spec>/<scenario>/` with `scenario.yaml` and `cassette.yaml`.
     #[arg(value_name = "SCENARIO_DIR")]
@@ -70,13 +74,20 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         }
     };
     let compilation = compile(&spec_name, &text, &FsLoader::for_spec(&spec_path));
-    let Some(spec) = compilation.spec.as_ref().filter(|_| !compilation.has_errors()) else {
+    let Some(spec) = compilation
+        .spec
+        .as_ref()
+        .filter(|_| !compilation.has_errors())
+    else {
         print_err(&render::text(
             &compilation.diagnostics,
             &compilation.sources,
             context.color,
         ));
-        print_error(context, &format!("`{spec_name}` has errors; nothing was replayed"));
+        print_error(
+            context,
+            &format!("`{spec_name}` has errors; nothing was replayed"),
+        );
         return Ok(Outcome::Failed);
     };
 
@@ -91,10 +102,14 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             .unwrap_or_default()
     ));
     for stale in stale_hashes(spec, &cassette) {
-        print_err(&summary_line(context, "warning", &format!("stale recording: {stale}")));
+        print_err(&summary_line(
+            context,
+            "warning",
+            &format!("stale recording: {stale}"),
+        ));
     }
 
-    let live = LiveDisplay::default();
+    let live = LiveDisplay;
     let report = match &args.events {
         Some(path) => {
             let file = match JsonlSink::create(path) {
@@ -130,7 +145,9 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         print_err(&summary_line(
             context,
             "warning",
-            &format!("recorded human answer for step `{step}` in round {round} was never asked for"),
+            &format!(
+                "recorded human answer for step `{step}` in round {round} was never asked for"
+            ),
         ));
     }
     let outcome = &report.outcome;
@@ -139,7 +156,10 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         last.push_str(&format!(": {message}"));
     }
     if let Some(delivered) = &outcome.delivered {
-        last.push_str(&format!("; delivered {} ({})", delivered.candidate_id, delivered.hash));
+        last.push_str(&format!(
+            "; delivered {} ({})",
+            delivered.candidate_id, delivered.hash
+        ));
         if let Some(path) = &delivered.path {
             last.push_str(&format!(" to {}", display_path(path)));
         }
@@ -247,7 +267,10 @@ impl TraceSink for LiveDisplay {
             if let Some(attempt) = event.attempt {
                 place.push_str(&format!("#{attempt}"));
             }
-            print_err(&format!("{time:>9}  r{:<2} {place:<24} {line}\n", event.round));
+            print_err(&format!(
+                "{time:>9}  r{:<2} {place:<24} {line}\n",
+                event.round
+            ));
         }
         Ok(())
     }
@@ -256,7 +279,9 @@ impl TraceSink for LiveDisplay {
 /// One line for the events worth showing live.
 fn describe(event: &TraceEvent) -> Option<String> {
     let line = match &event.kind {
-        EventKind::RunStarted { .. } | EventKind::PlanFrozen { .. } | EventKind::RunFinished { .. } => {
+        EventKind::RunStarted { .. }
+        | EventKind::PlanFrozen { .. }
+        | EventKind::RunFinished { .. } => {
             return None;
         }
         EventKind::Phase { from, to } => format!("phase {from} -> {to}"),
@@ -284,7 +309,9 @@ fn describe(event: &TraceEvent) -> Option<String> {
             violations,
         } => format!(
             "contract violation{} of {contract}: {}",
-            tool.as_ref().map(|tool| format!(" (tool {tool})")).unwrap_or_default(),
+            tool.as_ref()
+                .map(|tool| format!(" (tool {tool})"))
+                .unwrap_or_default(),
             violations
                 .iter()
                 .map(ToString::to_string)
@@ -302,8 +329,15 @@ fn describe(event: &TraceEvent) -> Option<String> {
                 .ok()
                 .and_then(|value| value.as_str().map(str::to_string))
                 .unwrap_or_default();
-            let what = if retry == "repair" { "round" } else { "attempt" };
-            format!("retry ({retry}) -> {what} {next} in {}: {reason}", format_time(*delay_ms))
+            let what = if retry == "repair" {
+                "round"
+            } else {
+                "attempt"
+            };
+            format!(
+                "retry ({retry}) -> {what} {next} in {}: {reason}",
+                format_time(*delay_ms)
+            )
         }
         EventKind::ItemDone { status, error } => match error {
             Some(error) => format!("item {status:?}: {error}").to_lowercase(),
@@ -344,9 +378,19 @@ fn describe(event: &TraceEvent) -> Option<String> {
             format!(
                 "gate {gate} on {candidate}: {}{}{}{}",
                 if *passed { "PASS" } else { "FAIL" },
-                score.map(|score| format!(" score {score}")).unwrap_or_default(),
-                if scores.is_empty() { String::new() } else { format!(" [{scores}]") },
-                if codes.is_empty() { String::new() } else { format!(" issues {}", codes.join(", ")) }
+                score
+                    .map(|score| format!(" score {score}"))
+                    .unwrap_or_default(),
+                if scores.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{scores}]")
+                },
+                if codes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" issues {}", codes.join(", "))
+                }
             )
         }
         EventKind::Repair {
@@ -373,7 +417,11 @@ fn describe(event: &TraceEvent) -> Option<String> {
             format!("repair: {action}{items} for {}", codes.join(", "))
         }
         EventKind::NoProgress { rounds, limit } => format!("no progress ({rounds} of {limit})"),
-        EventKind::Budget { budget, used, limit } => {
+        EventKind::Budget {
+            budget,
+            used,
+            limit,
+        } => {
             format!("budget {budget} exhausted ({used} of {limit})")
         }
         EventKind::Delivery {

@@ -18,10 +18,22 @@ calls:
 fn a_passing_run_completes_and_delivers_the_evaluated_candidate() {
     let spec = fixture("review_loop");
     let replayed = replay(&spec, INPUT, GOOD);
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     let report = replayed.report();
     assert!(report.unused_calls.is_empty(), "{:?}", report.unused_calls);
-    assert_eq!(report.outcome.delivered.as_ref().map(|d| d.candidate_id.as_str()), Some("c1"));
+    assert_eq!(
+        report
+            .outcome
+            .delivered
+            .as_ref()
+            .map(|d| d.candidate_id.as_str()),
+        Some("c1")
+    );
     assert_eq!(
         replayed.outline(),
         [
@@ -50,7 +62,10 @@ fn a_passing_run_completes_and_delivers_the_evaluated_candidate() {
     assert_eq!(gate["score"], 9.0);
     assert_eq!(gate["passed"], true);
     let finished = &replayed.of_kind("run_finished")[0];
-    assert_eq!(finished["t_ms"], 3000, "virtual time: 2 s + 1 s of recorded latency");
+    assert_eq!(
+        finished["t_ms"], 3000,
+        "virtual time: 2 s + 1 s of recorded latency"
+    );
 }
 
 #[test]

@@ -26,9 +26,17 @@ fn a_timeout_then_recovery() {
         passing_tail(1)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     let timeout = &replayed.of_kind("timeout")[0];
-    assert_eq!(timeout["after_ms"], 120_000, "the role's 2m timeout, not the 20m latency");
+    assert_eq!(
+        timeout["after_ms"], 120_000,
+        "the role's 2m timeout, not the 20m latency"
+    );
     assert_eq!(timeout["attempt"], 1);
     let retry = &replayed.of_kind("retry")[0];
     assert_eq!(retry["retry"], "provider");
@@ -36,7 +44,10 @@ fn a_timeout_then_recovery() {
     assert_eq!(retry["delay_ms"], 1000);
     let second_call = &replayed.of_kind("model_call")[1];
     assert_eq!(second_call["attempt"], 2);
-    assert_eq!(second_call["t_ms"], 121_000, "timeout at 2m, then 1s of backoff");
+    assert_eq!(
+        second_call["t_ms"], 121_000,
+        "timeout at 2m, then 1s of backoff"
+    );
 }
 
 #[test]
@@ -47,14 +58,30 @@ fn timeouts_exhaust_the_provider_retries() {
   - { step: write, attempt: 3, latency: 20m }
 ";
     let replayed = run(calls);
-    assert_eq!(replayed.ending(), "failed{step_failed{write}}", "{}", replayed.jsonl);
-    assert_eq!(replayed.of_kind("timeout").len(), 3, "retry: 2 is three calls at most");
-    let delays: Vec<_> = replayed.of_kind("retry").iter().map(|r| r["delay_ms"].clone()).collect();
+    assert_eq!(
+        replayed.ending(),
+        "failed{step_failed{write}}",
+        "{}",
+        replayed.jsonl
+    );
+    assert_eq!(
+        replayed.of_kind("timeout").len(),
+        3,
+        "retry: 2 is three calls at most"
+    );
+    let delays: Vec<_> = replayed
+        .of_kind("retry")
+        .iter()
+        .map(|r| r["delay_ms"].clone())
+        .collect();
     assert_eq!(delays, [1000, 2000], "the backoff doubles, without jitter");
     let finished = &replayed.of_kind("run_finished")[0];
     assert_eq!(finished["t_ms"], 120_000 * 3 + 1000 + 2000);
     assert!(
-        finished["message"].as_str().unwrap_or("").contains("after 2 provider retries"),
+        finished["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("after 2 provider retries"),
         "{finished}"
     );
 }
@@ -68,7 +95,12 @@ fn rate_limit_and_server_error_then_success() {
         passing_tail(1)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     let reasons: Vec<String> = replayed
         .of_kind("retry")
         .iter()
@@ -82,7 +114,12 @@ fn rate_limit_and_server_error_then_success() {
 fn a_permanent_provider_error_is_not_retried() {
     let calls = "calls:\n  - { step: write, error: { status: 401, message: bad key } }\n";
     let replayed = run(calls);
-    assert_eq!(replayed.ending(), "failed{step_failed{write}}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "failed{step_failed{write}}",
+        "{}",
+        replayed.jsonl
+    );
     assert!(replayed.of_kind("retry").is_empty());
 }
 
@@ -95,12 +132,26 @@ fn malformed_output_then_a_valid_one() {
         passing_tail(1)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     let violations = replayed.of_kind("contract_violation");
     assert_eq!(violations.len(), 2);
     assert_eq!(violations[0]["contract"], "Draft");
-    assert!(violations[0]["violations"][0]["message"].as_str().unwrap_or("").contains("not valid JSON"));
-    assert_eq!(violations[1]["violations"][0]["path"], "body", "{}", violations[1]);
+    assert!(
+        violations[0]["violations"][0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not valid JSON")
+    );
+    assert_eq!(
+        violations[1]["violations"][0]["path"], "body",
+        "{}",
+        violations[1]
+    );
     assert_eq!(replayed.of_kind("retry").len(), 2);
 }
 
@@ -111,7 +162,12 @@ fn a_hard_gate_failure_is_not_hidden_by_a_perfect_score() {
   - { step: review, response: { relevance: 10, verdict: PASS } }
 ";
     let replayed = run(calls);
-    assert_eq!(replayed.ending(), "blocked{hard_gate{SECRET_LEAK}}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "blocked{hard_gate{SECRET_LEAK}}",
+        "{}",
+        replayed.jsonl
+    );
     let gate = &replayed.of_kind("gate")[0];
     assert_eq!(gate["score"], 10.0);
     assert_eq!(gate["passed"], false);
@@ -130,16 +186,32 @@ fn a_repair_that_succeeds() {
         passing_tail(2)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     let repair = &replayed.of_kind("repair")[0];
     assert_eq!(repair["action"]["kind"], "rerun");
     assert_eq!(repair["action"]["step"], "write");
     assert_eq!(repair["action"]["with_feedback"], true);
-    assert_eq!(repair["invalidated"], serde_json::json!(["write", "review", "judge", "deliver"]));
+    assert_eq!(
+        repair["invalidated"],
+        serde_json::json!(["write", "review", "judge", "deliver"])
+    );
     let round = &replayed.of_kind("retry")[0];
     assert_eq!(round["retry"], "repair");
     assert_eq!(round["next"], 2);
-    assert_eq!(replayed.report().outcome.delivered.as_ref().map(|d| d.candidate_id.as_str()), Some("c2"));
+    assert_eq!(
+        replayed
+            .report()
+            .outcome
+            .delivered
+            .as_ref()
+            .map(|d| d.candidate_id.as_str()),
+        Some("c2")
+    );
 }
 
 #[test]
@@ -155,12 +227,21 @@ fn repair_stops_when_rounds_make_no_progress() {
          - {{ step: deliver, round: 3, response: {{ candidate_id: c1, summary: best so far }} }}\n"
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "below_target{no_progress}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "below_target{no_progress}",
+        "{}",
+        replayed.jsonl
+    );
     let stalls = replayed.of_kind("no_progress");
     assert_eq!(stalls.len(), 2);
     assert_eq!(stalls[1]["rounds"], 2);
     assert_eq!(stalls[1]["limit"], 2);
-    assert_eq!(replayed.report().outcome.best.as_deref(), Some("c1"), "the earliest of equals");
+    assert_eq!(
+        replayed.report().outcome.best.as_deref(),
+        Some("c1"),
+        "the earliest of equals"
+    );
 }
 
 #[test]
@@ -174,7 +255,12 @@ fn a_converging_run_is_never_stopped_for_no_progress() {
         passing_tail(3)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     assert!(replayed.of_kind("no_progress").is_empty());
 }
 
@@ -190,10 +276,18 @@ fn max_rounds_delivers_the_best_candidate_not_the_last() {
   - { step: deliver, round: 3, response: { candidate_id: c2, summary: the best of three } }
 ";
     let replayed = run(calls);
-    assert_eq!(replayed.ending(), "below_target{max_rounds}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "below_target{max_rounds}",
+        "{}",
+        replayed.jsonl
+    );
     let outcome = &replayed.report().outcome;
     assert_eq!(outcome.best.as_deref(), Some("c2"));
-    assert_eq!(outcome.delivered.as_ref().map(|d| d.candidate_id.as_str()), Some("c2"));
+    assert_eq!(
+        outcome.delivered.as_ref().map(|d| d.candidate_id.as_str()),
+        Some("c2")
+    );
     assert_eq!(outcome.rounds, 3, "rounds 2 allows three rounds in all");
     let delivery = &replayed.of_kind("delivery")[0];
     assert_eq!(delivery["matches"], true);
@@ -206,12 +300,20 @@ fn a_budget_runs_out() {
   - { step: write, response: { title: T, body: B }, usage: { input_tokens: 90000, output_tokens: 20000 } }
 ";
     let replayed = run(calls);
-    assert_eq!(replayed.ending(), "failed{budget_exhausted{tokens}}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "failed{budget_exhausted{tokens}}",
+        "{}",
+        replayed.jsonl
+    );
     let budget = &replayed.of_kind("budget")[0];
     assert_eq!(budget["budget"], "tokens");
     assert_eq!(budget["used"], 110_000);
     assert_eq!(budget["limit"], 100_000);
-    assert!(replayed.of_kind("model_call").len() == 1, "no further call after the budget ran out");
+    assert!(
+        replayed.of_kind("model_call").len() == 1,
+        "no further call after the budget ran out"
+    );
 }
 
 #[test]
@@ -220,8 +322,16 @@ fn an_always_invariant_breaks() {
   - { step: write, response: { title: T, body: B }, usage: { input_tokens: 5000, output_tokens: 1 } }
 ";
     let replayed = run(calls);
-    assert_eq!(replayed.ending(), "failed{invariant{tokens_bounded}}", "{}", replayed.jsonl);
-    assert_eq!(replayed.of_kind("invariant_violated")[0]["invariant"], "tokens_bounded");
+    assert_eq!(
+        replayed.ending(),
+        "failed{invariant{tokens_bounded}}",
+        "{}",
+        replayed.jsonl
+    );
+    assert_eq!(
+        replayed.of_kind("invariant_violated")[0]["invariant"],
+        "tokens_bounded"
+    );
 }
 
 #[test]
@@ -232,11 +342,19 @@ fn a_delivery_naming_another_candidate_is_refused() {
   - { step: deliver, response: { candidate_id: c7, summary: wrong } }
 ";
     let replayed = run(calls);
-    assert_eq!(replayed.ending(), "failed{delivery_mismatch}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "failed{delivery_mismatch}",
+        "{}",
+        replayed.jsonl
+    );
     let delivery = &replayed.of_kind("delivery")[0];
     assert_eq!(delivery["matches"], false);
     assert_eq!(delivery["candidate"], "c7");
-    assert!(replayed.report().outcome.delivered.is_none(), "nothing is presented as delivered");
+    assert!(
+        replayed.report().outcome.delivered.is_none(),
+        "nothing is presented as delivered"
+    );
 }
 
 #[test]
@@ -249,30 +367,50 @@ faults:
   - { tamper: { after: judge } }
 ";
     let replayed = run(calls);
-    assert_eq!(replayed.ending(), "failed{delivery_mismatch}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "failed{delivery_mismatch}",
+        "{}",
+        replayed.jsonl
+    );
     let delivery = &replayed.of_kind("delivery")[0];
     assert_eq!(delivery["matches"], false);
     assert_eq!(delivery["candidate"], "c1");
     assert_ne!(delivery["expected_hash"], delivery["actual_hash"]);
-    assert_eq!(delivery["expected_hash"], replayed.of_kind("gate")[0]["hash"]);
+    assert_eq!(
+        delivery["expected_hash"],
+        replayed.of_kind("gate")[0]["hash"]
+    );
 }
 
 #[test]
 fn a_delivery_to_a_directory_is_written_atomically_and_read_back() {
-    let directory = std::env::temp_dir().join(format!("charter-sched-delivery-{}", std::process::id()));
+    let directory =
+        std::env::temp_dir().join(format!("charter-sched-delivery-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&directory);
-    let calls = format!("calls:\n  - {{ step: write, response: {{ title: T, body: B }} }}\n{}", passing_tail(1));
+    let calls = format!(
+        "calls:\n  - {{ step: write, response: {{ title: T, body: B }} }}\n{}",
+        passing_tail(1)
+    );
     let replayed = support::replay_to(
         &fixture("review_loop"),
         INPUT,
         &calls,
         charter_runtime::run::DeliveryTarget::Directory(directory.clone()),
     );
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     let text = std::fs::read_to_string(directory.join("delivery.json")).unwrap_or_default();
     let written: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     assert_eq!(written["candidate"]["id"], "c1");
     assert_eq!(written["summary"], "done");
-    assert!(!directory.join(".delivery.json.tmp").exists(), "no temporary file is left");
+    assert!(
+        !directory.join(".delivery.json.tmp").exists(),
+        "no temporary file is left"
+    );
     let _ = std::fs::remove_dir_all(&directory);
 }

@@ -27,7 +27,9 @@ fn ok(item: &str, round: u64, attempt: u64) -> String {
 }
 
 fn deliver(round: u64) -> String {
-    format!("  - {{ step: deliver, round: {round}, response: {{ candidate_id: c{round}, summary: \"all orders\" }} }}\n")
+    format!(
+        "  - {{ step: deliver, round: {round}, response: {{ candidate_id: c{round}, summary: \"all orders\" }} }}\n"
+    )
 }
 
 fn run(calls: &str) -> Replayed {
@@ -36,9 +38,21 @@ fn run(calls: &str) -> Replayed {
 
 #[test]
 fn every_order_runs_in_dag_order_and_the_run_completes() {
-    let calls = format!("{PLAN}{}{}{}{}{}", ok("T1", 1, 1), ok("T2", 1, 1), ok("T3", 1, 1), deliver(1), approve(true));
+    let calls = format!(
+        "{PLAN}{}{}{}{}{}",
+        ok("T1", 1, 1),
+        ok("T2", 1, 1),
+        ok("T3", 1, 1),
+        deliver(1),
+        approve(true)
+    );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     let calls: Vec<String> = replayed
         .outline()
         .into_iter()
@@ -58,7 +72,11 @@ fn every_order_runs_in_dag_order_and_the_run_completes() {
     );
     let candidate = &replayed.of_kind("candidate")[0];
     assert_eq!(candidate["items"], 3);
-    assert!(replayed.report().unused_calls.is_empty(), "{:?}", replayed.report().unused_calls);
+    assert!(
+        replayed.report().unused_calls.is_empty(),
+        "{:?}",
+        replayed.report().unused_calls
+    );
 }
 
 #[test]
@@ -72,18 +90,34 @@ fn partial_success_skips_dependents_and_a_repair_reruns_only_the_named_orders() 
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     let skipped = &replayed.of_kind("item_skipped")[0];
     assert_eq!(skipped["item"], "T2");
     assert_eq!(skipped["because"], "T1");
     let first = &replayed.of_kind("candidate")[0];
-    assert_eq!(first["items"], 1, "T3 completed independently: partial success");
+    assert_eq!(
+        first["items"], 1,
+        "T3 completed independently: partial success"
+    );
     assert_eq!(first["failed"], serde_json::json!(["T1"]));
     assert_eq!(first["skipped"], serde_json::json!(["T2"]));
     let repair = &replayed.of_kind("repair")[0];
-    assert_eq!(repair["items"], serde_json::json!(["T1", "T2"]), "only the failed order and its dependent");
+    assert_eq!(
+        repair["items"],
+        serde_json::json!(["T1", "T2"]),
+        "only the failed order and its dependent"
+    );
     // T3 is kept from round 1: no round-2 call for it (the cassette has none, and none is unused).
-    assert!(replayed.report().unused_calls.is_empty(), "{:?}", replayed.report().unused_calls);
+    assert!(
+        replayed.report().unused_calls.is_empty(),
+        "{:?}",
+        replayed.report().unused_calls
+    );
     let second = &replayed.of_kind("candidate")[1];
     assert_eq!(second["id"], "c2");
     assert_eq!(second["items"], 3);
@@ -102,10 +136,19 @@ fn partial_success_that_never_recovers_fails_without_a_candidate_to_deliver() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "failed{no_progress}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "failed{no_progress}",
+        "{}",
+        replayed.jsonl
+    );
     let finished = &replayed.of_kind("run_finished")[0];
     assert_eq!(finished["message"], "no candidate passed the hard rules");
-    assert_eq!(replayed.of_kind("item_skipped").len(), 2, "T2 is skipped in both rounds");
+    assert_eq!(
+        replayed.of_kind("item_skipped").len(),
+        2,
+        "T2 is skipped in both rounds"
+    );
 }
 
 #[test]
@@ -120,15 +163,29 @@ fn a_failed_check_is_a_stage_retry_with_the_check_as_feedback() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     let stage = replayed
         .of_kind("retry")
         .into_iter()
         .find(|retry| retry["retry"] == "stage")
         .unwrap_or_default();
     assert_eq!(stage["item"], "T3");
-    assert_eq!(stage["next"], 2, "attempt counts every call of the role, whatever caused it");
-    assert!(stage["reason"].as_str().unwrap_or("").contains("LOW_QUALITY"), "{stage}");
+    assert_eq!(
+        stage["next"], 2,
+        "attempt counts every call of the role, whatever caused it"
+    );
+    assert!(
+        stage["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("LOW_QUALITY"),
+        "{stage}"
+    );
     let checks: Vec<_> = replayed
         .of_kind("gate")
         .into_iter()
@@ -158,15 +215,29 @@ fn a_check_that_keeps_failing_fails_the_item() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     let failed = replayed
         .of_kind("item_done")
         .into_iter()
         .find(|item| item["status"] == "failed")
         .unwrap_or_default();
     assert_eq!(failed["item"], "T3");
-    assert!(failed["error"].as_str().unwrap_or("").contains("WRONG_ORDER"), "{failed}");
-    assert_eq!(replayed.of_kind("repair")[0]["items"], serde_json::json!(["T3"]));
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("WRONG_ORDER"),
+        "{failed}"
+    );
+    assert_eq!(
+        replayed.of_kind("repair")[0]["items"],
+        serde_json::json!(["T3"])
+    );
 }
 
 #[test]
@@ -182,12 +253,21 @@ fn a_tool_outside_the_whitelist_is_denied_and_never_executed() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "completed{gate_passed}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
     let denied = replayed.of_kind("tool_denied");
     assert_eq!(denied.len(), 1);
     assert_eq!(denied[0]["tool"], "publish");
     assert_eq!(denied[0]["allowed"], serde_json::json!(["search"]));
-    let executed: Vec<_> = replayed.of_kind("tool_call").iter().map(|c| c["tool"].clone()).collect();
+    let executed: Vec<_> = replayed
+        .of_kind("tool_call")
+        .iter()
+        .map(|c| c["tool"].clone())
+        .collect();
     assert_eq!(executed, ["search"]);
 }
 
@@ -212,7 +292,12 @@ fn a_tool_result_that_breaks_its_contract_is_reported() {
 fn a_person_rejecting_the_plan_blocks_the_run() {
     let calls = format!("{PLAN}{}", approve(false));
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "blocked{human_rejected}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "blocked{human_rejected}",
+        "{}",
+        replayed.jsonl
+    );
     let finished = &replayed.of_kind("run_finished")[0];
     assert_eq!(finished["message"], "the plan was not approved");
     assert_eq!(replayed.of_kind("human")[0]["answer"]["approved"], false);
@@ -225,9 +310,17 @@ fn a_dependency_cycle_fails_the_step() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "failed{step_failed{work}}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "failed{step_failed{work}}",
+        "{}",
+        replayed.jsonl
+    );
     let finished = &replayed.of_kind("run_finished")[0];
-    assert!(finished["message"].as_str().unwrap_or("").contains("cycle"), "{finished}");
+    assert!(
+        finished["message"].as_str().unwrap_or("").contains("cycle"),
+        "{finished}"
+    );
 }
 
 #[test]
@@ -241,12 +334,20 @@ fn a_tampered_order_after_the_gate_is_not_delivered() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(replayed.ending(), "failed{delivery_mismatch}", "{}", replayed.jsonl);
+    assert_eq!(
+        replayed.ending(),
+        "failed{delivery_mismatch}",
+        "{}",
+        replayed.jsonl
+    );
 }
 
 /// Eight independent orders with tied and untied latencies.
 fn wide(concurrency: u64) -> (charter_runtime::compiler::CompiledSpec, String) {
-    let path = format!("{}/tests/fixtures/work_orders.charter", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/fixtures/work_orders.charter",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(path).unwrap_or_default().replace(
         "executor(t) concurrency 2",
         &format!("executor(t) concurrency {concurrency}"),
@@ -256,10 +357,18 @@ fn wide(concurrency: u64) -> (charter_runtime::compiler::CompiledSpec, String) {
         &text,
         &charter_runtime::compiler::MemoryLoader::default(),
     );
-    let spec = compilation.spec.unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
     let ids: Vec<String> = (1..=8).map(|n| format!("W{n}")).collect();
-    let tasks: Vec<String> = ids.iter().map(|id| format!("{{ id: {id}, goal: g }}")).collect();
-    let mut calls = format!("calls:\n  - {{ step: plan, response: {{ tasks: [ {} ] }} }}\n", tasks.join(", "));
+    let tasks: Vec<String> = ids
+        .iter()
+        .map(|id| format!("{{ id: {id}, goal: g }}"))
+        .collect();
+    let mut calls = format!(
+        "calls:\n  - {{ step: plan, response: {{ tasks: [ {} ] }} }}\n",
+        tasks.join(", ")
+    );
     for (index, id) in ids.iter().enumerate() {
         // Latencies 1s, 2s, 1s, 2s, ... tie pairs of items at the same virtual instant;
         // W3 times out once (20m against 15m) and recovers.

@@ -48,14 +48,19 @@ pub fn deliver(
     let (path, actual_hash, written) = match target {
         DeliveryTarget::Memory => (String::new(), rebuilt.rehash(), None),
         DeliveryTarget::Directory(directory) => {
-            let check = write_delivery(directory, rebuilt, summary, evaluated_hash).map_err(|e| e.to_string())?;
+            let check = write_delivery(directory, rebuilt, summary, evaluated_hash)
+                .map_err(|e| e.to_string())?;
             if !check.matches() {
                 // Keep the evidence, but never under the name of a delivery.
                 let rejected = directory.join(REJECTED_FILE);
                 std::fs::rename(&check.path, &rejected)
                     .map_err(|e| format!("cannot set aside the mismatching delivery: {e}"))?;
             }
-            (DELIVERY_FILE.to_string(), check.actual_hash, Some(check.path))
+            (
+                DELIVERY_FILE.to_string(),
+                check.actual_hash,
+                Some(check.path),
+            )
         }
     };
     let delivered = (actual_hash == evaluated_hash).then(|| Delivered {

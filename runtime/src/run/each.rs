@@ -10,11 +10,11 @@ use charter_compiler::graph::{ItemCheckIr, NameIr};
 use serde_json::{Map, Value};
 
 use super::gate::judge;
-use crate::dag::WorkDag;
 use super::state::{ItemRecord, ItemStatus};
 use super::step::{CallUnit, CallUpdate, JobBody};
 use super::{Halt, Scheduler, Stop};
 use crate::canonical::hash_value;
+use crate::dag::WorkDag;
 use crate::trace::{self, EventKind, Outcome, Reason, RetryKind};
 
 /// Where a work item stands.
@@ -95,7 +95,10 @@ impl Scheduler<'_> {
                         && work.depends_on.iter().all(|dependency| {
                             works.iter().any(|other| {
                                 other.id.as_deref() == Some(dependency.as_str())
-                                    && matches!(other.state, WorkState::Settled(ItemStatus::Done(_)))
+                                    && matches!(
+                                        other.state,
+                                        WorkState::Settled(ItemStatus::Done(_))
+                                    )
                             })
                         })
                 });
@@ -244,7 +247,11 @@ impl Scheduler<'_> {
             return Ok(None);
         }
         if work.stage_retries_used >= check.retries {
-            let reason = format!("failed check `{}`: {}", check.gate, result.error_codes().join(", "));
+            let reason = format!(
+                "failed check `{}`: {}",
+                check.gate,
+                result.error_codes().join(", ")
+            );
             self.settle(step, work, ItemStatus::Failed(reason))?;
             return Ok(None);
         }
@@ -287,7 +294,10 @@ impl Scheduler<'_> {
         let Some(judge) = spec.roles.get(by) else {
             return vec![item.clone(), output.clone()];
         };
-        let step_role = self.current_role.as_deref().and_then(|role| spec.roles.get(role));
+        let step_role = self
+            .current_role
+            .as_deref()
+            .and_then(|role| spec.roles.get(role));
         judge
             .inputs
             .iter()

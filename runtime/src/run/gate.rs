@@ -45,7 +45,11 @@ impl Judged {
         if let EventKind::Gate { issues, .. } = &mut event {
             let mut expanded = Vec::with_capacity(issues.len());
             for issue in issues.drain(..) {
-                match self.items.get(&issue.code).filter(|items| !items.is_empty()) {
+                match self
+                    .items
+                    .get(&issue.code)
+                    .filter(|items| !items.is_empty())
+                {
                     Some(items) => {
                         for named in items {
                             let mut one = issue.clone();
@@ -126,7 +130,9 @@ fn failing_items(expr: &ExprIr, bindings: &Bindings, item_ids: &[String]) -> Vec
             over,
             body,
         } if is_candidate_items(over) => {
-            let Some(Value::Array(items)) = bindings.candidate.as_ref().and_then(|c| c.get("items")) else {
+            let Some(Value::Array(items)) =
+                bindings.candidate.as_ref().and_then(|c| c.get("items"))
+            else {
                 return Vec::new();
             };
             let mut failing = Vec::new();

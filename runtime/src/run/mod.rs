@@ -43,8 +43,8 @@ pub use delivery::{Delivered, DeliveryTarget};
 pub use outcome::{Fault, Outcome, Reason, RunConfig, RunError, RunOutcome, Tamper};
 pub use state::Phase;
 
-use each::{Work, WorkState, build_items};
 use crate::budget::BudgetMeter;
+use each::{Work, WorkState, build_items};
 use gate::{Judged, judge};
 use repair::{Decision, RepairPolicy};
 use state::{Candidate, CandidateContent, ItemStatus, RunState, StepOutput};
@@ -237,7 +237,9 @@ impl<'r> Scheduler<'r> {
                 prompts: spec
                     .roles
                     .iter()
-                    .filter_map(|(name, role)| role.prompt.as_ref().map(|p| (name.clone(), p.hash.clone())))
+                    .filter_map(|(name, role)| {
+                        role.prompt.as_ref().map(|p| (name.clone(), p.hash.clone()))
+                    })
                     .collect(),
             })
         })();
@@ -274,7 +276,11 @@ impl<'r> Scheduler<'r> {
             return Err(Halt::Stop(self.terminal_stop(&step.kind)));
         }
         let name = step.name.clone();
-        if spec.budget.steps.is_some_and(|limit| self.state.meter.steps >= limit) {
+        if spec
+            .budget
+            .steps
+            .is_some_and(|limit| self.state.meter.steps >= limit)
+        {
             return Err(self.budget_stop(BudgetKind::Steps));
         }
         self.state.meter.count_step();
@@ -282,9 +288,9 @@ impl<'r> Scheduler<'r> {
         self.current_step = Some(name.clone());
         self.enter_phase(self.phase_of(node, &step.kind))?;
         let role = match &step.kind {
-            StepKind::Call { role, .. } | StepKind::Each { role, .. } | StepKind::Finalize { role, .. } => {
-                Some(role.clone())
-            }
+            StepKind::Call { role, .. }
+            | StepKind::Each { role, .. }
+            | StepKind::Finalize { role, .. } => Some(role.clone()),
             _ => None,
         };
         self.current_role = role.clone();
@@ -308,7 +314,9 @@ impl<'r> Scheduler<'r> {
                     .await?;
                 None
             }
-            StepKind::Gate { gate, repair } => Some(self.run_gate(node, &name, gate, *repair).await?),
+            StepKind::Gate { gate, repair } => {
+                Some(self.run_gate(node, &name, gate, *repair).await?)
+            }
             StepKind::Finalize { role, args } => {
                 self.run_finalize(&name, role, args).await?;
                 None
@@ -335,7 +343,11 @@ impl<'r> Scheduler<'r> {
     /// Follows the first edge of `node` whose condition holds (edges in source order).
     fn next_node(&mut self, node: NodeIndex) -> Result<NodeIndex, Halt> {
         let spec = self.spec;
-        let mut edges: Vec<_> = spec.flow.graph.edges_directed(node, Direction::Outgoing).collect();
+        let mut edges: Vec<_> = spec
+            .flow
+            .graph
+            .edges_directed(node, Direction::Outgoing)
+            .collect();
         edges.sort_by_key(|edge| edge.id().index());
         let bindings = self.bindings();
         for edge in edges {
@@ -344,7 +356,9 @@ impl<'r> Scheduler<'r> {
                 TransitionIr::When { condition } => match evaluate_bool(condition, &bindings) {
                     Ok(holds) => holds,
                     Err(error) => {
-                        return Err(self.step_failure(format!("a `when` condition cannot be evaluated: {error}")));
+                        return Err(self.step_failure(format!(
+                            "a `when` condition cannot be evaluated: {error}"
+                        )));
                     }
                 },
                 TransitionIr::Pass | TransitionIr::Fail | TransitionIr::Repair { .. } => false,
@@ -357,7 +371,12 @@ impl<'r> Scheduler<'r> {
     }
 
     /// Runs a single role call as a one-item work list.
-    async fn single_call(&mut self, step: &str, role: &str, inputs: Vec<Value>) -> Result<Value, Halt> {
+    async fn single_call(
+        &mut self,
+        step: &str,
+        role: &str,
+        inputs: Vec<Value>,
+    ) -> Result<Value, Halt> {
         let mut works = vec![Work {
             id: None,
             value: Value::Null,
@@ -390,7 +409,10 @@ impl<'r> Scheduler<'r> {
         let list = match evaluate(over, &bindings) {
             Ok(Value::Array(list)) => list,
             Ok(other) => {
-                let message = format!("`each` needs a list, but got {}", crate::value::describe(&other));
+                let message = format!(
+                    "`each` needs a list, but got {}",
+                    crate::value::describe(&other)
+                );
                 return Err(self.dag_failure(step, message));
             }
             Err(error) => return Err(self.dag_failure(step, error.to_string())),
@@ -438,7 +460,8 @@ impl<'r> Scheduler<'r> {
                 feedback: feedback.clone(),
             });
         }
-        self.drive(step, role, &mut works, concurrency, check).await?;
+        self.drive(step, role, &mut works, concurrency, check)
+            .await?;
         let records = Self::records(&works);
         self.store(step, StepOutput::Each(records));
         Ok(())
@@ -446,7 +469,13 @@ impl<'r> Scheduler<'r> {
 
     /// Evaluates the gate of a `gate` step on the current round's candidate, and decides
     /// the next node: `pass`, `fail`, or the repair table's action.
-    async fn run_gate(&mut self, node: NodeIndex, step: &str, gate_name: &str, repair: bool) -> Result<NodeIndex, Halt> {
+    async fn run_gate(
+        &mut self,
+        node: NodeIndex,
+        step: &str,
+        gate_name: &str,
+        repair: bool,
+    ) -> Result<NodeIndex, Halt> {
         let spec = self.spec;
         let Some(gate) = spec.gates.get(gate_name) else {
             return Err(flow_error(&format!("unknown gate `{gate_name}`")));
@@ -489,7 +518,11 @@ impl<'r> Scheduler<'r> {
         };
         match wanted {
             Some(kind) => {
-                let mut edges: Vec<_> = spec.flow.graph.edges_directed(node, Direction::Outgoing).collect();
+                let mut edges: Vec<_> = spec
+                    .flow
+                    .graph
+                    .edges_directed(node, Direction::Outgoing)
+                    .collect();
                 edges.sort_by_key(|edge| edge.id().index());
                 edges
                     .into_iter()
@@ -503,16 +536,21 @@ impl<'r> Scheduler<'r> {
 
     /// The repair loop's mechanics: no-progress and round accounting, then the action
     /// the policy chose.
-    async fn repair(&mut self, gate_node: NodeIndex, candidate: &Candidate, result: &Judged) -> Result<NodeIndex, Halt> {
+    async fn repair(
+        &mut self,
+        gate_node: NodeIndex,
+        candidate: &Candidate,
+        result: &Judged,
+    ) -> Result<NodeIndex, Halt> {
         let spec = self.spec;
         let Some(table) = &spec.repair else {
             return self.stop_repairing(Reason::NoRepairAction, gate_node);
         };
         self.enter_phase(Phase::Repairing)?;
-        let progressed = self
-            .state
-            .progress
-            .record(&result.error_codes(), result.score(), candidate.hash());
+        let progressed =
+            self.state
+                .progress
+                .record(&result.error_codes(), result.score(), candidate.hash());
         if !progressed {
             self.emit(EventKind::NoProgress {
                 rounds: self.state.progress.stalled(),
@@ -550,7 +588,10 @@ impl<'r> Scheduler<'r> {
         let (target, items, feedback) = match &decision {
             Decision::Ask { question, .. } => {
                 let answer = self.ask_human(question).await?;
-                let approved = answer.get("approved").and_then(Value::as_bool).unwrap_or(false);
+                let approved = answer
+                    .get("approved")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
                 if !approved {
                     return self.stop_repairing(Reason::HumanRejected, gate_node);
                 }
@@ -577,7 +618,9 @@ impl<'r> Scheduler<'r> {
             }
         };
         let Some(&target_node) = spec.flow.steps.get(&target) else {
-            return Err(flow_error(&format!("repair reruns unknown step `{target}`")));
+            return Err(flow_error(&format!(
+                "repair reruns unknown step `{target}`"
+            )));
         };
         let invalidated = crate::repair::downstream(&spec.flow, &target);
         self.emit_repair(&decision, invalidated.clone())?;
@@ -587,7 +630,12 @@ impl<'r> Scheduler<'r> {
             delay_ms: 0,
             reason: result.error_codes().join(", "),
         })?;
-        self.start_round(&target, &invalidated, items, feedback.then(|| result.feedback()))?;
+        self.start_round(
+            &target,
+            &invalidated,
+            items,
+            feedback.then(|| result.feedback()),
+        )?;
         Ok(target_node)
     }
 
@@ -627,7 +675,9 @@ impl<'r> Scheduler<'r> {
         let stop = Stop::new(
             Outcome::BelowTarget,
             reason,
-            Some(format!("delivering the best candidate {best}, which did not pass the gate")),
+            Some(format!(
+                "delivering the best candidate {best}, which did not pass the gate"
+            )),
         );
         match self.finalize_node(gate_node) {
             Some(node) => {
@@ -642,8 +692,12 @@ impl<'r> Scheduler<'r> {
     /// edge, else the first in the flow.
     fn finalize_node(&self, gate_node: NodeIndex) -> Option<NodeIndex> {
         let graph = &self.spec.flow.graph;
-        let is_finalize =
-            |node: NodeIndex| matches!(graph.node_weight(node).map(|s| &s.kind), Some(StepKind::Finalize { .. }));
+        let is_finalize = |node: NodeIndex| {
+            matches!(
+                graph.node_weight(node).map(|s| &s.kind),
+                Some(StepKind::Finalize { .. })
+            )
+        };
         let pass_target = graph
             .edges_directed(gate_node, Direction::Outgoing)
             .find(|edge| *edge.weight() == TransitionIr::Pass)
@@ -690,7 +744,10 @@ impl<'r> Scheduler<'r> {
             return Err(self.mismatch(best.id(), best.hash(), message));
         };
         let rebuilt = CandidateContent::of(stored).to_candidate(best.round());
-        let summary = output.get("summary").and_then(Value::as_str).unwrap_or_default();
+        let summary = output
+            .get("summary")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let checked = delivery::deliver(&self.config.delivery, &rebuilt, summary, best.hash())
             .map_err(|message| Halt::Error(RunError::Delivery(message)))?;
         self.emit(EventKind::Delivery {
@@ -736,14 +793,20 @@ impl<'r> Scheduler<'r> {
         }) {
             return halt;
         }
-        Halt::Stop(Stop::new(Outcome::Failed, Reason::DeliveryMismatch, Some(message)))
+        Halt::Stop(Stop::new(
+            Outcome::Failed,
+            Reason::DeliveryMismatch,
+            Some(message),
+        ))
     }
 
     /// An `ask` step: a person's `Answer`.
     async fn run_ask(&mut self, step: &str, question: &str) -> Result<(), Halt> {
         let answer = self.ask_human(question).await?;
-        self.state.last_ask_rejected =
-            !answer.get("approved").and_then(Value::as_bool).unwrap_or(false);
+        self.state.last_ask_rejected = !answer
+            .get("approved")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         self.store(step, StepOutput::Single(answer));
         Ok(())
     }
@@ -766,7 +829,10 @@ impl<'r> Scheduler<'r> {
             .map_err(|violations| {
                 Halt::Error(RunError::Human {
                     step: step.clone(),
-                    message: format!("the answer is not an `Answer`: {}", violations_text(&violations)),
+                    message: format!(
+                        "the answer is not an `Answer`: {}",
+                        violations_text(&violations)
+                    ),
                 })
             })?;
         self.emit(EventKind::Human {
@@ -918,7 +984,9 @@ impl<'r> Scheduler<'r> {
                             }
                         }
                     }
-                    (StepOutput::Single(value), None) if name == after || subjects.contains(name) => {
+                    (StepOutput::Single(value), None)
+                        if name == after || subjects.contains(name) =>
+                    {
                         tamper(value, after);
                         hit = Some(name.clone());
                     }
@@ -995,7 +1063,11 @@ impl<'r> Scheduler<'r> {
 
     fn step_failure(&mut self, message: String) -> Halt {
         let step = self.current_step.clone().unwrap_or_default();
-        Halt::Stop(Stop::new(Outcome::Failed, Reason::StepFailed { step }, Some(message)))
+        Halt::Stop(Stop::new(
+            Outcome::Failed,
+            Reason::StepFailed { step },
+            Some(message),
+        ))
     }
 
     /// Names in scope: `request`, step outputs of this round, `run`, `best`, and the
@@ -1034,7 +1106,9 @@ impl<'r> Scheduler<'r> {
             match evaluate(arg, &bindings) {
                 Ok(value) => values.push(value),
                 Err(error) => {
-                    return Err(self.step_failure(format!("an argument cannot be evaluated: {error}")));
+                    return Err(
+                        self.step_failure(format!("an argument cannot be evaluated: {error}"))
+                    );
                 }
             }
         }
@@ -1099,7 +1173,10 @@ impl<'r> Scheduler<'r> {
         works: &[Work],
     ) -> Result<Vec<JobMessage>, Halt> {
         let first = match self.wall_deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline, self.receiver.recv()).await.ok().flatten(),
+            Some(deadline) => tokio::time::timeout_at(deadline, self.receiver.recv())
+                .await
+                .ok()
+                .flatten(),
             None => self.receiver.recv().await,
         };
         let mut batch: Vec<JobMessage> = first.into_iter().collect();
@@ -1155,7 +1232,12 @@ impl<'r> Scheduler<'r> {
 
     /// Appends an event about one call.
     fn emit_call(&mut self, unit: &CallUnit, kind: EventKind) -> Result<(), Halt> {
-        self.append(Some(unit.step.clone()), unit.item.clone(), Some(unit.attempt), kind)
+        self.append(
+            Some(unit.step.clone()),
+            unit.item.clone(),
+            Some(unit.attempt),
+            kind,
+        )
     }
 
     /// Appends an event about one work item.

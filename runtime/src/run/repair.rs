@@ -17,7 +17,10 @@ pub enum Decision {
     /// `fail "reason"`: stop as `failed`.
     Fail { reason: String, code: String },
     /// `ask "question"`: a person decides whether to go on repairing.
-    Ask { question: String, codes: Vec<String> },
+    Ask {
+        question: String,
+        codes: Vec<String>,
+    },
     /// `replan`: run the flow again from its entry step.
     Replan { codes: Vec<String> },
     /// `rerun STEP`, limited to `items` (and their dependents) when not empty.
@@ -42,18 +45,28 @@ impl RepairPolicy<'_> {
     /// Decides what to do about a failed gate's evaluation.
     pub fn decide(&self, judged: &Judged) -> Decision {
         let error_codes = judged.error_codes();
-        let (action, codes) = match decide_repair(self.table, &error_codes, &flow_order(self.flow)) {
+        let (action, codes) = match decide_repair(self.table, &error_codes, &flow_order(self.flow))
+        {
             RepairDecision::NoAction => return Decision::NoAction,
             RepairDecision::Act { action, codes } => (action, codes),
         };
         let first = codes.first().cloned().unwrap_or_default();
         match action {
-            ActionIr::Block { reason } => Decision::Block { reason, code: first },
-            ActionIr::Fail { reason } => Decision::Fail { reason, code: first },
+            ActionIr::Block { reason } => Decision::Block {
+                reason,
+                code: first,
+            },
+            ActionIr::Fail { reason } => Decision::Fail {
+                reason,
+                code: first,
+            },
             ActionIr::Ask { question } => Decision::Ask { question, codes },
             ActionIr::Replan => Decision::Replan { codes },
             ActionIr::Accept => Decision::NoAction,
-            ActionIr::Rerun { step, with_feedback } => {
+            ActionIr::Rerun {
+                step,
+                with_feedback,
+            } => {
                 let mine: Vec<&String> = codes
                     .iter()
                     .filter(|code| {
@@ -67,7 +80,8 @@ impl RepairPolicy<'_> {
                 let items = if named.is_empty() || named.iter().any(Option::is_none) {
                     Vec::new()
                 } else {
-                    let mut items: Vec<String> = named.into_iter().flatten().flatten().cloned().collect();
+                    let mut items: Vec<String> =
+                        named.into_iter().flatten().flatten().cloned().collect();
                     items.sort();
                     items.dedup();
                     items

@@ -17,7 +17,9 @@ use super::outcome::RunError;
 use super::{Halt, Scheduler};
 use crate::canonical::sha256;
 use crate::prompt::render_prompt;
-use crate::provider::{CallKey, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, Usage};
+use crate::provider::{
+    CallKey, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, Usage,
+};
 use crate::trace::{EventKind, RetryKind};
 use crate::validate::{Validator, parse_output, violations_text};
 
@@ -161,11 +163,9 @@ impl Scheduler<'_> {
                 unit.step, unit.role
             ))));
         };
-        unit.attempt = self.state.next_attempt(
-            &unit.step,
-            unit.item.as_deref(),
-            unit.key_role.as_deref(),
-        );
+        unit.attempt =
+            self.state
+                .next_attempt(&unit.step, unit.item.as_deref(), unit.key_role.as_deref());
         let key = CallKey {
             step: unit.step.clone(),
             round: self.state.round,
@@ -221,7 +221,10 @@ impl Scheduler<'_> {
     ) -> Result<CallUpdate, Halt> {
         let spec = self.spec;
         let Some(role) = spec.roles.get(&unit.role) else {
-            return Err(Halt::Error(RunError::Flow(format!("unknown role `{}`", unit.role))));
+            return Err(Halt::Error(RunError::Flow(format!(
+                "unknown role `{}`",
+                unit.role
+            ))));
         };
         let problem = match result {
             Err(CallFailure::TimedOut { after_ms }) => {
@@ -259,7 +262,9 @@ impl Scheduler<'_> {
                 self.tool_calls(unit, role, &response)?;
                 let parsed = match response.output {
                     ModelOutput::Json(value) => Ok(value),
-                    ModelOutput::Text(text) => parse_output(&text).map_err(|violation| vec![violation]),
+                    ModelOutput::Text(text) => {
+                        parse_output(&text).map_err(|violation| vec![violation])
+                    }
                 };
                 let validator = Validator::for_spec(spec);
                 match parsed.and_then(|value| validator.validate(&role.output, &value)) {
@@ -322,14 +327,22 @@ impl Scheduler<'_> {
     /// Records the tool calls of a response: a tool outside the role's whitelist (or past
     /// `max_tool_calls`) is `tool_denied` and not executed; a permitted call's result is
     /// checked against the tool's output contract (tool outputs are untrusted data).
-    fn tool_calls(&mut self, unit: &CallUnit, role: &RoleIr, response: &ModelResponse) -> Result<(), Halt> {
+    fn tool_calls(
+        &mut self,
+        unit: &CallUnit,
+        role: &RoleIr,
+        response: &ModelResponse,
+    ) -> Result<(), Halt> {
         let spec = self.spec;
         let validator = Validator::for_spec(spec);
         let mut executed = 0u64;
         for call in &response.tool_calls {
             let whitelisted = role.tools.iter().any(|tool| tool == &call.tool);
             let within_limit = role.max_tool_calls.is_none_or(|max| executed < max);
-            let tool = spec.tools.get(&call.tool).filter(|_| whitelisted && within_limit);
+            let tool = spec
+                .tools
+                .get(&call.tool)
+                .filter(|_| whitelisted && within_limit);
             let Some(tool) = tool else {
                 self.emit_call(
                     unit,

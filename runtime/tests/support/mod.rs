@@ -13,7 +13,10 @@ pub const HEADER: &str = "version: 1\nrecorded: { spec_hash: \"sha256:test\" }\n
 
 /// Compiles `tests/fixtures/<name>.charter`; panics (fails the test) on any error.
 pub fn fixture(name: &str) -> CompiledSpec {
-    let path = format!("{}/tests/fixtures/{name}.charter", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/fixtures/{name}.charter",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{path}: {error}"));
     let compilation = compile(&format!("{name}.charter"), &text, &MemoryLoader::default());
     assert!(
@@ -21,7 +24,9 @@ pub fn fixture(name: &str) -> CompiledSpec {
         "{name} does not compile: {:#?}",
         compilation.diagnostics
     );
-    compilation.spec.unwrap_or_else(|| panic!("{name}: no compiled spec"))
+    compilation
+        .spec
+        .unwrap_or_else(|| panic!("{name}: no compiled spec"))
 }
 
 /// What one replay produced.
@@ -91,11 +96,17 @@ pub fn replay(spec: &CompiledSpec, input: &str, calls: &str) -> Replayed {
 }
 
 /// Like [`replay`], delivering to `target`.
-pub fn replay_to(spec: &CompiledSpec, input: &str, calls: &str, target: DeliveryTarget) -> Replayed {
+pub fn replay_to(
+    spec: &CompiledSpec,
+    input: &str,
+    calls: &str,
+    target: DeliveryTarget,
+) -> Replayed {
     let text = format!("{HEADER}{calls}");
     let cassette = Cassette::from_yaml("cassette.yaml", &text)
         .unwrap_or_else(|error| panic!("bad test cassette: {error}\n{text}"));
-    let input: Value = serde_json::from_str(input).unwrap_or_else(|error| panic!("bad input: {error}"));
+    let input: Value =
+        serde_json::from_str(input).unwrap_or_else(|error| panic!("bad input: {error}"));
     let mut sink = MemorySink::new();
     let result = replay_cassette(spec, input, cassette, target, &mut sink);
     let jsonl = sink.to_jsonl().unwrap_or_default();

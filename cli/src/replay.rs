@@ -368,7 +368,7 @@ fn describe(event: &TraceEvent) -> Option<String> {
             let scores = scores
                 .iter()
                 .map(|score| match score.value {
-                    Some(value) => format!("{}={value}", score.name),
+                    Some(value) => format!("{}={}", score.name, number(value)),
                     None => format!("{}=?", score.name),
                 })
                 .collect::<Vec<_>>()
@@ -379,7 +379,7 @@ fn describe(event: &TraceEvent) -> Option<String> {
                 "gate {gate} on {candidate}: {}{}{}{}",
                 if *passed { "PASS" } else { "FAIL" },
                 score
-                    .map(|score| format!(" score {score}"))
+                    .map(|score| format!(" score {}", number(score)))
                     .unwrap_or_default(),
                 if scores.is_empty() {
                     String::new()
@@ -447,6 +447,12 @@ fn describe(event: &TraceEvent) -> Option<String> {
         EventKind::Human { question, answer } => format!("asked {question:?}: {answer}"),
     };
     Some(line)
+}
+
+/// A score as people read it: at most two decimals, no trailing zeros.
+fn number(value: f64) -> String {
+    let text = format!("{value:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 fn format_time(ms: u64) -> String {

@@ -167,6 +167,20 @@ impl Scheduler<'_> {
             }
             JobBody::Reply(result) => self.on_reply(&mut unit, result)?,
         };
+        if judging.is_none() && matches!(update, CallUpdate::Output(_)) {
+            // The files the successful attempt wrote belong to the item's output.
+            let item = work.id.clone().unwrap_or_default();
+            let files = self
+                .state
+                .artifacts
+                .entry((step.to_string(), self.state.round))
+                .or_default();
+            if unit.artifacts.is_empty() {
+                files.remove(&item);
+            } else {
+                files.insert(item, unit.artifacts.clone());
+            }
+        }
         let job = match update {
             CallUpdate::Retrying => {
                 work.state = match judging {

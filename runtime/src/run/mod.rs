@@ -440,6 +440,21 @@ impl<'r> Scheduler<'r> {
             }
             _ => BTreeMap::new(),
         };
+        if !keep.is_empty() {
+            let previous = self
+                .state
+                .artifacts
+                .get(&(step.to_string(), previous_round))
+                .cloned()
+                .unwrap_or_default();
+            let kept: state::Artifacts = previous
+                .into_iter()
+                .filter(|(item, _)| keep.contains_key(item))
+                .collect();
+            self.state
+                .artifacts
+                .insert((step.to_string(), self.state.round), kept);
+        }
         let feedback = self.state.feedback.get(step).cloned();
         let mut works = Vec::with_capacity(items.len());
         for (id, value, depends_on) in items {
@@ -743,7 +758,8 @@ impl<'r> Scheduler<'r> {
             let message = format!("the outputs of candidate `{}` are gone", best.id());
             return Err(self.mismatch(best.id(), best.hash(), message));
         };
-        let rebuilt = CandidateContent::of(stored).to_candidate(best.round());
+        let written = self.state.artifacts.get(&(best.step.clone(), best.round()));
+        let rebuilt = CandidateContent::of(stored, written).to_candidate(best.round());
         let summary = output
             .get("summary")
             .and_then(Value::as_str)
@@ -930,7 +946,11 @@ impl<'r> Scheduler<'r> {
         let Some(output) = self.state.outputs.get(step) else {
             return Ok(());
         };
-        let content = CandidateContent::of(output);
+        let written = self
+            .state
+            .artifacts
+            .get(&(step.to_string(), self.state.round));
+        let content = CandidateContent::of(output, written);
         let candidate = Candidate {
             step: step.to_string(),
             item_ids: content.item_ids.clone(),
@@ -993,10 +1013,22 @@ impl<'r> Scheduler<'r> {
                     _ => {}
                 }
             }
-            if let Some(name) = hit
-                && let Some(stored) = self.state.history.get(&(name.clone(), round)).cloned()
-            {
-                self.state.outputs.insert(name, stored);
+            if let Some(name) = hit {
+                // A late overwrite also reaches the files the item wrote.
+                let key = item.clone().unwrap_or_default();
+                if let Some(files) = self
+                    .state
+                    .artifacts
+                    .get_mut(&(name.clone(), round))
+                    .and_then(|written| written.get_mut(&key))
+                {
+                    for content in files.values_mut() {
+                        content.push_str("\n(overwritten after evaluation)");
+                    }
+                }
+                if let Some(stored) = self.state.history.get(&(name.clone(), round)).cloned() {
+                    self.state.outputs.insert(name, stored);
+                }
             }
         }
     }

@@ -87,9 +87,15 @@ impl StepOutput {
     }
 }
 
+/// Files written by tools (effect `write`, arguments `{path, content}`), by item id
+/// (`""` for a single call), then path -> content.
+pub type Artifacts = BTreeMap<String, BTreeMap<String, String>>;
+
 /// The content of a candidate that its hash covers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CandidateContent {
+    /// Files the items' tools wrote: path -> content (part of the hash).
+    pub artifacts: BTreeMap<String, String>,
     pub items: Vec<Value>,
     /// The ids of the items in `items`, in the same order (empty for a single call).
     pub item_ids: Vec<String>,
@@ -99,9 +105,18 @@ pub struct CandidateContent {
 
 impl CandidateContent {
     /// The candidate content of a step's stored output.
-    pub fn of(output: &StepOutput) -> CandidateContent {
+    /// The candidate content of a step's stored output and the files its items wrote
+    /// (by item id; `""` for a single call).
+    pub fn of(output: &StepOutput, written: Option<&Artifacts>) -> CandidateContent {
+        let files = |item: &str| {
+            written
+                .and_then(|written| written.get(item))
+                .cloned()
+                .unwrap_or_default()
+        };
         match output {
             StepOutput::Single(value) | StepOutput::Gate(value) => CandidateContent {
+                artifacts: files(""),
                 items: vec![value.clone()],
                 item_ids: Vec::new(),
                 failed: Vec::new(),
@@ -109,6 +124,7 @@ impl CandidateContent {
             },
             StepOutput::Each(records) => {
                 let mut content = CandidateContent {
+                    artifacts: BTreeMap::new(),
                     items: Vec::new(),
                     item_ids: Vec::new(),
                     failed: Vec::new(),
@@ -119,6 +135,7 @@ impl CandidateContent {
                         ItemStatus::Done(output) => {
                             content.items.push(output.clone());
                             content.item_ids.push(record.id.clone());
+                            content.artifacts.extend(files(&record.id));
                         }
                         ItemStatus::Failed(_) => content.failed.push(record.id.clone()),
                         ItemStatus::Skipped(_) => content.skipped.push(record.id.clone()),
@@ -136,7 +153,7 @@ impl CandidateContent {
             self.items.clone(),
             self.failed.clone(),
             self.skipped.clone(),
-            std::collections::BTreeMap::new(),
+            self.artifacts.clone(),
         )
     }
 }
@@ -191,6 +208,8 @@ pub struct RunState {
     /// Every step output by (step, round): what a candidate of an earlier round is
     /// rebuilt from at delivery.
     pub history: BTreeMap<(String, u64), StepOutput>,
+    /// The files each step's items wrote, by (step, round).
+    pub artifacts: BTreeMap<(String, u64), Artifacts>,
     /// Every candidate, in round order.
     pub candidates: Vec<Candidate>,
     /// Feedback for the next run of a step (repair `with feedback`), by step name.
@@ -216,6 +235,7 @@ impl RunState {
             request,
             outputs: BTreeMap::new(),
             history: BTreeMap::new(),
+            artifacts: BTreeMap::new(),
             candidates: Vec::new(),
             feedback: BTreeMap::new(),
             rerun_items: BTreeMap::new(),

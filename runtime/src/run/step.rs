@@ -6,10 +6,11 @@
 //! every event (`model_call`, `model_result`, `timeout`, `provider_error`,
 //! `contract_violation`, `tool_call`, `tool_denied`, `retry{provider}`) to the trace.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use charter_compiler::graph::RoleIr;
+use charter_compiler::graph::{EffectIr, RoleIr};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -59,6 +60,8 @@ pub struct CallUnit {
     pub validation_error: Option<String>,
     /// The attempt in flight.
     pub attempt: u64,
+    /// Files the last reply's permitted `write` tools wrote: path -> content.
+    pub artifacts: BTreeMap<String, String>,
 }
 
 impl CallUnit {
@@ -74,6 +77,7 @@ impl CallUnit {
             retries_used: 0,
             validation_error: None,
             attempt: 0,
+            artifacts: BTreeMap::new(),
         }
     }
 }
@@ -329,10 +333,11 @@ impl Scheduler<'_> {
     /// checked against the tool's output contract (tool outputs are untrusted data).
     fn tool_calls(
         &mut self,
-        unit: &CallUnit,
+        unit: &mut CallUnit,
         role: &RoleIr,
         response: &ModelResponse,
     ) -> Result<(), Halt> {
+        unit.artifacts.clear();
         let spec = self.spec;
         let validator = Validator::for_spec(spec);
         let mut executed = 0u64;
@@ -354,6 +359,12 @@ impl Scheduler<'_> {
                 continue;
             };
             executed += 1;
+            if tool.effect == EffectIr::Write
+                && let (Some(Value::String(path)), Some(Value::String(content))) =
+                    (call.args.get("path"), call.args.get("content"))
+            {
+                unit.artifacts.insert(path.clone(), content.clone());
+            }
             self.emit_call(
                 unit,
                 EventKind::ToolCall {

@@ -29,6 +29,39 @@ pub fn fixture(name: &str) -> CompiledSpec {
         .unwrap_or_else(|| panic!("{name}: no compiled spec"))
 }
 
+/// Compiles a seed spec, `specs/seeds/<name>.charter`, reading its prompt files.
+pub fn seed(name: &str) -> CompiledSpec {
+    let directory = format!("{}/../specs/seeds", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(format!("{directory}/{name}.charter"))
+        .unwrap_or_else(|error| panic!("{name}: {error}"));
+    let loader = SeedFiles { directory };
+    let compilation = compile(&format!("{name}.charter"), &text, &loader);
+    assert!(
+        !compilation.has_errors(),
+        "{name} does not compile: {:#?}",
+        compilation.diagnostics
+    );
+    compilation
+        .spec
+        .unwrap_or_else(|| panic!("{name}: no compiled spec"))
+}
+
+/// Reads the files a seed spec names, relative to `specs/seeds`.
+struct SeedFiles {
+    directory: String,
+}
+
+impl charter_runtime::compiler::Loader for SeedFiles {
+    fn load(&self, relative_path: &str) -> Result<charter_runtime::compiler::LoadedFile, String> {
+        std::fs::read_to_string(format!("{}/{relative_path}", self.directory))
+            .map(|text| charter_runtime::compiler::LoadedFile {
+                display_name: relative_path.to_string(),
+                text,
+            })
+            .map_err(|error| format!("{relative_path}: {error}"))
+    }
+}
+
 /// What one replay produced.
 #[derive(Debug)]
 pub struct Replayed {

@@ -239,7 +239,9 @@ fn check_judge_tools(
                         entry.name
                     ),
                 )
-                .with_label(format!("a judge may not hold a tool with effect `{effect}`"))
+                .with_label(format!(
+                    "a judge may not hold a tool with effect `{effect}`"
+                ))
                 .with_note(read.span, note)
                 .with_help(format!(
                     "a judge must not change what it judges: remove `{}` from `{judge}`'s tools, \
@@ -260,6 +262,13 @@ fn check_finalize_roles(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>
         let Some(definition) = symbols.roles.get(role.name.as_str()) else {
             continue;
         };
+        // An output naming an unknown contract is reported by the name check; saying it
+        // is not `Delivery` as well would only repeat that.
+        if let Some(output) = &definition.output
+            && !symbols.is_contract(&output.name)
+        {
+            continue;
+        }
         diagnostics.extend(finalize_output(role.span, definition));
     }
 }

@@ -94,10 +94,14 @@ fn check_list(list: &Expr, diagnostics: &mut Vec<Diagnostic>) {
                     graph.add_edge(from, *to, *span);
                 }
                 None => {
-                    let help =
-                        did_you_mean(dependency, index.keys().copied()).unwrap_or_else(|| {
-                            "name the `id` of a task in this list, or remove the dependency".into()
-                        });
+                    let help = match did_you_mean(dependency, index.keys().copied()) {
+                        Some(suggestion) => format!(
+                            "{suggestion} (or add a task with id `{dependency}` to the list)"
+                        ),
+                        None => "name the `id` of a task in this list, or remove the \
+                                     dependency"
+                            .to_string(),
+                    };
                     diagnostics.push(
                         Diagnostic::new(
                             Code::E015,

@@ -728,6 +728,20 @@ flow {
 }
 
 #[test]
+fn a_misspelt_finalize_output_is_left_to_the_name_check() {
+    expect(
+        r#"
+role closer { model: default  prompt: "ship"  input: Candidate  output: Delivry }
+flow {
+  work = worker(request) -> ship
+  ship = finalize closer(best) -> done
+}
+"#,
+        &[],
+    );
+}
+
+#[test]
 fn unresolved_targets_are_reported_when_no_earlier_check_did() {
     expect(
         r#"

@@ -26,6 +26,7 @@ pub mod repair;
 pub mod replay;
 pub mod run;
 pub mod scenario;
+pub mod scheduler;
 pub mod trace;
 pub mod validate;
 pub mod value;

@@ -50,9 +50,12 @@ impl YamlError {
     }
 }
 
-/// Reads `text` (the content of `file`) as a `T`.
+/// Reads `text` (the content of `file`) as a `T`. Booleans are YAML 1.2's only
+/// (`true`/`false`): a recorded answer `no`, `y` or `off` stays a string.
 pub fn from_str<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, YamlError> {
-    serde_saphyr::from_str(text).map_err(|error| {
+    let mut options = serde_saphyr::Options::default();
+    options.strict_booleans = true;
+    serde_saphyr::from_str_with_options(text, options).map_err(|error| {
         let location = error.location();
         let message = error.without_snippet().to_string();
         YamlError::at(
@@ -119,6 +122,16 @@ mod tests {
             },
         );
         assert_eq!(text, Ok("name: b\ncount: 3\n".to_string()));
+    }
+
+    #[test]
+    fn only_yaml_1_2_booleans_are_booleans() {
+        let value: Result<serde_json::Value, _> =
+            from_str("x.yaml", "a: n\nb: yes\nc: off\nd: true\ne: ~\n");
+        assert_eq!(
+            value,
+            Ok(serde_json::json!({"a": "n", "b": "yes", "c": "off", "d": true, "e": null}))
+        );
     }
 
     #[test]

@@ -147,7 +147,7 @@ fn an_off_plan_candidate_is_replanned_from_the_entry_step() {
     let phases: Vec<String> = replayed
         .of_kind("phase")
         .iter()
-        .map(|p| format!("{}", p["to"].as_str().unwrap_or("")))
+        .map(|p| p["to"].as_str().unwrap_or("").to_string())
         .collect();
     assert!(
         phases.ends_with(&[

@@ -414,3 +414,60 @@ fn a_delivery_to_a_directory_is_written_atomically_and_read_back() {
     );
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+#[test]
+fn a_cancelled_run_drops_its_calls_and_ends_cancelled() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use charter_runtime::replay::ReplayProvider;
+    use charter_runtime::run::{RunConfig, run as run_spec};
+    use charter_runtime::scenario::Cassette;
+    use charter_runtime::trace::MemorySink;
+
+    let spec = fixture("review_loop");
+    let text = format!(
+        "{}calls:\n  - {{ step: write, latency: 20s, response: {{ title: T, body: B }} }}\n",
+        support::HEADER
+    );
+    let cassette = Cassette::from_yaml("cassette.yaml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut sink = MemorySink::new();
+    let outcome = runtime.block_on(async {
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        let config = RunConfig {
+            cancel: Some(cancelled),
+            ..RunConfig::default()
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            let _ = cancel.send(true);
+        });
+        let replay = Arc::new(ReplayProvider::new(cassette));
+        let input = serde_json::json!({"goal": "rust"});
+        run_spec(
+            &spec,
+            input,
+            replay.clone(),
+            replay.as_ref(),
+            &config,
+            &mut sink,
+        )
+        .await
+    });
+    let outcome = outcome.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        format!("{}{{{}}}", outcome.outcome, outcome.reason),
+        "cancelled{cancelled}"
+    );
+    let last = sink.events().last().map(|e| e.t_ms);
+    assert_eq!(
+        last,
+        Some(10_000),
+        "cancelled at 10s, not after the 20s call"
+    );
+}

@@ -138,6 +138,7 @@ pub fn replay_cassette(
     let config = RunConfig {
         delivery,
         faults: cassette.faults.clone(),
+        cancel: None,
     };
     let replay = Arc::new(crate::replay::ReplayProvider::new(cassette));
     let outcome = replay_blocking(spec, input, replay.clone(), replay.as_ref(), &config, sink)?;
@@ -276,6 +277,9 @@ impl<'r> Scheduler<'r> {
             return Err(Halt::Stop(self.terminal_stop(&step.kind)));
         }
         let name = step.name.clone();
+        if self.is_cancelled() {
+            return Err(self.cancel_stop());
+        }
         if spec
             .budget
             .steps
@@ -1204,12 +1208,27 @@ impl<'r> Scheduler<'r> {
         owners: &BTreeMap<u64, usize>,
         works: &[Work],
     ) -> Result<Vec<JobMessage>, Halt> {
-        let first = match self.wall_deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline, self.receiver.recv())
-                .await
-                .ok()
-                .flatten(),
-            None => self.receiver.recv().await,
+        let deadline = self.wall_deadline;
+        let receiver = &mut self.receiver;
+        let receive = async move {
+            match deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline, receiver.recv())
+                    .await
+                    .ok()
+                    .flatten(),
+                None => receiver.recv().await,
+            }
+        };
+        let first = match self.config.cancel.clone() {
+            Some(mut cancel) => tokio::select! {
+                biased;
+                () = cancelled(&mut cancel) => None,
+                first = receive => Some(first),
+            },
+            None => Some(receive.await),
+        };
+        let Some(first) = first else {
+            return Err(self.cancel_stop());
         };
         let mut batch: Vec<JobMessage> = first.into_iter().collect();
         // Let every task woken at this instant run and report before deciding anything:
@@ -1238,6 +1257,23 @@ impl<'r> Scheduler<'r> {
             item(a.job).cmp(&item(b.job)).then(a.job.cmp(&b.job))
         });
         Ok(batch)
+    }
+
+    /// The run was cancelled: in-flight calls are dropped.
+    fn cancel_stop(&mut self) -> Halt {
+        self.abort_jobs();
+        Halt::Stop(Stop::new(
+            Outcome::Cancelled,
+            Reason::Cancelled,
+            Some("the run was cancelled".to_string()),
+        ))
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.config
+            .cancel
+            .as_ref()
+            .is_some_and(|cancel| *cancel.borrow())
     }
 
     fn abort_jobs(&mut self) {
@@ -1349,6 +1385,18 @@ impl<'r> Scheduler<'r> {
         self.sink
             .append(&event)
             .map_err(|error| Halt::Error(RunError::Trace(error.to_string())))
+    }
+}
+
+/// Resolves once `cancel` holds `true` (never, if its sender is gone while it is false).
+async fn cancelled(cancel: &mut tokio::sync::watch::Receiver<bool>) {
+    loop {
+        if *cancel.borrow_and_update() {
+            return;
+        }
+        if cancel.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }
 

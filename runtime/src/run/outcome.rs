@@ -42,6 +42,9 @@ pub struct RunConfig {
     /// Where the delivery goes.
     pub delivery: super::delivery::DeliveryTarget,
     pub faults: Vec<Fault>,
+    /// Set to `true` to cancel the run: in-flight calls are dropped and the run ends
+    /// `cancelled{cancelled}` (Ctrl-C in a live run).
+    pub cancel: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Default for RunConfig {
@@ -49,6 +52,7 @@ impl Default for RunConfig {
         RunConfig {
             delivery: super::delivery::DeliveryTarget::Memory,
             faults: Vec::new(),
+            cancel: None,
         }
     }
 }

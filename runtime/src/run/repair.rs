@@ -96,3 +96,120 @@ impl RepairPolicy<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use charter_compiler::graph::NameIr;
+    use charter_compiler::{MemoryLoader, compile};
+    use serde_json::json;
+
+    use super::*;
+    use crate::eval::Bindings;
+    use crate::run::gate::judge;
+
+    const SPEC: &str = r#"spec t version "1"
+contract Request { goal: string }
+contract Plan { tasks: list<Order> }
+contract Order { id: string  depends_on: list<string> = [] }
+contract Out { id: string  status: ok | failed  text: string }
+contract Review { score: int(0..=10) }
+role planner { model: "openai:m"  prompt: """p"""  input: Request  output: Plan }
+role worker { model: "openai:m"  prompt: """w"""  input: Order  output: Out }
+role judge_role { model: "openai:m"  prompt: """j"""  input: Candidate  output: Review }
+role fin { model: "openai:m"  prompt: """f"""  input: Candidate  output: Delivery }
+gate g on work {
+  hard all_done: len(candidate.failed) == 0 and len(candidate.skipped) == 0 else FAILED
+  hard all_ok:   every r in candidate.items: r.status == ok                  else NOT_OK
+  hard short:    every r in candidate.items: len(r.text) < 10                else TOO_LONG
+  score quality weight 1: review.score below 6 LOW
+  pass when score >= 6
+}
+repair {
+  rounds 2
+  FAILED, NOT_OK -> rerun work
+  TOO_LONG       -> rerun work with feedback
+  LOW            -> replan
+}
+flow {
+  plan = planner(request) -> work
+  work = each t in plan.tasks: worker(t) -> review
+  review = judge_role(candidate) -> check
+  check = gate g pass -> deliver fail -> repair
+  deliver = finalize fin(best) -> done
+}
+"#;
+
+    fn decide(items: serde_json::Value, failed: &[&str], score: i64) -> Decision {
+        let compilation = compile("t.charter", SPEC, &MemoryLoader::default());
+        let spec = compilation
+            .spec
+            .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+        let gate = spec.gates.get("g").unwrap_or_else(|| panic!("no gate"));
+        let ids: Vec<String> = items
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|item| item["id"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let failed: Vec<String> = failed.iter().map(|id| id.to_string()).collect();
+        let mut bindings = Bindings::default();
+        bindings.set(
+            NameIr::Candidate,
+            json!({"items": items, "failed": failed, "skipped": [], "text": "", "id": "c1", "round": 1, "hash": ""}),
+        );
+        bindings.steps = BTreeMap::from([("review".to_string(), json!({"score": score}))]);
+        let judged = judge("g", gate, &bindings, &ids, &failed);
+        let policy = RepairPolicy {
+            table: spec.repair.as_ref().unwrap_or_else(|| panic!("no repair")),
+            flow: &spec.flow,
+        };
+        policy.decide(&judged)
+    }
+
+    fn rerun_items(decision: &Decision) -> (String, bool, Vec<String>) {
+        match decision {
+            Decision::Rerun {
+                step,
+                with_feedback,
+                items,
+                ..
+            } => (step.clone(), *with_feedback, items.clone()),
+            other => panic!("not a rerun: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_rerun_names_the_items_its_issues_name() {
+        let items = json!([
+            {"id": "A", "status": "ok", "text": "short"},
+            {"id": "B", "status": "failed", "text": "short"},
+            {"id": "C", "status": "ok", "text": "far too long a text"},
+        ]);
+        let decision = decide(items, &["D"], 8);
+        assert_eq!(
+            rerun_items(&decision),
+            (
+                "work".to_string(),
+                true,
+                vec!["B".to_string(), "C".to_string(), "D".to_string()]
+            )
+        );
+    }
+
+    #[test]
+    fn the_strongest_action_wins_over_reruns() {
+        let items = json!([{"id": "A", "status": "failed", "text": "x"}]);
+        assert!(matches!(decide(items, &[], 2), Decision::Replan { .. }));
+    }
+
+    #[test]
+    fn a_passing_candidate_asks_for_nothing() {
+        let items = json!([{"id": "A", "status": "ok", "text": "x"}]);
+        assert_eq!(decide(items, &[], 8), Decision::NoAction);
+    }
+}

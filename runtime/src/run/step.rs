@@ -387,3 +387,27 @@ impl Scheduler<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::RetryPolicy;
+
+    #[test]
+    fn backoff_doubles_without_jitter() {
+        let policy = RetryPolicy {
+            retries: 3,
+            backoff_ms: 1000,
+        };
+        let delays: Vec<u64> = (1..=4).map(|retry| policy.delay_ms(retry)).collect();
+        assert_eq!(delays, [1000, 2000, 4000, 8000]);
+        let huge = RetryPolicy {
+            retries: 100,
+            backoff_ms: u64::MAX / 2,
+        };
+        assert_eq!(
+            huge.delay_ms(90),
+            u64::MAX,
+            "saturates instead of overflowing"
+        );
+    }
+}

@@ -419,3 +419,78 @@ fn every_concurrency_gives_a_deterministic_trace_and_the_same_outcome() {
         assert_eq!(first.jsonl, second.jsonl, "concurrency {concurrency}");
     }
 }
+
+/// A provider that records every request before replaying it.
+struct Recording {
+    replay: charter_runtime::replay::ReplayProvider,
+    requests: std::sync::Mutex<Vec<charter_runtime::provider::ModelRequest>>,
+}
+
+impl charter_runtime::provider::Provider for Recording {
+    fn complete(
+        &self,
+        request: charter_runtime::provider::ModelRequest,
+    ) -> charter_runtime::provider::BoxFuture<
+        '_,
+        Result<charter_runtime::provider::ModelResponse, charter_runtime::provider::ProviderError>,
+    > {
+        if let Ok(mut requests) = self.requests.lock() {
+            requests.push(request.clone());
+        }
+        self.replay.complete(request)
+    }
+}
+
+#[test]
+fn a_worker_sees_its_own_order_and_its_dependencies_outputs_only() {
+    use std::sync::Arc;
+
+    let calls = format!(
+        "{}{PLAN}{}{}{}{}{}",
+        support::HEADER,
+        ok("T1", 1, 1),
+        ok("T2", 1, 1),
+        ok("T3", 1, 1),
+        deliver(1),
+        approve(true)
+    );
+    let cassette = charter_runtime::scenario::Cassette::from_yaml("cassette.yaml", &calls)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let recording = Arc::new(Recording {
+        replay: charter_runtime::replay::ReplayProvider::new(cassette.clone()),
+        requests: std::sync::Mutex::new(Vec::new()),
+    });
+    let humans = charter_runtime::replay::ReplayProvider::new(cassette);
+    let mut sink = charter_runtime::trace::MemorySink::new();
+    let outcome = charter_runtime::run::replay_blocking(
+        &fixture("work_orders"),
+        serde_json::json!({"need": "a report"}),
+        recording.clone(),
+        &humans,
+        &charter_runtime::run::RunConfig::default(),
+        &mut sink,
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(outcome.outcome, charter_runtime::trace::Outcome::Completed);
+    let requests = recording
+        .requests
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
+    let prompt_of = |item: &str| {
+        requests
+            .iter()
+            .find(|r| r.key.item.as_deref() == Some(item) && r.key.role.is_none())
+            .map(|r| r.prompt.clone())
+            .unwrap_or_default()
+    };
+    let t2 = prompt_of("T2");
+    assert!(t2.contains("summarise"), "its own order:\n{t2}");
+    assert!(t2.contains("T1 done"), "its dependency's output:\n{t2}");
+    assert!(!t2.contains("T3"), "nothing of an unrelated order:\n{t2}");
+    let t3 = prompt_of("T3");
+    assert!(
+        !t3.contains("T1 done"),
+        "no dependency, no other output:\n{t3}"
+    );
+}

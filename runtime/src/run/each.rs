@@ -44,6 +44,8 @@ pub struct Work {
     pub stage_retries_used: u64,
     /// Repair feedback for this step, given to every call of the item.
     pub feedback: Option<Value>,
+    /// The outputs of the item's dependencies, by id (set when the item starts).
+    pub context: Map<String, Value>,
 }
 
 impl Work {
@@ -111,7 +113,8 @@ impl Scheduler<'_> {
                 };
                 let mut unit = CallUnit::new(step, work.id.as_deref(), role, work.inputs.clone());
                 unit.feedback = work.feedback.clone();
-                unit.context = context;
+                unit.context = context.clone();
+                work.context = context;
                 let job = self.issue_attempt(&mut unit)?;
                 owners.insert(job, index);
                 work.state = WorkState::Exec(unit);
@@ -296,6 +299,7 @@ impl Scheduler<'_> {
         )?;
         let mut unit = CallUnit::new(step, work.id.as_deref(), &role, work.inputs.clone());
         unit.feedback = Some(result.feedback());
+        unit.context = work.context.clone();
         let job = self.issue_attempt(&mut unit)?;
         work.state = WorkState::Exec(unit);
         Ok(Some(job))

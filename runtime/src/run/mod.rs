@@ -389,6 +389,7 @@ impl<'r> Scheduler<'r> {
             state: WorkState::Waiting,
             stage_retries_used: 0,
             feedback: self.state.feedback.get(step).cloned(),
+            context: serde_json::Map::new(),
         }];
         self.drive(step, role, &mut works, 1, None).await?;
         match works.pop().map(|work| work.state) {
@@ -477,6 +478,7 @@ impl<'r> Scheduler<'r> {
                 state,
                 stage_retries_used: 0,
                 feedback: feedback.clone(),
+                context: serde_json::Map::new(),
             });
         }
         self.drive(step, role, &mut works, concurrency, check)

@@ -16,7 +16,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::outcome::RunError;
 use super::{Halt, Scheduler};
-use crate::canonical::sha256;
+use crate::canonical::{canonical_json, sha256};
 use crate::prompt::render_prompt;
 use crate::provider::{
     CallKey, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, Usage,
@@ -177,8 +177,16 @@ impl Scheduler<'_> {
             attempt: unit.attempt,
             role: unit.key_role.clone(),
         };
-        let prompt = render_prompt(spec, &unit.role, &unit.inputs, unit.feedback.as_ref())
+        let mut prompt = render_prompt(spec, &unit.role, &unit.inputs, unit.feedback.as_ref())
             .map_err(|error| Halt::Error(RunError::Flow(error.to_string())))?;
+        // Context isolation: a work item sees its own order and the outputs of the items it
+        // depends on, and nothing else of the run.
+        if !unit.context.is_empty() {
+            prompt.push_str("\n\n## Outputs of the work items this one depends on\n");
+            for (id, output) in &unit.context {
+                prompt.push_str(&format!("- {id}: {}\n", canonical_json(output)));
+            }
+        }
         let output_schema = spec
             .contracts
             .get(&role.output)

@@ -1,5 +1,9 @@
 //! Times the parser on a generated spec of about 10,000 lines (the DESIGN example's items,
-//! repeated): `cargo run --release -p charter-compiler --example parse_bench`.
+//! repeated), or on the spec file given after the run count:
+//! `cargo run --release -p charter-compiler --example parse_bench -- [RUNS] [SPEC]`.
+
+// A benchmark may read the spec it is pointed at; the compiler itself does no I/O.
+#![allow(clippy::disallowed_methods)]
 
 use charter_compiler::{MemoryLoader, Sources, syntax};
 
@@ -17,6 +21,15 @@ fn main() {
         lines += body_lines;
     }
     text.push_str(EXAMPLE.get(body_end..).unwrap_or(""));
+    if let Some(path) = std::env::args().nth(2) {
+        match std::fs::read_to_string(&path) {
+            Ok(file) => text = file,
+            Err(error) => {
+                eprintln!("cannot read {path}: {error}");
+                return;
+            }
+        }
+    }
     let mut loader = MemoryLoader::default();
     for prompt in [
         "prompts/planner.md.j2",

@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use charter_compiler::{LoadedFile, Loader, MemoryLoader};
 
@@ -30,7 +30,9 @@ fn collect_specs(dir: &Path, found: &mut Vec<PathBuf>) {
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if path.is_dir() {
+        // Symbolic links to directories are not followed (no cycles).
+        let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_dir());
+        if is_dir {
             collect_specs(&path, found);
         } else if path
             .extension()
@@ -95,19 +97,48 @@ impl FsLoader {
         MemoryLoader { files }
     }
 
+    /// Reads like `charter check` does (cli/src/loader.rs): absolute paths are refused and
+    /// display names are normalized, so verify prints the diagnostics a user would see.
     fn read(&self, relative_path: &str) -> Result<LoadedFile, String> {
-        let path = self.dir.join(relative_path);
-        let display_name = if self.display_dir.is_empty() {
-            relative_path.to_string()
-        } else {
-            format!("{}/{relative_path}", self.display_dir)
-        };
-        std::fs::read_to_string(&path)
-            .map(|text| LoadedFile {
-                display_name: display_name.clone(),
-                text,
-            })
-            .map_err(|error| format!("cannot read `{display_name}`: {error}"))
+        let relative = Path::new(relative_path);
+        if relative.is_absolute() || relative.has_root() {
+            return Err(format!(
+                "`{relative_path}` is an absolute path; paths are relative to the spec file"
+            ));
+        }
+        let path = self.dir.join(relative);
+        let display_name = normalize(&Path::new(&self.display_dir).join(relative));
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(LoadedFile { display_name, text }),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Err(format!("no such file `{display_name}`"))
+            }
+            Err(error) => Err(format!("cannot read `{display_name}`: {error}")),
+        }
+    }
+}
+
+/// Resolves `.` and `..` without touching the file system and joins with `/`; a `..` that
+/// climbs above the start of a relative path is kept.
+fn normalize(path: &Path) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if parts.last().is_some_and(|last| last != "..") {
+                    parts.pop();
+                } else {
+                    parts.push("..".to_string());
+                }
+            }
+            other => parts.push(other.as_os_str().to_string_lossy().into_owned()),
+        }
+    }
+    if parts.is_empty() {
+        ".".to_string()
+    } else {
+        parts.join("/")
     }
 }
 
@@ -167,7 +198,14 @@ mod tests {
         assert_eq!(loaded.display_name, "xtask/src/rng.rs");
         assert!(loaded.text.starts_with("//!"));
         assert!(loader.load("no/such/file").is_err());
-        assert_eq!(loader.to_memory_loader().files.len(), 1);
+        assert!(loader.load("/etc/hostname").is_err());
+        assert_eq!(
+            loader
+                .load("../xtask/src/rng.rs")
+                .map(|file| file.display_name),
+            Ok("xtask/src/rng.rs".to_string())
+        );
+        assert_eq!(loader.to_memory_loader().files.len(), 2);
     }
 
     #[test]

@@ -110,6 +110,8 @@ pub struct FuzzStats {
     pub inputs: u64,
     /// Inputs that gave at least one error (the usual outcome of a mutation).
     pub with_errors: u64,
+    /// Of those, inputs with a syntax error (E001): the checks after the parser did not run.
+    pub syntax_errors: u64,
     /// Inputs that compiled with no error (perhaps with warnings).
     pub clean: u64,
     pub elapsed: Duration,
@@ -180,9 +182,10 @@ pub fn run(
         stats.inputs += 1;
         stats.elapsed = started.elapsed();
         match outcome {
-            Outcome::Compiled { errors } => {
+            Outcome::Compiled { errors, syntax } => {
                 if errors > 0 {
                     stats.with_errors += 1;
+                    stats.syntax_errors += u64::from(syntax);
                 } else {
                     stats.clean += 1;
                 }
@@ -200,7 +203,7 @@ pub fn run(
 }
 
 enum Outcome {
-    Compiled { errors: usize },
+    Compiled { errors: usize, syntax: bool },
     Failed(FailureKind),
 }
 
@@ -209,7 +212,7 @@ type Job = (String, String, MemoryLoader);
 /// A thread that compiles one input at a time, so a hang can be timed out from outside.
 struct Worker {
     jobs: Option<mpsc::Sender<Job>>,
-    results: mpsc::Receiver<Result<usize, String>>,
+    results: mpsc::Receiver<Result<(usize, bool), String>>,
     dead: bool,
 }
 
@@ -230,11 +233,16 @@ impl Worker {
                             &compilation.sources,
                             false,
                         );
-                        compilation
+                        let errors = compilation
                             .diagnostics
                             .iter()
                             .filter(|diagnostic| diagnostic.is_error())
-                            .count()
+                            .count();
+                        let syntax = compilation
+                            .diagnostics
+                            .iter()
+                            .any(|diagnostic| diagnostic.code == charter_compiler::Code::E001);
+                        (errors, syntax)
                     }))
                     .map_err(|payload| panic_message(payload.as_ref()));
                     if result_sender.send(result).is_err() {
@@ -272,7 +280,7 @@ impl Worker {
             ));
         }
         match self.results.recv_timeout(limit) {
-            Ok(Ok(errors)) => Outcome::Compiled { errors },
+            Ok(Ok((errors, syntax))) => Outcome::Compiled { errors, syntax },
             Ok(Err(message)) => Outcome::Failed(FailureKind::Panic(message)),
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 // The thread cannot be stopped; leave it and let the caller exit.

@@ -280,6 +280,8 @@ pub fn generate(config: GenConfig) -> Generated {
     );
     emit!(out, "    Reply with JSON matching {{{{ output_schema }}}}");
     emit!(out, "  \"\"\"");
+    // Every rules block and model alias is used however few stages there are.
+    emit!(out, "  rules: [style]");
     emit!(out, "  input: Candidate");
     emit!(out, "  output: Delivery");
     emit!(out, "  timeout: 2m");
@@ -668,7 +670,13 @@ mod tests {
     /// a clean compilation and the fuzz harness mutates a valid spec.
     #[test]
     fn generated_spec_compiles_clean() {
-        for (lines, seed) in [(300, 1), (2_000, 2), (10_000, GenConfig::default().seed)] {
+        for (lines, seed) in [
+            (10, 4),
+            (100, 3),
+            (300, 1),
+            (2_000, 2),
+            (10_000, GenConfig::default().seed),
+        ] {
             let generated = generate(GenConfig { lines, seed });
             let compilation = charter_compiler::compile(
                 "generated.charter",

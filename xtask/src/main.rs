@@ -9,14 +9,14 @@ use xtask::bench::{BenchConfig, bench_here, bench_in_release};
 use xtask::corpus::{load_corpus, workspace_root};
 use xtask::fuzz::{self, Corpus, Failure, FailureKind, FuzzConfig, FuzzStats};
 use xtask::generator::{GenConfig, generate};
-use xtask::verify::{VerifyConfig, format_duration, verify};
+use xtask::verify::{Partition, VerifyConfig, format_duration, verify};
 
 /// The repository's own automation (run from anywhere in the workspace).
 #[derive(Debug, Parser)]
 #[command(
     name = "cargo xtask",
     bin_name = "cargo xtask",
-    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   release-build compile times vs the targets\n  cargo xtask gen --lines 500 > big.charter"
+    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask verify --partition 1/2 --junit verify.xml\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   release-build compile times vs the targets\n  cargo xtask gen --lines 500 > big.charter"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -66,6 +66,15 @@ struct VerifyArgs {
     /// Skip fmt, clippy and tests; only the spec stages (fast iteration)
     #[arg(long)]
     skip_cargo: bool,
+    /// Only shard K of N of the specs (e.g. 2/4), to spread CI over machines
+    #[arg(long, value_name = "K/N")]
+    partition: Option<Partition>,
+    /// Accept new and changed snapshots (runs the tests with INSTA_UPDATE=always)
+    #[arg(long)]
+    accept: bool,
+    /// Also write the results as a JUnit XML report
+    #[arg(long, value_name = "FILE")]
+    junit: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -122,6 +131,9 @@ fn main() -> ExitCode {
             &VerifyConfig {
                 filter: args.filter,
                 skip_cargo: args.skip_cargo,
+                partition: args.partition,
+                accept: args.accept,
+                junit: args.junit,
             },
         )),
         Task::Fuzz(args) => fuzz_command(&root, &args),
@@ -265,11 +277,13 @@ fn report_failure(root: &std::path::Path, failure: &Failure, seed: u64, stats: O
 
 fn print_stats(stats: &FuzzStats) {
     println!(
-        "fuzz: {} inputs in {} ({:.0} inputs/s): {} with errors, {} clean; seed {}",
+        "fuzz: {} inputs in {} ({:.0} inputs/s): {} with errors ({} syntax, {} from later checks), {} clean; seed {}",
         stats.inputs,
         format_duration(stats.elapsed),
         stats.per_second(),
         stats.with_errors,
+        stats.syntax_errors,
+        stats.with_errors - stats.syntax_errors,
         stats.clean,
         stats.seed
     );

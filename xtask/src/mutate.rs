@@ -289,6 +289,9 @@ const UNICODE: &[&str] = &[
     "０１２",
 ];
 
+/// Mutations stop growing an input past this size (the corpus specs are a few KiB).
+const MAX_INPUT: usize = 256 * 1024;
+
 /// Template-specific noise for prompt files and role files.
 const TEMPLATE_NOISE: &[&str] = &[
     "{{ undefined_variable }}",
@@ -360,8 +363,15 @@ pub fn mutate(
         files: files.clone(),
         mutations: Vec::new(),
     };
+    // Half the inputs get only mutations that keep the text close to parsing (names,
+    // numbers, strings and whole items change), so the checks after the parser get fuzzed
+    // too: the compiler only checks a file that parsed cleanly.
+    let meaning_only = rng.chance(1, 2);
     let rounds = 1 + rng.below(4);
     for _ in 0..rounds {
+        if mutant.text.len() > MAX_INPUT {
+            break;
+        }
         if !mutant.files.is_empty() && rng.chance(1, 8) {
             let keys: Vec<String> = mutant.files.keys().cloned().collect();
             if let Some(key) = rng.pick(&keys) {
@@ -376,7 +386,12 @@ pub fn mutate(
             }
             continue;
         }
-        let (changed, name) = mutate_text(rng, &mutant.text, donors);
+        let (changed, name) = if meaning_only {
+            let solid = solid_tokens(&mutant.text);
+            mutate_meaning(rng, &mutant.text, &solid, donors)
+        } else {
+            mutate_text(rng, &mutant.text, donors)
+        };
         mutant.text = changed;
         mutant.mutations.push(name);
     }
@@ -398,15 +413,14 @@ fn mutate_file(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'static 
 /// One token-level mutation of `text`.
 pub fn mutate_text(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'static str) {
     let tokens = tokenize(text);
-    let solid: Vec<Token> = tokens
-        .iter()
-        .copied()
-        .filter(|token| token.kind != TokenKind::Space)
-        .collect();
+    let solid = solid_tokens(text);
     let Some(&chosen) = rng.pick(&solid) else {
         let noise = rng.pick(KEYWORDS).copied().unwrap_or("spec");
         return (format!("{text}{noise}"), "append-to-empty");
     };
+    if rng.chance(1, 4) {
+        return mutate_meaning(rng, text, &solid, donors);
+    }
     match rng.below(16) {
         0 | 1 => {
             let count = 1 + rng.below(3);
@@ -608,7 +622,9 @@ pub fn mutate_text(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'sta
         _ => {
             // A long run of one token: huge lists, many arms, very long identifiers.
             let piece = slice(text, chosen.start, chosen.end);
-            let count = 1 + rng.below(2000);
+            // At most about 16 KiB more text, so stacked mutations stay small enough that
+            // slowness means a real problem, not a huge input.
+            let count = 1 + rng.below(2000).min(16 * 1024 / piece.len().max(1));
             let separator = if chosen.kind == TokenKind::Ident {
                 "_"
             } else {
@@ -621,6 +637,182 @@ pub fn mutate_text(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'sta
             )
         }
     }
+}
+
+fn solid_tokens(text: &str) -> Vec<Token> {
+    tokenize(text)
+        .into_iter()
+        .filter(|token| token.kind != TokenKind::Space)
+        .collect()
+}
+
+/// A mutation that usually still parses: a name, number or string replaced by another of
+/// the corpus, or a whole item deleted, duplicated, swapped or brought in from another spec.
+fn mutate_meaning(
+    rng: &mut Rng,
+    text: &str,
+    solid: &[Token],
+    donors: &Donors,
+) -> (String, &'static str) {
+    let kind = match rng.below(5) {
+        0 | 1 => TokenKind::Ident,
+        2 => TokenKind::Number,
+        3 => TokenKind::Str,
+        _ => return mutate_items(rng, text, donors),
+    };
+    let candidates: Vec<Token> = solid
+        .iter()
+        .copied()
+        .filter(|token| token.kind == kind && !is_keyword(slice(text, token.start, token.end)))
+        .collect();
+    let Some(target) = rng.pick(&candidates).copied() else {
+        return mutate_items(rng, text, donors);
+    };
+    // The replacement has the target's shape (a contract name for a contract name, a
+    // duration for a duration, a closed string for a string): the grammar tells them apart.
+    let target_shape = shape(slice(text, target.start, target.end));
+    let same_shape = |piece: &str| !is_keyword(piece) && shape(piece) == target_shape;
+    // Mostly a name of this very spec (a known name in the wrong place), else the corpus's.
+    let replacement = if rng.chance(2, 3) {
+        (0..8).find_map(|_| {
+            let token = rng.pick(&candidates)?;
+            let piece = slice(text, token.start, token.end);
+            same_shape(piece).then(|| piece.to_string())
+        })
+    } else {
+        (0..8).find_map(|_| {
+            let (donor, tokens) = donors.pick(rng)?;
+            let token = tokens.get(rng.below(tokens.len()))?;
+            let piece = slice(donor, token.start, token.end);
+            (token.kind == kind && same_shape(piece)).then(|| piece.to_string())
+        })
+    };
+    let replacement = match (replacement, kind) {
+        (Some(replacement), _) => replacement,
+        (None, TokenKind::Number) => rng.pick(NUMBERS).copied().unwrap_or("0").to_string(),
+        (None, _) => "renamed".to_string(),
+    };
+    let name = match kind {
+        TokenKind::Ident => "rename",
+        TokenKind::Number => "renumber",
+        _ => "restring",
+    };
+    (
+        splice_at(text, target.start, target.end, &replacement),
+        name,
+    )
+}
+
+/// What a token looks like to the grammar, coarsely.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// `Review`
+    Camel,
+    /// `LOW_RELEVANCE`, `PASS`
+    Upper,
+    /// `planner`
+    Lower,
+    Integer,
+    Float,
+    /// `30s`
+    Duration,
+    /// `"..."`, closed
+    String,
+    Other,
+}
+
+fn shape(piece: &str) -> Shape {
+    let mut chars = piece.chars();
+    match chars.next() {
+        Some(first) if first.is_ascii_uppercase() => {
+            if piece.chars().any(|c| c.is_ascii_lowercase()) {
+                Shape::Camel
+            } else {
+                Shape::Upper
+            }
+        }
+        Some(first) if first.is_ascii_lowercase() || first == '_' => Shape::Lower,
+        Some(first) if first.is_ascii_digit() => {
+            if piece.chars().any(|c| c.is_ascii_alphabetic()) {
+                Shape::Duration
+            } else if piece.contains('.') {
+                Shape::Float
+            } else {
+                Shape::Integer
+            }
+        }
+        Some('"') if piece.len() >= 2 && piece.ends_with('"') && !piece.starts_with("\"\"\"") => {
+            Shape::String
+        }
+        _ => Shape::Other,
+    }
+}
+
+fn is_keyword(word: &str) -> bool {
+    KEYWORDS.contains(&word)
+}
+
+/// Top-level items: a new item starts at a line that begins with a letter (`contract`,
+/// `role`, `flow`, ...). The first chunk is everything before the second item.
+fn split_items(text: &str) -> Vec<&str> {
+    let mut starts = vec![0];
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if offset > 0 && line.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            starts.push(offset);
+        }
+        offset += line.len();
+    }
+    starts.push(text.len());
+    starts
+        .windows(2)
+        .filter_map(|pair| match pair {
+            [start, end] => text.get(*start..*end),
+            _ => None,
+        })
+        .collect()
+}
+
+fn mutate_items(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'static str) {
+    let mut items = split_items(text);
+    if items.len() < 2 {
+        return (text.to_string(), "items");
+    }
+    let index = 1 + rng.below(items.len() - 1);
+    let name = match rng.below(4) {
+        0 => {
+            items.remove(index);
+            "delete-item"
+        }
+        1 => {
+            if let Some(item) = items.get(index).copied() {
+                items.insert(index, item);
+            }
+            "duplicate-item"
+        }
+        2 => {
+            let other = 1 + rng.below(items.len() - 1);
+            items.swap(index, other);
+            "swap-items"
+        }
+        _ => {
+            let donor_item = donors.pick(rng).and_then(|(donor, _)| {
+                let donor_items = split_items(donor);
+                donor_items
+                    .get(1 + rng.below(donor_items.len().max(2) - 1))
+                    .copied()
+            });
+            if let Some(item) = donor_item {
+                items.insert(index, item);
+            }
+            "import-item"
+        }
+    };
+    let mut result: String = items.concat();
+    if !result.ends_with('\n') {
+        result.push('\n');
+    }
+    (result, name)
 }
 
 /// A random token boundary (or the end of the text).
@@ -702,6 +894,31 @@ mod tests {
     }
 
     #[test]
+    fn shapes_tell_grammar_classes_apart() {
+        assert_eq!(shape("Review"), Shape::Camel);
+        assert_eq!(shape("LOW_RELEVANCE"), Shape::Upper);
+        assert_eq!(shape("planner"), Shape::Lower);
+        assert_eq!(shape("30s"), Shape::Duration);
+        assert_eq!(shape("1.5"), Shape::Float);
+        assert_eq!(shape("12"), Shape::Integer);
+        assert_eq!(shape("\"a\""), Shape::String);
+        assert_eq!(shape("\"open"), Shape::Other);
+    }
+
+    #[test]
+    fn items_split_at_top_level_lines() {
+        let text = "spec a version \"1\"\n\ncontract A {\n  x: int\n}\nflow {\n  s = r(request) -> done\n}\n";
+        let items = split_items(text);
+        assert_eq!(items.concat(), text);
+        assert_eq!(items.len(), 3);
+        assert!(
+            items
+                .get(1)
+                .is_some_and(|item| item.starts_with("contract A"))
+        );
+    }
+
+    #[test]
     fn mutations_are_deterministic_and_valid_utf8() {
         let text = "spec a version \"1\"\ncontract A { x: int(0..=5) }\n";
         let donors = Donors::new([text, "flow { s = r(request) -> done }"]);
@@ -711,6 +928,7 @@ mod tests {
             let second = mutate(&mut Rng::new(seed), text, &files, &donors);
             assert_eq!(first.text, second.text);
             assert!(!first.mutations.is_empty());
+            assert!(first.text.len() < MAX_INPUT + 64 * 1024);
         }
     }
 }

@@ -18,6 +18,43 @@ pub struct VerifyConfig {
     pub filter: Option<String>,
     /// Skip formatting, clippy and tests (the cargo stages) for fast iteration on specs.
     pub skip_cargo: bool,
+    /// Only this shard of the specs (and, later, scenarios): for CI spread over machines.
+    pub partition: Option<Partition>,
+    /// Update snapshots instead of failing on a difference (`INSTA_UPDATE=always` for the
+    /// test stage).
+    pub accept: bool,
+    /// Also write the results as a JUnit XML report here.
+    pub junit: Option<PathBuf>,
+}
+
+/// Shard `index` (1-based) of `count`: item `i` (0-based, in path order) belongs to shard
+/// `i % count + 1`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Partition {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl std::str::FromStr for Partition {
+    type Err = String;
+
+    /// `K/N` with `1 <= K <= N`.
+    fn from_str(text: &str) -> Result<Partition, String> {
+        let error = || format!("expected K/N with 1 <= K <= N (e.g. 2/4), got `{text}`");
+        let (index, count) = text.split_once('/').ok_or_else(error)?;
+        let index: usize = index.trim().parse().map_err(|_| error())?;
+        let count: usize = count.trim().parse().map_err(|_| error())?;
+        if index == 0 || count == 0 || index > count {
+            return Err(error());
+        }
+        Ok(Partition { index, count })
+    }
+}
+
+impl Partition {
+    fn keeps(self, position: usize) -> bool {
+        position % self.count + 1 == self.index
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +124,7 @@ pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
             });
             continue;
         }
-        stages.push(run_cargo(root, name, args));
+        stages.push(run_cargo(root, name, args, config.accept));
     }
 
     let specs_dir = root.join("specs");
@@ -104,6 +141,9 @@ pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
                 .as_deref()
                 .is_none_or(|pattern| shown.contains(pattern))
         })
+        .enumerate()
+        .filter(|(position, _)| config.partition.is_none_or(|shard| shard.keeps(*position)))
+        .map(|(_, spec)| spec)
         .collect();
     let (invalid, valid): (Vec<_>, Vec<_>) = selected
         .into_iter()
@@ -114,8 +154,22 @@ pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
     stages.push(spec_stage("invalid", &invalid, Expect::Errors, &mut specs));
     stages.push(golden_stage(root));
 
-    print_summary(&stages, &specs, started.elapsed());
-    stages.iter().all(|stage| stage.verdict != Verdict::Fail)
+    let total = started.elapsed();
+    print_summary(&stages, &specs, total);
+    let mut passed = stages.iter().all(|stage| stage.verdict != Verdict::Fail);
+    if let Some(path) = &config.junit {
+        match std::fs::write(path, junit_report(&stages, &specs, total)) {
+            Ok(()) => println!("wrote the JUnit report to {}", path.display()),
+            Err(error) => {
+                println!(
+                    "FAIL cannot write the JUnit report {}: {error}",
+                    path.display()
+                );
+                passed = false;
+            }
+        }
+    }
+    passed
 }
 
 fn in_subdir(path: &Path, specs_dir: &Path, name: &str) -> bool {
@@ -130,16 +184,24 @@ pub fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
 }
 
-fn run_cargo(root: &Path, name: &'static str, args: &[&str]) -> StageResult {
+fn run_cargo(root: &Path, name: &'static str, args: &[&str], accept: bool) -> StageResult {
     println!("==> {name}: cargo {}", args.join(" "));
     let started = Instant::now();
-    let status = Command::new(cargo()).args(args).current_dir(root).status();
+    let mut command = Command::new(cargo());
+    command.args(args).current_dir(root);
+    if accept {
+        // insta writes every new or changed snapshot and lets the assertion pass.
+        command
+            .env("INSTA_UPDATE", "always")
+            .env("INSTA_FORCE_PASS", "1");
+    }
+    let status = command.status();
     let time = started.elapsed();
     let (verdict, note) = match status {
         Ok(status) if status.success() => (Verdict::Pass, String::new()),
         Ok(status) => (
             Verdict::Fail,
-            format!("cargo {} exited with {status}", args.join(" ")),
+            format!("cargo {} failed ({status})", args.join(" ")),
         ),
         Err(error) => (Verdict::Fail, format!("cannot run {}: {error}", cargo())),
     };
@@ -368,6 +430,70 @@ fn print_summary(stages: &[StageResult], specs: &[SpecResult], total: Duration) 
     }
 }
 
+/// The stages and specs as JUnit XML (one test suite each), which CI systems display.
+fn junit_report(stages: &[StageResult], specs: &[SpecResult], total: Duration) -> String {
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let failures = |verdicts: &mut dyn Iterator<Item = Verdict>| {
+        verdicts.filter(|verdict| *verdict == Verdict::Fail).count()
+    };
+    xml.push_str(&format!(
+        "<testsuites name=\"xtask verify\" time=\"{:.3}\">\n",
+        total.as_secs_f64()
+    ));
+    xml.push_str(&format!(
+        "  <testsuite name=\"stages\" tests=\"{}\" failures=\"{}\">\n",
+        stages.len(),
+        failures(&mut stages.iter().map(|stage| stage.verdict))
+    ));
+    for stage in stages {
+        xml.push_str(&format!(
+            "    <testcase classname=\"verify\" name=\"{}\" time=\"{:.3}\">",
+            escape_xml(stage.name),
+            stage.time.as_secs_f64()
+        ));
+        match stage.verdict {
+            Verdict::Pass => {}
+            Verdict::Fail => xml.push_str(&format!(
+                "<failure message=\"{}\"/>",
+                escape_xml(&stage.note)
+            )),
+            Verdict::Skip => xml.push_str(&format!(
+                "<skipped message=\"{}\"/>",
+                escape_xml(&stage.note)
+            )),
+        }
+        xml.push_str("</testcase>\n");
+    }
+    xml.push_str("  </testsuite>\n");
+    xml.push_str(&format!(
+        "  <testsuite name=\"specs\" tests=\"{}\" failures=\"{}\">\n",
+        specs.len(),
+        failures(&mut specs.iter().map(|spec| spec.verdict))
+    ));
+    for spec in specs {
+        xml.push_str(&format!(
+            "    <testcase classname=\"specs\" name=\"{}\">",
+            escape_xml(&spec.spec)
+        ));
+        if spec.verdict == Verdict::Fail {
+            xml.push_str(&format!(
+                "<failure message=\"expected {}, got {} error(s) and {} warning(s)\"/>",
+                spec.expect, spec.errors, spec.warnings
+            ));
+        }
+        xml.push_str("</testcase>\n");
+    }
+    xml.push_str("  </testsuite>\n</testsuites>\n");
+    xml
+}
+
+fn escape_xml(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 /// `850ms`, `12.3s`, `2m05s`.
 pub fn format_duration(duration: Duration) -> String {
     let millis = duration.as_millis();
@@ -384,11 +510,73 @@ pub fn format_duration(duration: Duration) -> String {
 mod tests {
     use super::*;
 
+    /// The spec stages on a scratch corpus: a clean spec passes, a compile-fail case must
+    /// give an error, and `--filter` narrows both.
+    #[test]
+    fn spec_stages_judge_a_scratch_corpus() {
+        let root = std::env::temp_dir().join(format!("xtask-verify-{}", std::process::id()));
+        let invalid = root.join("specs").join("invalid");
+        std::fs::create_dir_all(&invalid).expect("create scratch corpus");
+        let clean = crate::generator::generate(crate::generator::GenConfig {
+            lines: 100,
+            seed: 3,
+        })
+        .text;
+        let write = |path: PathBuf, text: &str| std::fs::write(path, text).expect("write spec");
+        write(root.join("specs").join("good.charter"), &clean);
+        write(invalid.join("e001_broken.charter"), "spec broken version\n");
+        let config = |filter: Option<&str>| VerifyConfig {
+            filter: filter.map(str::to_string),
+            skip_cargo: true,
+            ..VerifyConfig::default()
+        };
+        assert!(verify(&root, &config(None)));
+
+        // A "compile-fail" case that compiles clean fails the gate, unless filtered out.
+        write(invalid.join("e002_not_really.charter"), &clean);
+        assert!(!verify(&root, &config(None)));
+        assert!(verify(&root, &config(Some("good"))));
+        assert!(!verify(&root, &config(Some("not_really"))));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
     #[test]
     fn durations_read_naturally() {
         assert_eq!(format_duration(Duration::from_millis(850)), "850ms");
         assert_eq!(format_duration(Duration::from_millis(12_340)), "12.3s");
         assert_eq!(format_duration(Duration::from_secs(125)), "2m05s");
+    }
+
+    #[test]
+    fn partitions_parse_and_split_evenly() {
+        let shard: Partition = "2/3".parse().expect("valid partition");
+        assert_eq!(shard, Partition { index: 2, count: 3 });
+        let kept: Vec<usize> = (0..7).filter(|position| shard.keeps(*position)).collect();
+        assert_eq!(kept, vec![1, 4]);
+        for bad in ["0/3", "4/3", "3", "a/b", "1/0"] {
+            assert!(bad.parse::<Partition>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn junit_report_escapes_and_counts() {
+        let stages = [StageResult {
+            name: "test",
+            verdict: Verdict::Fail,
+            time: Duration::from_millis(5),
+            note: "exit <1> & \"quoted\"".to_string(),
+        }];
+        let specs = [SpecResult {
+            spec: "specs/a.charter".to_string(),
+            expect: "clean",
+            errors: 2,
+            warnings: 0,
+            verdict: Verdict::Fail,
+        }];
+        let xml = junit_report(&stages, &specs, Duration::from_secs(1));
+        assert!(xml.contains("failure message=\"exit &lt;1&gt; &amp; &quot;quoted&quot;\""));
+        assert!(xml.contains("name=\"specs\" tests=\"1\" failures=\"1\""));
+        assert!(xml.contains("expected clean, got 2 error(s)"));
     }
 
     #[test]

@@ -375,6 +375,8 @@ pub struct Step {
     pub span: Span,
 }
 
+// A flow has few steps, so the size of the `each` variant costs nothing worth boxing for.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum StepBody {
     /// `role(args)`

@@ -48,7 +48,8 @@ pub(crate) fn syntax_error(
     }
     // Operators are listed last: what the author most likely missed is the next word of
     // the construct, not a way to continue an expression.
-    expected.sort_by_key(|name| is_operator(name));
+    // Closing brackets come after the words that could continue the construct.
+    expected.sort_by_key(|name| (is_operator(name), matches!(*name, "`}`" | "`)`" | "`]`")));
     let operators = expected.iter().filter(|name| is_operator(name)).count();
     if operators > 2 {
         expected.retain(|name| !is_operator(name));
@@ -173,6 +174,17 @@ fn help(expected: &[&str], found: &str) -> Option<String> {
                 .to_string(),
         );
     }
+    // A misspelt keyword: suggest the closest keyword that was expected.
+    if first.is_ascii_alphabetic() {
+        let keywords = expected.iter().filter_map(|name| {
+            name.strip_prefix('`')
+                .and_then(|rest| rest.strip_suffix('`'))
+                .filter(|word| word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        });
+        if let Some(suggestion) = did_you_mean(found, keywords) {
+            return Some(suggestion);
+        }
+    }
     if expected.contains(&"a name") && first.is_ascii_uppercase() {
         return Some(
             "names of roles, steps, tools, gates, rules and models are lower-case (`[a-z_][a-z0-9_]*`)"
@@ -202,6 +214,19 @@ fn help(expected: &[&str], found: &str) -> Option<String> {
             "a type is `string`, `bool`, `int`, `float`, `list<T>`, `A | B` or a contract name"
                 .to_string()
         }));
+    }
+    if found == ":"
+        && (expected.contains(&"an integer")
+            || expected.contains(&"a number")
+            || expected.contains(&"a duration"))
+    {
+        return Some("budget entries and counts take no `:`, e.g. `tokens 500000`".to_string());
+    }
+    if expected.contains(&"`->`") && expected.contains(&"`when`") {
+        return Some(
+            "a step ends with where to go next: `-> target`, `when CONDITION -> target`, or `pass -> target fail -> target`"
+                .to_string(),
+        );
     }
     if expected.contains(&"`:`") && found == "=" {
         return Some("properties are written `name: value`".to_string());
@@ -249,8 +274,7 @@ fn readable(rule: Rule) -> &'static str {
         | Rule::bool_type
         | Rule::int_type
         | Rule::float_type
-        | Rule::list_type
-        | Rule::named_type => "a type",
+        | Rule::list_type => "a type",
         Rule::header | Rule::kw_spec => "`spec`",
         Rule::kw_version => "`version`",
         Rule::import | Rule::kw_import => "`import`",
@@ -330,15 +354,15 @@ fn readable(rule: Rule) -> &'static str {
         Rule::step => "a step (`name = ...`)",
         Rule::kw_or => "`or`",
         Rule::kw_and => "`and`",
-        Rule::kw_true | Rule::kw_false | Rule::bool_lit => "`true` or `false`",
-        Rule::kw_none | Rule::none_lit => "`none`",
-        Rule::kw_every | Rule::kw_some | Rule::kw_count | Rule::quantifier => "a quantifier",
+        Rule::bool_lit => "`true` or `false`",
+        Rule::none_lit => "`none`",
+        Rule::quantifier | Rule::quantifier_kw => "a quantifier",
         Rule::cmp_op => "a comparison (`==`, `!=`, `<`, `<=`, `>`, `>=`)",
         Rule::add_op => "`+` or `-`",
         Rule::mul_op => "`*` or `/`",
         // A prefix operator is never what was missing: "an expression" says it.
         Rule::neg | Rule::kw_not => "",
-        Rule::expr | Rule::operand | Rule::call | Rule::path => "an expression",
+        Rule::expr | Rule::operand | Rule::reference => "an expression",
         Rule::record_field => "a record field (`name: value`)",
         _ => "",
     }

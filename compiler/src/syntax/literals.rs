@@ -112,7 +112,7 @@ pub(crate) fn dedent_block(quoted: &str) -> String {
     let common = lines
         .iter()
         .enumerate()
-        .filter(|(index, line)| !(*index == 0 && first_line_as_is) && !is_blank(line))
+        .filter(|(index, line)| (*index != 0 || !first_line_as_is) && !is_blank(line))
         .map(|(_, line)| indent_of(line))
         .min()
         .unwrap_or(0);

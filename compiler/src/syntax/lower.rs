@@ -12,7 +12,7 @@ use super::ast::*;
 use super::literals::{self, LiteralError};
 use super::role_file;
 use crate::Loader;
-use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span};
+use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span, did_you_mean};
 
 /// How deep expressions may nest before lowering gives up on them (E001).
 const MAX_EXPRESSION_DEPTH: usize = 64;
@@ -23,8 +23,6 @@ pub(crate) struct Lowerer<'a> {
     pub file: FileId,
     /// Where the parsed slice starts in the file: pair positions are relative to it.
     pub offset: usize,
-    #[allow(dead_code)]
-    pub text: &'a str,
     pub sources: &'a mut Sources,
     pub loader: &'a dyn Loader,
     pub diagnostics: &'a mut Vec<Diagnostic>,
@@ -139,7 +137,8 @@ impl Lowerer<'_> {
         let start = pair.as_span().start();
         let mut end = pair.as_span().end();
         let text = pair.as_str();
-        let trailing_trivia = text.ends_with([' ', '\t', '\r', '\n']) || text.ends_with("*/");
+        // Comments were blanked to spaces before parsing, so trailing trivia is whitespace.
+        let trailing_trivia = text.ends_with(char::is_whitespace);
         if !trailing_trivia {
             return Span::new(self.file, self.offset + start, self.offset + end);
         }
@@ -380,7 +379,10 @@ impl Lowerer<'_> {
             let field_span = self.span(&field);
             let mut parts = values(field);
             let field_name = self.ident(&parts.next()?);
-            let ty = self.type_expr(parts.next()?)?;
+            // A bad type was reported; the field is left out rather than the contract.
+            let Some(ty) = self.type_expr(parts.next()?) else {
+                continue;
+            };
             let default = match parts.next() {
                 Some(expr) => Some(self.expr(expr)?),
                 None => None,
@@ -435,11 +437,18 @@ impl Lowerer<'_> {
                     kind = Some(TypeKind::List(Box::new(element?), range));
                 }
                 Rule::enum_type => {
-                    let variants = values(child).map(|name| self.ident(&name)).collect();
-                    kind = Some(TypeKind::Enum(variants));
-                }
-                Rule::named_type => {
-                    kind = Some(TypeKind::Named(self.ident(&values(child).next()?)));
+                    let mut variants: Vec<Ident> =
+                        values(child).map(|name| self.ident(&name)).collect();
+                    if variants.len() > 1 {
+                        kind = Some(TypeKind::Enum(variants));
+                    } else {
+                        let name = variants.pop()?;
+                        if !is_type_name(&name.name) {
+                            self.not_a_type(&name);
+                            return None;
+                        }
+                        kind = Some(TypeKind::Named(name));
+                    }
                 }
                 _ => {}
             }
@@ -449,6 +458,19 @@ impl Lowerer<'_> {
             optional,
             span,
         })
+    }
+
+    /// A single lower-case (or otherwise malformed) name where a type was expected.
+    fn not_a_type(&mut self, name: &Ident) {
+        let builtins = ["string", "bool", "int", "float", "list"];
+        let help = did_you_mean(&name.name, builtins).unwrap_or_else(|| {
+            "a type is `string`, `bool`, `int`, `float`, `list<T>`, `A | B` or a contract name (which starts with an upper-case letter)".to_string()
+        });
+        self.report(
+            Diagnostic::new(Code::E001, name.span, "expected a type")
+                .with_label(format!("`{}` is not a type", name.name))
+                .with_help(help),
+        );
     }
 
     fn range(&mut self, pair: Pair<'_, Rule>) -> Option<RangeLit> {
@@ -501,6 +523,7 @@ impl Lowerer<'_> {
                 Rule::tool_input => tool.input = Some(self.ident(&value)),
                 Rule::tool_output => tool.output = Some(self.ident(&value)),
                 _ => {
+                    let value_span = self.span(&value);
                     let effect = match value.into_inner().next()?.as_rule() {
                         Rule::kw_read => Effect::Read,
                         Rule::kw_write => Effect::Write,
@@ -508,12 +531,11 @@ impl Lowerer<'_> {
                     };
                     tool.effect = Some(EffectLit {
                         effect,
-                        span: property_span,
+                        span: value_span,
                     });
                 }
             }
         }
-        // The effect's span is the value, not the whole property.
         Some(tool)
     }
 
@@ -1048,9 +1070,9 @@ impl Lowerer<'_> {
         let kind = match pair.as_rule() {
             Rule::quantifier => {
                 let mut parts = pair.into_inner();
-                let kind = match parts.next()?.as_rule() {
-                    Rule::kw_every => QuantifierKind::Every,
-                    Rule::kw_some => QuantifierKind::Some,
+                let kind = match parts.next()?.as_str() {
+                    "every" => QuantifierKind::Every,
+                    "some" => QuantifierKind::Some,
                     _ => QuantifierKind::Count,
                 };
                 let mut parts = parts.filter(|part| !is_token(part.as_rule()));
@@ -1088,7 +1110,7 @@ impl Lowerer<'_> {
                 }
                 ExprKind::Record(fields)
             }
-            Rule::bool_lit => ExprKind::Bool(pair.into_inner().next()?.as_rule() == Rule::kw_true),
+            Rule::bool_lit => ExprKind::Bool(pair.as_str().starts_with('t')),
             Rule::none_lit => ExprKind::None,
             Rule::number => {
                 let text = pair.as_str();
@@ -1118,18 +1140,28 @@ impl Lowerer<'_> {
             Rule::string | Rule::block_string | Rule::empty_string => {
                 ExprKind::Str(self.string(&pair).value)
             }
-            Rule::call => {
-                let mut parts = values(pair);
-                let function = self.ident(&parts.next()?);
-                let args = self.args(parts.next()?)?;
-                ExprKind::Call { function, args }
+            Rule::reference => {
+                let mut parts = pair.into_inner().peekable();
+                let head = self.ident(&parts.next()?);
+                if parts
+                    .peek()
+                    .is_some_and(|part| part.as_rule() == Rule::args)
+                {
+                    let args = self.args(parts.next()?)?;
+                    ExprKind::Call {
+                        function: head,
+                        args,
+                    }
+                } else {
+                    let mut path = vec![head];
+                    path.extend(
+                        parts
+                            .filter(|part| part.as_rule() == Rule::bare_name)
+                            .map(|part| self.ident(&part)),
+                    );
+                    ExprKind::Path(path)
+                }
             }
-            Rule::path => ExprKind::Path(
-                pair.into_inner()
-                    .filter(|child| child.as_rule() == Rule::bare_name)
-                    .map(|child| self.ident(&child))
-                    .collect(),
-            ),
             _ => return None,
         };
         Some(Expr { kind, span })
@@ -1170,6 +1202,13 @@ fn binary_op(pair: &Pair<'_, Rule>) -> Option<BinaryOp> {
         (_, "/") => BinaryOp::Div,
         _ => return None,
     })
+}
+
+/// `[A-Z][A-Za-z0-9]*`
+fn is_type_name(text: &str) -> bool {
+    let mut bytes = text.bytes();
+    bytes.next().is_some_and(|first| first.is_ascii_uppercase())
+        && bytes.all(|byte| byte.is_ascii_alphanumeric())
 }
 
 /// A role with only its name, origin and span filled in.

@@ -248,7 +248,6 @@ impl Driver<'_> {
         lower::Lowerer {
             file: self.file,
             offset,
-            text: self.text,
             sources: self.sources,
             loader: self.loader,
             diagnostics: self.diagnostics,
@@ -319,6 +318,11 @@ fn blank_comments(text: &str) -> (String, Option<usize>) {
     let mut state = State::Code;
     let mut index = 0;
     let mut comment_start = 0;
+    // A byte-order mark is not part of the spec: three spaces keep the offsets.
+    if text.starts_with('\u{feff}') {
+        out.extend_from_slice(b"   ");
+        index = 3;
+    }
     while let Some(&byte) = bytes.get(index) {
         let next = bytes.get(index + 1).copied();
         let triple = bytes.get(index..index + 3) == Some(b"\"\"\"".as_slice());

@@ -169,13 +169,13 @@ impl RoleFile<'_> {
                 Err(error) => {
                     let at = error
                         .location()
-                        .and_then(|location| location.span().byte_offset())
-                        .and_then(|offset| usize::try_from(offset).ok())
+                        .and_then(|location| {
+                            offset_of(yaml_text, location.line(), location.column())
+                        })
                         .map_or(layout.yaml.start, |offset| {
                             (layout.yaml.start + offset).min(layout.yaml.end)
                         });
-                    let reason = error.to_string();
-                    let reason = reason.lines().next().unwrap_or("").trim().to_string();
+                    let reason = yaml_reason(&error.to_string());
                     let span = self.span(at, at);
                     self.error(
                         span,
@@ -597,6 +597,35 @@ impl Front<'_> {
         }
         self.yaml.end
     }
+}
+
+/// The byte offset of one-based `line` and `column` (in characters) in `text`.
+fn offset_of(text: &str, line: u64, column: u64) -> Option<usize> {
+    let line = usize::try_from(line).ok()?.checked_sub(1)?;
+    let column = usize::try_from(column).ok()?.saturating_sub(1);
+    let mut line_start = 0;
+    for _ in 0..line {
+        line_start += text.get(line_start..)?.find('\n')? + 1;
+    }
+    let rest = text.get(line_start..)?;
+    let line_text = rest.split('\n').next().unwrap_or("");
+    let within = line_text
+        .char_indices()
+        .nth(column)
+        .map_or(line_text.len(), |(index, _)| index);
+    Some(line_start + within)
+}
+
+/// saphyr's message without its `error: line N column M: ` prefix (the diagnostic says
+/// where) and without the snippet lines after it.
+fn yaml_reason(message: &str) -> String {
+    let first = message.lines().next().unwrap_or("").trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let without_position = match first.strip_prefix("line ") {
+        Some(rest) => rest.split_once(": ").map_or(first, |(_, reason)| reason),
+        None => first,
+    };
+    without_position.to_string()
 }
 
 /// The byte index of `needle` in `haystack` as a whole word.

@@ -445,7 +445,8 @@ E001 10:16 expected an expression
             other => format!("{other:?}"),
         })
         .collect();
-    assert_eq!(names, ["contract B", "tool t", "budget"]);
+    // A field with a bad type is left out; its contract is kept.
+    assert_eq!(names, ["contract A", "contract B", "tool t", "budget"]);
 }
 
 #[test]
@@ -561,6 +562,20 @@ fn helpful_messages() {
     assert_eq!(
         help(&format!("{HEADER}contract request {{}}\n")),
         "expected a contract name: contract names start with an upper-case letter, e.g. `Request`"
+    );
+    assert_eq!(
+        help(&format!("{HEADER}role r {{ timout: 2m }}\n")),
+        "expected one of `rules`, `input`, `output`, `model`, `prompt`, `tools`, `max_tool_calls`, `timeout`, `retry`, `}`: did you mean `timeout`?"
+    );
+    assert_eq!(
+        help(&format!(
+            "{HEADER}flow {{\n  a = r(x) -> b\n  b = gate g pas -> done fail -> repair\n}}\n"
+        )),
+        "expected one of `->`, `pass`, `when`: did you mean `pass`?"
+    );
+    assert_eq!(
+        help(&format!("{HEADER}contract\n")),
+        "expected a contract name: "
     );
     assert_eq!(
         help(&format!("{HEADER}widget x {{}}\n")),
@@ -1165,10 +1180,9 @@ fn malformed_role_files() {
         "---\nid: r\nretry: often\n---\n",
         "E016 r.md:3:8 `retry` must be a count, `\"N backoff D\"` or `{count, backoff}`, found `often`",
     );
-    let (_, diagnostics, _) = import_role("---\nid: [unclosed\n---\n");
-    assert!(
-        diagnostics.starts_with("E016 r.md:") && diagnostics.contains("malformed front matter"),
-        "{diagnostics}"
+    check_role_file(
+        "---\nid: r\ntools: [a, b\nmodel: m\n---\n",
+        "E016 r.md:4:6 malformed front matter in role file: illegal placement of ':' indicator",
     );
     let (_, diagnostics, _) = import_role("---\n- a\n- b\n---\n");
     assert!(
@@ -1287,6 +1301,38 @@ fn spans_point_at_the_right_text() {
         "repair",
     ];
     assert_eq!(found, expect);
+}
+
+#[test]
+fn line_endings_and_byte_order_mark() {
+    let crlf = EXAMPLE.replace('\n', "\r\n");
+    let (spec, diagnostics, sources) = parse_with(&crlf, &example_loader());
+    assert_eq!(render(&diagnostics, &sources), "");
+    let spec = spec.expect("spec");
+    assert_eq!(spec.items.len(), example().items.len());
+    let executor_prompt = spec.items.iter().find_map(|item| match item {
+        Item::Role(Role {
+            prompt:
+                Some(Prompt {
+                    source: PromptSource::Inline(lit),
+                    ..
+                }),
+            ..
+        }) => Some(lit.value.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        executor_prompt.as_deref(),
+        Some("Carry out exactly this work order. {{ task.goal }}")
+    );
+    let with_bom = format!("\u{feff}{EXAMPLE}");
+    let (spec, diagnostics, sources) = parse_with(&with_bom, &example_loader());
+    assert_eq!(render(&diagnostics, &sources), "");
+    assert_eq!(
+        spec.map(|spec| sources.snippet(spec.name.span).to_string())
+            .as_deref(),
+        Some("closed_loop")
+    );
 }
 
 #[test]

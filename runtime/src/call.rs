@@ -32,7 +32,7 @@ use crate::provider::{
 use crate::trace::{BudgetKind, EventKind, RetryKind};
 use crate::validate::{Validator, parse_output, violations_text};
 
-/// Receives what happens during a call. Implemented by the scheduler (over a channel
+/// Receives what happens during a call. Implemented by a scheduler (over a queue
 /// to the single writer) and by tests.
 pub trait CallObserver: Send + Sync {
     /// Something happened in attempt `attempt` (the key's other parts are the call's).

@@ -119,6 +119,18 @@ mod tests {
     }
 
     #[test]
+    fn floats_survive_a_write_and_read_back() {
+        // A delivery is written as canonical JSON and re-hashed after reading it back:
+        // every float must parse to the same bits (serde_json's `float_roundtrip`).
+        for numerator in 1..200u32 {
+            let value = json!({"x": f64::from(numerator) / 7.0, "y": f64::from(numerator) * 0.1});
+            let text = canonical_json(&value);
+            let parsed: Value = serde_json::from_str(&text).unwrap_or_default();
+            assert_eq!(hash_value(&parsed), hash_value(&value), "{text}");
+        }
+    }
+
+    #[test]
     fn sha256_matches_the_compiler() {
         assert_eq!(
             sha256(b"abc"),

@@ -23,7 +23,7 @@
 //!
 //! Errors are values ([`EvalError`]) with a readable message; nothing here panics.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use charter_compiler::graph::{BinaryOpIr, BuiltinIr, ExprIr, NameIr, QuantifierIr, UnaryOpIr};
 use serde_json::{Map, Value};
@@ -145,6 +145,7 @@ pub fn evaluate(expr: &ExprIr, env: &dyn Env) -> Result<Value, EvalError> {
     Interpreter {
         env,
         locals: Vec::new(),
+        regexes: HashMap::new(),
     }
     .eval(expr)
 }
@@ -181,6 +182,8 @@ struct Interpreter<'a> {
     env: &'a dyn Env,
     /// Quantifier variables, innermost last.
     locals: Vec<(String, Value)>,
+    /// Patterns compiled so far (a `matches` inside a quantifier compiles once).
+    regexes: HashMap<String, regex::Regex>,
 }
 
 impl Interpreter<'_> {
@@ -368,14 +371,21 @@ impl Interpreter<'_> {
                 let Value::String(pattern) = pattern else {
                     return Err(type_error("the pattern of `matches`", "a string", pattern));
                 };
-                let regex = regex::RegexBuilder::new(pattern)
-                    .size_limit(REGEX_SIZE_LIMIT)
-                    .build()
-                    .map_err(|error| EvalError::Regex {
-                        pattern: pattern.clone(),
-                        message: error.to_string(),
-                    })?;
-                Ok(Value::Bool(regex.is_match(text)))
+                if !self.regexes.contains_key(pattern) {
+                    let regex = regex::RegexBuilder::new(pattern)
+                        .size_limit(REGEX_SIZE_LIMIT)
+                        .build()
+                        .map_err(|error| EvalError::Regex {
+                            pattern: pattern.clone(),
+                            message: error.to_string(),
+                        })?;
+                    self.regexes.insert(pattern.clone(), regex);
+                }
+                let matched = self
+                    .regexes
+                    .get(pattern)
+                    .is_some_and(|regex| regex.is_match(text));
+                Ok(Value::Bool(matched))
             }
             (BuiltinIr::Sum, [list]) => {
                 let items = as_list(list, &what)?;

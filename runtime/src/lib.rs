@@ -1,4 +1,4 @@
-//! Charter's runtime: the foundations a run is built on, over the compiler's IR (`CompiledSpec`): values and expressions, contract validation, canonical hashes, file formats, providers and replay, the trace, and prompt rendering.
+//! Charter's runtime: executes a compiled spec (`CompiledSpec`) over small foundations: values and expressions, contracts, hashes, file formats, providers and replay, the trace, prompts and the repair policies.
 //!
 //! Modules, each with a small API (see ARCHITECTURE.md, "runtime"):
 //! - [`value`]: the language's rules for JSON values (numbers, equality, ordering).
@@ -10,6 +10,8 @@
 //! - [`replay`]: `ReplayProvider`, a provider over a cassette on tokio's clock.
 //! - [`trace`]: trace events, `TraceSink`, and the terminal outcome and reason.
 //! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
+//! - Policies and mechanics: [`gate`], [`repair`], [`dag`], [`candidate`], [`budget`],
+//!   [`call`] (one role call with its provider retries).
 
 pub use charter_compiler as compiler;
 
@@ -26,7 +28,6 @@ pub mod repair;
 pub mod replay;
 pub mod run;
 pub mod scenario;
-pub mod scheduler;
 pub mod trace;
 pub mod validate;
 pub mod value;
@@ -34,3 +35,6 @@ pub mod yaml;
 
 #[cfg(test)]
 mod testing;
+
+#[cfg(test)]
+mod robustness;

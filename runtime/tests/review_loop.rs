@@ -471,3 +471,74 @@ fn a_cancelled_run_drops_its_calls_and_ends_cancelled() {
         "cancelled at 10s, not after the 20s call"
     );
 }
+
+#[test]
+fn a_gate_failing_only_its_pass_rule_is_not_repaired() {
+    let calls = "calls:
+  - { step: write, response: { title: T, body: B } }
+  - { step: review, response: { relevance: 6, verdict: PASS } }
+  - { step: deliver, response: { candidate_id: c1, summary: close enough } }
+";
+    let replayed = run(calls);
+    assert_eq!(
+        replayed.ending(),
+        "below_target{no_repair_action}",
+        "{}",
+        replayed.jsonl
+    );
+    assert!(replayed.of_kind("repair").is_empty());
+    assert_eq!(replayed.of_kind("gate")[0]["issues"], serde_json::json!([]));
+    assert_eq!(
+        replayed
+            .report()
+            .outcome
+            .delivered
+            .as_ref()
+            .map(|d| d.candidate_id.as_str()),
+        Some("c1")
+    );
+}
+
+#[test]
+fn a_steps_budget_refuses_the_step_past_it() {
+    let path = format!(
+        "{}/tests/fixtures/review_loop.charter",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .replace("steps 20", "steps 5");
+    let compilation = charter_runtime::compiler::compile(
+        "review_loop.charter",
+        &text,
+        &charter_runtime::compiler::MemoryLoader::default(),
+    );
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+    let calls = "calls:
+  - { step: write, response: { title: T, body: a } }
+  - { step: review, response: { relevance: 3, verdict: PASS } }
+  - { step: write, round: 2, response: { title: T, body: b } }
+  - { step: review, round: 2, response: { relevance: 3, verdict: PASS } }
+";
+    let replayed = replay(&spec, INPUT, calls);
+    assert_eq!(
+        replayed.ending(),
+        "failed{budget_exhausted{steps}}",
+        "{}",
+        replayed.jsonl
+    );
+    let budget = &replayed.of_kind("budget")[0];
+    assert_eq!(budget["used"], 5);
+    assert_eq!(
+        budget["step"], "review",
+        "refused before the sixth step, the round-2 judge"
+    );
+    assert_eq!(
+        replayed.report().outcome.best.as_deref(),
+        Some("c1"),
+        "named, not delivered"
+    );
+    assert!(replayed.report().outcome.delivered.is_none());
+}

@@ -277,6 +277,8 @@ impl<'r> Scheduler<'r> {
             return Err(Halt::Stop(self.terminal_stop(&step.kind)));
         }
         let name = step.name.clone();
+        // A refusal (cancelled, steps budget) is about the step that would have run.
+        self.current_step = Some(name.clone());
         if self.is_cancelled() {
             return Err(self.cancel_stop());
         }
@@ -289,7 +291,6 @@ impl<'r> Scheduler<'r> {
         }
         self.state.meter.count_step();
         self.state.last_ask_rejected = false;
-        self.current_step = Some(name.clone());
         self.enter_phase(self.phase_of(node, &step.kind))?;
         let role = match &step.kind {
             StepKind::Call { role, .. }

@@ -532,8 +532,8 @@ fn a_steps_budget_refuses_the_step_past_it() {
     let budget = &replayed.of_kind("budget")[0];
     assert_eq!(budget["used"], 5);
     assert_eq!(
-        budget["step"], "review",
-        "refused before the sixth step, the round-2 judge"
+        budget["step"], "judge",
+        "the sixth step, the round-2 judge, is refused"
     );
     assert_eq!(
         replayed.report().outcome.best.as_deref(),

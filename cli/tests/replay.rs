@@ -148,3 +148,32 @@ fn events_and_the_delivery_are_written_where_asked() {
     assert!(delivery.contains("\"id\":\"c1\""), "{delivery}");
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+#[test]
+fn an_expectation_the_run_does_not_meet_is_an_error() {
+    let directory =
+        std::env::temp_dir().join(format!("charter-replay-expect-{}", std::process::id()));
+    let scenario = directory.join("golden/review_loop/wrong_expect");
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&scenario).unwrap_or_default();
+    let fixtures = golden("review_loop/passing");
+    let spec = fixtures.join("../../../review_loop.charter");
+    std::fs::copy(&spec, directory.join("review_loop.charter")).unwrap_or_default();
+    std::fs::copy(
+        fixtures.join("cassette.yaml"),
+        scenario.join("cassette.yaml"),
+    )
+    .unwrap_or_default();
+    std::fs::write(
+        scenario.join("scenario.yaml"),
+        "spec: review_loop.charter\ninput: { goal: rust }\nexpect: { outcome: failed, reason: max_rounds }\n",
+    )
+    .unwrap_or_default();
+    let (exit, stderr) = replay(&[scenario.as_os_str()]);
+    assert_eq!(exit, 1, "{stderr}");
+    assert!(
+        stderr.contains("the scenario expected outcome failed, got completed and reason max_rounds, got gate_passed"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}

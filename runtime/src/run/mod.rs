@@ -1144,6 +1144,9 @@ impl<'r> Scheduler<'r> {
         for arg in args {
             match evaluate(arg, &bindings) {
                 Ok(value) => values.push(value),
+                // A step that did not run on the way here (another `when` branch, or a
+                // finalize reached when repair stopped) is `none` to the role.
+                Err(EvalError::Unbound { .. }) => values.push(Value::Null),
                 Err(error) => {
                     return Err(
                         self.step_failure(format!("an argument cannot be evaluated: {error}"))

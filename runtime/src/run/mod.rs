@@ -1043,6 +1043,13 @@ impl<'r> Scheduler<'r> {
     /// Checks every `always` invariant; a broken one fails the run.
     fn check_invariants(&mut self) -> Result<(), Halt> {
         let spec = self.spec;
+        let any = spec
+            .invariants
+            .values()
+            .any(|invariant| matches!(invariant, InvariantIr::Always { .. }));
+        if !any {
+            return Ok(());
+        }
         let bindings = self.bindings();
         for (name, invariant) in &spec.invariants {
             let InvariantIr::Always { expr } = invariant else {

@@ -389,6 +389,10 @@ fn describe(event: &TraceEvent) -> Option<String> {
             format!("repair: {action}{items} for {}", codes.join(", "))
         }
         EventKind::NoProgress { rounds, limit } => format!("no progress ({rounds} of {limit})"),
+        EventKind::RepairStopped { reason, best } => match best {
+            Some(best) => format!("repair stopped ({reason}): the best candidate is {best}"),
+            None => format!("repair stopped ({reason}): no candidate passed the hard rules"),
+        },
         EventKind::Budget {
             budget,
             used,

@@ -214,6 +214,13 @@ pub enum EventKind {
     /// The state machine moved (`received -> planning -> executing -> evaluating ->
     /// repairing -> finalizing`), written before the move takes effect.
     Phase { from: String, to: String },
+    /// Repair stopped (`max_rounds`, `no_progress`, `no_repair_action`, `human_rejected`):
+    /// `best`, if any, goes to the finalize step as `below_target`.
+    RepairStopped {
+        reason: Reason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        best: Option<String>,
+    },
 }
 
 /// The four retry counters (a new run is never automatic, so it has no event).

@@ -289,6 +289,9 @@ fn max_rounds_delivers_the_best_candidate_not_the_last() {
         Some("c2")
     );
     assert_eq!(outcome.rounds, 3, "rounds 2 allows three rounds in all");
+    let stopped = &replayed.of_kind("repair_stopped")[0];
+    assert_eq!(stopped["reason"], "max_rounds");
+    assert_eq!(stopped["best"], "c2");
     let delivery = &replayed.of_kind("delivery")[0];
     assert_eq!(delivery["matches"], true);
     assert_eq!(delivery["expected_hash"], outcome.candidates[1].1.as_str());

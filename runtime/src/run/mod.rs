@@ -687,7 +687,12 @@ impl<'r> Scheduler<'r> {
     /// Stops repairing: the best candidate goes to the finalize step as `below_target`
     /// (or the run fails when no candidate passed the hard rules).
     fn stop_repairing(&mut self, reason: Reason, gate_node: NodeIndex) -> Result<NodeIndex, Halt> {
-        let Some(best) = self.state.best().map(|best| best.id().to_string()) else {
+        let best = self.state.best().map(|best| best.id().to_string());
+        self.emit(EventKind::RepairStopped {
+            reason: reason.clone(),
+            best: best.clone(),
+        })?;
+        let Some(best) = best else {
             return Err(Halt::Stop(Stop::new(
                 Outcome::Failed,
                 reason,

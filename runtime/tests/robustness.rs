@@ -53,7 +53,7 @@ fn cassette(seed: u64) -> String {
     for round in 1..=2 {
         for item in ["T1", "T2", "T3"] {
             for attempt in 1..=4 {
-                if rng.next() % 7 == 0 {
+                if rng.next().is_multiple_of(7) {
                     continue; // an unrecorded call
                 }
                 calls.push_str(&format!(
@@ -75,7 +75,7 @@ fn cassette(seed: u64) -> String {
     calls.push_str(&format!(
         "humans:\n  - {{ step: confirm, answer: {{ approved: {approved} }} }}\n"
     ));
-    if rng.next() % 4 == 0 {
+    if rng.next().is_multiple_of(4) {
         calls.push_str("faults:\n  - { tamper: { after: audit, item: T3 } }\n");
     }
     calls
@@ -93,10 +93,10 @@ fn generated_cassettes_end_without_panics_and_replay_identically() {
         let ending = first.ending();
         let kind = ending.split('{').next().unwrap_or("").to_string();
         endings.insert(kind);
-        if let Some(last) = first.values().last() {
-            if first.result.is_ok() {
-                assert_eq!(last["kind"], "run_finished", "seed {seed}");
-            }
+        if let Some(last) = first.values().last()
+            && first.result.is_ok()
+        {
+            assert_eq!(last["kind"], "run_finished", "seed {seed}");
         }
     }
     // The generator reaches several kinds of ending, errors (unrecorded calls) included.

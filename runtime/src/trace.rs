@@ -385,7 +385,8 @@ impl FromStr for Outcome {
 
 /// Why a run ended. Written `gate_passed`, `budget_exhausted{tokens}`,
 /// `hard_gate{SECRET_LEAK}`, `invariant{bounded_cost}`, `step_failed{execute}`, ...
-/// (serialized as that string).
+/// (serialized as that string). `done` is a flow that reached `done` with no gate
+/// deciding on the way (a flow without a gate).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Reason {
     GatePassed,
@@ -399,7 +400,6 @@ pub enum Reason {
     HumanRejected,
     NoRepairAction,
     Cancelled,
-    /// The flow reached `done` with no gate deciding on the way (a flow without a gate).
     Done,
 }
 

@@ -33,6 +33,7 @@ pub mod providers;
 pub mod record;
 pub mod repair;
 pub mod replay;
+pub mod run;
 pub mod scenario;
 pub mod secrets;
 pub mod tools;

@@ -3,4 +3,5 @@
 mod anthropic;
 mod end_to_end;
 mod openai;
+mod run;
 mod support;

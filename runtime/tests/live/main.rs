@@ -2,6 +2,7 @@
 
 mod anthropic;
 mod end_to_end;
+mod load;
 mod openai;
 mod run;
 mod support;

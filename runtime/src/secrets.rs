@@ -11,6 +11,9 @@ use serde_json::Value;
 
 use crate::trace::{TraceError, TraceEvent, TraceSink};
 
+/// The shortest variable value [`secrets_by_name`] takes for a secret.
+pub const MIN_SECRET_LEN: usize = 8;
+
 /// What a secret is replaced with.
 pub const REDACTED: &str = "<redacted>";
 
@@ -83,13 +86,15 @@ impl fmt::Debug for Scrubber {
 /// The values among `variables` (name, value pairs, e.g. `std::env::vars()`) that are
 /// secrets by name: names ending in `_KEY`, `_TOKEN` or `_SECRET`, in any case (so
 /// `OPENAI_API_KEY`, `GITHUB_TOKEN`). The library reads no environment: the CLI passes it
-/// in and gives the result, with the providers' keys, to a [`Scrubber`].
+/// in and gives the result, with the providers' keys, to a [`Scrubber`]. Values shorter
+/// than [`MIN_SECRET_LEN`] are left out: `SOME_KEY=1` is a setting, not a secret, and
+/// scrubbing every `1` would mangle the trace.
 pub fn secrets_by_name(variables: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
     variables
         .into_iter()
         .filter(|(name, value)| {
             let name = name.to_ascii_uppercase();
-            !value.is_empty()
+            value.chars().count() >= MIN_SECRET_LEN
                 && ["_KEY", "_TOKEN", "_SECRET"]
                     .iter()
                     .any(|suffix| name.ends_with(suffix))
@@ -151,16 +156,20 @@ mod tests {
     #[test]
     fn secrets_are_found_by_variable_name() {
         let variables = [
-            ("OPENAI_API_KEY", "sk-1"),
-            ("GITHUB_TOKEN", "ghp-2"),
-            ("my_secret", "s3"),
+            ("OPENAI_API_KEY", "sk-1-long-enough"),
+            ("GITHUB_TOKEN", "ghp-2-long-enough"),
+            ("my_secret", "s3-long-enough"),
             ("EMPTY_KEY", ""),
+            ("RETRY_KEY", "1"),
             ("KEYBOARD", "qwerty"),
             ("PATH", "/usr/bin"),
             ("TOKENIZER", "bpe"),
         ]
         .map(|(name, value)| (name.to_string(), value.to_string()));
-        assert_eq!(secrets_by_name(variables), ["sk-1", "ghp-2", "s3"]);
+        assert_eq!(
+            secrets_by_name(variables),
+            ["sk-1-long-enough", "ghp-2-long-enough", "s3-long-enough"]
+        );
     }
 
     #[test]

@@ -45,22 +45,22 @@ pub struct LiveConfig {
     /// Concurrent live runs of specs/seeds/closed_loop.charter through the OpenAI provider
     /// against a mock server on 127.0.0.1
     #[arg(
-        long = "live-runs",
+        long,
         value_name = "N",
         default_value_t = 200,
         value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_RUNS))
     )]
-    pub runs: u32,
+    pub live_runs: u32,
     /// Skip the live runs
-    #[arg(long = "skip-live")]
-    pub skip: bool,
+    #[arg(long)]
+    pub skip_live: bool,
 }
 
 impl Default for LiveConfig {
     fn default() -> Self {
         LiveConfig {
-            runs: 200,
-            skip: false,
+            live_runs: 200,
+            skip_live: false,
         }
     }
 }
@@ -68,8 +68,8 @@ impl Default for LiveConfig {
 impl LiveConfig {
     /// The options that give this configuration, for the re-run in the release build.
     pub fn arguments(&self) -> Vec<String> {
-        let mut arguments = vec!["--live-runs".to_string(), self.runs.to_string()];
-        if self.skip {
+        let mut arguments = vec!["--live-runs".to_string(), self.live_runs.to_string()];
+        if self.skip_live {
             arguments.push("--skip-live".to_string());
         }
         arguments
@@ -94,13 +94,13 @@ pub struct LiveReport {
 
 /// Runs the live section and prints its figures. Returns whether every trace is complete.
 pub fn bench_live(root: &Path, config: LiveConfig) -> bool {
-    if config.skip {
+    if config.skip_live {
         println!("live runs: skipped (--skip-live)");
         return true;
     }
     let reset = reset_peak_memory();
     let before = memory_mib("VmRSS:");
-    let report = match live_runs(root, config.runs) {
+    let report = match live_runs(root, config.live_runs) {
         Ok(report) => report,
         Err(error) => {
             println!("live runs: {error:#}");
@@ -474,8 +474,8 @@ mod tests {
     #[test]
     fn the_options_are_passed_on_to_the_release_build() {
         let config = LiveConfig {
-            runs: 7,
-            skip: true,
+            live_runs: 7,
+            skip_live: true,
         };
         assert_eq!(config.arguments(), ["--live-runs", "7", "--skip-live"]);
         assert_eq!(LiveConfig::default().arguments(), ["--live-runs", "200"]);

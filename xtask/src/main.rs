@@ -301,3 +301,14 @@ fn clock_seed() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_nanos() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        // Clap checks names and options only when a subcommand is built: check them all.
+        super::Cli::command().debug_assert();
+    }
+}

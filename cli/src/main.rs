@@ -1,6 +1,6 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
 //!
-//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`), each parsing its
+//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`), each parsing its
 //! arguments and calling a library function; this file holds the `Cli`, the exit codes
 //! and the few printing helpers they share. Only this crate prints.
 
@@ -9,6 +9,7 @@ mod explain;
 mod graph;
 mod loader;
 mod replay;
+mod verify;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -39,6 +40,7 @@ enum Command {
     Graph(graph::GraphArgs),
     Explain(explain::ExplainArgs),
     Replay(replay::ReplayArgs),
+    Verify(verify::VerifyArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Command::Graph(args) => graph::run(&args, context),
         Command::Explain(args) => explain::run(&args, context),
         Command::Replay(args) => replay::run(&args, context),
+        Command::Verify(args) => verify::run(&args, context),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

@@ -291,6 +291,8 @@ pub struct ScenarioReport {
     pub problems: Vec<Problem>,
     /// What `accept` wrote, one line each.
     pub accepted: Vec<String>,
+    /// Findings that do not fail the scenario (an expected stale recording, with its diff).
+    pub notes: Vec<Problem>,
     /// Wall time of the check (not part of any snapshot).
     pub elapsed: Duration,
 }
@@ -597,6 +599,7 @@ pub fn verify_scenario(
         status: Status::Pass,
         problems: Vec::new(),
         accepted: Vec::new(),
+        notes: Vec::new(),
         elapsed: Duration::ZERO,
     };
     check_scenario(root, scenario, config, specs, &mut report);
@@ -695,8 +698,22 @@ fn check_scenario(
 
     // Stale recordings: their own kind of failure, with the prompts that changed.
     let recorded_line = line_of(&cassette_text, "recorded:");
-    if !changes.is_empty() && !expected_stale {
-        if config.accept {
+    if !changes.is_empty() {
+        let stale = Problem {
+            kind: ProblemKind::Stale,
+            message: format!(
+                "stale recording: the cassette was recorded under other hashes ({})",
+                changes.join("; ")
+            ),
+            detail: Some(prompt_diffs(&recorded, &first.prompts)),
+            location: Location {
+                file: cassette_file.clone(),
+                line: recorded_line,
+            },
+        };
+        if expected_stale {
+            report.notes.push(stale);
+        } else if config.accept {
             match refresh_recorded(reference, &cassette_text, &current, &first.prompts) {
                 Ok(()) => report
                     .accepted
@@ -708,18 +725,7 @@ fn check_scenario(
                 )),
             }
         } else {
-            report.problems.push(Problem {
-                kind: ProblemKind::Stale,
-                message: format!(
-                    "stale recording: the cassette was recorded under other hashes ({})",
-                    changes.join("; ")
-                ),
-                detail: Some(prompt_diffs(&recorded, &first.prompts)),
-                location: Location {
-                    file: cassette_file.clone(),
-                    line: recorded_line,
-                },
-            });
+            report.problems.push(stale);
         }
     } else if changes.is_empty() && expected_stale {
         report.problems.push(Problem {

@@ -116,6 +116,18 @@ pub fn details(reports: &[ScenarioReport]) -> String {
         for accepted in &report.accepted {
             let _ = writeln!(out, "{}: {accepted}", report.id());
         }
+        for note in &report.notes {
+            let _ = writeln!(
+                out,
+                "\nnote {} (expected): {}\n  --> {}",
+                report.id(),
+                note.message,
+                location_text(note)
+            );
+            if let Some(detail) = &note.detail {
+                out.push_str(detail);
+            }
+        }
         for problem in &report.problems {
             let _ = writeln!(
                 out,

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use charter_compiler::{compile, render};
 use charter_runtime::run::{DeliveryTarget, ReplayReport, replay_cassette};
-use charter_runtime::scenario::{Cassette, Scenario};
+use charter_runtime::scenario::{Cassette, Recorded, Scenario};
 use charter_runtime::trace::{
     EventKind, JsonlSink, Outcome as RunOutcome, TraceError, TraceEvent, TraceSink,
 };
@@ -101,11 +101,12 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             .map(|description| format!(" — {description}"))
             .unwrap_or_default()
     ));
-    for stale in stale_hashes(spec, &cassette) {
+    // A stale recording still replays (it is the harness that fails on it): say what changed.
+    for change in cassette.recorded.stale_against(&Recorded::from_spec(spec)) {
         print_err(&summary_line(
             context,
             "warning",
-            &format!("stale recording: {stale}"),
+            &format!("stale recording: {change}"),
         ));
     }
 
@@ -217,35 +218,6 @@ fn project_root(scenario: &Path) -> PathBuf {
         .and_then(Path::parent)
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// What differs between the hashes the cassette was recorded under and the spec's.
-fn stale_hashes(spec: &charter_compiler::CompiledSpec, cassette: &Cassette) -> Vec<String> {
-    let recorded = &cassette.recorded;
-    let mut stale = Vec::new();
-    if recorded.spec_hash != spec.spec_hash {
-        stale.push(format!(
-            "the spec changed (recorded {}, now {})",
-            short(&recorded.spec_hash),
-            short(&spec.spec_hash)
-        ));
-    }
-    for (role, hash) in &recorded.prompts {
-        let now = spec
-            .roles
-            .get(role)
-            .and_then(|role| role.prompt.as_ref())
-            .map(|prompt| prompt.hash.as_str());
-        if now != Some(hash.as_str()) {
-            stale.push(format!("the prompt of role `{role}` changed"));
-        }
-    }
-    for (rules, hash) in &recorded.rules {
-        if spec.rules.get(rules).map(|r| r.hash.as_str()) != Some(hash.as_str()) {
-            stale.push(format!("rules `{rules}` changed"));
-        }
-    }
-    stale
 }
 
 fn short(hash: &str) -> &str {
@@ -417,6 +389,10 @@ fn describe(event: &TraceEvent) -> Option<String> {
             format!("repair: {action}{items} for {}", codes.join(", "))
         }
         EventKind::NoProgress { rounds, limit } => format!("no progress ({rounds} of {limit})"),
+        EventKind::RepairStopped { reason, best } => match best {
+            Some(best) => format!("repair stopped ({reason}): the best candidate is {best}"),
+            None => format!("repair stopped ({reason}): no candidate passed the hard rules"),
+        },
         EventKind::Budget {
             budget,
             used,

@@ -158,7 +158,13 @@ fn an_expectation_the_run_does_not_meet_is_an_error() {
     std::fs::create_dir_all(&scenario).unwrap_or_default();
     let fixtures = golden("review_loop/passing");
     let spec = fixtures.join("../../../review_loop.charter");
-    std::fs::copy(&spec, directory.join("review_loop.charter")).unwrap_or_default();
+    // The spec changed since the recording (a comment added): the replay says so.
+    let text = std::fs::read_to_string(&spec).unwrap_or_default();
+    std::fs::write(
+        directory.join("review_loop.charter"),
+        format!("{text}// edited\n"),
+    )
+    .unwrap_or_default();
     std::fs::copy(
         fixtures.join("cassette.yaml"),
         scenario.join("cassette.yaml"),
@@ -171,6 +177,10 @@ fn an_expectation_the_run_does_not_meet_is_an_error() {
     .unwrap_or_default();
     let (exit, stderr) = replay(&[scenario.as_os_str()]);
     assert_eq!(exit, 1, "{stderr}");
+    assert!(
+        stderr.contains("warning: stale recording: spec: sha256:"),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("the scenario expected outcome failed, got completed and reason max_rounds, got gate_passed"),
         "{stderr}"

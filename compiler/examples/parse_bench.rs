@@ -21,15 +21,6 @@ fn main() {
         lines += body_lines;
     }
     text.push_str(EXAMPLE.get(body_end..).unwrap_or(""));
-    if let Some(path) = std::env::args().nth(2) {
-        match std::fs::read_to_string(&path) {
-            Ok(file) => text = file,
-            Err(error) => {
-                eprintln!("cannot read {path}: {error}");
-                return;
-            }
-        }
-    }
     let mut loader = MemoryLoader::default();
     for prompt in [
         "prompts/planner.md.j2",
@@ -44,6 +35,31 @@ fn main() {
         "roles/creative.md".to_string(),
         "---\nid: creative\nmodel: default\n---\nWrite.\n".to_string(),
     );
+    if let Some(path) = std::env::args().nth(2) {
+        match std::fs::read_to_string(&path) {
+            Ok(file) => text = file,
+            Err(error) => {
+                eprintln!("cannot read {path}: {error}");
+                return;
+            }
+        }
+        // Read every file the spec names up front, so the timing covers no disk access.
+        let directory = std::path::Path::new(&path)
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        for line in text.lines() {
+            let named = line
+                .split('"')
+                .nth(1)
+                .filter(|_| line.contains("import role") || line.contains("file("));
+            if let Some(relative) = named
+                && let Ok(content) = std::fs::read_to_string(directory.join(relative))
+            {
+                loader.files.insert(relative.to_string(), content);
+            }
+        }
+    }
     let runs: u32 = std::env::args()
         .nth(1)
         .and_then(|arg| arg.parse().ok())

@@ -214,6 +214,13 @@ pub enum EventKind {
     /// The state machine moved (`received -> planning -> executing -> evaluating ->
     /// repairing -> finalizing`), written before the move takes effect.
     Phase { from: String, to: String },
+    /// Repair stopped (`max_rounds`, `no_progress`, `no_repair_action`, `human_rejected`):
+    /// `best`, if any, goes to the finalize step as `below_target`.
+    RepairStopped {
+        reason: Reason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        best: Option<String>,
+    },
 }
 
 /// The four retry counters (a new run is never automatic, so it has no event).
@@ -378,7 +385,8 @@ impl FromStr for Outcome {
 
 /// Why a run ended. Written `gate_passed`, `budget_exhausted{tokens}`,
 /// `hard_gate{SECRET_LEAK}`, `invariant{bounded_cost}`, `step_failed{execute}`, ...
-/// (serialized as that string).
+/// (serialized as that string). `done` is a flow that reached `done` with no gate
+/// deciding on the way (a flow without a gate).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Reason {
     GatePassed,
@@ -392,7 +400,6 @@ pub enum Reason {
     HumanRejected,
     NoRepairAction,
     Cancelled,
-    /// The flow reached `done` with no gate deciding on the way (a flow without a gate).
     Done,
 }
 

@@ -84,3 +84,35 @@ fn repair_without_progress_still_reports_the_best_design_below_target() {
         "the workflow never ran: `execute` is none to the reporter"
     );
 }
+
+#[test]
+fn a_rerun_of_the_judge_keeps_the_design_as_the_next_candidate() {
+    let wrong_check = "  - { step: check, round: 1, response: { workflow_id: W-9, plan_feasible: true, structure: 9, parameters: 9, control_flow: 9 } }\n";
+    let tail = "  - { step: execute, round: 2, response: { workflow_id: W-1, kind: ok, detail: ran } }\n  \
+                - { step: report, round: 2, response: { candidate_id: c2, summary: done } }\n";
+    let calls = format!(
+        "{PLAN}{}{wrong_check}{}{tail}{APPROVE}",
+        create(1),
+        check(2, 9)
+    );
+    let replayed = run(&calls);
+    assert_eq!(
+        replayed.ending(),
+        "completed{gate_passed}",
+        "{}",
+        replayed.jsonl
+    );
+    let repair = &replayed.of_kind("repair")[0];
+    assert_eq!(repair["action"]["step"], "check");
+    assert_eq!(
+        repair["invalidated"],
+        serde_json::json!(["check", "judge", "execute", "adjust", "report"])
+    );
+    let candidates = replayed.of_kind("candidate");
+    assert_eq!(candidates.len(), 2);
+    assert_eq!(candidates[1]["id"], "c2");
+    assert_eq!(
+        candidates[0]["hash"], candidates[1]["hash"],
+        "the same design, carried over"
+    );
+}

@@ -289,6 +289,9 @@ fn max_rounds_delivers_the_best_candidate_not_the_last() {
         Some("c2")
     );
     assert_eq!(outcome.rounds, 3, "rounds 2 allows three rounds in all");
+    let stopped = &replayed.of_kind("repair_stopped")[0];
+    assert_eq!(stopped["reason"], "max_rounds");
+    assert_eq!(stopped["best"], "c2");
     let delivery = &replayed.of_kind("delivery")[0];
     assert_eq!(delivery["matches"], true);
     assert_eq!(delivery["expected_hash"], outcome.candidates[1].1.as_str());
@@ -541,4 +544,59 @@ fn a_steps_budget_refuses_the_step_past_it() {
         "named, not delivered"
     );
     assert!(replayed.report().outcome.delivered.is_none());
+}
+
+/// The `review_loop` fixture with `from` replaced by `to`.
+fn variant(from: &str, to: &str) -> charter_runtime::compiler::CompiledSpec {
+    let path = format!(
+        "{}/tests/fixtures/review_loop.charter",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(text.contains(from), "the fixture has no {from:?}");
+    let compilation = charter_runtime::compiler::compile(
+        "review_loop.charter",
+        &text.replace(from, to),
+        &charter_runtime::compiler::MemoryLoader::default(),
+    );
+    compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics))
+}
+
+#[test]
+fn a_cost_budget_is_charged_at_the_models_prices() {
+    let spec = variant("price 1.00 / 2.00", "price 100.00 / 200.00");
+    let calls = "calls:
+  - { step: write, response: { title: T, body: B }, usage: { input_tokens: 4000, output_tokens: 4000 } }
+";
+    let replayed = replay(&spec, INPUT, calls);
+    assert_eq!(
+        replayed.ending(),
+        "failed{budget_exhausted{cost}}",
+        "{}",
+        replayed.jsonl
+    );
+    let budget = &replayed.of_kind("budget")[0];
+    assert_eq!(budget["used"], 1.2, "4000 * 100 / 1M + 4000 * 200 / 1M");
+}
+
+#[test]
+fn a_fail_action_ends_the_run_failed() {
+    let spec = variant(
+        "SECRET_LEAK   -> block \"secret in candidate\"",
+        "SECRET_LEAK   -> fail \"secret in candidate\"",
+    );
+    let calls = "calls:
+  - { step: write, response: { title: T, body: \"sk-abcdefghijklmnopqrstuvwxyz0123\" } }
+  - { step: review, response: { relevance: 9, verdict: PASS } }
+";
+    let replayed = replay(&spec, INPUT, calls);
+    assert_eq!(
+        replayed.ending(),
+        "failed{hard_gate{SECRET_LEAK}}",
+        "{}",
+        replayed.jsonl
+    );
+    assert_eq!(replayed.of_kind("repair")[0]["action"]["kind"], "fail");
 }

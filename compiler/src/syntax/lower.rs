@@ -17,6 +17,10 @@ use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span, did_you_mean};
 /// How deep expressions may nest before lowering gives up on them (E001).
 const MAX_EXPRESSION_DEPTH: usize = 64;
 
+/// How many operators one expression level may chain (`a + b + ...`) before lowering gives
+/// up on it (E001).
+const MAX_OPERATORS: usize = 256;
+
 /// Lowers the pairs of one item (or the header, or one step) parsed from
 /// `text[offset..]`.
 pub(crate) struct Lowerer<'a> {
@@ -1005,6 +1009,11 @@ impl Lowerer<'_> {
         let first = tokens.next()?;
         let mut lhs = match first.as_rule() {
             Rule::kw_not | Rule::neg => {
+                if tokens.peek().is_none_or(|next| binary_op(next).is_some()) {
+                    let span = self.span(&first);
+                    self.missing_operand(span, first.as_str());
+                    return None;
+                }
                 if !self.enter(&first) {
                     return None;
                 }
@@ -1027,16 +1036,36 @@ impl Lowerer<'_> {
             _ => self.operand(first.into_inner().next()?)?,
         };
         let mut lhs_is_comparison = false;
+        let mut chain_reported = false;
+        let mut operators = 0;
         while let Some(operator) = tokens.peek() {
+            // A chain of operators becomes a tree as deep as the chain: bound it, so that
+            // no later pass (or dropping the tree) recurses too deep.
+            operators += 1;
+            if operators > MAX_OPERATORS {
+                let span = self.span(operator);
+                self.report(
+                    Diagnostic::new(Code::E001, span, "expression has too many operators")
+                        .with_label(format!("operator number {MAX_OPERATORS} + 1"))
+                        .with_help("split the expression into smaller parts"),
+                );
+                return None;
+            }
             let op = binary_op(operator)?;
             let power = binding_power(op);
             if power < min_power {
                 break;
             }
             let operator_span = self.span(operator);
+            let operator_text = operator.as_str().to_string();
             tokens.next();
+            if tokens.peek().is_none_or(|next| binary_op(next).is_some()) {
+                self.missing_operand(operator_span, &operator_text);
+                continue;
+            }
             let is_comparison = power == COMPARISON_POWER;
-            if is_comparison && lhs_is_comparison {
+            if is_comparison && lhs_is_comparison && !chain_reported {
+                chain_reported = true;
                 let first = match &lhs.kind {
                     ExprKind::Binary { rhs, .. } => rhs.span,
                     _ => lhs.span,
@@ -1063,6 +1092,17 @@ impl Lowerer<'_> {
             };
         }
         Some(lhs)
+    }
+
+    fn missing_operand(&mut self, operator: Span, text: &str) {
+        self.report(
+            Diagnostic::new(
+                Code::E001,
+                operator,
+                format!("expected an expression after `{text}`"),
+            )
+            .with_label("nothing follows this operator"),
+        );
     }
 
     fn operand(&mut self, pair: Pair<'_, Rule>) -> Option<Expr> {
@@ -1187,6 +1227,12 @@ fn binding_power(op: BinaryOp) -> u8 {
 }
 
 fn binary_op(pair: &Pair<'_, Rule>) -> Option<BinaryOp> {
+    if !matches!(
+        pair.as_rule(),
+        Rule::kw_or | Rule::kw_and | Rule::cmp_op | Rule::add_op | Rule::mul_op
+    ) {
+        return None;
+    }
     Some(match (pair.as_rule(), pair.as_str()) {
         (Rule::kw_or, _) => BinaryOp::Or,
         (Rule::kw_and, _) => BinaryOp::And,

@@ -32,8 +32,7 @@ const KEYS: [&str; 12] = [
 
 /// Any YAML value; spans of nested values are not kept (the value's key line is used).
 /// Booleans and floats are only ever reported as the wrong type, so their values are unread.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 enum Yaml {
     Null,
     Bool(#[allow(dead_code)] bool),
@@ -42,6 +41,76 @@ enum Yaml {
     Str(String),
     List(Vec<Yaml>),
     Map(BTreeMap<String, Yaml>),
+}
+
+// Written by hand rather than derived with `#[serde(untagged)]`, which buffers every value
+// and retries each variant in turn: several times slower on every role file.
+impl<'de> Deserialize<'de> for Yaml {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Yaml, D::Error> {
+        deserializer.deserialize_any(YamlVisitor)
+    }
+}
+
+struct YamlVisitor;
+
+impl<'de> serde::de::Visitor<'de> for YamlVisitor {
+    type Value = Yaml;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a YAML value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Yaml, E> {
+        Ok(Yaml::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Yaml, E> {
+        Ok(Yaml::Int(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Yaml, E> {
+        Ok(i64::try_from(value).map_or(Yaml::Float(value as f64), Yaml::Int))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Yaml, E> {
+        Ok(Yaml::Float(value))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Yaml, E> {
+        Ok(Yaml::Str(value.to_string()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Yaml, E> {
+        Ok(Yaml::Str(value))
+    }
+
+    fn visit_unit<E>(self) -> Result<Yaml, E> {
+        Ok(Yaml::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Yaml, E> {
+        Ok(Yaml::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Yaml, D::Error> {
+        Yaml::deserialize(deserializer)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Yaml, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Yaml::List(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Yaml, A::Error> {
+        let mut entries = BTreeMap::new();
+        while let Some((key, value)) = map.next_entry::<String, Yaml>()? {
+            entries.insert(key, value);
+        }
+        Ok(Yaml::Map(entries))
+    }
 }
 
 impl Yaml {

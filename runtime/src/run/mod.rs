@@ -644,7 +644,15 @@ impl<'r> Scheduler<'r> {
                 "repair reruns unknown step `{target}`"
             )));
         };
-        let invalidated = crate::repair::downstream(&spec.flow, &target);
+        // What a rerun invalidates: the target and what follows it. A loop back through the
+        // flow (an `ask` that returns to an earlier step) does not make an upstream step
+        // "downstream": steps ranked before the target in flow order are kept.
+        let order = crate::repair::flow_order(&spec.flow);
+        let rank = |step: &str| order.get(step).copied().unwrap_or(usize::MAX);
+        let invalidated: Vec<String> = crate::repair::downstream(&spec.flow, &target)
+            .into_iter()
+            .filter(|step| rank(step) >= rank(&target))
+            .collect();
         self.emit_repair(&decision, invalidated.clone())?;
         self.emit(EventKind::Retry {
             retry: RetryKind::Repair,
@@ -670,6 +678,7 @@ impl<'r> Scheduler<'r> {
         items: Vec<String>,
         feedback: Option<Value>,
     ) -> Result<(), Halt> {
+        let previous = self.state.round;
         self.state.round += 1;
         self.state.feedback.clear();
         if let Some(feedback) = feedback {
@@ -681,13 +690,35 @@ impl<'r> Scheduler<'r> {
         for step in invalidated {
             self.state.outputs.remove(step);
         }
-        self.enter_phase(Phase::Executing)
+        // What is not rerun carries over into the new round as it was.
+        let round = self.state.round;
+        let kept: Vec<String> = self.state.outputs.keys().cloned().collect();
+        for step in &kept {
+            if let Some(output) = self.state.history.get(&(step.clone(), previous)).cloned() {
+                self.state.history.insert((step.clone(), round), output);
+            }
+            if let Some(files) = self.state.artifacts.get(&(step.clone(), previous)).cloned() {
+                self.state.artifacts.insert((step.clone(), round), files);
+            }
+        }
+        self.enter_phase(Phase::Executing)?;
+        // A gate's subject that is not rerun (a rerun of its judge, say) is this round's
+        // candidate again, under this round's id.
+        for step in &kept {
+            self.form_candidate(step)?;
+        }
+        Ok(())
     }
 
     /// Stops repairing: the best candidate goes to the finalize step as `below_target`
     /// (or the run fails when no candidate passed the hard rules).
     fn stop_repairing(&mut self, reason: Reason, gate_node: NodeIndex) -> Result<NodeIndex, Halt> {
-        let Some(best) = self.state.best().map(|best| best.id().to_string()) else {
+        let best = self.state.best().map(|best| best.id().to_string());
+        self.emit(EventKind::RepairStopped {
+            reason: reason.clone(),
+            best: best.clone(),
+        })?;
+        let Some(best) = best else {
             return Err(Halt::Stop(Stop::new(
                 Outcome::Failed,
                 reason,
@@ -1043,6 +1074,13 @@ impl<'r> Scheduler<'r> {
     /// Checks every `always` invariant; a broken one fails the run.
     fn check_invariants(&mut self) -> Result<(), Halt> {
         let spec = self.spec;
+        let any = spec
+            .invariants
+            .values()
+            .any(|invariant| matches!(invariant, InvariantIr::Always { .. }));
+        if !any {
+            return Ok(());
+        }
         let bindings = self.bindings();
         for (name, invariant) in &spec.invariants {
             let InvariantIr::Always { expr } = invariant else {

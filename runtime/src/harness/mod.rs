@@ -200,7 +200,9 @@ pub fn select(scenarios: Vec<ScenarioRef>, config: &HarnessConfig) -> Vec<Scenar
                 .filter
                 .as_deref()
                 .is_none_or(|filter| id.contains(filter))
-                && config.partition.is_none_or(|partition| partition.keeps(&id))
+                && config
+                    .partition
+                    .is_none_or(|partition| partition.keeps(&id))
         })
         .collect()
 }
@@ -718,19 +720,35 @@ fn check_scenario(
                 Ok(()) => report
                     .accepted
                     .push(format!("refreshed the recorded hashes in {cassette_file}")),
-                Err(message) => report.problems.push(error_at(
-                    cassette_file.clone(),
-                    recorded_line,
-                    message,
-                )),
+                Err(message) => {
+                    report
+                        .problems
+                        .push(error_at(cassette_file.clone(), recorded_line, message))
+                }
             }
         } else {
             report.problems.push(stale);
         }
-    } else if changes.is_empty() && expected_stale {
+    } else if config.accept && !expected_stale && recorded.rendered != first.prompts {
+        // Not stale, but the recorded prompts are not those of this run (a recorded
+        // response changed what a later prompt shows): keep them current for the next diff.
+        match refresh_recorded(reference, &cassette_text, &current, &first.prompts) {
+            Ok(()) => report
+                .accepted
+                .push(format!("refreshed the recorded prompts in {cassette_file}")),
+            Err(message) => {
+                report
+                    .problems
+                    .push(error_at(cassette_file.clone(), recorded_line, message))
+            }
+        }
+    }
+    if changes.is_empty() && expected_stale {
         report.problems.push(Problem {
             kind: ProblemKind::Expect,
-            message: "the scenario expects a stale recording, but the cassette's hashes match the spec".to_string(),
+            message:
+                "the scenario expects a stale recording, but the cassette's hashes match the spec"
+                    .to_string(),
             detail: None,
             location: Location {
                 file: scenario_file.clone(),
@@ -826,7 +844,11 @@ fn check_scenario(
 
     // The snapshot.
     let snapshot_path = reference.dir.join(SNAPSHOT_FILE);
-    let wanted = snapshot::render(&scenario_file, scenario.description.as_deref(), &first.trace);
+    let wanted = snapshot::render(
+        &scenario_file,
+        scenario.description.as_deref(),
+        &first.trace,
+    );
     let existing = std::fs::read_to_string(&snapshot_path).ok();
     let old = existing.as_deref().map(snapshot::contents);
     let new = snapshot::contents(&wanted);
@@ -852,7 +874,8 @@ fn check_scenario(
     }
     match old {
         Some(old) => {
-            let line = first_changed_line(&old, &new).map(|line| line + snapshot::header_lines(&wanted));
+            let line =
+                first_changed_line(&old, &new).map(|line| line + snapshot::header_lines(&wanted));
             report.problems.push(Problem {
                 kind: ProblemKind::Changed,
                 message: format!(

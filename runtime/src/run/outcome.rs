@@ -25,6 +25,14 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
+    /// `outcome{reason}`, as scenarios' `expect` and the harness compare it.
+    pub fn termination(&self) -> crate::trace::Termination {
+        crate::trace::Termination {
+            outcome: self.outcome,
+            reason: self.reason.clone(),
+        }
+    }
+
     /// The process exit code `charter replay` and `charter run` use: 0 for `completed`,
     /// 3 for any other terminal state.
     pub fn exit_code(&self) -> u8 {

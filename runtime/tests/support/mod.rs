@@ -74,7 +74,7 @@ impl Replayed {
     /// The outcome and reason as `outcome{reason}`, or `error: ...`.
     pub fn ending(&self) -> String {
         match &self.result {
-            Ok(report) => format!("{}{{{}}}", report.outcome.outcome, report.outcome.reason),
+            Ok(report) => report.outcome.termination().to_string(),
             Err(error) => format!("error: {error}"),
         }
     }

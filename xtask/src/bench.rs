@@ -147,6 +147,11 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
         );
         report_target(&times, TARGET_SEED);
     }
+    // The golden harness: a generated library of 1,000 closed_loop scenarios.
+    if let Err(error) = crate::golden::bench(root, crate::golden::GoldenBenchConfig::default()) {
+        println!("golden library: {error:#}");
+        return false;
+    }
     true
 }
 

@@ -306,7 +306,7 @@ impl ScenarioReport {
 }
 
 /// Compiled specs by path, so scenarios of one spec compile it once.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SpecCache {
     specs: HashMap<PathBuf, Result<Arc<CompiledSpec>, Problem>>,
 }
@@ -438,17 +438,63 @@ impl Loader for FsLoader {
     }
 }
 
-/// Runs the harness over the project at `root`: every selected scenario, in order.
+/// Runs the harness over the project at `root`: every selected scenario, results in
+/// scenario order. Scenarios are independent, so they are spread over the machine's
+/// cores (each replay has its own paused clock; nothing is shared but the compiled specs).
 pub fn verify_project(
     root: &Path,
     config: &HarnessConfig,
 ) -> Result<Vec<ScenarioReport>, HarnessError> {
     let scenarios = select(discover(root)?, config);
+    // Compile each spec once, up front, so the workers only read the cache.
     let mut specs = SpecCache::new();
-    Ok(scenarios
-        .iter()
-        .map(|scenario| verify_scenario(root, scenario, config, &mut specs))
-        .collect())
+    for scenario in &scenarios {
+        if let Ok(text) = std::fs::read_to_string(scenario.dir.join(SCENARIO_FILE))
+            && let Ok(parsed) = Scenario::from_yaml(SCENARIO_FILE, &text)
+        {
+            let _ = specs.get(root, &parsed.spec);
+        }
+    }
+    let workers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(scenarios.len().max(1));
+    if workers <= 1 {
+        return Ok(scenarios
+            .iter()
+            .map(|scenario| verify_scenario(root, scenario, config, &mut specs))
+            .collect());
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, ScenarioReport)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                let mut specs = specs.clone();
+                let next = &next;
+                let scenarios = &scenarios;
+                scope.spawn(move || {
+                    let mut done = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(scenario) = scenarios.get(index) else {
+                            break;
+                        };
+                        done.push((index, verify_scenario(root, scenario, config, &mut specs)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    results.sort_by_key(|(index, _)| *index);
+    Ok(results.into_iter().map(|(_, report)| report).collect())
 }
 
 /// What one replay gave.
@@ -782,7 +828,11 @@ fn check_scenario(
     }
 
     // Recordings the run never used.
-    let lines = crate::yaml::call_lines(&cassette_text);
+    let lines = if first.unused_calls.is_empty() {
+        Vec::new()
+    } else {
+        crate::yaml::call_lines(&cassette_text)
+    };
     for key in &first.unused_calls {
         let line = calls
             .iter()

@@ -60,13 +60,13 @@ enum Task {
 
 #[derive(Debug, Args)]
 struct VerifyArgs {
-    /// Only specs whose path (e.g. specs/seeds/agency.charter) contains PATTERN
+    /// Only specs (e.g. specs/seeds/agency.charter) and scenarios (e.g. closed_loop/happy_path) whose path contains PATTERN
     #[arg(long, value_name = "PATTERN")]
     filter: Option<String>,
     /// Skip fmt, clippy and tests; only the spec stages (fast iteration)
     #[arg(long)]
     skip_cargo: bool,
-    /// Only shard K of N of the specs (e.g. 2/4), to spread CI over machines
+    /// Only shard K of N of the specs and scenarios (e.g. 2/4), to spread CI over machines
     #[arg(long, value_name = "K/N")]
     partition: Option<Partition>,
     /// Accept new and changed snapshots (runs the tests with INSTA_UPDATE=always)
@@ -75,6 +75,9 @@ struct VerifyArgs {
     /// Also write the results as a JUnit XML report
     #[arg(long, value_name = "FILE")]
     junit: Option<std::path::PathBuf>,
+    /// Also print GitHub Actions `::error file=...,line=...` annotations
+    #[arg(long)]
+    github: bool,
 }
 
 #[derive(Debug, Args)]
@@ -134,6 +137,7 @@ fn main() -> ExitCode {
                 partition: args.partition,
                 accept: args.accept,
                 junit: args.junit,
+                github: args.github,
             },
         )),
         Task::Fuzz(args) => fuzz_command(&root, &args),

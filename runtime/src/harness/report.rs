@@ -231,6 +231,30 @@ pub fn junit_xml(suite: &str, cases: &[JunitCase]) -> String {
         cases.len(),
         total.as_secs_f64()
     );
+    out.push_str(&junit_testcases(cases));
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+/// One `<testsuite>` element (indented two spaces) with `cases`, to put into a larger
+/// JUnit document.
+pub fn junit_testsuite(name: &str, cases: &[JunitCase]) -> String {
+    let failures = cases.iter().filter(|case| case.failure.is_some()).count();
+    let errors = cases.iter().filter(|case| case.error.is_some()).count();
+    let total: Duration = cases.iter().map(|case| case.time).sum();
+    let mut out = format!(
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{:.3}\">\n",
+        xml_escape(name),
+        cases.len(),
+        total.as_secs_f64()
+    );
+    out.push_str(&junit_testcases(cases));
+    out.push_str("  </testsuite>\n");
+    out
+}
+
+fn junit_testcases(cases: &[JunitCase]) -> String {
+    let mut out = String::new();
     for case in cases {
         let _ = write!(
             out,
@@ -258,7 +282,6 @@ pub fn junit_xml(suite: &str, cases: &[JunitCase]) -> String {
             out.push_str("    </testcase>\n");
         }
     }
-    out.push_str("  </testsuite>\n</testsuites>\n");
     out
 }
 

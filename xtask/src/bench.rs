@@ -25,6 +25,8 @@ pub struct BenchConfig {
     pub runs: usize,
     /// Timed compilations of each seed spec.
     pub seed_runs: usize,
+    /// The golden-library benchmark (scenarios, timed passes).
+    pub golden: crate::golden::GoldenBenchConfig,
 }
 
 /// The compile-time budget for the generated spec, per 10,000 lines (DESIGN issue 2, item 10).
@@ -58,6 +60,10 @@ pub fn bench_in_release(root: &Path, config: BenchConfig) -> anyhow::Result<bool
         config.runs.to_string(),
         "--seed-runs".to_string(),
         config.seed_runs.to_string(),
+        "--scenarios".to_string(),
+        config.golden.scenarios.to_string(),
+        "--golden-runs".to_string(),
+        config.golden.runs.to_string(),
     ];
     let pinned = Command::new("taskset").arg("--version").output().is_ok();
     let mut command = if pinned {
@@ -148,7 +154,7 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
         report_target(&times, TARGET_SEED);
     }
     // The golden harness: a generated library of 1,000 closed_loop scenarios.
-    if let Err(error) = crate::golden::bench(root, crate::golden::GoldenBenchConfig::default()) {
+    if let Err(error) = crate::golden::bench(root, config.golden) {
         println!("golden library: {error:#}");
         return false;
     }

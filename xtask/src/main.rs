@@ -110,6 +110,12 @@ struct BenchArgs {
     /// Timed compilations of each seed spec
     #[arg(long, value_name = "N", default_value_t = 200)]
     seed_runs: usize,
+    /// Generated closed_loop scenarios in the golden-library benchmark
+    #[arg(long, value_name = "N", default_value_t = 1_000)]
+    scenarios: usize,
+    /// Timed passes over the golden library
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    golden_runs: usize,
     /// Measure in this process instead of re-running in a release build
     #[arg(long, hide = true)]
     in_release: bool,
@@ -146,6 +152,11 @@ fn main() -> ExitCode {
                 lines: args.lines,
                 runs: args.runs,
                 seed_runs: args.seed_runs,
+                golden: xtask::golden::GoldenBenchConfig {
+                    scenarios: args.scenarios,
+                    runs: args.golden_runs,
+                    ..xtask::golden::GoldenBenchConfig::default()
+                },
             };
             if args.in_release || !cfg!(debug_assertions) {
                 Ok(bench_here(&root, config))

@@ -461,7 +461,7 @@ flow {
     let mermaid = to_mermaid(&spec);
     assert!(
         mermaid.contains(
-            r#"n0 -->|"when first.ok and request.goal == #quot;a#124;b#lt;c#gt;\#quot;d\#quot;#35;1#quot;"| n1"#
+            r#"n0 -->|"when first.ok and request.goal<br/>== #quot;a#124;b#lt;c#gt;\#quot;d\#quot;#35;1#quot;"| n1"#
         ),
         "{mermaid}"
     );
@@ -481,7 +481,9 @@ flow {
         "{dot}"
     );
     assert!(
-        dot.contains(r##"label="when first.ok and request.goal == \"a|b<c>\\\"d\\\"#1\"""##),
+        dot.contains(
+            r##"label="when first.ok and request.goal\n== \"a|b<c>\\\"d\\\"#1\"""##
+        ),
         "{dot}"
     );
 }

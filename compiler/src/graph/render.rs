@@ -309,6 +309,8 @@ pub fn transition_label(transition: &TransitionIr) -> (Option<String>, bool) {
 
 /// The widest line of a node's label, in characters, before it is broken at a space.
 const NODE_WIDTH: usize = 40;
+/// The widest line of an `ask` node's label: Mermaid fits less text into a parallelogram.
+const ASK_WIDTH: usize = 36;
 /// The widest line of an edge's label.
 const EDGE_WIDTH: usize = 32;
 /// Mermaid's `flowchart.wrappingWidth` (px): wide enough that a node line of
@@ -344,13 +346,13 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 }
 
 /// `head rest` on one line when it fits, else `head` on its own line and `rest` wrapped.
-fn headed(head: &str, rest: &str) -> Vec<String> {
+fn headed(head: &str, rest: &str, width: usize) -> Vec<String> {
     let one = format!("{head} {rest}");
-    if one.chars().count() <= NODE_WIDTH {
+    if one.chars().count() <= width {
         return vec![one];
     }
     let mut lines = vec![head.to_string()];
-    lines.extend(wrap(rest, NODE_WIDTH));
+    lines.extend(wrap(rest, width));
     lines
 }
 
@@ -359,12 +361,16 @@ fn headed(head: &str, rest: &str) -> Vec<String> {
 fn node_lines(step: &StepIr) -> Vec<String> {
     match &step.kind {
         StepKind::Done => return vec!["done".to_string()],
-        StepKind::Blocked { reason } => return headed("blocked:", reason),
-        StepKind::Failed { reason } => return headed("failed:", reason),
+        StepKind::Blocked { reason } => return headed("blocked:", reason, NODE_WIDTH),
+        StepKind::Failed { reason } => return headed("failed:", reason, NODE_WIDTH),
         _ => {}
     }
     let (body, options) = body_and_options(step);
-    let mut lines = headed(&format!("{}:", step.name), &body);
+    let width = match step.kind {
+        StepKind::Ask { .. } => ASK_WIDTH,
+        _ => NODE_WIDTH,
+    };
+    let mut lines = headed(&format!("{}:", step.name), &body, width);
     let joined = options.join(" ");
     if joined.chars().count() <= NODE_WIDTH {
         if !joined.is_empty() {
@@ -594,7 +600,7 @@ fn drawing(spec: &CompiledSpec) -> Drawing {
                 ActionIr::Ask { question } => {
                     let id = format!("{}_ask{index}", node_id(node));
                     let mut lines = vec!["repair: ask".to_string()];
-                    lines.extend(wrap(&quoted(question), NODE_WIDTH));
+                    lines.extend(wrap(&quoted(question), ASK_WIDTH));
                     drawing.nodes.push(Node {
                         id: id.clone(),
                         lines,

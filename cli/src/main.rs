@@ -9,6 +9,7 @@ mod explain;
 mod graph;
 mod loader;
 mod replay;
+mod run;
 mod verify;
 
 use std::io::{IsTerminal, Write};
@@ -41,6 +42,7 @@ enum Command {
     Explain(explain::ExplainArgs),
     Replay(replay::ReplayArgs),
     Verify(verify::VerifyArgs),
+    Run(run::RunArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -81,6 +83,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::run(&args, context),
         Command::Replay(args) => replay::run(&args, context),
         Command::Verify(args) => verify::run(&args, context),
+        Command::Run(args) => run::run(&args, context),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

@@ -15,13 +15,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// Charter: a compiler for multi-role LLM agent specs (`.charter` files).
+/// Charter: a compiler for multi-role LLM agent specs (`.charter` files), and a replayer
+/// of their recorded runs.
 #[derive(Debug, Parser)]
 #[command(
     name = "charter",
     version,
-    about,
-    after_help = "Example: charter check specs/seeds specs/examples"
+    about = "Charter: check, graph, explain and replay multi-role LLM agent specs (`.charter` files)",
+    after_help = "Example: charter check specs/seeds specs/examples\n\n\
+                  Exit status: 0 success, 1 a spec has errors (or a replay failed), \
+                  2 usage error or unreadable input, 3 a replay ended in a state other \
+                  than completed. `charter help COMMAND` shows each command's own."
 )]
 struct Cli {
     /// When to colour diagnostics: `auto` colours only a terminal, and never when
@@ -69,7 +73,7 @@ pub struct Context {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_args();
     let context = Context {
         color: use_color(cli.color),
     };
@@ -90,6 +94,49 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Parses the command line. clap's own messages (usage errors, `--help`) follow the same
+/// colour choice as ours: `--color` if given (read before clap validates anything else),
+/// otherwise a terminal without NO_COLOR.
+fn parse_args() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let choice = color_from_args(&args);
+    let clap_choice = match choice {
+        ColorChoice::Always => clap::ColorChoice::Always,
+        ColorChoice::Never => clap::ColorChoice::Never,
+        // clap's `auto` checks each stream and NO_COLOR the way `use_color` does.
+        ColorChoice::Auto => clap::ColorChoice::Auto,
+    };
+    let matches = <Cli as clap::CommandFactory>::command()
+        .color(clap_choice)
+        .get_matches_from(args);
+    match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    }
+}
+
+/// The last `--color VALUE` / `--color=VALUE` before a `--`; `auto` when absent or invalid
+/// (clap reports an invalid value itself).
+fn color_from_args(args: &[std::ffi::OsString]) -> ColorChoice {
+    let mut choice = ColorChoice::Auto;
+    let mut words = args.iter().skip(1).map(|arg| arg.to_string_lossy());
+    while let Some(word) = words.next() {
+        let value = if word == "--" {
+            break;
+        } else if word == "--color" {
+            words.next().map(|value| value.into_owned())
+        } else {
+            word.strip_prefix("--color=").map(str::to_string)
+        };
+        if let Some(value) = value
+            && let Ok(parsed) = ColorChoice::from_str(&value, false)
+        {
+            choice = parsed;
+        }
+    }
+    choice
 }
 
 fn use_color(choice: ColorChoice) -> bool {

@@ -161,10 +161,12 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 
 /// Writes command output (graphs, bounds, explanations) to stdout.
 pub fn print_out(text: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
     let mut stdout = std::io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
-    stdout.flush()?;
-    Ok(())
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("cannot write to stdout")
 }
 
 /// Writes diagnostics and other messages to stderr. A failing stderr has nowhere left
@@ -175,9 +177,11 @@ pub fn print_err(text: &str) {
     let _ = stderr.flush();
 }
 
-/// `error: message` on stderr, in the diagnostics' colours when colour is on.
+/// `error: message` on stderr, in the diagnostics' colours when colour is on. A message
+/// of several lines (a list of problems) has its later lines indented under the first.
 pub fn print_error(context: Context, message: &str) {
-    print_err(&summary_line(context, "error", message));
+    let message = message.trim_end().replace('\n', "\n  ");
+    print_err(&summary_line(context, "error", &message));
 }
 
 /// A `error: ...` / `warning: ...` line as rustc and cargo write them.

@@ -148,6 +148,13 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         Ok(report) => report,
         Err(error) => {
             print_error(context, &error.to_string());
+            if let charter_runtime::run::RunError::Input(_) = error {
+                print_err(&format!(
+                    "help: `input:` in `{}` must be a `{}`\n",
+                    display_path(&args.scenario.join("scenario.yaml")),
+                    spec.request.as_deref().unwrap_or("Request")
+                ));
+            }
             if stale {
                 print_err(
                     "note: the cassette was recorded against another version of this spec or \

@@ -412,3 +412,36 @@ fn replay_reports_malformed_yaml_with_file_and_line() {
         &["error: bad scenario: golden/x/broken/scenario.yaml:3:"],
     );
 }
+
+#[test]
+fn replay_of_an_input_that_is_not_the_request_says_where_to_fix_it() {
+    let directory = scratch("replay_bad_input");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures");
+    write(
+        &directory,
+        "review_loop.charter",
+        std::fs::read(fixtures.join("review_loop.charter")).expect("a fixture"),
+    );
+    write(
+        &directory,
+        "golden/r/bad_input/scenario.yaml",
+        "spec: review_loop.charter\ninput: { nope: 1 }\n",
+    );
+    write(
+        &directory,
+        "golden/r/bad_input/cassette.yaml",
+        std::fs::read(golden("review_loop/passing/cassette.yaml")).expect("a fixture"),
+    );
+    let output = charter(
+        &directory,
+        &["--color", "never", "replay", "golden/r/bad_input"],
+    );
+    expect(
+        &output,
+        1,
+        &[
+            "error: the run's input is invalid: goal: missing required field `goal` (string)\n  nope: unknown field",
+            "help: `input:` in `golden/r/bad_input/scenario.yaml` must be a `Request`",
+        ],
+    );
+}

@@ -151,8 +151,12 @@ pub fn collect_specs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Vec<String>> {
             Ok(_) => problems.push(format!("`{shown}` is not a `.{SPEC_EXTENSION}` file")),
         }
     }
+    // The same file under two spellings (`a.charter`, `./a.charter`, an absolute path, a
+    // symbolic link) is one spec.
     let mut seen = std::collections::BTreeSet::new();
-    specs.retain(|spec| seen.insert(normalize(spec)));
+    specs.retain(|spec| {
+        seen.insert(std::fs::canonicalize(spec).unwrap_or_else(|_| normalize(spec)))
+    });
     if problems.is_empty() {
         Ok(specs)
     } else {

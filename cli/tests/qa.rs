@@ -129,9 +129,11 @@ fn a_spec_given_twice_is_checked_once() {
         "hello.charter",
         CLEAN.replace("output: Reply", "output: Rply"),
     );
+    let absolute = directory.join("hello.charter");
+    let absolute = absolute.to_str().expect("a UTF-8 path");
     let output = charter(
         &directory,
-        &["check", "hello.charter", "./hello.charter", "."],
+        &["check", "hello.charter", "./hello.charter", ".", absolute],
     );
     expect(&output, 1, &[]);
     assert_eq!(stderr(&output).matches("error[E002]").count(), 1);

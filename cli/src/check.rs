@@ -26,7 +26,8 @@ pub struct CheckArgs {
     #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
     pub message_format: MessageFormat,
 
-    /// After a spec compiles, print its worst case (model calls, tokens, wall time) on stdout.
+    /// For each spec without errors, print its worst case (model calls, tokens, wall time)
+    /// on stdout.
     #[arg(long)]
     pub bounds: bool,
 
@@ -112,9 +113,11 @@ pub fn run(args: &CheckArgs, context: Context) -> anyhow::Result<Outcome> {
         if failed {
             failed_specs += 1;
         }
+        // Bounds are shown for every spec without errors, also when its warnings are
+        // denied: W007 is about the bound, and the table is what explains it.
         if args.bounds
             && let Some(spec) = &compilation.spec
-            && !failed
+            && tally.errors == 0
         {
             let separator = if printed_bounds { "\n" } else { "" };
             print_out(&format!("{separator}{}", bounds::compute(spec)))?;

@@ -29,7 +29,8 @@ use crate::{Context, Outcome, print_err, print_error, summary_line};
 /// `--events` file gets each event as it happens, so a failed run leaves what it recorded.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: charter replay golden/closed_loop/timeout_recovery --events trace.jsonl"
+    after_help = "Example: charter replay runtime/tests/fixtures/golden/review_loop/passing \
+                  --events trace.jsonl --out out"
 )]
 pub struct ReplayArgs {
     /// The scenario directory: `golden/<spec>/<scenario>/` with `scenario.yaml` and `cassette.yaml`.

@@ -447,3 +447,23 @@ fn replay_of_an_input_that_is_not_the_request_says_where_to_fix_it() {
         ],
     );
 }
+
+#[test]
+fn bounds_are_shown_even_when_warnings_are_denied() {
+    let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/warnings");
+    let output = charter(
+        &specs,
+        &[
+            "check",
+            "--bounds",
+            "--deny-warnings",
+            "w007_worst_case_exceeds_budget.charter",
+        ],
+    );
+    expect(&output, 1, &["warning[W007]"]);
+    assert!(
+        stdout(&output).starts_with("worst case of `notes`"),
+        "{}",
+        stdout(&output)
+    );
+}

@@ -9,6 +9,7 @@ mod explain;
 mod graph;
 mod loader;
 mod replay;
+mod run;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -43,6 +44,7 @@ enum Command {
     Graph(graph::GraphArgs),
     Explain(explain::ExplainArgs),
     Replay(replay::ReplayArgs),
+    Run(run::RunArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
         Command::Graph(args) => graph::run(&args, context),
         Command::Explain(args) => explain::run(&args, context),
         Command::Replay(args) => replay::run(&args, context),
+        Command::Run(args) => run::run(&args, context),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

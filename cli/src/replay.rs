@@ -311,7 +311,7 @@ fn short(hash: &str) -> &str {
 
 /// Shows a run's phases on stderr as its events are appended.
 #[derive(Debug, Default)]
-struct LiveDisplay;
+pub(crate) struct LiveDisplay;
 
 impl TraceSink for LiveDisplay {
     fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {

@@ -110,10 +110,12 @@ pub async fn call_role(
     let attempts = role.retry.saturating_add(1);
     let mut previous_error: Option<String> = None;
     let mut reason = String::new();
+    let mut retry_after: Option<Duration> = None;
     for index in 0..attempts {
         let attempt = first.saturating_add(index);
         if index > 0 {
-            let delay = backoff(role.backoff_ms, index);
+            // A server that said when to come back (`Retry-After`) is not asked sooner.
+            let delay = backoff(role.backoff_ms, index).max(retry_after.take().unwrap_or_default());
             observer.event(
                 attempt - 1,
                 EventKind::Retry {
@@ -169,6 +171,7 @@ pub async fn call_role(
                 continue;
             }
             Err(error) if error.is_transient() => {
+                retry_after = error.retry_after();
                 reason = error.to_string();
                 continue;
             }

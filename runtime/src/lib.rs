@@ -8,6 +8,11 @@
 //! - [`scenario`]: `scenario.yaml` and `cassette.yaml` (DESIGN §5), read through [`yaml`].
 //! - [`provider`]: the `Provider` trait (one async call) and `HumanChannel`.
 //! - [`replay`]: `ReplayProvider`, a provider over a cassette on tokio's clock.
+//! - [`providers`]: the live `openai` and `anthropic` providers over HTTP, and `Providers`,
+//!   which routes a call by its model's provider.
+//! - [`record`]: `Recording` wraps a live provider and human channel and writes a cassette.
+//! - [`secrets`]: `Scrubber` and `ScrubbingSink` keep secret values out of cassettes and traces.
+//! - [`tools`]: the `Tool` trait, `CommandTool` (JSON over stdin/stdout) and `ToolBox`.
 //! - [`trace`]: trace events, `TraceSink`, and the terminal outcome and reason.
 //! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
 //! - Policies and mechanics: [`gate`], [`repair`], [`dag`], [`candidate`], [`budget`],
@@ -24,10 +29,14 @@ pub mod eval;
 pub mod gate;
 pub mod prompt;
 pub mod provider;
+pub mod providers;
+pub mod record;
 pub mod repair;
 pub mod replay;
 pub mod run;
 pub mod scenario;
+pub mod secrets;
+pub mod tools;
 pub mod trace;
 pub mod validate;
 pub mod value;

@@ -151,6 +151,14 @@ pub enum ProviderError {
         status: Option<u16>,
         message: String,
     },
+    /// Worth retrying, but not before `retry_after`: the server said so (a 429 or 503
+    /// with a `Retry-After` header). A retry wrapper waits at least this long.
+    #[error("transient provider error {status} (retry after {retry_after:?}): {message}")]
+    Throttled {
+        status: u16,
+        retry_after: Duration,
+        message: String,
+    },
     /// Retrying cannot help: bad request, authentication, unknown model (4xx).
     #[error("provider error{}: {message}", status_text(*status))]
     Permanent {
@@ -195,8 +203,29 @@ impl ProviderError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            ProviderError::Transient { .. } | ProviderError::TimedOut { .. }
+            ProviderError::Transient { .. }
+                | ProviderError::Throttled { .. }
+                | ProviderError::TimedOut { .. }
         )
+    }
+
+    /// How long the server asked us to wait before the next call, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::Throttled { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status of the failed call, if there was one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ProviderError::Transient { status, .. } | ProviderError::Permanent { status, .. } => {
+                *status
+            }
+            ProviderError::Throttled { status, .. } => Some(*status),
+            _ => None,
+        }
     }
 
     /// The run must stop with an error (exit 1), not treat it as a failed call: the

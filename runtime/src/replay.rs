@@ -10,7 +10,7 @@
 //! | ------------------- | ----------------------------------------------------- |
 //! | `response`          | `ModelOutput::Json`, with usage and tool calls        |
 //! | `raw`               | `ModelOutput::Text` (the scheduler parses and checks it) |
-//! | `error: {status}`   | `ProviderError::from_status` (429/5xx transient)      |
+//! | `error: {status}`   | `ProviderError::from_status` (429/5xx transient); with `retry_after`, `Throttled` |
 //! | none of them        | `ProviderError::TimedOut` after the latency           |
 //! | not in the cassette | `ProviderError::NotRecorded` naming the key, at once  |
 //!
@@ -119,49 +119,60 @@ impl ReplayProvider {
             .get(key)
             .ok_or_else(|| ProviderError::NotRecorded { key: key.clone() })?;
         lock(&self.used_calls).insert(key.clone());
-        let latency = call.latency.unwrap_or(Duration::ZERO);
-        let output = if let Some(response) = &call.response {
-            ModelOutput::Json(response.clone())
-        } else if let Some(raw) = &call.raw {
-            ModelOutput::Text(raw.clone())
-        } else if let Some(error) = &call.error {
-            let message = error
-                .message
-                .clone()
-                .unwrap_or_else(|| "recorded error".to_string());
-            return Ok((
-                latency,
-                Err(ProviderError::from_status(error.status, message)),
-            ));
-        } else {
-            return Ok((latency, Err(ProviderError::TimedOut { after: latency })));
-        };
-        let usage = call
-            .usage
-            .map(|usage| Usage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-            })
-            .unwrap_or_default();
-        let tool_calls = call
-            .tool_calls
-            .iter()
-            .map(|tool_call| ToolCall {
-                tool: tool_call.tool.clone(),
-                args: tool_call.args.clone(),
-                result: tool_call.result.clone(),
-            })
-            .collect();
-        Ok((
-            latency,
-            Ok(ModelResponse {
-                output,
-                usage,
-                tool_calls,
-                latency,
-            }),
-        ))
+        Ok(playback(call))
     }
+}
+
+/// What a recorded call gives back, and after how long (the table at the top of this
+/// module). Also used to resume a run from its journal (`record`).
+pub fn playback(call: &RecordedCall) -> (Duration, Result<ModelResponse, ProviderError>) {
+    let latency = call.latency.unwrap_or(Duration::ZERO);
+    let output = if let Some(response) = &call.response {
+        ModelOutput::Json(response.clone())
+    } else if let Some(raw) = &call.raw {
+        ModelOutput::Text(raw.clone())
+    } else if let Some(error) = &call.error {
+        let message = error
+            .message
+            .clone()
+            .unwrap_or_else(|| "recorded error".to_string());
+        let played = match error.retry_after {
+            Some(retry_after) => ProviderError::Throttled {
+                status: error.status,
+                retry_after,
+                message,
+            },
+            None => ProviderError::from_status(error.status, message),
+        };
+        return (latency, Err(played));
+    } else {
+        return (latency, Err(ProviderError::TimedOut { after: latency }));
+    };
+    let usage = call
+        .usage
+        .map(|usage| Usage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+        })
+        .unwrap_or_default();
+    let tool_calls = call
+        .tool_calls
+        .iter()
+        .map(|tool_call| ToolCall {
+            tool: tool_call.tool.clone(),
+            args: tool_call.args.clone(),
+            result: tool_call.result.clone(),
+        })
+        .collect();
+    (
+        latency,
+        Ok(ModelResponse {
+            output,
+            usage,
+            tool_calls,
+            latency,
+        }),
+    )
 }
 
 impl Provider for ReplayProvider {

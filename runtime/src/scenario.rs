@@ -185,6 +185,14 @@ pub struct RecordedError {
     pub status: u16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The wait the server asked for (`Retry-After`), replayed as
+    /// `ProviderError::Throttled`.
+    #[serde(
+        default,
+        with = "duration_text::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub retry_after: Option<Duration>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -337,3 +337,68 @@ fn backoff_doubles() {
     assert_eq!(backoff(1000, 4), Duration::from_secs(8));
     assert_eq!(backoff(1000, 200), Duration::from_millis(u64::MAX));
 }
+
+/// Answers 429 with `Retry-After: 30s` the first time, then a valid output.
+struct ThrottledOnce {
+    calls: Mutex<u64>,
+}
+
+impl Provider for ThrottledOnce {
+    fn complete(
+        &self,
+        _request: ModelRequest,
+    ) -> crate::provider::BoxFuture<'_, Result<crate::provider::ModelResponse, ProviderError>> {
+        let first = self
+            .calls
+            .lock()
+            .map(|mut calls| {
+                *calls += 1;
+                *calls == 1
+            })
+            .unwrap_or(false);
+        Box::pin(async move {
+            if first {
+                return Err(ProviderError::Throttled {
+                    status: 429,
+                    retry_after: Duration::from_secs(30),
+                    message: "slow down".into(),
+                });
+            }
+            Ok(crate::provider::ModelResponse {
+                output: ModelOutput::Json(
+                    json!({"task_id": "T-1", "status": "ok", "output": "done"}),
+                ),
+                usage: Usage::default(),
+                tool_calls: Vec::new(),
+                latency: Duration::ZERO,
+            })
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_longer_than_the_backoff_is_waited() {
+    let spec = spec();
+    let recorder = Recorder::new(10);
+    let provider = ThrottledOnce {
+        calls: Mutex::new(0),
+    };
+    let call = RoleCall {
+        spec: &spec,
+        role: "executor",
+        key: CallKey::new("execute").item("T-1"),
+        inputs: vec![json!({"id": "T-1", "goal": "search"})],
+        feedback: None,
+    };
+    let start = Instant::now();
+    let outcome = call_role(call, &provider, &recorder).await;
+    assert_eq!(output_at(&outcome), Some(3));
+    assert!(
+        recorder
+            .summary()
+            .contains(&"1:retry->2+30000ms".to_string()),
+        "{:?}",
+        recorder.summary()
+    );
+    assert_eq!(start.elapsed(), Duration::from_secs(30));
+}

@@ -238,6 +238,13 @@ impl Scheduler<'_> {
                 unit.role
             ))));
         };
+        // A server that said when to come back (`Retry-After`) is not asked sooner.
+        let retry_after_ms = match &result {
+            Err(CallFailure::Provider(error)) => error
+                .retry_after()
+                .map(|wait| u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
+            _ => None,
+        };
         let problem = match result {
             Err(CallFailure::TimedOut { after_ms }) => {
                 self.emit_call(unit, EventKind::Timeout { after_ms })?;
@@ -315,7 +322,9 @@ impl Scheduler<'_> {
             retries: role.retry,
             backoff_ms: role.backoff_ms,
         };
-        let delay_ms = policy.delay_ms(unit.retries_used);
+        let delay_ms = policy
+            .delay_ms(unit.retries_used)
+            .max(retry_after_ms.unwrap_or(0));
         self.emit_call(
             unit,
             EventKind::Retry {

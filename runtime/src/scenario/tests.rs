@@ -58,7 +58,8 @@ fn the_design_example_loads() {
         cassette.calls[2].error,
         Some(RecordedError {
             status: 429,
-            message: None
+            message: None,
+            retry_after: None
         })
     );
     assert_eq!(cassette.calls[3].raw.as_deref(), Some("not json {"));

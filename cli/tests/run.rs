@@ -1,0 +1,256 @@
+//! `charter run` against a wiremock OpenAI server on loopback: a live run recorded and replayed by `charter replay`, no key in any file written, and a run killed with SIGKILL resumed with `--resume` without a duplicate model call.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wiremock::matchers::{body_partial_json, method};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const SECRET: &str = "sk-cli-SECRET-31337-never-written";
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("charter-cli-run-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+/// A project with the scheduler's review_loop fixture as its spec and an input file.
+fn project(name: &str) -> PathBuf {
+    let dir = temp_dir(name);
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures/review_loop.charter");
+    let text = std::fs::read_to_string(&fixture).unwrap_or_else(|error| panic!("{error}"));
+    let _ = std::fs::create_dir_all(dir.join("specs"));
+    let _ = std::fs::write(dir.join("specs/review_loop.charter"), text);
+    let _ = std::fs::write(dir.join("request.json"), r#"{"goal": "rust"}"#);
+    dir
+}
+
+fn chat(content: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content.to_string()}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 10}
+    }))
+}
+
+fn for_role(role: &str) -> wiremock::MockBuilder {
+    Mock::given(method("POST")).and(body_partial_json(
+        json!({"response_format": {"json_schema": {"name": role}}}),
+    ))
+}
+
+async fn mount(server: &MockServer, finalizer_delay: Duration) {
+    for_role("writer")
+        .respond_with(chat(json!({"title": "Rust", "body": "Rust is fast."})))
+        .mount(server)
+        .await;
+    for_role("reviewer")
+        .respond_with(chat(json!({"relevance": 9, "verdict": "PASS"})))
+        .mount(server)
+        .await;
+    for_role("finalizer")
+        .respond_with(
+            chat(json!({"candidate_id": "c1", "summary": "one post"})).set_delay(finalizer_delay),
+        )
+        .up_to_n_times(1)
+        .mount(server)
+        .await;
+    for_role("finalizer")
+        .respond_with(chat(json!({"candidate_id": "c1", "summary": "one post"})))
+        .mount(server)
+        .await;
+}
+
+fn charter(project: &Path, server: &MockServer, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_charter"));
+    command
+        .current_dir(project)
+        .args(args)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
+        .env("OPENAI_API_KEY", SECRET)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    command
+}
+
+fn output(mut command: Command) -> Output {
+    command.output().unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// Every file under `dir`, with its text.
+fn files(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let text =
+                    String::from_utf8_lossy(&std::fs::read(&path).unwrap_or_default()).into_owned();
+                found.push((path, text));
+            }
+        }
+    }
+    found
+}
+
+async fn requests_for(server: &MockServer, role: &str) -> usize {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|request| {
+            serde_json::from_slice::<Value>(&request.body)
+                .ok()
+                .is_some_and(|body| body["response_format"]["json_schema"]["name"] == role)
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn a_live_run_is_recorded_and_replays_to_the_same_outcome() {
+    let server = MockServer::start().await;
+    mount(&server, Duration::ZERO).await;
+    let project = project("record");
+    let run = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/review_loop.charter",
+            "--input",
+            "request.json",
+            "--run-dir",
+            "runs/one",
+            "--record",
+            "golden/review_loop/live",
+            "--events",
+            "events.jsonl",
+            "--out",
+            "out",
+        ],
+    ));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("outcome: completed (gate_passed)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(SECRET));
+    let scenario = std::fs::read_to_string(project.join("golden/review_loop/live/scenario.yaml"))
+        .unwrap_or_default();
+    assert!(
+        scenario.contains("spec: specs/review_loop.charter"),
+        "{scenario}"
+    );
+    for (path, text) in files(&project) {
+        assert!(
+            !text.contains(SECRET),
+            "the key leaked into {}",
+            path.display()
+        );
+    }
+    assert!(project.join("out/delivery.json").is_file());
+    let events = std::fs::read_to_string(project.join("events.jsonl")).unwrap_or_default();
+    assert!(events.lines().count() > 10);
+
+    let replay = output(charter(
+        &project,
+        &server,
+        &["replay", "golden/review_loop/live"],
+    ));
+    let replayed = String::from_utf8_lossy(&replay.stderr);
+    assert_eq!(replay.status.code(), Some(0), "{replayed}");
+    assert!(
+        replayed.contains("outcome: completed (gate_passed)"),
+        "{replayed}"
+    );
+    assert_eq!(
+        requests_for(&server, "writer").await,
+        1,
+        "the replay made no call"
+    );
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
+async fn a_run_killed_with_sigkill_resumes_without_a_duplicate_call() {
+    let server = MockServer::start().await;
+    // The finalizer's first answer never comes in time: the run is killed while waiting.
+    mount(&server, Duration::from_secs(30)).await;
+    let project = project("resume");
+    let mut child = charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/review_loop.charter",
+            "--input",
+            "request.json",
+            "--run-dir",
+            "runs/killed",
+        ],
+    )
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap_or_else(|error| panic!("{error}"));
+    let journal = project.join("runs/killed/calls.jsonl");
+    let started = Instant::now();
+    while requests_for(&server, "finalizer").await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the run never reached the finalizer"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = child.kill(); // SIGKILL: no cleanup at all
+    let _ = child.wait();
+    let journaled = std::fs::read_to_string(&journal).unwrap_or_default();
+    assert_eq!(journaled.lines().count(), 2, "{journaled}");
+
+    let resumed = output(charter(
+        &project,
+        &server,
+        &["run", "--resume", "runs/killed"],
+    ));
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("resumed: 2 answer(s) from the journal"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("outcome: completed (gate_passed)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        requests_for(&server, "writer").await,
+        1,
+        "no duplicate call"
+    );
+    assert_eq!(
+        requests_for(&server, "reviewer").await,
+        1,
+        "no duplicate call"
+    );
+    assert_eq!(
+        requests_for(&server, "finalizer").await,
+        2,
+        "the call in flight was made again"
+    );
+    for (path, text) in files(&project) {
+        assert!(
+            !text.contains(SECRET),
+            "the key leaked into {}",
+            path.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&project);
+}

@@ -1,0 +1,278 @@
+//! The `anthropic` provider: the Messages API with tool use, structured output through a tool the model is made to call, usage, and the shared error and retry behaviour.
+//!
+//! One [`Provider::complete`] is a loop of requests to `{base_url}/v1/messages` with
+//! `x-api-key` and `anthropic-version: 2023-06-01`. Structured output
+//! ([`StructuredOutput::Auto`] or `Schema`): the role's output schema is offered as one
+//! more tool, [`OUTPUT_TOOL`], and `tool_choice` makes the model call a tool (that one
+//! when the role has no tools of its own, or once `max_tool_calls` is reached); the
+//! arguments of its call are the output. With `Instructions`, the schema goes into the
+//! system prompt and the final text is the output. A `tool_use` block of any other tool
+//! is run through the [`ToolBox`] (or refused) and answered with a `tool_result` block.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    ApiKey, StructuredOutput, ToolLoop, correction, http_client, json_instructions, malformed,
+    model_name, output_from_text, send_error, status_error, too_many_turns, trim_base_url,
+    wire_schema,
+};
+use crate::provider::{
+    BoxFuture, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, Usage,
+};
+use crate::tools::ToolBox;
+
+/// The default base URL.
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+
+/// The API version sent as `anthropic-version`.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// The tool whose arguments are the role's output, in structured-output mode. (A role
+/// whose own tool has this name gets JSON instructions instead.)
+pub const OUTPUT_TOOL: &str = "charter_output";
+
+/// How to reach the Messages API.
+#[derive(Clone, Debug)]
+pub struct AnthropicConfig {
+    /// Without the version path, e.g. `https://api.anthropic.com`; `/v1/messages` is
+    /// appended.
+    pub base_url: String,
+    /// Sent as `x-api-key`.
+    pub api_key: Option<ApiKey>,
+    /// `Auto` and `Schema` both use [`OUTPUT_TOOL`] (every Messages API server has tools).
+    pub structured_output: StructuredOutput,
+    /// `max_tokens` of each request (the API requires it).
+    pub max_tokens: u64,
+    /// How long to wait for a TCP/TLS connection.
+    pub connect_timeout: Duration,
+}
+
+impl AnthropicConfig {
+    pub fn new(base_url: impl Into<String>, api_key: Option<ApiKey>) -> Self {
+        AnthropicConfig {
+            base_url: base_url.into(),
+            api_key,
+            structured_output: StructuredOutput::Auto,
+            max_tokens: 4096,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A provider for the Anthropic Messages API.
+pub struct AnthropicProvider {
+    config: AnthropicConfig,
+    endpoint: String,
+    client: reqwest::Client,
+    tools: Arc<ToolBox>,
+}
+
+/// By hand, so that nothing but the configuration's redacted form is shown.
+impl fmt::Debug for AnthropicProvider {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("AnthropicProvider")
+            .field("config", &self.config)
+            .field("tools", &self.tools)
+            .finish()
+    }
+}
+
+impl AnthropicProvider {
+    /// A provider calling `config.base_url`, running tool calls through `tools`.
+    pub fn new(config: AnthropicConfig, tools: Arc<ToolBox>) -> Result<Self, ProviderError> {
+        let client = http_client(config.connect_timeout)?;
+        Ok(AnthropicProvider {
+            endpoint: format!("{}/v1/messages", trim_base_url(&config.base_url)),
+            config,
+            client,
+            tools,
+        })
+    }
+
+    async fn run(&self, request: ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let started = tokio::time::Instant::now();
+        let schema = wire_schema(&request);
+        let use_tool = schema.is_some()
+            && self.config.structured_output != StructuredOutput::Instructions
+            && !request.tools.iter().any(|tool| tool == OUTPUT_TOOL);
+        let mut tool_definitions: Vec<Value> = request
+            .tools
+            .iter()
+            .filter_map(|name| self.tools.definition(name))
+            .map(|definition| {
+                json!({
+                    "name": definition.name,
+                    "description": definition.description,
+                    "input_schema": definition.input_schema,
+                })
+            })
+            .collect();
+        let own_tools = !tool_definitions.is_empty();
+        let mut system = None;
+        match (&schema, use_tool) {
+            (Some(schema), true) => tool_definitions.push(json!({
+                "name": OUTPUT_TOOL,
+                "description": "Give your final answer: call this tool once, with the answer as its input.",
+                "input_schema": schema,
+            })),
+            (Some(schema), false) => system = Some(json_instructions(schema)),
+            (None, _) => {}
+        }
+        let mut user_content = vec![json!({"type": "text", "text": request.prompt})];
+        if let Some(previous_error) = &request.previous_error {
+            user_content.push(json!({"type": "text", "text": correction(previous_error)}));
+        }
+        let mut messages = vec![json!({"role": "user", "content": user_content})];
+        let mut tool_loop = ToolLoop::new(&self.tools, &request);
+        let mut usage = Usage::default();
+        let mut turns = 0u64;
+        loop {
+            if turns >= tool_loop.max_turns() {
+                return Err(too_many_turns(turns));
+            }
+            turns += 1;
+            let tools_done = tool_loop.exhausted();
+            let mut body = json!({
+                "model": model_name(&request.model),
+                "max_tokens": self.config.max_tokens,
+                "messages": messages,
+            });
+            if let Some(system) = &system {
+                body["system"] = json!(system);
+            }
+            if !tool_definitions.is_empty() {
+                body["tools"] = Value::Array(tool_definitions.clone());
+                body["tool_choice"] = match (use_tool, own_tools && !tools_done) {
+                    (true, true) => json!({"type": "any"}),
+                    (true, false) => json!({"type": "tool", "name": OUTPUT_TOOL}),
+                    (false, true) => json!({"type": "auto"}),
+                    (false, false) => json!({"type": "none"}),
+                };
+            }
+            let reply = self.post(&body).await?;
+            if let Some(reported) = &reply.usage {
+                usage.input_tokens = usage
+                    .input_tokens
+                    .saturating_add(reported.input_tokens.unwrap_or_default());
+                usage.output_tokens = usage
+                    .output_tokens
+                    .saturating_add(reported.output_tokens.unwrap_or_default());
+            }
+            let mut text = String::new();
+            let mut tool_uses = Vec::new();
+            for block in &reply.content {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""));
+                    }
+                    Some("tool_use") => tool_uses.push(block),
+                    _ => {}
+                }
+            }
+            let output_call = tool_uses.iter().find(|block| {
+                use_tool && block.get("name").and_then(Value::as_str) == Some(OUTPUT_TOOL)
+            });
+            if let Some(output_call) = output_call {
+                let input = output_call.get("input").cloned().unwrap_or(Value::Null);
+                return Ok(ModelResponse {
+                    output: ModelOutput::Json(input),
+                    usage,
+                    tool_calls: tool_loop.calls,
+                    latency: started.elapsed(),
+                });
+            }
+            if tool_uses.is_empty() {
+                return Ok(ModelResponse {
+                    output: output_from_text(&text),
+                    usage,
+                    tool_calls: tool_loop.calls,
+                    latency: started.elapsed(),
+                });
+            }
+            let mut results = Vec::with_capacity(tool_uses.len());
+            for block in &tool_uses {
+                let id = block.get("id").and_then(Value::as_str).unwrap_or_default();
+                let name = block
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let args = block.get("input").cloned().unwrap_or_else(|| json!({}));
+                let answer = tool_loop.call(name, Ok(args)).await;
+                let mut result = json!({
+                    "type": "tool_result",
+                    "tool_use_id": id,
+                    "content": answer.content.to_string(),
+                });
+                if answer.is_error {
+                    result["is_error"] = json!(true);
+                }
+                results.push(result);
+            }
+            messages.push(json!({"role": "assistant", "content": reply.content}));
+            messages.push(json!({"role": "user", "content": results}));
+        }
+    }
+
+    async fn post(&self, body: &Value) -> Result<MessagesResponse, ProviderError> {
+        let key = self.config.api_key.as_ref();
+        let mut builder = self
+            .client
+            .post(&self.endpoint)
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .json(body);
+        if let Some(key) = key {
+            let mut value = reqwest::header::HeaderValue::from_str(key.expose()).map_err(|_| {
+                ProviderError::Permanent {
+                    status: None,
+                    message: "the API key is not a valid HTTP header value".to_string(),
+                }
+            })?;
+            value.set_sensitive(true);
+            builder = builder.header("x-api-key", value);
+        }
+        let response = builder
+            .send()
+            .await
+            .map_err(|error| send_error(&error, key))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response
+            .text()
+            .await
+            .map_err(|error| send_error(&error, key))?;
+        if !(200..300).contains(&status) {
+            return Err(status_error(status, &headers, &text, key));
+        }
+        serde_json::from_str(&text).map_err(|error| malformed(&error.to_string(), &text, key))
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        Box::pin(self.run(request))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct MessagesResponse {
+    content: Vec<Value>,
+    #[serde(default)]
+    usage: Option<MessagesUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct MessagesUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+}

@@ -1,0 +1,497 @@
+//! Live model providers over HTTP (`openai`, `anthropic`), what they share (the API key that never shows, HTTP error mapping, `Retry-After`, the tool loop's bookkeeping), and `Providers`, which routes a call by the provider part of its model.
+//!
+//! The library reads no environment: the CLI reads `OPENAI_BASE_URL`, `OPENAI_API_KEY`,
+//! `ANTHROPIC_API_KEY` and passes them to the constructors, so tests point a provider at
+//! a local mock server.
+//!
+//! **Timeouts.** A provider sets only a connect timeout. The whole call (every turn of
+//! its tool loop) is bounded by the caller: the scheduler wraps each call in
+//! `tokio::time::timeout` with the role's `timeout`, and dropping the future drops the
+//! HTTP request (and kills a running tool command).
+//!
+//! **Errors.** 429, 408 and 5xx answers and connection failures are transient; a 429 or
+//! 503 with `Retry-After` (seconds or an HTTP date) is [`ProviderError::Throttled`] and
+//! carries the delay; other 4xx are permanent; a 2xx whose body cannot be read as the
+//! API's response is transient (a proxy or server glitch). Every message passes through
+//! [`ApiKey::redact`], so the key never reaches an error, a trace or a log.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use serde_json::{Value, json};
+
+use crate::provider::{
+    BoxFuture, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, ToolCall,
+};
+use crate::tools::ToolBox;
+
+pub mod anthropic;
+pub mod openai;
+pub mod settings;
+
+pub use anthropic::{AnthropicConfig, AnthropicProvider};
+pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use settings::LiveSettings;
+
+/// An API key. It has no `Display`, no `Serialize`, and its `Debug` prints
+/// `ApiKey(<redacted>)`: the only way to read it is [`ApiKey::expose`], used where the
+/// request header is built.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Self {
+        ApiKey(key.into())
+    }
+
+    /// The key itself, for the request header.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `text` with every occurrence of the key replaced by `<redacted>` (a server may echo
+    /// what it was sent; an error may quote a header).
+    pub fn redact(&self, text: &str) -> String {
+        if self.0.is_empty() {
+            text.to_string()
+        } else {
+            text.replace(&self.0, "<redacted>")
+        }
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// How a provider gets an answer that matches the role's output contract.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StructuredOutput {
+    /// The API's own mechanism (OpenAI `response_format: json_schema`, an Anthropic tool
+    /// the model is made to call); if the server refuses it (a 400 or 422 that names
+    /// it), the provider retries once with JSON instructions and uses them from then on.
+    #[default]
+    Auto,
+    /// The API's own mechanism, never falling back.
+    Schema,
+    /// JSON instructions with the schema in the prompt (servers without structured output).
+    Instructions,
+}
+
+/// Routes each call to the provider named by its model's `provider:` part
+/// (`openai:gpt-4o` -> `openai`).
+#[derive(Clone, Default)]
+pub struct Providers {
+    by_name: BTreeMap<String, Arc<dyn Provider>>,
+}
+
+impl Providers {
+    pub fn new() -> Self {
+        Providers::default()
+    }
+
+    /// Serves models named `name:...` with `provider`.
+    pub fn with(mut self, name: impl Into<String>, provider: Arc<dyn Provider>) -> Self {
+        self.by_name.insert(name.into(), provider);
+        self
+    }
+
+    /// The provider names served, in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.by_name.keys().map(String::as_str).collect()
+    }
+}
+
+impl fmt::Debug for Providers {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("Providers")
+            .field("names", &self.names())
+            .finish()
+    }
+}
+
+impl Provider for Providers {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        let name = request
+            .model
+            .split_once(':')
+            .map_or(request.model.as_str(), |(name, _)| name);
+        match self.by_name.get(name) {
+            Some(provider) => provider.complete(request),
+            None => {
+                let message = format!(
+                    "no provider `{name}` is configured for model `{}` (configured: {})",
+                    request.model,
+                    self.names().join(", ")
+                );
+                Box::pin(async move {
+                    Err(ProviderError::Permanent {
+                        status: None,
+                        message,
+                    })
+                })
+            }
+        }
+    }
+}
+
+/// The model name a provider sends: `openai:gpt-4o` -> `gpt-4o` (`ollama:llama3:8b` ->
+/// `llama3:8b`); a name without a provider part is sent as it is.
+pub(crate) fn model_name(model: &str) -> &str {
+    model.split_once(':').map_or(model, |(_, name)| name)
+}
+
+/// The base URL without a trailing slash, so paths can be appended.
+pub(crate) fn trim_base_url(base_url: &str) -> String {
+    base_url.trim_end_matches('/').to_string()
+}
+
+/// An HTTP client with a connect timeout and no overall timeout (the caller bounds calls).
+pub(crate) fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .build()
+        .map_err(|error| ProviderError::Permanent {
+            status: None,
+            message: format!("cannot build the HTTP client: {error}"),
+        })
+}
+
+/// The error for a request that got no HTTP answer (connection refused or reset, DNS,
+/// TLS, a connect timeout): transient, except a request that could not even be built.
+pub(crate) fn send_error(error: &reqwest::Error, key: Option<&ApiKey>) -> ProviderError {
+    let message = redact(key, &error_chain(error));
+    if error.is_builder() {
+        ProviderError::Permanent {
+            status: None,
+            message,
+        }
+    } else {
+        ProviderError::Transient {
+            status: None,
+            message,
+        }
+    }
+}
+
+/// An error and its sources, `a: b: c` (reqwest's own message hides the cause).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+pub(crate) fn redact(key: Option<&ApiKey>, text: &str) -> String {
+    match key {
+        Some(key) => key.redact(text),
+        None => text.to_string(),
+    }
+}
+
+/// The most of an error body quoted in a message, in characters.
+const BODY_EXCERPT: usize = 500;
+
+/// The error for an HTTP answer with a non-success status.
+pub(crate) fn status_error(
+    status: u16,
+    headers: &HeaderMap,
+    body: &str,
+    key: Option<&ApiKey>,
+) -> ProviderError {
+    let message = redact(key, &error_message(body));
+    if (status == 429 || status == 503)
+        && let Some(retry_after) = retry_after(headers, SystemTime::now())
+    {
+        return ProviderError::Throttled {
+            status,
+            retry_after,
+            message,
+        };
+    }
+    ProviderError::from_status(status, message)
+}
+
+/// What an error body says: the `error.message` both APIs use, else the body's start.
+pub(crate) fn error_message(body: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|value| {
+        value
+            .pointer("/error/message")
+            .or_else(|| value.get("message"))
+            .or_else(|| value.get("error"))
+            .and_then(Value::as_str)
+    });
+    match message {
+        Some(message) => message.to_string(),
+        None => {
+            let body = body.trim();
+            if body.is_empty() {
+                "(empty body)".to_string()
+            } else {
+                excerpt(body, BODY_EXCERPT)
+            }
+        }
+    }
+}
+
+/// The first `max` characters of `text`, with `…` when cut.
+pub(crate) fn excerpt(text: &str, max: usize) -> String {
+    let mut cut: String = text.chars().take(max).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    cut
+}
+
+/// The error for a success status whose body is not the API's response.
+pub(crate) fn malformed(what: &str, body: &str, key: Option<&ApiKey>) -> ProviderError {
+    ProviderError::Transient {
+        status: None,
+        message: redact(
+            key,
+            &format!(
+                "malformed response body ({what}): {}",
+                excerpt(body.trim(), BODY_EXCERPT)
+            ),
+        ),
+    }
+}
+
+/// The delay a `Retry-After` (or OpenAI's `retry-after-ms`) header asks for, as of `now`:
+/// a number of seconds, or an HTTP date (a date in the past is no delay).
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    if let Some(millis) = headers
+        .get("retry-after-ms")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|millis| millis.is_finite() && *millis >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(millis / 1000.0));
+    }
+    let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    if let Ok(seconds) = text.parse::<f64>()
+        && seconds.is_finite()
+        && seconds >= 0.0
+    {
+        return Some(Duration::from_secs_f64(seconds));
+    }
+    let at = parse_http_date(text)?;
+    let now = now.duration_since(UNIX_EPOCH).ok()?.as_secs();
+    Some(Duration::from_secs(at.saturating_sub(now)))
+}
+
+/// An HTTP date in the preferred IMF-fixdate form (`Sun, 06 Nov 1994 08:49:37 GMT`), as
+/// seconds since the Unix epoch.
+pub fn parse_http_date(text: &str) -> Option<u64> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [_weekday, day, month, year, time, zone] = parts.as_slice() else {
+        return None;
+    };
+    if *zone != "GMT" && *zone != "UTC" {
+        return None;
+    }
+    let day: u64 = day.parse().ok()?;
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
+    .iter()
+    .position(|name| name.eq_ignore_ascii_case(month))? as u64
+        + 1;
+    let year: u64 = year.parse().ok()?;
+    let mut clock = time.split(':').map(|part| part.parse::<u64>().ok());
+    let (Some(Some(hours)), Some(Some(minutes)), Some(Some(seconds)), None) =
+        (clock.next(), clock.next(), clock.next(), clock.next())
+    else {
+        return None;
+    };
+    if !(1..=31).contains(&day) || year < 1970 || hours > 23 || minutes > 59 || seconds > 60 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm), for years from 1970.
+    let (year, month) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = year / 400;
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * month + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = (era * 146_097 + day_of_era).checked_sub(719_468)?;
+    Some(days * 86_400 + hours * 3600 + minutes * 60 + seconds)
+}
+
+/// The instructions that ask for JSON when the server cannot enforce the schema.
+pub(crate) fn json_instructions(schema: &Value) -> String {
+    format!(
+        "Answer with one JSON value and nothing else (no prose, no Markdown fence). It must \
+         match this JSON Schema:\n{}",
+        serde_json::to_string_pretty(schema).unwrap_or_else(|_| schema.to_string())
+    )
+}
+
+/// What a model is told when its previous answer broke the output contract.
+pub(crate) fn correction(previous_error: &str) -> String {
+    format!(
+        "Your previous answer was rejected because it does not match the required output:\n\
+         {previous_error}\nAnswer again, correcting these problems."
+    )
+}
+
+/// The role's output schema as sent to a model (`None` when the role has none).
+pub(crate) fn wire_schema(request: &ModelRequest) -> Option<Value> {
+    if request.output_schema.is_null() {
+        return None;
+    }
+    let mut schema = request.output_schema.clone();
+    crate::tools::strip_schema_keyword(&mut schema);
+    Some(schema)
+}
+
+/// A model's final text: JSON when it parses as such (a Markdown fence tolerated), else
+/// the text itself, for the caller's contract check to report.
+pub(crate) fn output_from_text(text: &str) -> ModelOutput {
+    match crate::validate::parse_output(text) {
+        Ok(value) => ModelOutput::Json(value),
+        Err(_) => ModelOutput::Text(text.to_string()),
+    }
+}
+
+/// How many model turns a call may take when the role sets no `max_tool_calls`.
+pub const DEFAULT_MAX_TURNS: u64 = 16;
+
+/// The bookkeeping of one call's tool loop: refuses tools outside the whitelist or past
+/// `max_tool_calls`, runs the others through the tool box, and records every call the
+/// model made, in order, with what it was answered. The scheduler re-derives which calls
+/// were denied from the same rules (whitelist, then the count of permitted calls), so it
+/// records `tool_denied` for exactly the calls refused here.
+pub(crate) struct ToolLoop<'a> {
+    tools: &'a ToolBox,
+    allowed: &'a [String],
+    limit: Option<u64>,
+    permitted: u64,
+    pub(crate) calls: Vec<ToolCall>,
+}
+
+/// What the model is told a tool call gave.
+pub(crate) struct ToolAnswer {
+    pub(crate) content: Value,
+    pub(crate) is_error: bool,
+}
+
+impl<'a> ToolLoop<'a> {
+    pub(crate) fn new(tools: &'a ToolBox, request: &'a ModelRequest) -> Self {
+        ToolLoop {
+            tools,
+            allowed: &request.tools,
+            limit: request.max_tool_calls,
+            permitted: 0,
+            calls: Vec::new(),
+        }
+    }
+
+    /// No further tool call may be made (the model must answer now).
+    pub(crate) fn exhausted(&self) -> bool {
+        self.limit.is_some_and(|limit| self.permitted >= limit)
+    }
+
+    /// The most model turns this call may take.
+    pub(crate) fn max_turns(&self) -> u64 {
+        match self.limit {
+            // Each permitted call may take a turn of its own, then the final answer, and
+            // one turn in which the model is told it is out of calls.
+            Some(limit) => limit.saturating_add(2),
+            None => DEFAULT_MAX_TURNS,
+        }
+    }
+
+    /// Handles one tool call: `args` is the parsed arguments, or the reason they could
+    /// not be parsed (with the raw text recorded as the arguments).
+    pub(crate) async fn call(
+        &mut self,
+        tool: &str,
+        args: Result<Value, (Value, String)>,
+    ) -> ToolAnswer {
+        let whitelisted = self.allowed.iter().any(|allowed| allowed == tool);
+        let (recorded_args, outcome) = if !whitelisted {
+            let allowed = if self.allowed.is_empty() {
+                "this role may call no tools".to_string()
+            } else {
+                format!("it may call only {}", self.allowed.join(", "))
+            };
+            let args = match args {
+                Ok(args) | Err((args, _)) => args,
+            };
+            (
+                args,
+                Err(format!(
+                    "tool `{tool}` is not allowed for this role ({allowed}); the call was refused"
+                )),
+            )
+        } else if self.exhausted() {
+            let args = match args {
+                Ok(args) | Err((args, _)) => args,
+            };
+            (
+                args,
+                Err(format!(
+                    "the limit of {} tool call(s) is reached; answer now without tools",
+                    self.limit.unwrap_or_default()
+                )),
+            )
+        } else {
+            self.permitted += 1;
+            match args {
+                Ok(args) => {
+                    let result = self.tools.call(tool, args.clone()).await;
+                    (args, result.map_err(|error| error.to_string()))
+                }
+                Err((raw, reason)) => (raw, Err(reason)),
+            }
+        };
+        let answer = match outcome {
+            Ok(result) => ToolAnswer {
+                content: result,
+                is_error: false,
+            },
+            Err(message) => ToolAnswer {
+                content: json!({ "error": message }),
+                is_error: true,
+            },
+        };
+        self.calls.push(ToolCall {
+            tool: tool.to_string(),
+            args: recorded_args,
+            result: answer.content.clone(),
+        });
+        answer
+    }
+}
+
+/// The error for a model that still calls tools after the call's last allowed turn.
+pub(crate) fn too_many_turns(turns: u64) -> ProviderError {
+    ProviderError::Permanent {
+        status: None,
+        message: format!("the model was still calling tools after {turns} turns"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,428 @@
+//! The `openai` provider: Chat Completions on any OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama...), with JSON-schema structured output, tool calling and a fallback to JSON instructions.
+//!
+//! One [`Provider::complete`] is a loop of HTTP requests to `{base_url}/chat/completions`:
+//! the prompt as a user message (the correction after a contract violation as a second
+//! one), the role's output schema as `response_format: {type: json_schema, ...}` and the
+//! role's whitelisted tools as `tools`. While the model answers with `tool_calls`, each
+//! is run through the [`ToolBox`] (or refused) and answered with a `tool` message; once
+//! `max_tool_calls` is reached the next request says `tool_choice: none`. The final
+//! message's content is the output; usage is summed over the turns.
+//!
+//! A server that refuses `response_format` (a 400 or 422 naming it) is asked again at
+//! once with the schema as instructions in a system message, and from then on (in
+//! [`StructuredOutput::Auto`]).
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    ApiKey, StructuredOutput, ToolLoop, correction, http_client, json_instructions, malformed,
+    model_name, output_from_text, send_error, status_error, too_many_turns, trim_base_url,
+    wire_schema,
+};
+use crate::provider::{BoxFuture, ModelRequest, ModelResponse, Provider, ProviderError, Usage};
+use crate::tools::ToolBox;
+
+/// The default base URL (`OPENAI_BASE_URL` overrides it in the CLI).
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// How to reach an OpenAI-compatible server.
+#[derive(Clone, Debug)]
+pub struct OpenAiConfig {
+    /// Up to and including the version, e.g. `https://api.openai.com/v1` or
+    /// `http://localhost:11434/v1`; `/chat/completions` is appended.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer ...`; local servers often need none.
+    pub api_key: Option<ApiKey>,
+    pub structured_output: StructuredOutput,
+    /// `strict` in `response_format` (OpenAI's strict mode requires every property to be
+    /// required, which optional contract fields are not, so it is off by default).
+    pub strict: bool,
+    /// How long to wait for a TCP/TLS connection (the call as a whole is bounded by the
+    /// role's `timeout`, applied by the caller).
+    pub connect_timeout: Duration,
+}
+
+impl OpenAiConfig {
+    pub fn new(base_url: impl Into<String>, api_key: Option<ApiKey>) -> Self {
+        OpenAiConfig {
+            base_url: base_url.into(),
+            api_key,
+            structured_output: StructuredOutput::Auto,
+            strict: false,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A provider for OpenAI-compatible Chat Completions servers.
+pub struct OpenAiProvider {
+    config: OpenAiConfig,
+    endpoint: String,
+    client: reqwest::Client,
+    tools: Arc<ToolBox>,
+    /// The server refused `response_format`: use JSON instructions from now on.
+    schema_refused: AtomicBool,
+}
+
+/// By hand, so that nothing but the configuration's redacted form is shown.
+impl fmt::Debug for OpenAiProvider {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("OpenAiProvider")
+            .field("config", &self.config)
+            .field("tools", &self.tools)
+            .field(
+                "schema_refused",
+                &self.schema_refused.load(Ordering::Relaxed),
+            )
+            .finish()
+    }
+}
+
+impl OpenAiProvider {
+    /// A provider calling `config.base_url`, running tool calls through `tools`.
+    pub fn new(config: OpenAiConfig, tools: Arc<ToolBox>) -> Result<Self, ProviderError> {
+        let client = http_client(config.connect_timeout)?;
+        Ok(OpenAiProvider {
+            endpoint: format!("{}/chat/completions", trim_base_url(&config.base_url)),
+            config,
+            client,
+            tools,
+            schema_refused: AtomicBool::new(false),
+        })
+    }
+
+    fn use_schema(&self) -> bool {
+        match self.config.structured_output {
+            StructuredOutput::Schema => true,
+            StructuredOutput::Instructions => false,
+            StructuredOutput::Auto => !self.schema_refused.load(Ordering::Relaxed),
+        }
+    }
+
+    async fn run(&self, request: ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let started = tokio::time::Instant::now();
+        let schema = wire_schema(&request);
+        let mut messages = vec![json!({"role": "user", "content": request.prompt})];
+        if let Some(previous_error) = &request.previous_error {
+            messages.push(json!({"role": "user", "content": correction(previous_error)}));
+        }
+        let tool_definitions: Vec<Value> = request
+            .tools
+            .iter()
+            .filter_map(|name| self.tools.definition(name))
+            .map(|definition| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": definition.name,
+                        "description": definition.description,
+                        "parameters": definition.input_schema,
+                    }
+                })
+            })
+            .collect();
+        let mut tool_loop = ToolLoop::new(&self.tools, &request);
+        let mut usage = Usage::default();
+        let mut turns = 0u64;
+        loop {
+            if turns >= tool_loop.max_turns() {
+                return Err(too_many_turns(turns));
+            }
+            turns += 1;
+            let tools_done = tool_loop.exhausted();
+            let reply = self
+                .send(
+                    &request,
+                    schema.as_ref(),
+                    &messages,
+                    &tool_definitions,
+                    tools_done,
+                )
+                .await?;
+            if let Some(reported) = &reply.usage {
+                usage.input_tokens = usage
+                    .input_tokens
+                    .saturating_add(reported.prompt_tokens.unwrap_or_default());
+                usage.output_tokens = usage
+                    .output_tokens
+                    .saturating_add(reported.completion_tokens.unwrap_or_default());
+            }
+            let Some(choice) = reply.choices.into_iter().next() else {
+                return Err(malformed("no choices", "", self.config.api_key.as_ref()));
+            };
+            let message = choice.message;
+            let tool_calls = message.tool_calls.unwrap_or_default();
+            if tool_calls.is_empty() {
+                let text = message
+                    .content
+                    .map(content_text)
+                    .filter(|text| !text.is_empty())
+                    .or(message.refusal)
+                    .unwrap_or_default();
+                return Ok(ModelResponse {
+                    output: output_from_text(&text),
+                    usage,
+                    tool_calls: tool_loop.calls,
+                    latency: started.elapsed(),
+                });
+            }
+            messages.push(json!({
+                "role": "assistant",
+                "content": message.content.unwrap_or(Value::Null),
+                "tool_calls": tool_calls.iter().map(|call| json!({
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                })).collect::<Vec<_>>(),
+            }));
+            for call in tool_calls {
+                let raw = call.function.arguments;
+                let args = if raw.trim().is_empty() {
+                    Ok(json!({}))
+                } else {
+                    serde_json::from_str::<Value>(&raw).map_err(|error| {
+                        (
+                            Value::String(raw.clone()),
+                            format!("the arguments are not JSON: {error}"),
+                        )
+                    })
+                };
+                let answer = tool_loop.call(&call.function.name, args).await;
+                messages.push(json!({
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "content": answer.content.to_string(),
+                }));
+            }
+        }
+    }
+
+    /// One HTTP request; on a refused `response_format` (in `Auto`) asks again at once
+    /// with JSON instructions, and remembers.
+    async fn send(
+        &self,
+        request: &ModelRequest,
+        schema: Option<&Value>,
+        messages: &[Value],
+        tool_definitions: &[Value],
+        tools_done: bool,
+    ) -> Result<ChatResponse, ProviderError> {
+        let use_schema = self.use_schema();
+        let body = self.body(
+            request,
+            schema,
+            use_schema,
+            messages,
+            tool_definitions,
+            tools_done,
+        );
+        match self.post(&body).await {
+            Err(Refusal::Schema(_))
+                if use_schema && self.config.structured_output == StructuredOutput::Auto =>
+            {
+                self.schema_refused.store(true, Ordering::Relaxed);
+                let body = self.body(
+                    request,
+                    schema,
+                    false,
+                    messages,
+                    tool_definitions,
+                    tools_done,
+                );
+                self.post(&body).await.map_err(Refusal::into_error)
+            }
+            other => other.map_err(Refusal::into_error),
+        }
+    }
+
+    fn body(
+        &self,
+        request: &ModelRequest,
+        schema: Option<&Value>,
+        use_schema: bool,
+        messages: &[Value],
+        tool_definitions: &[Value],
+        tools_done: bool,
+    ) -> Value {
+        let mut all_messages = Vec::with_capacity(messages.len() + 1);
+        if let (Some(schema), false) = (schema, use_schema) {
+            all_messages.push(json!({"role": "system", "content": json_instructions(schema)}));
+        }
+        all_messages.extend(messages.iter().cloned());
+        let mut body = json!({
+            "model": model_name(&request.model),
+            "messages": all_messages,
+        });
+        if let (Some(schema), true) = (schema, use_schema) {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {
+                    "name": schema_name(&request.role),
+                    "schema": schema,
+                    "strict": self.config.strict,
+                }
+            });
+        }
+        if !tool_definitions.is_empty() {
+            body["tools"] = Value::Array(tool_definitions.to_vec());
+            body["tool_choice"] = json!(if tools_done { "none" } else { "auto" });
+        }
+        body
+    }
+
+    async fn post(&self, body: &Value) -> Result<ChatResponse, Refusal> {
+        let key = self.config.api_key.as_ref();
+        let mut builder = self.client.post(&self.endpoint).json(body);
+        if let Some(key) = key {
+            let mut value =
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+                    .map_err(|_| {
+                        Refusal::Other(ProviderError::Permanent {
+                            status: None,
+                            message: "the API key is not a valid HTTP header value".to_string(),
+                        })
+                    })?;
+            value.set_sensitive(true);
+            builder = builder.header(reqwest::header::AUTHORIZATION, value);
+        }
+        let response = builder
+            .send()
+            .await
+            .map_err(|error| Refusal::Other(send_error(&error, key)))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response
+            .text()
+            .await
+            .map_err(|error| Refusal::Other(send_error(&error, key)))?;
+        if !(200..300).contains(&status) {
+            let error = status_error(status, &headers, &text, key);
+            let lower = text.to_ascii_lowercase();
+            let names_schema = lower.contains("response_format") || lower.contains("json_schema");
+            return Err(if (status == 400 || status == 422) && names_schema {
+                Refusal::Schema(error)
+            } else {
+                Refusal::Other(error)
+            });
+        }
+        serde_json::from_str(&text)
+            .map_err(|error| Refusal::Other(malformed(&error.to_string(), &text, key)))
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        Box::pin(self.run(request))
+    }
+}
+
+/// A failed request; `Schema` when the server refused `response_format`.
+enum Refusal {
+    Schema(ProviderError),
+    Other(ProviderError),
+}
+
+impl Refusal {
+    fn into_error(self) -> ProviderError {
+        match self {
+            Refusal::Schema(error) | Refusal::Other(error) => error,
+        }
+    }
+}
+
+/// `response_format.json_schema.name` allows `[a-zA-Z0-9_-]{1,64}`: the role's name with
+/// anything else replaced.
+fn schema_name(role: &str) -> String {
+    let name: String = role
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        "output".to_string()
+    } else {
+        name
+    }
+}
+
+/// A message's content: a string, or (some servers) a list of text parts.
+fn content_text(content: Value) -> String {
+    match content {
+        Value::String(text) => text,
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatResponse {
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<ChatUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    message: AssistantMessage,
+}
+
+#[derive(Debug, Deserialize)]
+struct AssistantMessage {
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    id: String,
+    function: WireFunction,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireFunction {
+    name: String,
+    /// A JSON text; some servers send an object instead.
+    #[serde(default, deserialize_with = "arguments_text")]
+    arguments: String,
+}
+
+fn arguments_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    Ok(match Value::deserialize(deserializer)? {
+        Value::String(text) => text,
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}

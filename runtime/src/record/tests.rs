@@ -1,0 +1,493 @@
+//! Tests of recording: every kind of call outcome becomes a cassette entry that replays the same, secrets are scrubbed, files are written whole.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::provider::{ToolCall, Usage};
+use crate::replay::ReplayProvider;
+
+const SECRET: &str = "sk-record-SECRET-77";
+
+/// A scripted answer: after how long (never, for `None`) and what.
+type Step = (Option<Duration>, Result<ModelResponse, ProviderError>);
+
+/// Answers each call with the next scripted result after `delay` (a call whose delay is
+/// `None` never answers).
+struct Scripted {
+    script: Mutex<VecDeque<Step>>,
+}
+
+impl Provider for Scripted {
+    fn complete(
+        &self,
+        _request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        let next = lock(&self.script).pop_front();
+        Box::pin(async move {
+            match next {
+                Some((Some(delay), result)) => {
+                    tokio::time::sleep(delay).await;
+                    result
+                }
+                Some((None, _)) => std::future::pending().await,
+                None => Err(ProviderError::Permanent {
+                    status: None,
+                    message: "script exhausted".into(),
+                }),
+            }
+        })
+    }
+}
+
+fn response(output: ModelOutput, latency_ms: u64) -> ModelResponse {
+    ModelResponse {
+        output,
+        usage: Usage {
+            input_tokens: 11,
+            output_tokens: 7,
+        },
+        tool_calls: Vec::new(),
+        latency: Duration::from_millis(latency_ms),
+    }
+}
+
+fn request(attempt: u64) -> ModelRequest {
+    ModelRequest {
+        key: CallKey::new("execute").item("T-1").attempt(attempt),
+        role: "executor".into(),
+        model: "openai:m".into(),
+        prompt: "p".into(),
+        output_schema: Value::Null,
+        tools: vec!["search".into()],
+        max_tool_calls: None,
+        previous_error: None,
+    }
+}
+
+/// The results of calls 1..=7 of the script below, as a replay must give them back.
+fn script() -> Vec<Step> {
+    let mut with_tools = response(
+        ModelOutput::Json(json!({"text": format!("done with {SECRET}")})),
+        1200,
+    );
+    with_tools.tool_calls = vec![ToolCall {
+        tool: "search".into(),
+        args: json!({"text": SECRET}),
+        result: json!({"urls": [format!("https://x.example/?key={SECRET}")]}),
+    }];
+    vec![
+        (Some(Duration::from_millis(1200)), Ok(with_tools)),
+        (
+            Some(Duration::from_millis(300)),
+            Ok(response(ModelOutput::Text("not json {".into()), 300)),
+        ),
+        (
+            Some(Duration::from_millis(40)),
+            Err(ProviderError::Throttled {
+                status: 429,
+                retry_after: Duration::from_secs(2),
+                message: "slow down".into(),
+            }),
+        ),
+        (
+            Some(Duration::from_millis(40)),
+            Err(ProviderError::Transient {
+                status: Some(500),
+                message: "boom".into(),
+            }),
+        ),
+        (
+            Some(Duration::from_millis(5)),
+            Err(ProviderError::Transient {
+                status: None,
+                message: format!("connection refused (key {SECRET})"),
+            }),
+        ),
+        (
+            Some(Duration::from_secs(3)),
+            Err(ProviderError::TimedOut {
+                after: Duration::from_secs(3),
+            }),
+        ),
+        // Never answers: the caller's 15-minute timeout drops it.
+        (None, Ok(response(ModelOutput::Text(String::new()), 0))),
+    ]
+}
+
+async fn record_script() -> (Recording, Vec<Result<ModelResponse, ProviderError>>) {
+    let recording = Recording::new([SECRET.to_string(), String::new()]);
+    let provider = recording.provider(Scripted {
+        script: Mutex::new(script().into()),
+    });
+    let mut results = Vec::new();
+    for attempt in 1..=7 {
+        let call = provider.complete(request(attempt));
+        match tokio::time::timeout(Duration::from_secs(15 * 60), call).await {
+            Ok(result) => results.push(result),
+            Err(_) => results.push(Err(ProviderError::TimedOut {
+                after: Duration::from_secs(15 * 60),
+            })),
+        }
+    }
+    (recording, results)
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_outcome_is_recorded_by_key_and_scrubbed() {
+    let (recording, _) = record_script().await;
+    let cassette = recording.cassette(Recorded {
+        spec_hash: "sha256:s".into(),
+        ..Recorded::default()
+    });
+    let text = cassette.to_yaml().unwrap_or_else(|error| panic!("{error}"));
+    assert!(!text.contains(SECRET), "{text}");
+    let calls = &cassette.calls;
+    assert_eq!(calls.len(), 7);
+    assert_eq!(
+        calls[0].response,
+        Some(json!({"text": "done with <redacted>"}))
+    );
+    assert_eq!(calls[0].latency, Some(Duration::from_millis(1200)));
+    assert_eq!(
+        calls[0].usage,
+        Some(RecordedUsage {
+            input_tokens: 11,
+            output_tokens: 7
+        })
+    );
+    assert_eq!(calls[0].tool_calls[0].args, json!({"text": "<redacted>"}));
+    assert_eq!(calls[1].raw.as_deref(), Some("not json {"));
+    assert_eq!(
+        calls[2].error,
+        Some(RecordedError {
+            status: 429,
+            message: Some("slow down".into()),
+            retry_after: Some(Duration::from_secs(2)),
+        })
+    );
+    assert_eq!(calls[3].error.as_ref().map(|error| error.status), Some(500));
+    assert_eq!(
+        calls[4].error,
+        Some(RecordedError {
+            status: NO_ANSWER_STATUS,
+            message: Some("connection refused (key <redacted>)".into()),
+            retry_after: None,
+        })
+    );
+    assert_eq!(calls[5].latency, Some(Duration::from_secs(3)));
+    assert!(calls[5].error.is_none() && calls[5].response.is_none());
+    // Dropped by the caller's timeout: recorded just past it.
+    assert_eq!(
+        calls[6].latency,
+        Some(Duration::from_millis(15 * 60 * 1000 + 1))
+    );
+    assert!(calls[6].response.is_none() && calls[6].raw.is_none() && calls[6].error.is_none());
+    assert!(!format!("{recording:?}").contains(SECRET));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recording_replays_to_the_same_results() {
+    let (recording, live) = record_script().await;
+    let text = recording
+        .cassette(Recorded {
+            spec_hash: "sha256:s".into(),
+            ..Recorded::default()
+        })
+        .to_yaml()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let cassette =
+        Cassette::from_yaml("cassette.yaml", &text).unwrap_or_else(|error| panic!("{error}"));
+    let replay = ReplayProvider::new(cassette);
+    for (index, live) in live.into_iter().enumerate() {
+        let attempt = index as u64 + 1;
+        let call = replay.complete(request(attempt));
+        let replayed = match tokio::time::timeout(Duration::from_secs(15 * 60), call).await {
+            Ok(result) => result,
+            Err(_) => Err(ProviderError::TimedOut {
+                after: Duration::from_secs(15 * 60),
+            }),
+        };
+        // Secrets are scrubbed and a call with no HTTP answer comes back as a 503: the
+        // rest is the same.
+        let normalize = |result: Result<ModelResponse, ProviderError>| match result {
+            Ok(response) => format!(
+                "{:?} {:?} {:?} {}",
+                response.output,
+                response.usage,
+                response.latency,
+                response.tool_calls.len()
+            )
+            .replace(SECRET, "<redacted>"),
+            Err(error) => format!(
+                "transient={} retry_after={:?}",
+                error.is_transient(),
+                error.retry_after()
+            ),
+        };
+        assert_eq!(normalize(replayed), normalize(live), "call {attempt}");
+    }
+    assert!(replay.unused().is_empty());
+}
+
+#[tokio::test]
+async fn human_answers_are_recorded() {
+    struct Yes;
+    impl HumanChannel for Yes {
+        fn ask(&self, _request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+            Box::pin(async { Ok(json!({"approved": true, "note": format!("ok {SECRET}")})) })
+        }
+    }
+    let recording = Recording::new([SECRET.to_string()]);
+    let humans = recording.humans(Yes);
+    let answer = humans
+        .ask(HumanRequest {
+            step: "confirm".into(),
+            round: 2,
+            question: "ok?".into(),
+        })
+        .await;
+    assert_eq!(
+        answer.map(|answer| answer["approved"].clone()),
+        Ok(json!(true))
+    );
+    let cassette = recording.cassette(Recorded::default());
+    assert_eq!(
+        cassette.humans,
+        [RecordedHuman {
+            step: "confirm".into(),
+            round: 2,
+            answer: json!({"approved": true, "note": "ok <redacted>"}),
+        }]
+    );
+}
+
+#[test]
+fn recordings_are_written_whole() {
+    let dir = std::env::temp_dir().join(format!("charter-record-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let scenario = Scenario {
+        spec: "specs/x.charter".into(),
+        description: Some("recorded".into()),
+        input: json!({"goal": "g"}),
+        expect: None,
+    };
+    let mut cassette = Cassette::new(Recorded {
+        spec_hash: "sha256:s".into(),
+        ..Recorded::default()
+    });
+    cassette.calls.push(empty_call(&CallKey::new("plan")));
+    write_recording(&dir, &scenario, &cassette).unwrap_or_else(|error| panic!("{error}"));
+    let names: Vec<String> = fs::read_dir(&dir)
+        .map(|entries| {
+            let mut names: Vec<String> = entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        names,
+        ["cassette.yaml", "scenario.yaml"],
+        "no temporary file is left"
+    );
+    let read = Cassette::read(&dir.join("cassette.yaml")).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(read, cassette);
+    assert_eq!(
+        Scenario::read(&dir.join("scenario.yaml")).ok(),
+        Some(scenario.clone())
+    );
+    // Into a path that is a file: an error naming it, not a panic.
+    let blocked = dir.join("cassette.yaml").join("sub");
+    let error = write_recording(&blocked, &scenario, &cassette)
+        .err()
+        .map(|error| error.to_string());
+    assert!(error.is_some_and(|error| error.contains("cannot write")));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("charter-journal-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let _ = fs::create_dir_all(&dir);
+    dir.join("calls.jsonl")
+}
+
+/// Counts the calls that reach it and answers each with its attempt number.
+#[derive(Default)]
+struct Counting {
+    calls: Mutex<u64>,
+}
+
+impl Provider for Counting {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        *lock(&self.calls) += 1;
+        Box::pin(async move {
+            Ok(response(
+                ModelOutput::Json(json!({"attempt": request.key.attempt, "key": SECRET})),
+                5,
+            ))
+        })
+    }
+}
+
+struct Yes;
+
+impl HumanChannel for Yes {
+    fn ask(&self, _request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+        Box::pin(async { Ok(json!({"approved": true})) })
+    }
+}
+
+fn confirm() -> HumanRequest {
+    HumanRequest {
+        step: "confirm".into(),
+        round: 1,
+        question: "ok?".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_resumed_run_asks_nothing_twice() {
+    let path = temp_path("resume");
+    // The first run: two calls and an answer, then it is killed.
+    {
+        let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+        assert!(entries.is_empty());
+        let recording = Recording::journaled([SECRET.to_string()], journal, entries);
+        let provider = recording.provider(Counting::default());
+        for attempt in 1..=2 {
+            let answer = provider.complete(request(attempt)).await;
+            assert!(answer.is_ok());
+        }
+        let humans = recording.humans(Yes);
+        assert!(humans.ask(confirm()).await.is_ok());
+        assert_eq!(recording.journal_error(), None);
+    }
+    let text = fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(text.lines().count(), 3);
+    assert!(!text.contains(SECRET), "{text}");
+
+    // The resumed run: the same two calls and the answer come from the journal.
+    let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(entries.len(), 3);
+    let recording = Recording::journaled([SECRET.to_string()], journal, entries);
+    let counting = Arc::new(Counting::default());
+    let provider = recording.provider(counting.clone());
+    for attempt in 1..=2 {
+        let answer = provider.complete(request(attempt)).await;
+        assert_eq!(
+            answer.map(|response| response.output),
+            Ok(ModelOutput::Json(
+                json!({"attempt": attempt, "key": "<redacted>"})
+            ))
+        );
+    }
+    assert_eq!(
+        *lock(&counting.calls),
+        0,
+        "no call already in the journal is made again"
+    );
+    assert_eq!(recording.replayed(), 2);
+    struct Never;
+    impl HumanChannel for Never {
+        fn ask(&self, _request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+            Box::pin(async {
+                Err(ProviderError::NoHumanAnswer {
+                    step: "confirm".into(),
+                    round: 1,
+                })
+            })
+        }
+    }
+    let humans = recording.humans(Never);
+    assert_eq!(humans.ask(confirm()).await, Ok(json!({"approved": true})));
+    // A call the first run never made goes to the model, and into the journal.
+    assert!(provider.complete(request(3)).await.is_ok());
+    assert_eq!(*lock(&counting.calls), 1);
+    assert_eq!(
+        fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .count(),
+        4
+    );
+    let cassette = recording.cassette(Recorded::default());
+    assert_eq!(cassette.calls.len(), 3);
+    assert_eq!(cassette.humans.len(), 1);
+    let _ = fs::remove_dir_all(path.parent().unwrap_or(&path));
+}
+
+#[tokio::test]
+async fn a_line_cut_by_a_kill_is_dropped_and_a_damaged_journal_is_an_error() {
+    let path = temp_path("torn");
+    {
+        let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+        let recording = Recording::journaled(Vec::new(), journal, entries);
+        let provider = recording.provider(Counting::default());
+        assert!(provider.complete(request(1)).await.is_ok());
+    }
+    let whole = fs::read_to_string(&path).unwrap_or_default();
+    // The kill came in the middle of the second line.
+    let torn = format!(
+        "{whole}{}",
+        whole.get(..whole.len() / 2).unwrap_or_default()
+    );
+    let _ = fs::write(&path, &torn);
+    let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(entries.len(), 1);
+    assert_eq!(
+        fs::read_to_string(&path).unwrap_or_default(),
+        whole,
+        "the torn line is cut"
+    );
+    let recording = Recording::journaled(Vec::new(), journal, entries);
+    let provider = recording.provider(Counting::default());
+    assert!(provider.complete(request(2)).await.is_ok());
+    let reopened = Journal::open(&path).map(|(_, entries)| entries.len());
+    assert_eq!(reopened.ok(), Some(2));
+
+    // A damaged line that is not the last: an error naming it.
+    let text = fs::read_to_string(&path).unwrap_or_default();
+    let _ = fs::write(&path, format!("{{\"call\": 7}}\n{text}"));
+    let error = Journal::open(&path)
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(
+        error.ends_with(":1: this journal line cannot be read (the journal is damaged)"),
+        "{error}"
+    );
+    let _ = fs::remove_dir_all(path.parent().unwrap_or(&path));
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_dropped_by_a_cancel_are_not_recorded() {
+    let recording = Recording::new(Vec::new());
+    let provider = recording.provider(Scripted {
+        script: Mutex::new(
+            vec![(
+                None,
+                Err(ProviderError::Permanent {
+                    status: None,
+                    message: String::new(),
+                }),
+            )]
+            .into(),
+        ),
+    });
+    let call = provider.complete(request(1));
+    recording.cancel();
+    let cut = tokio::time::timeout(Duration::from_secs(1), call).await;
+    assert!(cut.is_err());
+    assert_eq!(recording.calls(), 0);
+}

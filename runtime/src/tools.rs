@@ -1,0 +1,350 @@
+//! Tools a model may call during a role call: the `Tool` trait for Rust hosts, `CommandTool` for any language (JSON on stdin and stdout), and the `ToolBox` that checks arguments and results against the tools' contracts.
+//!
+//! A live provider hands every tool call the model makes to a [`ToolBox`] (after it
+//! refused the tools outside the role's whitelist). The tool box:
+//!
+//! 1. checks the arguments against the tool's input contract (a violation is reported to
+//!    the model, which can correct its call; the tool is not run);
+//! 2. runs the tool's implementation;
+//! 3. checks the result against the tool's output contract: tool outputs are untrusted
+//!    data, and a result that breaks its contract is a tool failure.
+//!
+//! Every failure is a [`ToolError`] value that the provider gives back to the model as
+//! the tool's answer; nothing a tool does can crash a run.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use charter_compiler::graph::{CompiledSpec, ContractIr, EffectIr, ToolIr};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+
+use crate::provider::BoxFuture;
+use crate::validate::{Validator, Violation, violations_text};
+
+/// A tool implementation: takes the call's arguments (already checked against the tool's
+/// input contract) and answers a JSON value (checked against its output contract).
+pub trait Tool: Send + Sync {
+    fn call(&self, args: Value) -> BoxFuture<'_, Result<Value, ToolError>>;
+}
+
+impl<T: Tool + ?Sized> Tool for Arc<T> {
+    fn call(&self, args: Value) -> BoxFuture<'_, Result<Value, ToolError>> {
+        (**self).call(args)
+    }
+}
+
+/// Why a tool call gave no usable result. The message is what the model is told.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// The spec declares no such tool.
+    #[error("there is no tool `{tool}`")]
+    Unknown { tool: String },
+    /// The spec declares the tool but the run was given no implementation for it.
+    #[error("tool `{tool}` is not available in this run")]
+    Unavailable { tool: String },
+    /// The arguments break the tool's input contract (the tool was not run).
+    #[error("the arguments break `{contract}`:\n{}", violations_text(violations))]
+    InvalidArguments {
+        contract: String,
+        violations: Vec<Violation>,
+    },
+    /// The tool answered a value that breaks its output contract.
+    #[error(
+        "the tool's result breaks `{contract}`:\n{}",
+        violations_text(violations)
+    )]
+    InvalidResult {
+        contract: String,
+        violations: Vec<Violation>,
+    },
+    /// The tool itself failed (a command's non-zero exit, output that is not JSON, ...).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A tool written as an async closure: `FnTool::new(|args| async move { Ok(args) })`.
+pub struct FnTool<F> {
+    function: F,
+}
+
+impl<F, Fut> FnTool<F>
+where
+    F: Fn(Value) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+{
+    pub fn new(function: F) -> Self {
+        FnTool { function }
+    }
+}
+
+impl<F, Fut> Tool for FnTool<F>
+where
+    F: Fn(Value) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+{
+    fn call(&self, args: Value) -> BoxFuture<'_, Result<Value, ToolError>> {
+        Box::pin((self.function)(args))
+    }
+}
+
+impl<F> fmt::Debug for FnTool<F> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("FnTool")
+    }
+}
+
+/// The most of a failing command's stderr given back to the model, in bytes (its end,
+/// where the error usually is).
+const STDERR_TAIL: usize = 2000;
+
+/// A tool that is a command (`charter run --tool NAME=COMMAND`), in any language.
+///
+/// The command line is run by `sh -c` (so it may use quoting, pipes and variables, as it
+/// would in a terminal), in the current directory and with the current environment. It
+/// gets the call's arguments as one JSON value on stdin (then stdin is closed) and must
+/// print one JSON value on stdout and exit 0. A non-zero exit (with the end of its
+/// stderr), output that is not JSON, or a command that cannot be started is a
+/// [`ToolError::Failed`]. When the call is dropped (a timeout, a cancelled run) the
+/// process is killed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandTool {
+    command: String,
+}
+
+impl CommandTool {
+    pub fn new(command: impl Into<String>) -> Self {
+        CommandTool {
+            command: command.into(),
+        }
+    }
+
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    async fn run(&self, args: Value) -> Result<Value, ToolError> {
+        let mut child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(&self.command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|error| {
+                ToolError::Failed(format!("cannot start `{}`: {error}", self.command))
+            })?;
+        let input = args.to_string();
+        let stdin = child.stdin.take();
+        // Write stdin while reading stdout: a command that prints before it has read all
+        // of its input must not block on a full pipe.
+        let write = async move {
+            if let Some(mut stdin) = stdin {
+                // A command that does not read its input closes the pipe early; that is
+                // its business, so a write error is not a failure.
+                let _ = stdin.write_all(input.as_bytes()).await;
+                let _ = stdin.shutdown().await;
+            }
+        };
+        let ((), output) = tokio::join!(write, child.wait_with_output());
+        let output = output.map_err(|error| {
+            ToolError::Failed(format!("`{}` could not be run: {error}", self.command))
+        })?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let stderr = stderr.trim();
+            let tail = tail(stderr, STDERR_TAIL);
+            let status = match output.status.code() {
+                Some(code) => format!("exit status {code}"),
+                None => "a signal".to_string(),
+            };
+            return Err(ToolError::Failed(if tail.is_empty() {
+                format!("`{}` ended with {status}", self.command)
+            } else {
+                format!("`{}` ended with {status}: {tail}", self.command)
+            }));
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if stdout.trim().is_empty() {
+            return Err(ToolError::Failed(format!(
+                "`{}` printed nothing (a tool must print one JSON value)",
+                self.command
+            )));
+        }
+        serde_json::from_str(stdout.trim()).map_err(|error| {
+            ToolError::Failed(format!(
+                "`{}` printed something that is not JSON: {error}",
+                self.command
+            ))
+        })
+    }
+}
+
+impl Tool for CommandTool {
+    fn call(&self, args: Value) -> BoxFuture<'_, Result<Value, ToolError>> {
+        Box::pin(self.run(args))
+    }
+}
+
+/// The last `max` bytes of `text`, cut at a character boundary.
+fn tail(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text.get(start..).unwrap_or_default()
+}
+
+/// What a model is told about a tool: its name, a description and the JSON Schema of its
+/// arguments (the input contract's schema).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// The tools of one run: the spec's tool declarations (their contracts) and the
+/// implementations the host gave for them.
+#[derive(Clone, Default)]
+pub struct ToolBox {
+    contracts: BTreeMap<String, ContractIr>,
+    declared: BTreeMap<String, ToolIr>,
+    implementations: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+/// An implementation was given for a tool the spec does not declare.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the spec declares no tool `{tool}`{}", hint.as_ref().map(|hint| format!("; {hint}")).unwrap_or_default())]
+pub struct UndeclaredTool {
+    pub tool: String,
+    /// "did you mean ..." when a declared tool has a close name.
+    pub hint: Option<String>,
+}
+
+impl ToolBox {
+    /// No tools at all (a provider for roles without tools).
+    pub fn empty() -> Self {
+        ToolBox::default()
+    }
+
+    /// The tools `spec` declares, none implemented yet.
+    pub fn for_spec(spec: &CompiledSpec) -> Self {
+        ToolBox {
+            contracts: spec.contracts.clone(),
+            declared: spec.tools.clone(),
+            implementations: BTreeMap::new(),
+        }
+    }
+
+    /// Gives tool `name` its implementation (replacing an earlier one).
+    pub fn insert(&mut self, name: &str, tool: Arc<dyn Tool>) -> Result<(), UndeclaredTool> {
+        if !self.declared.contains_key(name) {
+            return Err(UndeclaredTool {
+                tool: name.to_string(),
+                hint: charter_compiler::diagnostics::did_you_mean(
+                    name,
+                    self.declared.keys().map(String::as_str),
+                ),
+            });
+        }
+        self.implementations.insert(name.to_string(), tool);
+        Ok(())
+    }
+
+    /// [`ToolBox::insert`], builder style.
+    pub fn with(mut self, name: &str, tool: impl Tool + 'static) -> Result<Self, UndeclaredTool> {
+        self.insert(name, Arc::new(tool))?;
+        Ok(self)
+    }
+
+    /// The declared tools that have no implementation, in name order (a host may warn, or
+    /// refuse to start a run whose roles use one).
+    pub fn unimplemented(&self) -> Vec<&str> {
+        self.declared
+            .keys()
+            .filter(|name| !self.implementations.contains_key(*name))
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// What the model is told about tool `name`, if the spec declares it.
+    pub fn definition(&self, name: &str) -> Option<ToolDefinition> {
+        let tool = self.declared.get(name)?;
+        let mut input_schema = self
+            .contracts
+            .get(&tool.input)
+            .map(|contract| contract.schema.clone())
+            .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+        strip_schema_keyword(&mut input_schema);
+        let effect = match tool.effect {
+            EffectIr::Read => "reads",
+            EffectIr::Write => "writes",
+            EffectIr::External => "acts on the outside world",
+        };
+        Some(ToolDefinition {
+            name: name.to_string(),
+            description: format!(
+                "The `{name}` tool ({effect}): takes a `{}` record and answers a `{}` record.",
+                tool.input, tool.output
+            ),
+            input_schema,
+        })
+    }
+
+    /// Runs tool `name` on `args`: checks the arguments, runs the tool, checks the result.
+    pub async fn call(&self, name: &str, args: Value) -> Result<Value, ToolError> {
+        let Some(tool) = self.declared.get(name) else {
+            return Err(ToolError::Unknown {
+                tool: name.to_string(),
+            });
+        };
+        let Some(implementation) = self.implementations.get(name) else {
+            return Err(ToolError::Unavailable {
+                tool: name.to_string(),
+            });
+        };
+        let validator = Validator::new(&self.contracts);
+        let args = validator
+            .validate(&tool.input, &args)
+            .map_err(|violations| ToolError::InvalidArguments {
+                contract: tool.input.clone(),
+                violations,
+            })?;
+        let result = implementation.call(args).await?;
+        validator
+            .validate(&tool.output, &result)
+            .map_err(|violations| ToolError::InvalidResult {
+                contract: tool.output.clone(),
+                violations,
+            })
+    }
+}
+
+impl fmt::Debug for ToolBox {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("ToolBox")
+            .field("declared", &self.declared.keys().collect::<Vec<_>>())
+            .field(
+                "implemented",
+                &self.implementations.keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// Drops the `$schema` keyword from a schema given to a model: the draft is implied, and
+/// some OpenAI-compatible servers reject the keyword.
+pub(crate) fn strip_schema_keyword(schema: &mut Value) {
+    if let Value::Object(object) = schema {
+        object.remove("$schema");
+    }
+}
+
+#[cfg(test)]
+mod tests;

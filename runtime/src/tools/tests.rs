@@ -1,0 +1,174 @@
+//! Unit tests of the tool box and command tools: contracts checked on both sides, every command failure a value.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::testing::compile_spec;
+
+const SPEC: &str = r#"spec t version "1"
+contract Request { goal: string }
+contract Query { text: string  limit: int(1..=10) = 3 }
+contract Hits { urls: list<string> }
+contract Essay { text: string }
+tool search { input: Query  output: Hits  effect: read }
+tool publish { input: Query  output: Hits  effect: external }
+role writer { model: "openai:gpt-4o-mini" prompt: """{{ request.goal }}""" input: Request output: Essay tools: [search] max_tool_calls: 2 }
+flow {
+  write = writer(request) -> done
+}
+"#;
+
+fn tool_box() -> ToolBox {
+    ToolBox::for_spec(&compile_spec(SPEC))
+}
+
+async fn run_command(command: &str, args: Value) -> Result<Value, ToolError> {
+    let tools = tool_box()
+        .with("search", CommandTool::new(command))
+        .unwrap_or_else(|error| panic!("{error}"));
+    tools.call("search", args).await
+}
+
+fn failure_text(result: Result<Value, ToolError>) -> String {
+    match result {
+        Err(ToolError::Failed(text)) => text,
+        other => panic!("expected a tool failure, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_command_gets_the_arguments_on_stdin_and_answers_on_stdout() {
+    // The arguments arrive with their defaults filled in (`limit: 3`).
+    let result = run_command(
+        r#"printf '{"urls": ["%s"]}' "$(sed 's/"/\\"/g')""#,
+        json!({"text": "rust"}),
+    )
+    .await;
+    assert_eq!(
+        result,
+        Ok(json!({"urls": [r#"{"limit":3,"text":"rust"}"#]}))
+    );
+    let echoed = run_command(
+        r#"cat >/dev/null; echo '{"urls": ["a", "b"]}'"#,
+        json!({"text": "q"}),
+    )
+    .await;
+    assert_eq!(echoed, Ok(json!({"urls": ["a", "b"]})));
+}
+
+#[tokio::test]
+async fn command_failures_are_values_told_to_the_model() {
+    let exit =
+        failure_text(run_command("echo 'no such index' >&2; exit 3", json!({"text": "q"})).await);
+    assert!(
+        exit.contains("exit status 3") && exit.contains("no such index"),
+        "{exit}"
+    );
+    let not_json = failure_text(run_command("echo 'hello {'", json!({"text": "q"})).await);
+    assert!(not_json.contains("not JSON"), "{not_json}");
+    let silent = failure_text(run_command("true", json!({"text": "q"})).await);
+    assert!(silent.contains("printed nothing"), "{silent}");
+    // A command that never reads its input still gets a clean answer.
+    let ignores_stdin = run_command(r#"echo '{"urls": []}'"#, json!({"text": "q"})).await;
+    assert_eq!(ignores_stdin, Ok(json!({"urls": []})));
+    let missing =
+        failure_text(run_command("/nonexistent/charter-tool-xyz", json!({"text": "q"})).await);
+    assert!(missing.contains("exit status 127"), "{missing}");
+}
+
+#[tokio::test]
+async fn arguments_and_results_are_checked_against_the_contracts() {
+    let bad_args = run_command(r#"echo '{"urls": []}'"#, json!({"txt": "q"})).await;
+    let Err(ToolError::InvalidArguments {
+        contract,
+        violations,
+    }) = bad_args
+    else {
+        panic!("expected invalid arguments, got {bad_args:?}");
+    };
+    assert_eq!(contract, "Query");
+    let text = violations_text(&violations);
+    assert!(text.contains("missing required field `text`"), "{text}");
+    assert!(text.contains("did you mean `text`"), "{text}");
+
+    let bad_result = run_command(r#"echo '{"urls": "not a list"}'"#, json!({"text": "q"})).await;
+    assert!(
+        matches!(&bad_result, Err(ToolError::InvalidResult { contract, .. }) if contract == "Hits"),
+        "{bad_result:?}"
+    );
+    let message = bad_result
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(message.contains("urls: expected list<string>"), "{message}");
+}
+
+#[tokio::test]
+async fn rust_tools_and_missing_ones() {
+    let tools = tool_box()
+        .with(
+            "search",
+            FnTool::new(|args: Value| async move {
+                Ok(json!({"urls": [args["text"].clone(), args["limit"].clone()]}))
+            }),
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    // `limit` is an int, not a string: the result breaks `Hits`.
+    assert!(matches!(
+        tools.call("search", json!({"text": "q"})).await,
+        Err(ToolError::InvalidResult { .. })
+    ));
+    assert_eq!(
+        tools.call("publish", json!({"text": "q"})).await,
+        Err(ToolError::Unavailable {
+            tool: "publish".into()
+        })
+    );
+    assert_eq!(
+        tools.call("nope", json!({})).await,
+        Err(ToolError::Unknown {
+            tool: "nope".into()
+        })
+    );
+    assert_eq!(tools.unimplemented(), ["publish"]);
+    let error = tool_box()
+        .with("serch", CommandTool::new("true"))
+        .err()
+        .map(|error| error.to_string());
+    assert_eq!(
+        error.as_deref(),
+        Some("the spec declares no tool `serch`; did you mean `search`?")
+    );
+    assert_eq!(
+        format!("{tools:?}"),
+        r#"ToolBox { declared: ["publish", "search"], implemented: ["search"] }"#
+    );
+}
+
+#[test]
+fn a_definition_carries_the_input_schema_without_its_draft() {
+    let tools = tool_box();
+    let definition = tools
+        .definition("search")
+        .unwrap_or_else(|| panic!("no definition"));
+    assert_eq!(definition.name, "search");
+    assert!(
+        definition.description.contains("`Query`"),
+        "{}",
+        definition.description
+    );
+    assert!(definition.input_schema.get("$schema").is_none());
+    assert_eq!(definition.input_schema["type"], "object");
+    assert!(definition.input_schema["properties"].get("text").is_some());
+    assert!(tools.definition("nope").is_none());
+    let _shared: Arc<dyn Tool> = Arc::new(CommandTool::new("true"));
+}
+
+#[test]
+fn tails_cut_at_character_boundaries() {
+    assert_eq!(tail("héllo", 4), "llo");
+    assert_eq!(tail("abc", 10), "abc");
+    assert_eq!(tail("", 3), "");
+}

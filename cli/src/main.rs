@@ -16,17 +16,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// Charter: a compiler for multi-role LLM agent specs (`.charter` files), and a replayer
-/// of their recorded runs.
+/// Charter: a compiler for multi-role LLM agent specs (`.charter` files), their runtime
+/// and a replayer of their recorded runs.
 #[derive(Debug, Parser)]
 #[command(
     name = "charter",
     version,
-    about = "Charter: check, graph, explain and replay multi-role LLM agent specs (`.charter` files)",
+    about = "Charter: check, graph, explain, run and replay multi-role LLM agent specs (`.charter` files)",
     after_help = "Example: charter check specs/seeds specs/examples\n\n\
-                  Exit status: 0 success, 1 a spec has errors (or a replay failed), \
-                  2 usage error or unreadable input, 3 a replay ended in a state other \
-                  than completed. `charter help COMMAND` shows each command's own."
+                  Exit status: 0 success, 1 a spec has errors (or a run or replay failed), \
+                  2 usage error or unreadable input, 3 a run or replay ended in a state \
+                  other than completed. `charter help COMMAND` shows each command's own."
 )]
 struct Cli {
     /// When to colour diagnostics: `auto` colours only a terminal, and never when

@@ -259,6 +259,7 @@ fn every_help_states_the_exit_codes() {
         &["graph", "--help"],
         &["explain", "--help"],
         &["replay", "--help"],
+        &["run", "--help"],
     ] {
         let output = charter(&directory, args);
         expect(&output, 0, &[]);

@@ -29,7 +29,7 @@ use crate::diagnostics::{Diagnostic, Severity, Sources, Span};
 pub fn text(diagnostics: &[Diagnostic], sources: &Sources, color: bool) -> String {
     let mut files = SimpleFiles::new();
     for (_, file) in sources.files() {
-        files.add(file.name.as_str(), file.text.as_str());
+        files.add(visible(&file.name), same_length_visible(&file.text));
     }
     let config = term::Config {
         chars: term::Chars::ascii(),
@@ -164,18 +164,56 @@ fn to_codespan(diagnostic: &Diagnostic, sources: &Sources) -> codespan::Diagnost
                 codespan::LabelStyle::Secondary
             };
             codespan::Label::new(style, span.file.0 as usize, span.range())
-                .with_message(label.message.clone())
+                .with_message(visible(&label.message))
         })
         .collect();
     let notes = diagnostic
         .help
         .iter()
-        .map(|help| format!("help: {help}"))
+        .map(|help| format!("help: {}", visible(help)))
         .collect();
     base.with_code(diagnostic.code.as_str())
-        .with_message(diagnostic.message.clone())
+        .with_message(visible(&diagnostic.message))
         .with_labels(labels)
         .with_notes(notes)
+}
+
+/// Control characters (an escape sequence, a NUL) written as escapes (`\u{1b}`), so that
+/// a message quoting a spec's text shows them and cannot drive the terminal. Tabs and line
+/// breaks are kept.
+fn visible(text: &str) -> String {
+    if !text.chars().any(is_hidden_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if is_hidden_control(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A source text with its control characters replaced by characters of the same UTF-8
+/// length (`?` for ASCII ones, `¿` for the two-byte C1 ones), so the source lines shown
+/// cannot drive the terminal while every byte offset still points where it did.
+fn same_length_visible(text: &str) -> String {
+    if !text.chars().any(is_hidden_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| match c {
+            c if !is_hidden_control(c) => c,
+            c if c.len_utf8() == 1 => '?',
+            _ => '\u{bf}',
+        })
+        .collect()
+}
+
+fn is_hidden_control(c: char) -> bool {
+    c.is_control() && !matches!(c, '\t' | '\n' | '\r')
 }
 
 /// `span` limited to its file's text and moved back onto character boundaries, with
@@ -264,6 +302,34 @@ error[E002]: unknown contract `Pln`
         assert!(rendered.contains("error[E001]: odd span"));
         assert!(rendered.contains("error[E016]: no such file"));
         assert_eq!(json(&diagnostics, &sources()).lines().count(), 2);
+    }
+
+    #[test]
+    fn control_characters_are_shown_not_sent_to_the_terminal() {
+        let mut sources = Sources::new();
+        sources.add("x.charter", "spec x\u{1b}[31m \u{85}rest\u{0}\n");
+        let diagnostic = Diagnostic::new(
+            Code::E001,
+            Span::new(FileId(0), 17, 18),
+            "unexpected `\u{0}`",
+        )
+        .with_label("unexpected `\u{1b}`")
+        .with_help("remove `\u{7f}`");
+        let rendered = text(&[diagnostic], &sources, false);
+        assert!(
+            !rendered.chars().any(|c| c.is_control() && c != '\n'),
+            "{rendered:?}"
+        );
+        assert!(
+            rendered.contains("error[E001]: unexpected `\\u{0}`"),
+            "{rendered}"
+        );
+        assert!(
+            rendered.contains("1 | spec x?[31m \u{bf}rest?\n"),
+            "{rendered}"
+        );
+        assert!(rendered.contains("^ unexpected `\\u{1b}`"), "{rendered}");
+        assert!(rendered.contains("= help: remove `\\u{7f}`"), "{rendered}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod check;
 mod explain;
 mod graph;
 mod loader;
+mod replay;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -37,6 +38,7 @@ enum Command {
     Check(check::CheckArgs),
     Graph(graph::GraphArgs),
     Explain(explain::ExplainArgs),
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -55,6 +57,8 @@ pub enum Outcome {
     Failed,
     /// 2: a usage error or input that cannot be read.
     Usage,
+    /// 3: a run ended in a terminal state other than `completed`.
+    NotCompleted,
 }
 
 /// What every subcommand needs to know about the terminal.
@@ -73,11 +77,13 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(&args, context),
         Command::Graph(args) => graph::run(&args, context),
         Command::Explain(args) => explain::run(&args, context),
+        Command::Replay(args) => replay::run(&args, context),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
         Ok(Outcome::Usage) => ExitCode::from(2),
+        Ok(Outcome::NotCompleted) => ExitCode::from(3),
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
             print_error(context, &format!("{error:#}"));

@@ -26,6 +26,7 @@ pub mod prompt;
 pub mod provider;
 pub mod repair;
 pub mod replay;
+pub mod run;
 pub mod scenario;
 pub mod trace;
 pub mod validate;

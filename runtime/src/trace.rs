@@ -211,6 +211,16 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
+    /// The state machine moved (`received -> planning -> executing -> evaluating ->
+    /// repairing -> finalizing`), written before the move takes effect.
+    Phase { from: String, to: String },
+    /// Repair stopped (`max_rounds`, `no_progress`, `no_repair_action`, `human_rejected`):
+    /// `best`, if any, goes to the finalize step as `below_target`.
+    RepairStopped {
+        reason: Reason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        best: Option<String>,
+    },
 }
 
 /// The four retry counters (a new run is never automatic, so it has no event).
@@ -375,7 +385,8 @@ impl FromStr for Outcome {
 
 /// Why a run ended. Written `gate_passed`, `budget_exhausted{tokens}`,
 /// `hard_gate{SECRET_LEAK}`, `invariant{bounded_cost}`, `step_failed{execute}`, ...
-/// (serialized as that string).
+/// (serialized as that string). `done` is a flow that reached `done` with no gate
+/// deciding on the way (a flow without a gate).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Reason {
     GatePassed,
@@ -389,6 +400,7 @@ pub enum Reason {
     HumanRejected,
     NoRepairAction,
     Cancelled,
+    Done,
 }
 
 impl fmt::Display for Reason {
@@ -405,6 +417,7 @@ impl fmt::Display for Reason {
             Reason::HumanRejected => formatter.write_str("human_rejected"),
             Reason::NoRepairAction => formatter.write_str("no_repair_action"),
             Reason::Cancelled => formatter.write_str("cancelled"),
+            Reason::Done => formatter.write_str("done"),
         }
     }
 }
@@ -419,7 +432,7 @@ pub struct ParseTerminalError {
 
 const REASONS: &str = "gate_passed, max_rounds, no_progress, budget_exhausted{tokens|cost|wall|steps}, \
 hard_gate{CODE}, delivery_mismatch, invariant{NAME}, step_failed{STEP}, human_rejected, \
-no_repair_action or cancelled";
+no_repair_action, cancelled or done";
 
 impl FromStr for Reason {
     type Err = ParseTerminalError;
@@ -447,6 +460,7 @@ impl FromStr for Reason {
             ("human_rejected", None) => Reason::HumanRejected,
             ("no_repair_action", None) => Reason::NoRepairAction,
             ("cancelled", None) => Reason::Cancelled,
+            ("done", None) => Reason::Done,
             ("budget_exhausted", Some(which)) => Reason::BudgetExhausted(match which.as_str() {
                 "tokens" => BudgetKind::Tokens,
                 "cost" => BudgetKind::Cost,

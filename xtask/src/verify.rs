@@ -340,7 +340,7 @@ fn golden_stage(root: &Path) -> StageResult {
     let note = if !golden.is_dir() {
         "golden: none (runtime not yet built)".to_string()
     } else {
-        format!("golden: {scenarios} scenario(s) found, no replay yet (runtime not yet built)")
+        format!("golden: {scenarios} scenario(s) found; xtask does not replay them yet")
     };
     println!("  {note}");
     print_stage_line("golden", Verdict::Skip, Duration::ZERO, "");

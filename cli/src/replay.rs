@@ -1,0 +1,442 @@
+//! `charter replay SCENARIO_DIR [--events FILE] [--out DIR]`: run a recorded scenario on a paused clock, showing its phases live.
+
+use std::path::{Path, PathBuf};
+
+use charter_compiler::{compile, render};
+use charter_runtime::run::{DeliveryTarget, ReplayReport, replay_cassette};
+use charter_runtime::scenario::{Cassette, Recorded, Scenario};
+use charter_runtime::trace::{
+    EventKind, JsonlSink, Outcome as RunOutcome, TraceError, TraceEvent, TraceSink,
+};
+use clap::Args;
+
+use crate::loader::{FsLoader, display_path, normalize};
+use crate::{Context, Outcome, print_err, print_error, summary_line};
+
+/// Replay a recorded scenario (`scenario.yaml` + `cassette.yaml`) deterministically, in
+/// virtual time, without a network.
+///
+/// The phases are shown on stderr as they happen: steps, rounds, items, retries, gate
+/// scores, repairs; the last line is the outcome and its reason. Exit status: 0 when the
+/// run completed, 3 when it ended in any other terminal state (below_target, blocked,
+/// failed, cancelled), 1 on an error (an unrecorded call, a bad cassette, a spec with
+/// errors, an `expect` the run did not meet), 2 on a usage error.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example: charter replay golden/closed_loop/timeout_recovery --events trace.jsonl"
+)]
+pub struct ReplayArgs {
+    /// The scenario directory: `golden/<spec>/<scenario>/` with `scenario.yaml` and `cassette.yaml`.
+    #[arg(value_name = "SCENARIO_DIR")]
+    pub scenario: PathBuf,
+
+    /// Also write every trace event as one JSON line to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+
+    /// Write the delivery (`delivery.json`) into DIR. Without it the delivery is still
+    /// written and read back, in memory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
+    let shown = display_path(&args.scenario);
+    if !args.scenario.is_dir() {
+        print_error(context, &format!("`{shown}` is not a scenario directory"));
+        return Ok(Outcome::Usage);
+    }
+    let scenario = match Scenario::read(&args.scenario.join("scenario.yaml")) {
+        Ok(scenario) => scenario,
+        Err(error) => {
+            print_error(context, &format!("bad scenario: {error}"));
+            return Ok(Outcome::Failed);
+        }
+    };
+    let cassette = match Cassette::read(&args.scenario.join("cassette.yaml")) {
+        Ok(cassette) => cassette,
+        Err(error) => {
+            print_error(context, &format!("bad cassette: {error}"));
+            return Ok(Outcome::Failed);
+        }
+    };
+    let root = project_root(&args.scenario);
+    let spec_path = root.join(&scenario.spec);
+    let spec_name = display_path(&normalize(&spec_path));
+    let text = match std::fs::read_to_string(&spec_path) {
+        Ok(text) => text,
+        Err(error) => {
+            print_error(
+                context,
+                &format!("cannot read the scenario's spec `{spec_name}`: {error}"),
+            );
+            return Ok(Outcome::Failed);
+        }
+    };
+    let compilation = compile(&spec_name, &text, &FsLoader::for_spec(&spec_path));
+    let Some(spec) = compilation
+        .spec
+        .as_ref()
+        .filter(|_| !compilation.has_errors())
+    else {
+        print_err(&render::text(
+            &compilation.diagnostics,
+            &compilation.sources,
+            context.color,
+        ));
+        print_error(
+            context,
+            &format!("`{spec_name}` has errors; nothing was replayed"),
+        );
+        return Ok(Outcome::Failed);
+    };
+
+    print_err(&format!(
+        "replay {shown}: spec {} {}{}\n",
+        spec.name,
+        spec.version,
+        scenario
+            .description
+            .as_deref()
+            .map(|description| format!(" — {description}"))
+            .unwrap_or_default()
+    ));
+    // A stale recording still replays (it is the harness that fails on it): say what changed.
+    for change in cassette.recorded.stale_against(&Recorded::from_spec(spec)) {
+        print_err(&summary_line(
+            context,
+            "warning",
+            &format!("stale recording: {change}"),
+        ));
+    }
+
+    let live = LiveDisplay;
+    let report = match &args.events {
+        Some(path) => {
+            let file = match JsonlSink::create(path) {
+                Ok(file) => file,
+                Err(error) => {
+                    print_error(context, &error.to_string());
+                    return Ok(Outcome::Usage);
+                }
+            };
+            let mut sink = charter_runtime::trace::Tee(file, live);
+            replay(spec, &scenario, cassette, args, &mut sink)
+        }
+        None => {
+            let mut sink = live;
+            replay(spec, &scenario, cassette, args, &mut sink)
+        }
+    };
+    let report = match report {
+        Ok(report) => report,
+        Err(error) => {
+            print_error(context, &error.to_string());
+            return Ok(Outcome::Failed);
+        }
+    };
+    for key in &report.unused_calls {
+        print_err(&summary_line(
+            context,
+            "warning",
+            &format!("recorded call {key} was never made"),
+        ));
+    }
+    for (step, round) in &report.unused_humans {
+        print_err(&summary_line(
+            context,
+            "warning",
+            &format!(
+                "recorded human answer for step `{step}` in round {round} was never asked for"
+            ),
+        ));
+    }
+    let outcome = &report.outcome;
+    let mut last = format!("outcome: {} ({})", outcome.outcome, outcome.reason);
+    if let Some(message) = &outcome.message {
+        last.push_str(&format!(": {message}"));
+    }
+    if let Some(delivered) = &outcome.delivered {
+        last.push_str(&format!(
+            "; delivered {} ({})",
+            delivered.candidate_id, delivered.hash
+        ));
+        if let Some(path) = &delivered.path {
+            last.push_str(&format!(" to {}", display_path(path)));
+        }
+    }
+    print_err(&format!("{last}\n"));
+
+    if let Some(expect) = &scenario.expect {
+        let mut unmet = Vec::new();
+        if let Some(expected) = expect.outcome
+            && expected != outcome.outcome
+        {
+            unmet.push(format!("outcome {expected}, got {}", outcome.outcome));
+        }
+        if let Some(expected) = &expect.reason
+            && *expected != outcome.reason
+        {
+            unmet.push(format!("reason {expected}, got {}", outcome.reason));
+        }
+        if !unmet.is_empty() {
+            print_error(
+                context,
+                &format!("the scenario expected {}", unmet.join(" and ")),
+            );
+            return Ok(Outcome::Failed);
+        }
+    }
+    Ok(if outcome.outcome == RunOutcome::Completed {
+        Outcome::Clean
+    } else {
+        Outcome::NotCompleted
+    })
+}
+
+fn replay(
+    spec: &charter_compiler::CompiledSpec,
+    scenario: &Scenario,
+    cassette: Cassette,
+    args: &ReplayArgs,
+    sink: &mut dyn TraceSink,
+) -> Result<ReplayReport, charter_runtime::run::RunError> {
+    let target = match &args.out {
+        Some(directory) => DeliveryTarget::Directory(directory.clone()),
+        None => DeliveryTarget::Memory,
+    };
+    replay_cassette(spec, scenario.input.clone(), cassette, target, sink)
+}
+
+/// The directory that holds `golden/` above the scenario; the current directory when
+/// the scenario is not under a `golden/` directory.
+fn project_root(scenario: &Path) -> PathBuf {
+    let absolute = std::path::absolute(scenario).unwrap_or_else(|_| scenario.to_path_buf());
+    absolute
+        .ancestors()
+        .find(|ancestor| ancestor.file_name().is_some_and(|name| name == "golden"))
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn short(hash: &str) -> &str {
+    hash.get(..19).unwrap_or(hash)
+}
+
+/// Shows a run's phases on stderr as its events are appended.
+#[derive(Debug, Default)]
+struct LiveDisplay;
+
+impl TraceSink for LiveDisplay {
+    fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
+        if let Some(line) = describe(event) {
+            let time = format_time(event.t_ms);
+            let mut place = event.step.clone().unwrap_or_default();
+            if let Some(item) = &event.item {
+                place.push_str(&format!("[{item}]"));
+            }
+            if let Some(attempt) = event.attempt {
+                place.push_str(&format!("#{attempt}"));
+            }
+            print_err(&format!(
+                "{time:>9}  r{:<2} {place:<24} {line}\n",
+                event.round
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One line for the events worth showing live.
+fn describe(event: &TraceEvent) -> Option<String> {
+    let line = match &event.kind {
+        EventKind::RunStarted { .. }
+        | EventKind::PlanFrozen { .. }
+        | EventKind::RunFinished { .. } => {
+            return None;
+        }
+        EventKind::Phase { from, to } => format!("phase {from} -> {to}"),
+        EventKind::StepStarted { role } => match role {
+            Some(role) => format!("step ({role})"),
+            None => "step".to_string(),
+        },
+        EventKind::ModelCall { role, model, .. } => format!("call {role} on {model}"),
+        EventKind::ModelResult {
+            input_tokens,
+            output_tokens,
+            latency_ms,
+            ..
+        } => format!(
+            "answer in {} ({input_tokens}+{output_tokens} tokens)",
+            format_time(*latency_ms)
+        ),
+        EventKind::ToolCall { tool, .. } => format!("tool {tool}"),
+        EventKind::ToolDenied { tool, allowed } => {
+            format!("tool {tool} DENIED (allowed: {})", allowed.join(", "))
+        }
+        EventKind::ContractViolation {
+            contract,
+            tool,
+            violations,
+        } => format!(
+            "contract violation{} of {contract}: {}",
+            tool.as_ref()
+                .map(|tool| format!(" (tool {tool})"))
+                .unwrap_or_default(),
+            violations
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        EventKind::Timeout { after_ms } => format!("timeout after {}", format_time(*after_ms)),
+        EventKind::Retry {
+            retry,
+            next,
+            delay_ms,
+            reason,
+        } => {
+            let retry = serde_json::to_value(retry)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let what = if retry == "repair" {
+                "round"
+            } else {
+                "attempt"
+            };
+            format!(
+                "retry ({retry}) -> {what} {next} in {}: {reason}",
+                format_time(*delay_ms)
+            )
+        }
+        EventKind::ItemDone { status, error } => match error {
+            Some(error) => format!("item {status:?}: {error}").to_lowercase(),
+            None => "item ok".to_string(),
+        },
+        EventKind::ItemSkipped { because } => format!("item skipped (depends on {because})"),
+        EventKind::Candidate {
+            id,
+            hash,
+            items,
+            failed,
+            skipped,
+        } => format!(
+            "candidate {id} {} ({items} items, {} failed, {} skipped)",
+            short(hash),
+            failed.len(),
+            skipped.len()
+        ),
+        EventKind::Gate {
+            gate,
+            candidate,
+            passed,
+            score,
+            issues,
+            scores,
+            ..
+        } => {
+            let scores = scores
+                .iter()
+                .map(|score| match score.value {
+                    Some(value) => format!("{}={}", score.name, number(value)),
+                    None => format!("{}=?", score.name),
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            let mut codes: Vec<&str> = issues.iter().map(|issue| issue.code.as_str()).collect();
+            codes.dedup();
+            format!(
+                "gate {gate} on {candidate}: {}{}{}{}",
+                if *passed { "PASS" } else { "FAIL" },
+                score
+                    .map(|score| format!(" score {}", number(score)))
+                    .unwrap_or_default(),
+                if scores.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{scores}]")
+                },
+                if codes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" issues {}", codes.join(", "))
+                }
+            )
+        }
+        EventKind::Repair {
+            action,
+            codes,
+            items,
+            ..
+        } => {
+            let action = serde_json::to_value(action)
+                .ok()
+                .map(|value| {
+                    let kind = value["kind"].as_str().unwrap_or("?").to_string();
+                    match value["step"].as_str() {
+                        Some(step) => format!("{kind} {step}"),
+                        None => kind,
+                    }
+                })
+                .unwrap_or_default();
+            let items = if items.is_empty() {
+                String::new()
+            } else {
+                format!(" items {}", items.join(", "))
+            };
+            format!("repair: {action}{items} for {}", codes.join(", "))
+        }
+        EventKind::NoProgress { rounds, limit } => format!("no progress ({rounds} of {limit})"),
+        EventKind::RepairStopped { reason, best } => match best {
+            Some(best) => format!("repair stopped ({reason}): the best candidate is {best}"),
+            None => format!("repair stopped ({reason}): no candidate passed the hard rules"),
+        },
+        EventKind::Budget {
+            budget,
+            used,
+            limit,
+        } => {
+            format!("budget {budget} exhausted ({used} of {limit})")
+        }
+        EventKind::Delivery {
+            candidate,
+            matches,
+            expected_hash,
+            actual_hash,
+            ..
+        } => {
+            if *matches {
+                format!("delivered {candidate}, hash verified")
+            } else {
+                format!(
+                    "delivery of {candidate} REFUSED: evaluated {}, found {}",
+                    short(expected_hash),
+                    short(actual_hash)
+                )
+            }
+        }
+        EventKind::InvariantViolated { invariant, message } => {
+            format!("invariant {invariant} violated: {message}")
+        }
+        EventKind::Human { question, answer } => format!("asked {question:?}: {answer}"),
+    };
+    Some(line)
+}
+
+/// A score as people read it: at most two decimals, no trailing zeros.
+fn number(value: f64) -> String {
+    let text = format!("{value:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn format_time(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{}.{:03}s", ms / 1000, ms % 1000)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}

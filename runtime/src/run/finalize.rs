@@ -1,0 +1,140 @@
+//! The `finalize` step (the finalizer must name `best`; the delivery is written, read back and re-hashed) and `ask` steps (a person's `Answer`).
+
+use super::*;
+
+impl Scheduler<'_> {
+    /// The finalize step: the role gets `best`; its `Delivery.candidate_id` must be
+    /// `best.id`; the delivery is written, read back and re-hashed.
+    pub(super) async fn run_finalize(
+        &mut self,
+        step: &str,
+        role: &str,
+        args: &[ExprIr],
+    ) -> Result<(), Halt> {
+        let best = self.state.best().cloned();
+        let inputs = self.eval_args(args, &Bindings::default())?;
+        let output = self.single_call(step, role, inputs).await?;
+        self.store(step, StepOutput::Single(output.clone()));
+        let proposed = output
+            .get("candidate_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let Some(best) = best else {
+            return Err(self.mismatch(
+                &proposed,
+                "",
+                format!("the finalizer named candidate `{proposed}`, but no candidate was evaluated without a hard failure"),
+            ));
+        };
+        if proposed != best.id() {
+            let message = format!(
+                "the finalizer delivered candidate `{proposed}`, but the best evaluated candidate is `{}`",
+                best.id()
+            );
+            return Err(self.mismatch(&proposed, best.hash(), message));
+        }
+        let Some(stored) = self.state.history.get(&(best.step.clone(), best.round())) else {
+            let message = format!("the outputs of candidate `{}` are gone", best.id());
+            return Err(self.mismatch(best.id(), best.hash(), message));
+        };
+        let written = self.state.artifacts.get(&(best.step.clone(), best.round()));
+        let rebuilt = CandidateContent::of(stored, written).to_candidate(best.round());
+        let summary = output
+            .get("summary")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let checked = delivery::deliver(&self.config.delivery, &rebuilt, summary, best.hash())
+            .map_err(|message| Halt::Error(RunError::Delivery(message)))?;
+        self.emit(EventKind::Delivery {
+            candidate: best.id().to_string(),
+            path: checked.path.clone(),
+            expected_hash: best.hash().to_string(),
+            actual_hash: checked.actual_hash.clone(),
+            matches: checked.delivered.is_some(),
+        })?;
+        match checked.delivered {
+            Some(delivered) => {
+                self.delivered = Some(delivered);
+                Ok(())
+            }
+            None => Err(Halt::Stop(Stop::new(
+                Outcome::Failed,
+                Reason::DeliveryMismatch,
+                Some(format!(
+                    "the delivered candidate `{}` hashes to {}, not to the evaluated {}",
+                    best.id(),
+                    checked.actual_hash,
+                    best.hash()
+                )),
+            ))),
+        }
+    }
+
+    /// A delivery refused before anything was written.
+    pub(super) fn mismatch(&mut self, candidate: &str, expected: &str, message: String) -> Halt {
+        let actual = self
+            .state
+            .candidates
+            .iter()
+            .find(|c| c.id() == candidate)
+            .map(|c| c.hash().to_string())
+            .unwrap_or_default();
+        if let Err(halt) = self.emit(EventKind::Delivery {
+            candidate: candidate.to_string(),
+            path: String::new(),
+            expected_hash: expected.to_string(),
+            actual_hash: actual,
+            matches: false,
+        }) {
+            return halt;
+        }
+        Halt::Stop(Stop::new(
+            Outcome::Failed,
+            Reason::DeliveryMismatch,
+            Some(message),
+        ))
+    }
+
+    /// An `ask` step: a person's `Answer`.
+    pub(super) async fn run_ask(&mut self, step: &str, question: &str) -> Result<(), Halt> {
+        let answer = self.ask_human(question).await?;
+        self.state.last_ask_rejected = !answer
+            .get("approved")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        self.store(step, StepOutput::Single(answer));
+        Ok(())
+    }
+
+    pub(super) async fn ask_human(&mut self, question: &str) -> Result<Value, Halt> {
+        let step = self.current_step.clone().unwrap_or_default();
+        let request = HumanRequest {
+            step: step.clone(),
+            round: self.state.round,
+            question: question.to_string(),
+        };
+        let answer = self.humans.ask(request).await.map_err(|error| {
+            Halt::Error(RunError::Human {
+                step: step.clone(),
+                message: error.to_string(),
+            })
+        })?;
+        let answer = Validator::for_spec(self.spec)
+            .validate("Answer", &answer)
+            .map_err(|violations| {
+                Halt::Error(RunError::Human {
+                    step: step.clone(),
+                    message: format!(
+                        "the answer is not an `Answer`: {}",
+                        violations_text(&violations)
+                    ),
+                })
+            })?;
+        self.emit(EventKind::Human {
+            question: question.to_string(),
+            answer: answer.clone(),
+        })?;
+        Ok(answer)
+    }
+}

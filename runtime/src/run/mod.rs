@@ -1,0 +1,869 @@
+//! The scheduler: the single writer of run state, driving a compiled flow through its phases to a terminal state with a reason.
+//!
+//! One [`Scheduler`] owns the [`RunState`]. Role calls run as tokio tasks (jobs) that send
+//! their results back over a channel; they never touch the state. Every change is written
+//! to the trace before it takes effect. Replies that arrive at the same instant are
+//! applied in a fixed order (item id, then job number), so on a paused clock the same
+//! cassette gives the same trace whatever order tokio wakes the tasks in.
+//!
+//! Module map: this file holds the flow walk (`step`, transitions, `each` and call steps,
+//! candidates, faults, invariants, budgets, scope); `rounds` gate steps and the repair
+//! loop's mechanics; `finalize` the finalize and `ask` steps; `jobs` the job channel and
+//! its per-instant ordering; `emit` the trace. [`step`] is one role call and its provider
+//! retries; [`each`] work items, the task DAG, checks and stage retries; [`gate`] gate
+//! evaluation with the items issues name; [`repair`] the repair decision (the policy);
+//! [`delivery`] the verified delivery; [`state`] the state. The pure pieces they build on
+//! are the crate's `gate`, `repair`, `candidate`, `dag` and `budget` modules.
+
+pub mod delivery;
+pub mod each;
+mod emit;
+mod finalize;
+pub mod gate;
+mod jobs;
+pub mod outcome;
+pub mod repair;
+mod rounds;
+pub mod state;
+pub mod step;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use charter_compiler::CompiledSpec;
+use charter_compiler::graph::{ExprIr, InvariantIr, NameIr, StepKind, TransitionIr};
+use petgraph::Direction;
+use petgraph::graph::NodeIndex;
+use petgraph::visit::{Bfs, EdgeRef};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::eval::{Bindings, EvalError, evaluate, evaluate_bool};
+use crate::provider::{HumanChannel, HumanRequest, Provider};
+use crate::trace::{EventKind, RepairAction, RetryKind, TraceEvent, TraceSink};
+use crate::validate::{Validator, violations_text};
+
+pub use crate::trace::BudgetKind;
+pub use delivery::{Delivered, DeliveryTarget};
+pub use outcome::{Fault, Outcome, Reason, RunConfig, RunError, RunOutcome, Tamper};
+pub use state::Phase;
+
+use crate::budget::BudgetMeter;
+use each::{Work, WorkState, build_items};
+use gate::{Judged, judge};
+use repair::{Decision, RepairPolicy};
+use state::{Candidate, CandidateContent, ItemStatus, RunState, StepOutput};
+use step::{CallUnit, JobMessage};
+
+/// Runs `spec` on `input` to a terminal state. All I/O comes in through the parameters:
+/// models through `provider`, people through `humans`, the trace through `sink`, the
+/// delivery through `config`. Call it inside a tokio runtime; a replay uses a paused
+/// clock (see [`replay_blocking`]).
+pub async fn run(
+    spec: &CompiledSpec,
+    input: Value,
+    provider: Arc<dyn Provider>,
+    humans: &dyn HumanChannel,
+    config: &RunConfig,
+    sink: &mut dyn TraceSink,
+) -> Result<RunOutcome, RunError> {
+    let (sender, receiver) = unbounded_channel();
+    let now = Instant::now();
+    let mut scheduler = Scheduler {
+        spec,
+        provider,
+        humans,
+        config,
+        sink,
+        state: RunState::new(
+            Value::Null,
+            BudgetMeter::new(spec.budget.clone()),
+            spec.repair.as_ref().map_or(2, |repair| repair.no_progress),
+        ),
+        started: now,
+        wall_deadline: spec
+            .budget
+            .wall_ms
+            .map(|wall| now + std::time::Duration::from_millis(wall)),
+        sender,
+        receiver,
+        handles: BTreeMap::new(),
+        next_job_id: 0,
+        last_job: 0,
+        seq: 0,
+        current_step: None,
+        current_role: None,
+        pending_stop: None,
+        fired_faults: Vec::new(),
+        delivered: None,
+        replanning: false,
+    };
+    let result = scheduler.run_to_end(input).await;
+    scheduler.abort_jobs();
+    result
+}
+
+/// Runs [`run`] on a fresh current-thread tokio runtime whose clock starts paused: every
+/// recorded latency, timeout and backoff passes in virtual time, deterministically.
+pub fn replay_blocking(
+    spec: &CompiledSpec,
+    input: Value,
+    provider: Arc<dyn Provider>,
+    humans: &dyn HumanChannel,
+    config: &RunConfig,
+    sink: &mut dyn TraceSink,
+) -> Result<RunOutcome, RunError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|error| RunError::Flow(format!("cannot start the runtime: {error}")))?;
+    runtime.block_on(run(spec, input, provider, humans, config, sink))
+}
+
+/// What a replay of a cassette produced: the outcome, and the recordings it never used.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayReport {
+    pub outcome: RunOutcome,
+    /// Recorded calls the run never made.
+    pub unused_calls: Vec<crate::provider::CallKey>,
+    /// Recorded human answers never asked for: (step, round).
+    pub unused_humans: Vec<(String, u64)>,
+}
+
+/// Replays `cassette` for `spec` on `input` on a paused clock: calls and human answers
+/// come from the cassette, its faults are injected, the delivery goes to `delivery`.
+pub fn replay_cassette(
+    spec: &CompiledSpec,
+    input: Value,
+    cassette: crate::scenario::Cassette,
+    delivery: DeliveryTarget,
+    sink: &mut dyn TraceSink,
+) -> Result<ReplayReport, RunError> {
+    let config = RunConfig {
+        delivery,
+        faults: cassette.faults.clone(),
+        cancel: None,
+    };
+    let replay = Arc::new(crate::replay::ReplayProvider::new(cassette));
+    let outcome = replay_blocking(spec, input, replay.clone(), replay.as_ref(), &config, sink)?;
+    Ok(ReplayReport {
+        outcome,
+        unused_calls: replay.unused(),
+        unused_humans: replay.unused_humans(),
+    })
+}
+
+/// Why the flow stopped: a terminal state (a value), or an error.
+#[derive(Debug)]
+pub(crate) enum Halt {
+    Stop(Stop),
+    Error(RunError),
+}
+
+/// A terminal state reached, with its reason.
+#[derive(Clone, Debug)]
+pub(crate) struct Stop {
+    pub outcome: Outcome,
+    pub reason: Reason,
+    pub message: Option<String>,
+}
+
+impl Stop {
+    fn new(outcome: Outcome, reason: Reason, message: Option<String>) -> Stop {
+        Stop {
+            outcome,
+            reason,
+            message,
+        }
+    }
+}
+
+/// The single writer of a run's state.
+pub(crate) struct Scheduler<'r> {
+    spec: &'r CompiledSpec,
+    provider: Arc<dyn Provider>,
+    humans: &'r dyn HumanChannel,
+    config: &'r RunConfig,
+    sink: &'r mut dyn TraceSink,
+    state: RunState,
+    started: Instant,
+    wall_deadline: Option<Instant>,
+    sender: UnboundedSender<JobMessage>,
+    receiver: UnboundedReceiver<JobMessage>,
+    /// Jobs in flight, by id (aborted when the run stops).
+    handles: BTreeMap<u64, JoinHandle<()>>,
+    next_job_id: u64,
+    /// The id of the job created last.
+    last_job: u64,
+    seq: u64,
+    current_step: Option<String>,
+    /// The role of the step running now (for checks and stage retries).
+    current_role: Option<String>,
+    /// Where the run ends once it reaches `done` after repair stopped (below_target).
+    pending_stop: Option<Stop>,
+    fired_faults: Vec<usize>,
+    delivered: Option<Delivered>,
+    /// The current round began with `replan` (its entry step is planning again).
+    replanning: bool,
+}
+
+impl std::fmt::Debug for Scheduler<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Scheduler")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'r> Scheduler<'r> {
+    async fn run_to_end(&mut self, input: Value) -> Result<RunOutcome, RunError> {
+        let spec = self.spec;
+        let request = match spec.contracts.get("Request") {
+            Some(_) => Validator::for_spec(spec)
+                .validate("Request", &input)
+                .map_err(|violations| RunError::Input(violations_text(&violations)))?,
+            None => input,
+        };
+        self.state.request = request.clone();
+        let frozen = (|| {
+            self.emit(EventKind::RunStarted {
+                spec: spec.name.clone(),
+                version: spec.version.clone(),
+                input: request,
+            })?;
+            self.emit(EventKind::PlanFrozen {
+                spec_hash: spec.spec_hash.clone(),
+                rules: spec
+                    .rules
+                    .iter()
+                    .map(|(name, rules)| (name.clone(), rules.hash.clone()))
+                    .collect(),
+                prompts: spec
+                    .roles
+                    .iter()
+                    .filter_map(|(name, role)| {
+                        role.prompt.as_ref().map(|p| (name.clone(), p.hash.clone()))
+                    })
+                    .collect(),
+            })
+        })();
+        let ended = match frozen {
+            Ok(()) => self.flow().await,
+            Err(halt) => Err(halt),
+        };
+        let stop = match ended {
+            Ok(stop) | Err(Halt::Stop(stop)) => stop,
+            Err(Halt::Error(error)) => {
+                self.abort_jobs();
+                return Err(error);
+            }
+        };
+        self.abort_jobs();
+        self.finish(stop)
+    }
+
+    /// Walks the flow from its entry step until a terminal.
+    async fn flow(&mut self) -> Result<Stop, Halt> {
+        let mut node = self.spec.flow.entry;
+        loop {
+            node = self.step(node).await?;
+        }
+    }
+
+    /// Runs the step at `node` and returns the node to go to next.
+    async fn step(&mut self, node: NodeIndex) -> Result<NodeIndex, Halt> {
+        let spec = self.spec;
+        let Some(step) = spec.flow.graph.node_weight(node) else {
+            return Err(flow_error("the flow points at a missing node"));
+        };
+        if step.kind.is_terminal() {
+            return Err(Halt::Stop(self.terminal_stop(&step.kind)));
+        }
+        let name = step.name.clone();
+        // A refusal (cancelled, steps budget) is about the step that would have run.
+        self.current_step = Some(name.clone());
+        if self.is_cancelled() {
+            return Err(self.cancel_stop());
+        }
+        if spec
+            .budget
+            .steps
+            .is_some_and(|limit| self.state.meter.steps >= limit)
+        {
+            return Err(self.budget_stop(BudgetKind::Steps));
+        }
+        self.state.meter.count_step();
+        self.state.last_ask_rejected = false;
+        self.enter_phase(self.phase_of(node, &step.kind))?;
+        let role = match &step.kind {
+            StepKind::Call { role, .. }
+            | StepKind::Each { role, .. }
+            | StepKind::Finalize { role, .. } => Some(role.clone()),
+            _ => None,
+        };
+        self.current_role = role.clone();
+        self.emit(EventKind::StepStarted { role })?;
+        let next = match &step.kind {
+            StepKind::Call { role, args } => {
+                let inputs = self.eval_args(args, &Bindings::default())?;
+                let output = self.single_call(&name, role, inputs).await?;
+                self.store(&name, StepOutput::Single(output));
+                None
+            }
+            StepKind::Each {
+                var,
+                over,
+                role,
+                args,
+                concurrency,
+                check,
+            } => {
+                self.run_each(&name, var, over, role, args, *concurrency, check.as_ref())
+                    .await?;
+                None
+            }
+            StepKind::Gate { gate, repair } => {
+                Some(self.run_gate(node, &name, gate, *repair).await?)
+            }
+            StepKind::Finalize { role, args } => {
+                self.run_finalize(&name, role, args).await?;
+                None
+            }
+            StepKind::Ask { question } => {
+                self.run_ask(&name, question).await?;
+                None
+            }
+            StepKind::Done | StepKind::Blocked { .. } | StepKind::Failed { .. } => None,
+        };
+        if node == spec.flow.entry {
+            self.replanning = false;
+        }
+        self.form_candidate(&name)?;
+        self.apply_faults(&name);
+        self.check_invariants()?;
+        self.check_budget()?;
+        match next {
+            Some(next) => Ok(next),
+            None => self.next_node(node),
+        }
+    }
+
+    /// Follows the first edge of `node` whose condition holds (edges in source order).
+    fn next_node(&mut self, node: NodeIndex) -> Result<NodeIndex, Halt> {
+        let spec = self.spec;
+        let mut edges: Vec<_> = spec
+            .flow
+            .graph
+            .edges_directed(node, Direction::Outgoing)
+            .collect();
+        edges.sort_by_key(|edge| edge.id().index());
+        let bindings = self.bindings();
+        for edge in edges {
+            let take = match edge.weight() {
+                TransitionIr::Always | TransitionIr::Else => true,
+                TransitionIr::When { condition } => match evaluate_bool(condition, &bindings) {
+                    Ok(holds) => holds,
+                    Err(error) => {
+                        return Err(self.step_failure(format!(
+                            "a `when` condition cannot be evaluated: {error}"
+                        )));
+                    }
+                },
+                TransitionIr::Pass | TransitionIr::Fail | TransitionIr::Repair { .. } => false,
+            };
+            if take {
+                return Ok(edge.target());
+            }
+        }
+        Err(self.step_failure("no transition applies after this step".to_string()))
+    }
+
+    /// Runs a single role call as a one-item work list.
+    async fn single_call(
+        &mut self,
+        step: &str,
+        role: &str,
+        inputs: Vec<Value>,
+    ) -> Result<Value, Halt> {
+        let mut works = vec![Work {
+            id: None,
+            value: Value::Null,
+            depends_on: Vec::new(),
+            inputs,
+            state: WorkState::Waiting,
+            stage_retries_used: 0,
+            feedback: self.state.feedback.get(step).cloned(),
+            context: serde_json::Map::new(),
+        }];
+        self.drive(step, role, &mut works, 1, None).await?;
+        match works.pop().map(|work| work.state) {
+            Some(WorkState::Settled(ItemStatus::Done(output))) => Ok(output),
+            Some(WorkState::Settled(ItemStatus::Failed(reason))) => Err(self.step_failure(reason)),
+            _ => Err(self.step_failure("the call did not finish".to_string())),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_each(
+        &mut self,
+        step: &str,
+        var: &str,
+        over: &ExprIr,
+        role: &str,
+        args: &[ExprIr],
+        concurrency: u64,
+        check: Option<&charter_compiler::graph::ItemCheckIr>,
+    ) -> Result<(), Halt> {
+        let bindings = self.bindings();
+        let list = match evaluate(over, &bindings) {
+            Ok(Value::Array(list)) => list,
+            Ok(other) => {
+                let message = format!(
+                    "`each` needs a list, but got {}",
+                    crate::value::describe(&other)
+                );
+                return Err(self.dag_failure(step, message));
+            }
+            Err(error) => return Err(self.dag_failure(step, error.to_string())),
+        };
+        let items = match build_items(&list) {
+            Ok(items) => items,
+            Err(message) => return Err(self.dag_failure(step, message)),
+        };
+        // Items kept from the previous round (a rerun that names items).
+        let previous_round = self.state.round.saturating_sub(1);
+        let keep: BTreeMap<String, Value> = match (
+            self.state.rerun_items.remove(step),
+            self.state.history.get(&(step.to_string(), previous_round)),
+        ) {
+            (Some(rerun), Some(StepOutput::Each(previous))) => {
+                let rerun = with_dependents(&items, &rerun);
+                previous
+                    .iter()
+                    .filter(|record| !rerun.contains(&record.id))
+                    .filter_map(|record| match &record.status {
+                        ItemStatus::Done(output) => Some((record.id.clone(), output.clone())),
+                        _ => None,
+                    })
+                    .collect()
+            }
+            _ => BTreeMap::new(),
+        };
+        if !keep.is_empty() {
+            let previous = self
+                .state
+                .artifacts
+                .get(&(step.to_string(), previous_round))
+                .cloned()
+                .unwrap_or_default();
+            let kept: state::Artifacts = previous
+                .into_iter()
+                .filter(|(item, _)| keep.contains_key(item))
+                .collect();
+            self.state
+                .artifacts
+                .insert((step.to_string(), self.state.round), kept);
+        }
+        let feedback = self.state.feedback.get(step).cloned();
+        let mut works = Vec::with_capacity(items.len());
+        for (id, value, depends_on) in items {
+            let mut scope = Bindings::default();
+            scope.set(NameIr::Local(var.to_string()), value.clone());
+            let inputs = self.eval_args(args, &scope)?;
+            let state = match keep.get(&id) {
+                Some(output) => WorkState::Settled(ItemStatus::Done(output.clone())),
+                None => WorkState::Waiting,
+            };
+            works.push(Work {
+                id: Some(id),
+                value,
+                depends_on,
+                inputs,
+                state,
+                stage_retries_used: 0,
+                feedback: feedback.clone(),
+                context: serde_json::Map::new(),
+            });
+        }
+        self.drive(step, role, &mut works, concurrency, check)
+            .await?;
+        let records = Self::records(&works);
+        self.store(step, StepOutput::Each(records));
+        Ok(())
+    }
+
+    /// The stop a terminal node means.
+    fn terminal_stop(&mut self, kind: &StepKind) -> Stop {
+        let from = self.current_step.clone().unwrap_or_default();
+        match kind {
+            StepKind::Done => self.pending_stop.take().unwrap_or_else(|| {
+                let reason = if self.state.gate_passed {
+                    Reason::GatePassed
+                } else {
+                    Reason::Done
+                };
+                Stop::new(Outcome::Completed, reason, None)
+            }),
+            StepKind::Blocked { reason } | StepKind::Failed { reason } => {
+                let outcome = if matches!(kind, StepKind::Blocked { .. }) {
+                    Outcome::Blocked
+                } else {
+                    Outcome::Failed
+                };
+                let why = if self.state.last_ask_rejected {
+                    Reason::HumanRejected
+                } else {
+                    Reason::StepFailed { step: from }
+                };
+                Stop::new(outcome, why, Some(reason.clone()))
+            }
+            _ => Stop::new(Outcome::Failed, Reason::StepFailed { step: from }, None),
+        }
+    }
+
+    /// Writes `run_finished` and builds the outcome.
+    fn finish(&mut self, stop: Stop) -> Result<RunOutcome, RunError> {
+        let best = self.state.best().map(|best| best.id().to_string());
+        let delivered = match stop.outcome {
+            Outcome::Completed | Outcome::BelowTarget => self.delivered.clone(),
+            _ => None,
+        };
+        self.current_step = None;
+        let event = EventKind::RunFinished {
+            outcome: stop.outcome,
+            reason: stop.reason.clone(),
+            best: best.clone(),
+            delivered: delivered.is_some(),
+            message: stop.message.clone(),
+        };
+        match self.emit(event) {
+            Ok(()) => {}
+            Err(Halt::Error(error)) => return Err(error),
+            Err(Halt::Stop(_)) => {}
+        }
+        Ok(RunOutcome {
+            outcome: stop.outcome,
+            reason: stop.reason,
+            message: stop.message,
+            best,
+            delivered,
+            rounds: self.state.round,
+            candidates: self
+                .state
+                .candidates
+                .iter()
+                .map(|c| (c.id().to_string(), c.hash().to_string(), c.score()))
+                .collect(),
+        })
+    }
+
+    // ---- state helpers ----
+
+    /// Stores a step's output for the current round (scope and history).
+    fn store(&mut self, step: &str, output: StepOutput) {
+        self.state
+            .history
+            .insert((step.to_string(), self.state.round), output.clone());
+        self.state.outputs.insert(step.to_string(), output);
+    }
+
+    /// Forms the round's candidate when `step` is the subject of a gate step's gate.
+    fn form_candidate(&mut self, step: &str) -> Result<(), Halt> {
+        let spec = self.spec;
+        let is_subject = spec.flow.graph.node_weights().any(|node| match &node.kind {
+            StepKind::Gate { gate, .. } => spec.gates.get(gate).is_some_and(|g| g.subject == step),
+            _ => false,
+        });
+        if !is_subject {
+            return Ok(());
+        }
+        let Some(output) = self.state.outputs.get(step) else {
+            return Ok(());
+        };
+        let written = self
+            .state
+            .artifacts
+            .get(&(step.to_string(), self.state.round));
+        let content = CandidateContent::of(output, written);
+        let candidate = Candidate {
+            step: step.to_string(),
+            item_ids: content.item_ids.clone(),
+            inner: content.to_candidate(self.state.round),
+            evaluation: None,
+        };
+        self.emit(EventKind::Candidate {
+            id: candidate.id().to_string(),
+            hash: candidate.hash().to_string(),
+            items: candidate.inner.items.len() as u64,
+            failed: candidate.inner.failed.clone(),
+            skipped: candidate.inner.skipped.clone(),
+        })?;
+        let round = self.state.round;
+        self.state
+            .candidates
+            .retain(|c| !(c.round() == round && c.step == step));
+        self.state.candidates.push(candidate);
+        Ok(())
+    }
+
+    /// Applies the `tamper` faults that fire after `step` (each once): the stored output
+    /// of the named item, or of the candidate's step, is overwritten after the fact.
+    fn apply_faults(&mut self, step: &str) {
+        let faults = self.config.faults.clone();
+        let round = self.state.round;
+        let subjects: Vec<String> = self
+            .state
+            .candidates
+            .iter()
+            .filter(|c| c.round() == round)
+            .map(|c| c.step.clone())
+            .collect();
+        for (index, fault) in faults.iter().enumerate() {
+            let Fault::Tamper(Tamper { after, item }) = fault;
+            if after != step || self.fired_faults.contains(&index) {
+                continue;
+            }
+            self.fired_faults.push(index);
+            let mut hit = None;
+            for ((name, r), output) in self.state.history.iter_mut() {
+                if *r != round {
+                    continue;
+                }
+                match (output, item) {
+                    (StepOutput::Each(records), Some(item)) => {
+                        for record in records.iter_mut().filter(|record| &record.id == item) {
+                            if let ItemStatus::Done(value) = &mut record.status {
+                                tamper(value, after);
+                                hit = Some(name.clone());
+                            }
+                        }
+                    }
+                    (StepOutput::Single(value), None)
+                        if name == after || subjects.contains(name) =>
+                    {
+                        tamper(value, after);
+                        hit = Some(name.clone());
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(name) = hit {
+                // A late overwrite also reaches the files the item wrote.
+                let key = item.clone().unwrap_or_default();
+                if let Some(files) = self
+                    .state
+                    .artifacts
+                    .get_mut(&(name.clone(), round))
+                    .and_then(|written| written.get_mut(&key))
+                {
+                    for content in files.values_mut() {
+                        content.push_str("\n(overwritten after evaluation)");
+                    }
+                }
+                if let Some(stored) = self.state.history.get(&(name.clone(), round)).cloned() {
+                    self.state.outputs.insert(name, stored);
+                }
+            }
+        }
+    }
+
+    /// Checks every `always` invariant; a broken one fails the run.
+    fn check_invariants(&mut self) -> Result<(), Halt> {
+        let spec = self.spec;
+        let any = spec
+            .invariants
+            .values()
+            .any(|invariant| matches!(invariant, InvariantIr::Always { .. }));
+        if !any {
+            return Ok(());
+        }
+        let bindings = self.bindings();
+        for (name, invariant) in &spec.invariants {
+            let InvariantIr::Always { expr } = invariant else {
+                continue;
+            };
+            let broken = match evaluate_bool(expr, &bindings) {
+                Ok(holds) => (!holds).then(|| "the expression is false".to_string()),
+                Err(EvalError::Unbound { .. }) => None,
+                Err(error) => Some(error.to_string()),
+            };
+            if let Some(message) = broken {
+                self.emit(EventKind::InvariantViolated {
+                    invariant: name.clone(),
+                    message: message.clone(),
+                })?;
+                return Err(Halt::Stop(Stop::new(
+                    Outcome::Failed,
+                    Reason::Invariant { name: name.clone() },
+                    Some(format!("invariant `{name}` no longer holds: {message}")),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails the run when a budget ran out (tokens, cost, wall; steps are checked
+    /// before a step starts).
+    fn check_budget(&mut self) -> Result<(), Halt> {
+        self.state.meter.set_elapsed(self.elapsed());
+        match self.state.meter.exhausted() {
+            Some(BudgetKind::Steps) | None => Ok(()),
+            Some(which) => Err(self.budget_stop(which)),
+        }
+    }
+
+    /// In-flight calls are dropped, no further call is made, and the run fails; the best
+    /// candidate so far is named but not delivered.
+    fn budget_stop(&mut self, which: BudgetKind) -> Halt {
+        self.abort_jobs();
+        self.state.meter.set_elapsed(self.elapsed());
+        if let Err(halt) = self.emit(self.state.meter.event(which)) {
+            return halt;
+        }
+        let best = self.state.best().map(|best| best.id().to_string());
+        Halt::Stop(Stop::new(
+            Outcome::Failed,
+            Reason::BudgetExhausted(which),
+            best.map(|best| format!("the best candidate so far, {best}, is not delivered")),
+        ))
+    }
+
+    /// After a batch of replies: budgets and `always` invariants.
+    fn after_batch(&mut self) -> Result<(), Halt> {
+        self.check_budget()?;
+        self.check_invariants()
+    }
+
+    fn step_failure(&mut self, message: String) -> Halt {
+        let step = self.current_step.clone().unwrap_or_default();
+        Halt::Stop(Stop::new(
+            Outcome::Failed,
+            Reason::StepFailed { step },
+            Some(message),
+        ))
+    }
+
+    /// Names in scope: `request`, step outputs of this round, `run`, `best`, and the
+    /// current round's latest candidate.
+    fn bindings(&self) -> Bindings {
+        let mut bindings = Bindings {
+            request: Some(self.state.request.clone()),
+            steps: self.state.visible_outputs(),
+            run: Some(self.state.run_value()),
+            ..Bindings::default()
+        };
+        if let Some(best) = self.state.best() {
+            bindings.best = Some(best.value());
+        }
+        if let Some(candidate) = self
+            .state
+            .candidates
+            .iter()
+            .rev()
+            .find(|c| c.round() == self.state.round)
+        {
+            bindings.candidate = Some(candidate.value());
+        }
+        bindings
+    }
+
+    /// Evaluates a call's arguments (with `extra`'s locals on top of the run's names).
+    fn eval_args(&mut self, args: &[ExprIr], extra: &Bindings) -> Result<Vec<Value>, Halt> {
+        let mut bindings = self.bindings();
+        bindings.locals.extend(extra.locals.clone());
+        if bindings.best.is_none() {
+            bindings.best = Some(Value::Null);
+        }
+        let mut values = Vec::with_capacity(args.len());
+        for arg in args {
+            match evaluate(arg, &bindings) {
+                Ok(value) => values.push(value),
+                // A step that did not run on the way here (another `when` branch, or a
+                // finalize reached when repair stopped) is `none` to the role.
+                Err(EvalError::Unbound { .. }) => values.push(Value::Null),
+                Err(error) => {
+                    return Err(
+                        self.step_failure(format!("an argument cannot be evaluated: {error}"))
+                    );
+                }
+            }
+        }
+        Ok(values)
+    }
+
+    fn phase_of(&self, node: NodeIndex, kind: &StepKind) -> Phase {
+        match kind {
+            StepKind::Gate { .. } => Phase::Evaluating,
+            StepKind::Finalize { .. } => Phase::Finalizing,
+            StepKind::Each { .. } => Phase::Executing,
+            StepKind::Ask { .. } => match self.state.phase {
+                Phase::Received => Phase::Planning,
+                other => other,
+            },
+            StepKind::Call { role, .. } => {
+                let judges = self
+                    .spec
+                    .roles
+                    .get(role)
+                    .is_some_and(|role| role.inputs.iter().any(|input| input == "Candidate"));
+                let planning = self.state.round == 1 || self.replanning;
+                if node == self.spec.flow.entry && planning {
+                    Phase::Planning
+                } else if judges {
+                    Phase::Evaluating
+                } else {
+                    Phase::Executing
+                }
+            }
+            _ => self.state.phase,
+        }
+    }
+
+    /// Moves the state machine to `phase`, writing the transition first.
+    fn enter_phase(&mut self, phase: Phase) -> Result<(), Halt> {
+        if self.state.phase == phase {
+            return Ok(());
+        }
+        self.emit(EventKind::Phase {
+            from: self.state.phase.to_string(),
+            to: phase.to_string(),
+        })?;
+        self.state.phase = phase;
+        Ok(())
+    }
+}
+
+/// The ids in `rerun` and every item that depends on one of them, transitively.
+fn with_dependents(items: &[(String, Value, Vec<String>)], rerun: &[String]) -> Vec<String> {
+    let mut set: Vec<String> = rerun.to_vec();
+    loop {
+        let before = set.len();
+        for (id, _, depends_on) in items {
+            if !set.contains(id) && depends_on.iter().any(|dependency| set.contains(dependency)) {
+                set.push(id.clone());
+            }
+        }
+        if set.len() == before {
+            set.sort();
+            return set;
+        }
+    }
+}
+
+/// Alters a stored output as a late overwrite would.
+fn tamper(value: &mut Value, after: &str) {
+    match value {
+        Value::Object(fields) => {
+            fields.insert("tampered_after".into(), json!(after));
+        }
+        other => *other = json!({ "tampered_after": after, "was": other.clone() }),
+    }
+}
+
+fn flow_error(message: &str) -> Halt {
+    Halt::Error(RunError::Flow(message.to_string()))
+}

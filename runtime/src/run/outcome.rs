@@ -1,0 +1,93 @@
+//! How a run ends: terminal states, their reasons, the outcome value and run errors.
+
+use std::path::PathBuf;
+
+use super::delivery::Delivered;
+use crate::provider::CallKey;
+pub use crate::scenario::{Fault, Tamper};
+pub use crate::trace::{Outcome, Reason};
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOutcome {
+    pub outcome: Outcome,
+    pub reason: Reason,
+    /// A sentence for people (a `block` reason, the flow target's text, what failed).
+    pub message: Option<String>,
+    /// The best candidate's id at the end, if any (named even when not delivered).
+    pub best: Option<String>,
+    /// The verified delivery, when one was made.
+    pub delivered: Option<Delivered>,
+    /// The last round.
+    pub rounds: u64,
+    /// Every candidate: id, hash and score.
+    pub candidates: Vec<(String, String, Option<f64>)>,
+}
+
+impl RunOutcome {
+    /// `outcome{reason}`, as scenarios' `expect` and the harness compare it.
+    pub fn termination(&self) -> crate::trace::Termination {
+        crate::trace::Termination {
+            outcome: self.outcome,
+            reason: self.reason.clone(),
+        }
+    }
+
+    /// The process exit code `charter replay` and `charter run` use: 0 for `completed`,
+    /// 3 for any other terminal state.
+    pub fn exit_code(&self) -> u8 {
+        if self.outcome == Outcome::Completed {
+            0
+        } else {
+            3
+        }
+    }
+}
+
+/// How a run is configured.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Where the delivery goes.
+    pub delivery: super::delivery::DeliveryTarget,
+    pub faults: Vec<Fault>,
+    /// Set to `true` to cancel the run: in-flight calls are dropped and the run ends
+    /// `cancelled{cancelled}` (Ctrl-C in a live run).
+    pub cancel: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            delivery: super::delivery::DeliveryTarget::Memory,
+            faults: Vec::new(),
+            cancel: None,
+        }
+    }
+}
+
+impl RunConfig {
+    /// Delivers into `directory`.
+    pub fn with_out_dir(mut self, directory: PathBuf) -> Self {
+        self.delivery = super::delivery::DeliveryTarget::Directory(directory);
+        self
+    }
+}
+
+/// A run that could not go on: not a terminal state, an error (exit 1).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RunError {
+    #[error("no recorded call for {key}")]
+    Unrecorded { key: CallKey },
+    #[error("provider failed: {0}")]
+    Provider(String),
+    #[error("no usable answer for the human decision at step `{step}`: {message}")]
+    Human { step: String, message: String },
+    #[error("the run's input is invalid: {0}")]
+    Input(String),
+    #[error("cannot write the delivery: {0}")]
+    Delivery(String),
+    #[error("cannot write the trace: {0}")]
+    Trace(String),
+    #[error("{0}")]
+    Flow(String),
+}

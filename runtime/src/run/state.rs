@@ -1,0 +1,296 @@
+//! The run state: everything the scheduler owns and only the scheduler changes (phase, round, counters, step outputs, candidates).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::gate::Judged;
+use crate::budget::BudgetMeter;
+use crate::candidate::best_candidate;
+use crate::repair::ProgressTracker;
+
+/// The phase of the state machine (DESIGN §4): `received -> planning -> executing ->
+/// evaluating -> (repairing -> executing ...) -> finalizing -> completed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Received,
+    Planning,
+    Executing,
+    Evaluating,
+    Repairing,
+    Finalizing,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(match self {
+            Phase::Received => "received",
+            Phase::Planning => "planning",
+            Phase::Executing => "executing",
+            Phase::Evaluating => "evaluating",
+            Phase::Repairing => "repairing",
+            Phase::Finalizing => "finalizing",
+        })
+    }
+}
+
+/// What became of one work item of an `each` step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ItemStatus {
+    /// The item's output passed its contract (and its check, if any).
+    Done(Value),
+    /// The item's calls failed, or its check failed with no stage retries left.
+    Failed(String),
+    /// A dependency failed or was skipped.
+    Skipped(String),
+}
+
+/// One work item of an `each` step: its id, its input value and what became of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ItemRecord {
+    pub id: String,
+    pub value: Value,
+    pub depends_on: Vec<String>,
+    pub status: ItemStatus,
+}
+
+/// The stored output of one step in one round.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepOutput {
+    /// A role call, a finalize or an ask.
+    Single(Value),
+    /// An `each` step's items, in id order.
+    Each(Vec<ItemRecord>),
+    /// A gate step (its output is its evaluation).
+    Gate(Value),
+}
+
+impl StepOutput {
+    /// The value expressions see: a call's output, or the list of an `each` step's
+    /// successful outputs in item id order.
+    pub fn visible(&self) -> Value {
+        match self {
+            StepOutput::Single(value) | StepOutput::Gate(value) => value.clone(),
+            StepOutput::Each(items) => Value::Array(
+                items
+                    .iter()
+                    .filter_map(|item| match &item.status {
+                        ItemStatus::Done(output) => Some(output.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// Files written by tools (effect `write`, arguments `{path, content}`), by item id
+/// (`""` for a single call), then path -> content.
+pub type Artifacts = BTreeMap<String, BTreeMap<String, String>>;
+
+/// The content of a candidate that its hash covers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CandidateContent {
+    /// Files the items' tools wrote: path -> content (part of the hash).
+    pub artifacts: BTreeMap<String, String>,
+    pub items: Vec<Value>,
+    /// The ids of the items in `items`, in the same order (empty for a single call).
+    pub item_ids: Vec<String>,
+    pub failed: Vec<String>,
+    pub skipped: Vec<String>,
+}
+
+impl CandidateContent {
+    /// The candidate content of a step's stored output.
+    /// The candidate content of a step's stored output and the files its items wrote
+    /// (by item id; `""` for a single call).
+    pub fn of(output: &StepOutput, written: Option<&Artifacts>) -> CandidateContent {
+        let files = |item: &str| {
+            written
+                .and_then(|written| written.get(item))
+                .cloned()
+                .unwrap_or_default()
+        };
+        match output {
+            StepOutput::Single(value) | StepOutput::Gate(value) => CandidateContent {
+                artifacts: files(""),
+                items: vec![value.clone()],
+                item_ids: Vec::new(),
+                failed: Vec::new(),
+                skipped: Vec::new(),
+            },
+            StepOutput::Each(records) => {
+                let mut content = CandidateContent {
+                    artifacts: BTreeMap::new(),
+                    items: Vec::new(),
+                    item_ids: Vec::new(),
+                    failed: Vec::new(),
+                    skipped: Vec::new(),
+                };
+                for record in records {
+                    match &record.status {
+                        ItemStatus::Done(output) => {
+                            content.items.push(output.clone());
+                            content.item_ids.push(record.id.clone());
+                            content.artifacts.extend(files(&record.id));
+                        }
+                        ItemStatus::Failed(_) => content.failed.push(record.id.clone()),
+                        ItemStatus::Skipped(_) => content.skipped.push(record.id.clone()),
+                    }
+                }
+                content
+            }
+        }
+    }
+
+    /// The candidate of round `round` with this content (its hash and text computed).
+    pub fn to_candidate(&self, round: u64) -> crate::candidate::Candidate {
+        crate::candidate::Candidate::new(
+            round,
+            self.items.clone(),
+            self.failed.clone(),
+            self.skipped.clone(),
+            self.artifacts.clone(),
+        )
+    }
+}
+
+/// A candidate: one round's outputs of a gate's subject step, and its evaluation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// The step whose outputs these are.
+    pub step: String,
+    /// The ids of the items, in the order of `inner.items` (empty for a single call).
+    pub item_ids: Vec<String>,
+    /// Id `c<round>`, content, text and hash.
+    pub inner: crate::candidate::Candidate,
+    /// The gate's evaluation, once a gate judged it.
+    pub evaluation: Option<Judged>,
+}
+
+impl Candidate {
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    pub fn round(&self) -> u64 {
+        self.inner.round
+    }
+
+    pub fn hash(&self) -> &str {
+        &self.inner.hash
+    }
+
+    /// The `Candidate` record expressions and prompts see.
+    pub fn value(&self) -> Value {
+        self.inner.to_value()
+    }
+
+    pub fn score(&self) -> Option<f64> {
+        self.evaluation.as_ref().and_then(Judged::score)
+    }
+}
+
+/// Everything the scheduler owns.
+#[derive(Debug)]
+pub struct RunState {
+    pub phase: Phase,
+    /// 1 for the first pass; each repair starts the next round.
+    pub round: u64,
+    /// Tokens, cost, steps and elapsed time against the budget.
+    pub meter: BudgetMeter,
+    pub request: Value,
+    /// Step outputs of the current round, by step name (invalidated steps removed).
+    pub outputs: BTreeMap<String, StepOutput>,
+    /// Every step output by (step, round): what a candidate of an earlier round is
+    /// rebuilt from at delivery.
+    pub history: BTreeMap<(String, u64), StepOutput>,
+    /// The files each step's items wrote, by (step, round).
+    pub artifacts: BTreeMap<(String, u64), Artifacts>,
+    /// Every candidate, in round order.
+    pub candidates: Vec<Candidate>,
+    /// Feedback for the next run of a step (repair `with feedback`), by step name.
+    pub feedback: BTreeMap<String, Value>,
+    /// Items of an `each` step to rerun in the current round (others are kept), by step.
+    pub rerun_items: BTreeMap<String, Vec<String>>,
+    /// The n-th call of a role for (step, round, item, role): the next attempt number.
+    pub attempts: BTreeMap<(String, u64, Option<String>, Option<String>), u64>,
+    /// Rounds in a row that made no progress (`repair.no_progress`).
+    pub progress: ProgressTracker,
+    /// True once a gate step passed.
+    pub gate_passed: bool,
+    /// The last `ask` answer was a rejection.
+    pub last_ask_rejected: bool,
+}
+
+impl RunState {
+    pub fn new(request: Value, meter: BudgetMeter, no_progress: u64) -> RunState {
+        RunState {
+            phase: Phase::Received,
+            round: 1,
+            meter,
+            request,
+            outputs: BTreeMap::new(),
+            history: BTreeMap::new(),
+            artifacts: BTreeMap::new(),
+            candidates: Vec::new(),
+            feedback: BTreeMap::new(),
+            rerun_items: BTreeMap::new(),
+            attempts: BTreeMap::new(),
+            progress: ProgressTracker::new(no_progress),
+            gate_passed: false,
+            last_ask_rejected: false,
+        }
+    }
+
+    /// `run` in expressions: `{round, step_count, tokens, cost, elapsed}` (elapsed in ms).
+    pub fn run_value(&self) -> Value {
+        self.meter.run_value(self.round)
+    }
+
+    /// The best candidate: the highest score among those evaluated with no hard
+    /// failure; the earliest wins a tie.
+    pub fn best(&self) -> Option<&Candidate> {
+        let ranks: Vec<(Option<f64>, bool)> = self
+            .candidates
+            .iter()
+            .map(|candidate| match &candidate.evaluation {
+                Some(judged) => (judged.score(), judged.hard_failure()),
+                None => (None, true),
+            })
+            .collect();
+        best_candidate(&ranks).and_then(|index| self.candidates.get(index))
+    }
+
+    /// The current round's candidate of `step`, if formed.
+    pub fn candidate_of(&self, step: &str) -> Option<&Candidate> {
+        self.candidates
+            .iter()
+            .rev()
+            .find(|candidate| candidate.round() == self.round && candidate.step == step)
+    }
+
+    /// Step outputs as expressions see them.
+    pub fn visible_outputs(&self) -> BTreeMap<String, Value> {
+        self.outputs
+            .iter()
+            .map(|(step, output)| (step.clone(), output.visible()))
+            .collect()
+    }
+
+    /// The next attempt number of a role's call for (step, current round, item, role).
+    pub fn next_attempt(&mut self, step: &str, item: Option<&str>, role: Option<&str>) -> u64 {
+        let key = (
+            step.to_string(),
+            self.round,
+            item.map(str::to_string),
+            role.map(str::to_string),
+        );
+        let counter = self.attempts.entry(key).or_insert(0);
+        *counter += 1;
+        *counter
+    }
+}

@@ -1,0 +1,421 @@
+//! Role calls: one attempt per spawned job, with the provider-retry policy (doubling backoff, per-call timeout, contract violations re-asked) decided by the scheduler.
+//!
+//! A job is a tokio task that makes exactly one provider call (or sleeps one backoff) and
+//! sends the result back over the scheduler's channel; it never touches run state. The
+//! scheduler decides, per reply, whether the call is done, retried or failed, and writes
+//! every event (`model_call`, `model_result`, `timeout`, `provider_error`,
+//! `contract_violation`, `tool_call`, `tool_denied`, `retry{provider}`) to the trace.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use charter_compiler::graph::{EffectIr, RoleIr};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::outcome::RunError;
+use super::{Halt, Scheduler};
+use crate::canonical::{canonical_json, sha256};
+use crate::prompt::render_prompt;
+use crate::provider::{
+    CallKey, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, Usage,
+};
+use crate::trace::{EventKind, RetryKind};
+use crate::validate::{Validator, parse_output, violations_text};
+
+/// The provider-retry policy of one role: how many retries, and the first delay (doubling).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub retries: u64,
+    pub backoff_ms: u64,
+}
+
+impl RetryPolicy {
+    /// The delay before retry number `retry` (1-based): `backoff * 2^(retry-1)`, no jitter.
+    pub fn delay_ms(self, retry: u64) -> u64 {
+        let shift = retry.saturating_sub(1).min(20) as u32;
+        self.backoff_ms.saturating_mul(1u64 << shift)
+    }
+}
+
+/// One role call in progress: its identity, its inputs, and its provider retries.
+#[derive(Clone, Debug)]
+pub struct CallUnit {
+    pub step: String,
+    pub item: Option<String>,
+    /// The role called.
+    pub role: String,
+    /// `Some(role)` for a per-item check's judge (the key carries `role`).
+    pub key_role: Option<String>,
+    /// The role's inputs, in the order of its input contracts.
+    pub inputs: Vec<Value>,
+    /// Issues that sent this call back (stage retry, repair with feedback).
+    pub feedback: Option<Value>,
+    /// Dependencies' outputs (context isolation: nothing else).
+    pub context: Map<String, Value>,
+    /// Provider retries used so far.
+    pub retries_used: u64,
+    /// The validation error of the previous attempt, given back to the model.
+    pub validation_error: Option<String>,
+    /// The attempt in flight.
+    pub attempt: u64,
+    /// Files the last reply's permitted `write` tools wrote: path -> content.
+    pub artifacts: BTreeMap<String, String>,
+}
+
+impl CallUnit {
+    pub fn new(step: &str, item: Option<&str>, role: &str, inputs: Vec<Value>) -> CallUnit {
+        CallUnit {
+            step: step.to_string(),
+            item: item.map(str::to_string),
+            role: role.to_string(),
+            key_role: None,
+            inputs,
+            feedback: None,
+            context: Map::new(),
+            retries_used: 0,
+            validation_error: None,
+            attempt: 0,
+            artifacts: BTreeMap::new(),
+        }
+    }
+}
+
+/// What one reply did to a call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallUpdate {
+    /// A retry was scheduled (a backoff timer job is running).
+    Retrying,
+    /// The call produced a valid output.
+    Output(Value),
+    /// The call failed for good (retries exhausted or a permanent error).
+    Failed(String),
+}
+
+/// Why a job's call gave no reply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallFailure {
+    TimedOut { after_ms: u64 },
+    Provider(ProviderError),
+}
+
+/// What a job sends back.
+#[derive(Debug)]
+pub enum JobBody {
+    /// A backoff timer ran out: make the next attempt.
+    Wake,
+    /// A provider call finished.
+    Reply(Result<ModelResponse, CallFailure>),
+}
+
+/// A message from a job to the scheduler.
+#[derive(Debug)]
+pub struct JobMessage {
+    pub job: u64,
+    pub body: JobBody,
+}
+
+/// Spawns a job that makes one provider call, under the role's timeout.
+pub fn spawn_call(
+    provider: Arc<dyn Provider>,
+    request: ModelRequest,
+    timeout_ms: Option<u64>,
+    job: u64,
+    sender: UnboundedSender<JobMessage>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let call = provider.complete(request);
+        let result = match timeout_ms {
+            Some(limit) => match tokio::time::timeout(Duration::from_millis(limit), call).await {
+                Ok(result) => result.map_err(CallFailure::Provider),
+                Err(_) => Err(CallFailure::TimedOut { after_ms: limit }),
+            },
+            None => call.await.map_err(CallFailure::Provider),
+        };
+        let _ = sender.send(JobMessage {
+            job,
+            body: JobBody::Reply(result),
+        });
+    })
+}
+
+/// Spawns a job that sleeps `delay_ms` and then wakes the scheduler.
+pub fn spawn_timer(
+    delay_ms: u64,
+    job: u64,
+    sender: UnboundedSender<JobMessage>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        let _ = sender.send(JobMessage {
+            job,
+            body: JobBody::Wake,
+        });
+    })
+}
+
+impl Scheduler<'_> {
+    /// Makes the next attempt of `unit`: checks the budget, numbers the attempt, writes
+    /// `model_call` and spawns the call. Returns the job id.
+    pub(super) fn issue_attempt(&mut self, unit: &mut CallUnit) -> Result<u64, Halt> {
+        self.check_budget()?;
+        let spec = self.spec;
+        let Some(role) = spec.roles.get(&unit.role) else {
+            return Err(Halt::Error(RunError::Flow(format!(
+                "step `{}` calls unknown role `{}`",
+                unit.step, unit.role
+            ))));
+        };
+        unit.attempt =
+            self.state
+                .next_attempt(&unit.step, unit.item.as_deref(), unit.key_role.as_deref());
+        let key = CallKey {
+            step: unit.step.clone(),
+            round: self.state.round,
+            item: unit.item.clone(),
+            attempt: unit.attempt,
+            role: unit.key_role.clone(),
+        };
+        let mut prompt = render_prompt(spec, &unit.role, &unit.inputs, unit.feedback.as_ref())
+            .map_err(|error| Halt::Error(RunError::Flow(error.to_string())))?;
+        // Context isolation: a work item sees its own order and the outputs of the items it
+        // depends on, and nothing else of the run.
+        if !unit.context.is_empty() {
+            prompt.push_str("\n\n## Outputs of the work items this one depends on\n");
+            for (id, output) in &unit.context {
+                prompt.push_str(&format!("- {id}: {}\n", canonical_json(output)));
+            }
+        }
+        let output_schema = spec
+            .contracts
+            .get(&role.output)
+            .map(|contract| contract.schema.clone())
+            .unwrap_or(Value::Null);
+        let model = format!("{}:{}", role.model.provider, role.model.model);
+        self.emit_call(
+            unit,
+            EventKind::ModelCall {
+                role: unit.role.clone(),
+                model: model.clone(),
+                prompt_hash: sha256(prompt.as_bytes()),
+            },
+        )?;
+        let request = ModelRequest {
+            key,
+            role: unit.role.clone(),
+            model,
+            prompt,
+            output_schema,
+            tools: role.tools.clone(),
+            max_tool_calls: role.max_tool_calls,
+            previous_error: unit.validation_error.clone(),
+        };
+        let job = self.next_job();
+        let handle = spawn_call(
+            self.provider.clone(),
+            request,
+            role.timeout_ms,
+            job,
+            self.sender.clone(),
+        );
+        self.handles.insert(job, handle);
+        Ok(job)
+    }
+
+    /// Applies a finished call to `unit`: usage and budgets, tool calls, the contract
+    /// check, and the retry decision. `Retrying` means a backoff timer job now runs
+    /// (its id is [`Scheduler::last_job`]).
+    pub(super) fn on_reply(
+        &mut self,
+        unit: &mut CallUnit,
+        result: Result<ModelResponse, CallFailure>,
+    ) -> Result<CallUpdate, Halt> {
+        let spec = self.spec;
+        let Some(role) = spec.roles.get(&unit.role) else {
+            return Err(Halt::Error(RunError::Flow(format!(
+                "unknown role `{}`",
+                unit.role
+            ))));
+        };
+        let problem = match result {
+            Err(CallFailure::TimedOut { after_ms }) => {
+                self.emit_call(unit, EventKind::Timeout { after_ms })?;
+                format!("timed out after {after_ms} ms")
+            }
+            Err(CallFailure::Provider(ProviderError::TimedOut { after })) => {
+                let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+                self.emit_call(unit, EventKind::Timeout { after_ms })?;
+                format!("no response after {after_ms} ms")
+            }
+            Err(CallFailure::Provider(ProviderError::NotRecorded { key })) => {
+                return Err(Halt::Error(RunError::Unrecorded { key }));
+            }
+            Err(CallFailure::Provider(error)) if error.is_fatal() => {
+                return Err(Halt::Error(RunError::Provider(error.to_string())));
+            }
+            Err(CallFailure::Provider(error)) => {
+                if !error.is_transient() {
+                    return Ok(CallUpdate::Failed(error.to_string()));
+                }
+                error.to_string()
+            }
+            Ok(response) => {
+                self.account(role, response.usage);
+                self.emit_call(
+                    unit,
+                    EventKind::ModelResult {
+                        role: unit.role.clone(),
+                        input_tokens: response.usage.input_tokens,
+                        output_tokens: response.usage.output_tokens,
+                        latency_ms: u64::try_from(response.latency.as_millis()).unwrap_or(u64::MAX),
+                    },
+                )?;
+                self.tool_calls(unit, role, &response)?;
+                let parsed = match response.output {
+                    ModelOutput::Json(value) => Ok(value),
+                    ModelOutput::Text(text) => {
+                        parse_output(&text).map_err(|violation| vec![violation])
+                    }
+                };
+                let validator = Validator::for_spec(spec);
+                match parsed.and_then(|value| validator.validate(&role.output, &value)) {
+                    Ok(output) => {
+                        self.check_budget()?;
+                        unit.validation_error = None;
+                        return Ok(CallUpdate::Output(output));
+                    }
+                    Err(violations) => {
+                        let text = violations_text(&violations);
+                        self.emit_call(
+                            unit,
+                            EventKind::ContractViolation {
+                                contract: role.output.clone(),
+                                tool: None,
+                                violations,
+                            },
+                        )?;
+                        self.check_budget()?;
+                        unit.validation_error = Some(text.clone());
+                        format!("contract violation: {}", text.replace('\n', "; "))
+                    }
+                }
+            }
+        };
+        if unit.retries_used >= role.retry {
+            let retries = unit.retries_used;
+            return Ok(CallUpdate::Failed(if retries == 0 {
+                problem
+            } else {
+                format!("{problem} (after {retries} provider retries)")
+            }));
+        }
+        unit.retries_used += 1;
+        let policy = RetryPolicy {
+            retries: role.retry,
+            backoff_ms: role.backoff_ms,
+        };
+        let delay_ms = policy.delay_ms(unit.retries_used);
+        self.emit_call(
+            unit,
+            EventKind::Retry {
+                retry: RetryKind::Provider,
+                next: unit.attempt + 1,
+                delay_ms,
+                reason: problem,
+            },
+        )?;
+        let job = self.next_job();
+        let handle = spawn_timer(delay_ms, job, self.sender.clone());
+        self.handles.insert(job, handle);
+        Ok(CallUpdate::Retrying)
+    }
+
+    /// Adds a call's tokens and cost to the run's counters.
+    fn account(&mut self, role: &RoleIr, usage: Usage) {
+        self.state.meter.charge(&role.model, usage);
+    }
+
+    /// Records the tool calls of a response: a tool outside the role's whitelist (or past
+    /// `max_tool_calls`) is `tool_denied` and not executed; a permitted call's result is
+    /// checked against the tool's output contract (tool outputs are untrusted data).
+    fn tool_calls(
+        &mut self,
+        unit: &mut CallUnit,
+        role: &RoleIr,
+        response: &ModelResponse,
+    ) -> Result<(), Halt> {
+        unit.artifacts.clear();
+        let spec = self.spec;
+        let validator = Validator::for_spec(spec);
+        let mut executed = 0u64;
+        for call in &response.tool_calls {
+            let whitelisted = role.tools.iter().any(|tool| tool == &call.tool);
+            let within_limit = role.max_tool_calls.is_none_or(|max| executed < max);
+            let tool = spec
+                .tools
+                .get(&call.tool)
+                .filter(|_| whitelisted && within_limit);
+            let Some(tool) = tool else {
+                self.emit_call(
+                    unit,
+                    EventKind::ToolDenied {
+                        tool: call.tool.clone(),
+                        allowed: role.tools.clone(),
+                    },
+                )?;
+                continue;
+            };
+            executed += 1;
+            if tool.effect == EffectIr::Write
+                && let (Some(Value::String(path)), Some(Value::String(content))) =
+                    (call.args.get("path"), call.args.get("content"))
+            {
+                unit.artifacts.insert(path.clone(), content.clone());
+            }
+            self.emit_call(
+                unit,
+                EventKind::ToolCall {
+                    tool: call.tool.clone(),
+                    args: call.args.clone(),
+                    result: call.result.clone(),
+                },
+            )?;
+            if let Err(violations) = validator.validate(&tool.output, &call.result) {
+                self.emit_call(
+                    unit,
+                    EventKind::ContractViolation {
+                        contract: tool.output.clone(),
+                        tool: Some(call.tool.clone()),
+                        violations,
+                    },
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RetryPolicy;
+
+    #[test]
+    fn backoff_doubles_without_jitter() {
+        let policy = RetryPolicy {
+            retries: 3,
+            backoff_ms: 1000,
+        };
+        let delays: Vec<u64> = (1..=4).map(|retry| policy.delay_ms(retry)).collect();
+        assert_eq!(delays, [1000, 2000, 4000, 8000]);
+        let huge = RetryPolicy {
+            retries: 100,
+            backoff_ms: u64::MAX / 2,
+        };
+        assert_eq!(
+            huge.delay_ms(90),
+            u64::MAX,
+            "saturates instead of overflowing"
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! Shared helpers of the scheduler tests: compile a fixture spec, replay a cassette written inline, read the trace.
+
+#![allow(dead_code)]
+
+use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
+use charter_runtime::run::{DeliveryTarget, ReplayReport, RunError, replay_cassette};
+use charter_runtime::scenario::Cassette;
+use charter_runtime::trace::{MemorySink, TraceEvent};
+use serde_json::Value;
+
+/// The header every inline cassette starts with.
+pub const HEADER: &str = "version: 1\nrecorded: { spec_hash: \"sha256:test\" }\n";
+
+/// Compiles `tests/fixtures/<name>.charter`; panics (fails the test) on any error.
+pub fn fixture(name: &str) -> CompiledSpec {
+    let path = format!(
+        "{}/tests/fixtures/{name}.charter",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{path}: {error}"));
+    let compilation = compile(&format!("{name}.charter"), &text, &MemoryLoader::default());
+    assert!(
+        !compilation.has_errors(),
+        "{name} does not compile: {:#?}",
+        compilation.diagnostics
+    );
+    compilation
+        .spec
+        .unwrap_or_else(|| panic!("{name}: no compiled spec"))
+}
+
+/// Compiles a seed spec, `specs/seeds/<name>.charter`, reading its prompt files.
+pub fn seed(name: &str) -> CompiledSpec {
+    let directory = format!("{}/../specs/seeds", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(format!("{directory}/{name}.charter"))
+        .unwrap_or_else(|error| panic!("{name}: {error}"));
+    let loader = SeedFiles { directory };
+    let compilation = compile(&format!("{name}.charter"), &text, &loader);
+    assert!(
+        !compilation.has_errors(),
+        "{name} does not compile: {:#?}",
+        compilation.diagnostics
+    );
+    compilation
+        .spec
+        .unwrap_or_else(|| panic!("{name}: no compiled spec"))
+}
+
+/// Reads the files a seed spec names, relative to `specs/seeds`.
+struct SeedFiles {
+    directory: String,
+}
+
+impl charter_runtime::compiler::Loader for SeedFiles {
+    fn load(&self, relative_path: &str) -> Result<charter_runtime::compiler::LoadedFile, String> {
+        std::fs::read_to_string(format!("{}/{relative_path}", self.directory))
+            .map(|text| charter_runtime::compiler::LoadedFile {
+                display_name: relative_path.to_string(),
+                text,
+            })
+            .map_err(|error| format!("{relative_path}: {error}"))
+    }
+}
+
+/// What one replay produced.
+#[derive(Debug)]
+pub struct Replayed {
+    pub result: Result<ReplayReport, RunError>,
+    pub events: Vec<TraceEvent>,
+    pub jsonl: String,
+}
+
+impl Replayed {
+    /// The outcome and reason as `outcome{reason}`, or `error: ...`.
+    pub fn ending(&self) -> String {
+        match &self.result {
+            Ok(report) => report.outcome.termination().to_string(),
+            Err(error) => format!("error: {error}"),
+        }
+    }
+
+    pub fn report(&self) -> &ReplayReport {
+        match &self.result {
+            Ok(report) => report,
+            Err(error) => panic!("the replay failed: {error}\n{}", self.jsonl),
+        }
+    }
+
+    /// The events as JSON values.
+    pub fn values(&self) -> Vec<Value> {
+        self.events
+            .iter()
+            .map(|event| serde_json::to_value(event).unwrap_or(Value::Null))
+            .collect()
+    }
+
+    /// The events of `kind`, as JSON values.
+    pub fn of_kind(&self, kind: &str) -> Vec<Value> {
+        self.values()
+            .into_iter()
+            .filter(|event| event["kind"] == kind)
+            .collect()
+    }
+
+    /// Compact one-line summaries (`kind step item attempt`) of every event, for asserting order.
+    pub fn outline(&self) -> Vec<String> {
+        self.values()
+            .iter()
+            .map(|event| {
+                let mut line = event["kind"].as_str().unwrap_or("?").to_string();
+                for key in ["step", "item"] {
+                    if let Some(text) = event[key].as_str() {
+                        line.push(' ');
+                        line.push_str(text);
+                    }
+                }
+                if let Some(attempt) = event["attempt"].as_u64() {
+                    line.push_str(&format!(" #{attempt}"));
+                }
+                line
+            })
+            .collect()
+    }
+}
+
+/// Replays `calls` (cassette YAML after the header) for `spec` on `input` (JSON), in memory.
+pub fn replay(spec: &CompiledSpec, input: &str, calls: &str) -> Replayed {
+    replay_to(spec, input, calls, DeliveryTarget::Memory)
+}
+
+/// Like [`replay`], delivering to `target`.
+pub fn replay_to(
+    spec: &CompiledSpec,
+    input: &str,
+    calls: &str,
+    target: DeliveryTarget,
+) -> Replayed {
+    let text = format!("{HEADER}{calls}");
+    let cassette = Cassette::from_yaml("cassette.yaml", &text)
+        .unwrap_or_else(|error| panic!("bad test cassette: {error}\n{text}"));
+    let input: Value =
+        serde_json::from_str(input).unwrap_or_else(|error| panic!("bad input: {error}"));
+    let mut sink = MemorySink::new();
+    let result = replay_cassette(spec, input, cassette, target, &mut sink);
+    let jsonl = sink.to_jsonl().unwrap_or_default();
+    Replayed {
+        result,
+        events: sink.into_events(),
+        jsonl,
+    }
+}

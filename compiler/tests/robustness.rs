@@ -58,7 +58,7 @@ fn long_operator_chains_are_syntax_errors() {
     ] {
         let chain = format!(
             "{operand}{}",
-            format!(" {operator} {operand}").repeat(100_000)
+            format!(" {operator} {operand}").repeat(20_000)
         );
         let compilation = compile_and_render(&spec_with_invariant(&chain));
         assert!(codes(&compilation).contains(&Code::E001), "`{operator}`");

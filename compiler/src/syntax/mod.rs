@@ -147,9 +147,10 @@ impl Driver<'_> {
                     };
                     let end = position + pair.as_span().end();
                     let item_span = Span::new(self.file, position, end);
+                    let reported = self.diagnostics.len();
                     match self.lowerer(position).item(pair) {
                         Some(item) => items.push(item),
-                        None => self.internal(item_span),
+                        None => self.internal(item_span, reported),
                     }
                     position = end.max(position + 1);
                 }
@@ -251,9 +252,10 @@ impl Driver<'_> {
                     };
                     let end = position + pair.as_span().end();
                     let step_span = Span::new(self.file, position, end);
+                    let reported = self.diagnostics.len();
                     match self.lowerer(position).step(pair) {
                         Some(step) => steps.push(step),
-                        None => self.internal(step_span),
+                        None => self.internal(step_span, reported),
                     }
                     position = end.max(position + 1);
                 }
@@ -289,10 +291,13 @@ impl Driver<'_> {
         }
     }
 
-    fn internal(&mut self, span: Span) {
+    /// Reports an internal error for `span` unless lowering it reported something (in the
+    /// diagnostics after the first `reported`, so this costs nothing per earlier item).
+    fn internal(&mut self, span: Span, reported: usize) {
         // Lowering reports its own problems; this only fires when the parse tree had a
         // shape the lowering did not expect, which is a bug in the compiler.
-        if !self.diagnostics.iter().any(|diagnostic| {
+        let new = self.diagnostics.get(reported..).unwrap_or(&[]);
+        if !new.iter().any(|diagnostic| {
             diagnostic
                 .primary_span()
                 .is_some_and(|at| at.start >= span.start && at.end <= span.end)

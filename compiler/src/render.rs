@@ -259,7 +259,12 @@ fn to_codespan(
                 .with_message(visible(&label.message))
         })
         .collect();
-    notes.extend(diagnostic.help.iter().map(|help| format!("help: {}", visible(help))));
+    notes.extend(
+        diagnostic
+            .help
+            .iter()
+            .map(|help| format!("help: {}", visible(help))),
+    );
     base.with_code(diagnostic.code.as_str())
         .with_message(visible(&diagnostic.message))
         .with_labels(labels)

@@ -27,6 +27,8 @@ pub struct BenchConfig {
     pub seed_runs: usize,
     /// The golden-library benchmark (scenarios, timed passes).
     pub golden: crate::golden::GoldenBenchConfig,
+    /// Concurrent live runs against a loopback mock (`bench_live.rs`).
+    pub live: crate::bench_live::LiveConfig,
 }
 
 /// The compile-time budget for the generated spec, per 10,000 lines (DESIGN issue 2, item 10).
@@ -75,7 +77,11 @@ pub fn bench_in_release(root: &Path, config: BenchConfig) -> anyhow::Result<bool
         println!("taskset not found: not pinned (the compiler is single-threaded anyway)");
         Command::new(&binary)
     };
-    let status = command.args(arguments).current_dir(root).status()?;
+    let status = command
+        .args(arguments)
+        .args(config.live.arguments())
+        .current_dir(root)
+        .status()?;
     Ok(status.success())
 }
 
@@ -84,6 +90,9 @@ pub fn bench_in_release(root: &Path, config: BenchConfig) -> anyhow::Result<bool
 pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
     if cfg!(debug_assertions) {
         println!("warning: this is a debug build; figures are not comparable to the targets");
+    }
+    if !crate::bench_live::bench_live(root, config.live) {
+        return false;
     }
     let generated = generate(GenConfig {
         lines: config.lines,

@@ -3,6 +3,7 @@
 //! generator of large valid specs they share (`gen`).
 
 pub mod bench;
+pub mod bench_live;
 pub mod corpus;
 pub mod fuzz;
 // `gen` is a reserved word in edition 2024, so the module is named after what it does.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use xtask::bench::{BenchConfig, bench_here, bench_in_release};
+use xtask::bench_live::LiveConfig;
 use xtask::corpus::{load_corpus, workspace_root};
 use xtask::fuzz::{self, Corpus, Failure, FailureKind, FuzzConfig, FuzzStats};
 use xtask::generator::{GenConfig, generate};
@@ -53,6 +54,9 @@ enum Task {
     /// spec of --lines lines, checks it compiles with no error, and prints the median, min
     /// and max of --runs compilations; then the same for each spec in specs/seeds/ with
     /// --seed-runs runs. Targets: under 50 ms per 10,000 lines, under 1 ms per seed spec.
+    /// First, 200 (--live-runs) concurrent live runs of specs/seeds/closed_loop.charter through
+    /// the OpenAI provider against a mock server on 127.0.0.1: throughput, peak memory
+    /// (VmHWM) and that every trace is complete (--skip-live to skip them).
     Bench(BenchArgs),
     /// Print the generated benchmark spec (to try it with `charter check`)
     Gen(GenArgs),
@@ -116,6 +120,8 @@ struct BenchArgs {
     /// Timed passes over the golden library
     #[arg(long, value_name = "N", default_value_t = 3)]
     golden_runs: usize,
+    #[command(flatten)]
+    live: LiveConfig,
     /// Measure in this process instead of re-running in a release build
     #[arg(long, hide = true)]
     in_release: bool,
@@ -157,6 +163,7 @@ fn main() -> ExitCode {
                     runs: args.golden_runs,
                     ..xtask::golden::GoldenBenchConfig::default()
                 },
+                live: args.live,
             };
             if args.in_release || !cfg!(debug_assertions) {
                 Ok(bench_here(&root, config))

@@ -5,13 +5,16 @@ use std::path::PathBuf;
 use charter_compiler::{Compilation, Diagnostic, bounds, compile, render};
 use clap::{Args, ValueEnum};
 
-use crate::loader::{FsLoader, collect_specs, display_path, normalize};
+use crate::loader::{FsLoader, ReadError, collect_specs, display_path, normalize, read_text};
 use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
 
 /// Compile specs and report every error and warning, like rustc.
 ///
 /// Exit status: 0 when no spec has an error (warnings allowed), 1 when one has, 2 on a
-/// usage error or input that cannot be read.
+/// usage error or input that cannot be read (a missing path, a file that is not
+/// `.charter` or not UTF-8, a directory with no spec). Usage errors are plain
+/// `error: ...` lines on stderr, also with `--message-format json`; JSON lines are
+/// diagnostics only.
 #[derive(Debug, Args)]
 #[command(after_help = "Example: charter check specs/seeds specs/examples --bounds")]
 pub struct CheckArgs {
@@ -23,7 +26,8 @@ pub struct CheckArgs {
     #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
     pub message_format: MessageFormat,
 
-    /// After a spec compiles, print its worst case (model calls, tokens, wall time) on stdout.
+    /// For each spec without errors, print its worst case (model calls, tokens, wall time)
+    /// on stdout.
     #[arg(long)]
     pub bounds: bool,
 
@@ -79,14 +83,16 @@ pub fn run(args: &CheckArgs, context: Context) -> anyhow::Result<Outcome> {
     let mut texts = Vec::with_capacity(specs.len());
     let mut unreadable = false;
     for spec in &specs {
-        match std::fs::read_to_string(spec) {
-            Ok(text) => texts.push((display_path(&normalize(spec)), spec, text)),
+        let shown = display_path(&normalize(spec));
+        match read_text(spec, &shown) {
+            Ok(text) => texts.push((shown, spec, text)),
             Err(error) => {
                 unreadable = true;
-                print_error(
-                    context,
-                    &format!("cannot read `{}`: {error}", display_path(spec)),
-                );
+                let message = match error {
+                    ReadError::Missing => format!("`{shown}` does not exist"),
+                    ReadError::Other(message) => message,
+                };
+                print_error(context, &message);
             }
         }
     }
@@ -107,9 +113,11 @@ pub fn run(args: &CheckArgs, context: Context) -> anyhow::Result<Outcome> {
         if failed {
             failed_specs += 1;
         }
+        // Bounds are shown for every spec without errors, also when its warnings are
+        // denied: W007 is about the bound, and the table is what explains it.
         if args.bounds
             && let Some(spec) = &compilation.spec
-            && !failed
+            && tally.errors == 0
         {
             let separator = if printed_bounds { "\n" } else { "" };
             print_out(&format!("{separator}{}", bounds::compute(spec)))?;

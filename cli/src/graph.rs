@@ -5,13 +5,15 @@ use std::path::PathBuf;
 use charter_compiler::{compile, graph, render};
 use clap::{Args, ValueEnum};
 
-use crate::loader::{FsLoader, collect_specs, display_path, normalize};
+use crate::loader::{FsLoader, ReadError, collect_specs, display_path, normalize, read_text};
 use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
 
 /// Compile one spec and print its flow graph on stdout: steps, transitions with their
 /// conditions, repair edges dashed, terminals.
 ///
-/// A spec with errors prints its diagnostics on stderr and exits 1.
+/// Exit status: 0 when the graph is printed (warnings are shown on stderr), 1 when the spec
+/// has errors (its diagnostics on stderr, nothing on stdout), 2 on a usage error or input
+/// that cannot be read.
 #[derive(Debug, Args)]
 #[command(after_help = "Example: charter graph specs/seeds/closed_loop.charter --format mermaid")]
 pub struct GraphArgs {
@@ -20,7 +22,7 @@ pub struct GraphArgs {
     pub file: PathBuf,
 
     /// Output format: a Mermaid flowchart, Graphviz DOT, or the whole compiled spec as JSON.
-    #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
+    #[arg(long, value_enum, ignore_case = true, default_value_t = GraphFormat::Mermaid)]
     pub format: GraphFormat,
 }
 
@@ -49,10 +51,14 @@ pub fn run(args: &GraphArgs, context: Context) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Usage);
     }
     let name = display_path(&normalize(&args.file));
-    let text = match std::fs::read_to_string(&args.file) {
+    let text = match read_text(&args.file, &name) {
         Ok(text) => text,
         Err(error) => {
-            print_error(context, &format!("cannot read `{name}`: {error}"));
+            let message = match error {
+                ReadError::Missing => format!("`{name}` does not exist"),
+                ReadError::Other(message) => message,
+            };
+            print_error(context, &message);
             return Ok(Outcome::Usage);
         }
     };

@@ -32,20 +32,57 @@ impl Loader for FsLoader {
     fn load(&self, relative_path: &str) -> Result<LoadedFile, String> {
         let relative = Path::new(relative_path);
         if relative.is_absolute() || relative.has_root() {
-            return Err(format!(
-                "`{relative_path}` is an absolute path; paths are relative to the spec file"
-            ));
+            return Err(format!("`{relative_path}` is an absolute path"));
         }
         let path = self.directory.join(relative);
         let display_name = display_path(&normalize(&path));
-        match std::fs::read_to_string(&path) {
+        match read_text(&path, &display_name) {
             Ok(text) => Ok(LoadedFile { display_name, text }),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                Err(format!("no such file `{display_name}`"))
-            }
-            Err(error) => Err(format!("cannot read `{display_name}`: {error}")),
+            Err(ReadError::Missing) => Err(format!("no such file `{display_name}`")),
+            Err(ReadError::Other(message)) => Err(message),
         }
     }
+}
+
+/// Why a file could not be read as text.
+#[derive(Debug)]
+pub enum ReadError {
+    /// There is nothing at the path.
+    Missing,
+    /// Anything else, as a one-line message that names the file.
+    Other(String),
+}
+
+/// Reads a UTF-8 text file, with messages that say what is wrong and name the file as
+/// `shown`: a directory, bytes that are not UTF-8 (with the line and column of the first),
+/// or the system's reason.
+pub fn read_text(path: &Path, shown: &str) -> Result<String, ReadError> {
+    if path.is_dir() {
+        return Err(ReadError::Other(format!(
+            "`{shown}` is a directory, not a file"
+        )));
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ReadError::Missing);
+        }
+        Err(error) => return Err(ReadError::Other(format!("cannot read `{shown}`: {error}"))),
+    };
+    String::from_utf8(bytes).map_err(|error| {
+        let valid = error.as_bytes().get(..error.utf8_error().valid_up_to());
+        let before = valid.map(String::from_utf8_lossy).unwrap_or_default();
+        let line = before.matches('\n').count() + 1;
+        let column = before
+            .rsplit('\n')
+            .next()
+            .map_or(0, |last| last.chars().count())
+            + 1;
+        ReadError::Other(format!(
+            "`{shown}` is not UTF-8 text (the first bad byte is at {line}:{column}); \
+             save it as UTF-8"
+        ))
+    })
 }
 
 /// Resolves `.` and `..` components without touching the filesystem; a `..` that climbs
@@ -114,8 +151,12 @@ pub fn collect_specs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Vec<String>> {
             Ok(_) => problems.push(format!("`{shown}` is not a `.{SPEC_EXTENSION}` file")),
         }
     }
+    // The same file under two spellings (`a.charter`, `./a.charter`, an absolute path, a
+    // symbolic link) is one spec.
     let mut seen = std::collections::BTreeSet::new();
-    specs.retain(|spec| seen.insert(normalize(spec)));
+    specs.retain(|spec| {
+        seen.insert(std::fs::canonicalize(spec).unwrap_or_else(|_| normalize(spec)))
+    });
     if problems.is_empty() {
         Ok(specs)
     } else {
@@ -174,6 +215,23 @@ mod tests {
         let loader = FsLoader::for_spec(Path::new("specs/x.charter"));
         let error = loader.load("/etc/hosts").err().unwrap_or_default();
         assert!(error.contains("absolute path"), "{error}");
+    }
+
+    #[test]
+    fn read_text_names_the_first_byte_that_is_not_utf8() {
+        let directory = std::env::temp_dir().join(format!("charter-loader-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&directory);
+        let path = directory.join("bad.charter");
+        let _ = std::fs::write(&path, b"spec x\nab\xffc");
+        let error = match read_text(&path, "bad.charter") {
+            Err(ReadError::Other(message)) => message,
+            other => format!("{other:?}"),
+        };
+        let _ = std::fs::remove_dir_all(&directory);
+        assert_eq!(
+            error,
+            "`bad.charter` is not UTF-8 text (the first bad byte is at 2:3); save it as UTF-8"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
 //!
-//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`), each parsing its
+//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`), each parsing its
 //! arguments and calling a library function; this file holds the `Cli`, the exit codes
 //! and the few printing helpers they share. Only this crate prints.
 
@@ -10,19 +10,24 @@ mod graph;
 mod loader;
 mod replay;
 mod run;
+mod verify;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// Charter: a compiler for multi-role LLM agent specs (`.charter` files).
+/// Charter: a compiler for multi-role LLM agent specs (`.charter` files), their runtime
+/// and a replayer of their recorded runs.
 #[derive(Debug, Parser)]
 #[command(
     name = "charter",
     version,
-    about,
-    after_help = "Example: charter check specs/seeds specs/examples"
+    about = "Charter: check, graph, explain, run and replay multi-role LLM agent specs (`.charter` files)",
+    after_help = "Example: charter check specs/seeds specs/examples\n\n\
+                  Exit status: 0 success, 1 a spec has errors (or a run or replay failed), \
+                  2 usage error or unreadable input, 3 a run or replay ended in a state \
+                  other than completed. `charter help COMMAND` shows each command's own."
 )]
 struct Cli {
     /// When to colour diagnostics: `auto` colours only a terminal, and never when
@@ -40,6 +45,7 @@ enum Command {
     Graph(graph::GraphArgs),
     Explain(explain::ExplainArgs),
     Replay(replay::ReplayArgs),
+    Verify(verify::VerifyArgs),
     Run(run::RunArgs),
 }
 
@@ -71,7 +77,7 @@ pub struct Context {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_args();
     let context = Context {
         color: use_color(cli.color),
     };
@@ -80,6 +86,7 @@ fn main() -> ExitCode {
         Command::Graph(args) => graph::run(&args, context),
         Command::Explain(args) => explain::run(&args, context),
         Command::Replay(args) => replay::run(&args, context),
+        Command::Verify(args) => verify::run(&args, context),
         Command::Run(args) => run::run(&args, context),
     };
     match result {
@@ -93,6 +100,49 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Parses the command line. clap's own messages (usage errors, `--help`) follow the same
+/// colour choice as ours: `--color` if given (read before clap validates anything else),
+/// otherwise a terminal without NO_COLOR.
+fn parse_args() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let choice = color_from_args(&args);
+    let clap_choice = match choice {
+        ColorChoice::Always => clap::ColorChoice::Always,
+        ColorChoice::Never => clap::ColorChoice::Never,
+        // clap's `auto` checks each stream and NO_COLOR the way `use_color` does.
+        ColorChoice::Auto => clap::ColorChoice::Auto,
+    };
+    let matches = <Cli as clap::CommandFactory>::command()
+        .color(clap_choice)
+        .get_matches_from(args);
+    match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    }
+}
+
+/// The last `--color VALUE` / `--color=VALUE` before a `--`; `auto` when absent or invalid
+/// (clap reports an invalid value itself).
+fn color_from_args(args: &[std::ffi::OsString]) -> ColorChoice {
+    let mut choice = ColorChoice::Auto;
+    let mut words = args.iter().skip(1).map(|arg| arg.to_string_lossy());
+    while let Some(word) = words.next() {
+        let value = if word == "--" {
+            break;
+        } else if word == "--color" {
+            words.next().map(|value| value.into_owned())
+        } else {
+            word.strip_prefix("--color=").map(str::to_string)
+        };
+        if let Some(value) = value
+            && let Ok(parsed) = ColorChoice::from_str(&value, false)
+        {
+            choice = parsed;
+        }
+    }
+    choice
 }
 
 fn use_color(choice: ColorChoice) -> bool {
@@ -117,10 +167,12 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 
 /// Writes command output (graphs, bounds, explanations) to stdout.
 pub fn print_out(text: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
     let mut stdout = std::io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
-    stdout.flush()?;
-    Ok(())
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("cannot write to stdout")
 }
 
 /// Writes diagnostics and other messages to stderr. A failing stderr has nowhere left
@@ -131,9 +183,11 @@ pub fn print_err(text: &str) {
     let _ = stderr.flush();
 }
 
-/// `error: message` on stderr, in the diagnostics' colours when colour is on.
+/// `error: message` on stderr, in the diagnostics' colours when colour is on. A message
+/// of several lines (a list of problems) has its later lines indented under the first.
 pub fn print_error(context: Context, message: &str) {
-    print_err(&summary_line(context, "error", message));
+    let message = message.trim_end().replace('\n', "\n  ");
+    print_err(&summary_line(context, "error", &message));
 }
 
 /// A `error: ...` / `warning: ...` line as rustc and cargo write them.

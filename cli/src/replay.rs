@@ -10,7 +10,7 @@ use charter_runtime::trace::{
 };
 use clap::Args;
 
-use crate::loader::{FsLoader, display_path, normalize};
+use crate::loader::{FsLoader, ReadError, display_path, normalize, read_text};
 use crate::{Context, Outcome, print_err, print_error, summary_line};
 
 /// Replay a recorded scenario (`scenario.yaml` + `cassette.yaml`) deterministically, in
@@ -19,11 +19,18 @@ use crate::{Context, Outcome, print_err, print_error, summary_line};
 /// The phases are shown on stderr as they happen: steps, rounds, items, retries, gate
 /// scores, repairs; the last line is the outcome and its reason. Exit status: 0 when the
 /// run completed, 3 when it ended in any other terminal state (below_target, blocked,
-/// failed, cancelled), 1 on an error (an unrecorded call, a bad cassette, a spec with
-/// errors, an `expect` the run did not meet), 2 on a usage error.
+/// failed, cancelled), 1 on an error (an unrecorded call, a bad scenario or cassette, a
+/// spec with errors, an `expect` the run did not meet), 2 on a usage error (a path that is
+/// not a scenario directory, an `--out` or `--events` that cannot be written).
+///
+/// The scenario's `spec:` is relative to the directory that holds `golden/` (the current
+/// directory when the scenario is not under one). The delivery is written atomically
+/// (a temporary file, then a rename), so `--out` never holds half a delivery; the
+/// `--events` file gets each event as it happens, so a failed run leaves what it recorded.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: charter replay golden/closed_loop/timeout_recovery --events trace.jsonl"
+    after_help = "Example: charter replay runtime/tests/fixtures/golden/review_loop/passing \
+                  --events trace.jsonl --out out"
 )]
 pub struct ReplayArgs {
     /// The scenario directory: `golden/<spec>/<scenario>/` with `scenario.yaml` and `cassette.yaml`.
@@ -42,8 +49,8 @@ pub struct ReplayArgs {
 
 pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     let shown = display_path(&args.scenario);
-    if !args.scenario.is_dir() {
-        print_error(context, &format!("`{shown}` is not a scenario directory"));
+    if let Some(problem) = usage_problem(args) {
+        print_error(context, &problem);
         return Ok(Outcome::Usage);
     }
     let scenario = match Scenario::read(&args.scenario.join("scenario.yaml")) {
@@ -63,12 +70,20 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     let root = project_root(&args.scenario);
     let spec_path = root.join(&scenario.spec);
     let spec_name = display_path(&normalize(&spec_path));
-    let text = match std::fs::read_to_string(&spec_path) {
+    let text = match read_text(&spec_path, &spec_name) {
         Ok(text) => text,
         Err(error) => {
+            let reason = match error {
+                ReadError::Missing => format!("`{spec_name}` does not exist"),
+                ReadError::Other(message) => message,
+            };
             print_error(
                 context,
-                &format!("cannot read the scenario's spec `{spec_name}`: {error}"),
+                &format!(
+                    "cannot read the scenario's spec: {reason} (`spec:` in scenario.yaml is \
+                     relative to `{}`, the directory that holds golden/)",
+                    display_path(&root)
+                ),
             );
             return Ok(Outcome::Failed);
         }
@@ -102,7 +117,9 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             .unwrap_or_default()
     ));
     // A stale recording still replays (it is the harness that fails on it): say what changed.
-    for change in cassette.recorded.stale_against(&Recorded::from_spec(spec)) {
+    let changes = cassette.recorded.stale_against(&Recorded::from_spec(spec));
+    let stale = !changes.is_empty();
+    for change in changes {
         print_err(&summary_line(
             context,
             "warning",
@@ -132,6 +149,20 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         Ok(report) => report,
         Err(error) => {
             print_error(context, &error.to_string());
+            if let charter_runtime::run::RunError::Input(_) = error {
+                print_err(&format!(
+                    "help: `input:` in `{}` must be a `{}`\n",
+                    display_path(&args.scenario.join("scenario.yaml")),
+                    spec.request.as_deref().unwrap_or("Request")
+                ));
+            }
+            if stale {
+                print_err(
+                    "note: the cassette was recorded against another version of this spec or \
+                     its prompts (see the warnings above); re-record it, or check `spec:` in \
+                     scenario.yaml\n",
+                );
+            }
             return Ok(Outcome::Failed);
         }
     };
@@ -166,6 +197,19 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         }
     }
     print_err(&format!("{last}\n"));
+    if let Some(directory) = &args.out
+        && outcome.delivered.is_none()
+        && directory.join("delivery.json").is_file()
+    {
+        print_err(&summary_line(
+            context,
+            "warning",
+            &format!(
+                "`{}` is from an earlier run: this run delivered nothing",
+                display_path(&directory.join("delivery.json"))
+            ),
+        ));
+    }
 
     if let Some(expect) = &scenario.expect {
         let mut unmet = Vec::new();
@@ -192,6 +236,47 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     } else {
         Outcome::NotCompleted
     })
+}
+
+/// What is wrong with the paths given, before anything is read or run: a scenario path
+/// that is not a directory holding `scenario.yaml`, an `--out` that is not (and cannot be
+/// made) a directory. `--out` is created here, so a run cannot fail late for it.
+fn usage_problem(args: &ReplayArgs) -> Option<String> {
+    let shown = display_path(&args.scenario);
+    if !args.scenario.exists() {
+        return Some(format!("`{shown}` does not exist"));
+    }
+    if !args.scenario.is_dir() {
+        return Some(format!(
+            "`{shown}` is a file; give the scenario directory (the one that holds \
+             `scenario.yaml` and `cassette.yaml`)"
+        ));
+    }
+    if !args.scenario.join("scenario.yaml").exists() {
+        return Some(format!(
+            "`{shown}` is not a scenario directory: it has no `scenario.yaml`"
+        ));
+    }
+    if let Some(directory) = &args.out {
+        let out = display_path(directory);
+        if directory.exists() && !directory.is_dir() {
+            return Some(format!("`--out {out}` is not a directory"));
+        }
+        if let Err(error) = std::fs::create_dir_all(directory) {
+            return Some(format!(
+                "cannot create the `--out` directory `{out}`: {error}"
+            ));
+        }
+    }
+    if let Some(events) = &args.events
+        && events.is_dir()
+    {
+        return Some(format!(
+            "`--events {}` is a directory; give a file name",
+            display_path(events)
+        ));
+    }
+    None
 }
 
 fn replay(

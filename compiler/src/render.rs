@@ -29,15 +29,19 @@ use crate::diagnostics::{Diagnostic, Severity, Sources, Span};
 pub fn text(diagnostics: &[Diagnostic], sources: &Sources, color: bool) -> String {
     let mut files = SimpleFiles::new();
     for (_, file) in sources.files() {
-        files.add(file.name.as_str(), file.text.as_str());
+        files.add(visible(&file.name), same_length_visible(&file.text));
     }
     let config = term::Config {
         chars: term::Chars::ascii(),
         ..term::Config::default()
     };
     let mut output = String::new();
+    if diagnostics.is_empty() {
+        return output;
+    }
+    let lines = LineIndex::new(sources);
     for diagnostic in diagnostics {
-        let converted = to_codespan(diagnostic, sources);
+        let converted = to_codespan(diagnostic, sources, &lines);
         let mut buffer = termcolor::Ansi::new(Vec::new());
         let rendered = if color {
             term::emit_to_write_style(&mut buffer, &config, &files, &converted)
@@ -64,12 +68,16 @@ pub fn text(diagnostics: &[Diagnostic], sources: &Sources, color: bool) -> Strin
 /// characters; `span` is the primary label's byte range.
 pub fn json(diagnostics: &[Diagnostic], sources: &Sources) -> String {
     let mut output = String::new();
+    if diagnostics.is_empty() {
+        return output;
+    }
+    let lines = LineIndex::new(sources);
     for diagnostic in diagnostics {
         let primary = diagnostic
             .primary_span()
             .map(|span| clamp(span, sources))
             .and_then(|span| Some((span, sources.get(span.file)?)));
-        let location = |span: Span, offset: u32| sources.line_column(span.file, offset);
+        let location = |span: Span, offset: u32| lines.line_column(span.file, offset);
         let record = JsonDiagnostic {
             code: diagnostic.code.as_str(),
             severity: diagnostic.severity,
@@ -106,6 +114,62 @@ pub fn json(diagnostics: &[Diagnostic], sources: &Sources) -> String {
         output.push('\n');
     }
     output
+}
+
+/// Line starts of every file, computed once per rendering: [`Sources::line_column`]
+/// counts lines from the start of the file, which made many diagnostics quadratic.
+struct LineIndex<'a> {
+    sources: &'a Sources,
+    starts: Vec<Vec<usize>>,
+}
+
+impl<'a> LineIndex<'a> {
+    fn new(sources: &'a Sources) -> LineIndex<'a> {
+        let starts = sources
+            .files()
+            .map(|(_, file)| {
+                std::iter::once(0)
+                    .chain(file.text.match_indices('\n').map(|(index, _)| index + 1))
+                    .collect()
+            })
+            .collect();
+        LineIndex { sources, starts }
+    }
+
+    /// The length in bytes of the line that holds `offset` (0 for an unknown file).
+    fn line_length(&self, file: crate::diagnostics::FileId, offset: u32) -> usize {
+        let (Some(source), Some(starts)) =
+            (self.sources.get(file), self.starts.get(file.0 as usize))
+        else {
+            return 0;
+        };
+        let offset = offset as usize;
+        let line = starts.partition_point(|&start| start <= offset).max(1);
+        let start = starts.get(line - 1).copied().unwrap_or(0);
+        let end = starts.get(line).copied().unwrap_or(source.text.len());
+        end.saturating_sub(start)
+    }
+
+    /// The same as [`Sources::line_column`]: one-based line and column (in characters).
+    fn line_column(&self, file: crate::diagnostics::FileId, offset: u32) -> (usize, usize) {
+        let (Some(source), Some(starts)) =
+            (self.sources.get(file), self.starts.get(file.0 as usize))
+        else {
+            return (1, 1);
+        };
+        let offset = (offset as usize).min(source.text.len());
+        if source.text.get(..offset).is_none() {
+            return (1, 1);
+        }
+        let line = starts.partition_point(|&start| start <= offset).max(1);
+        let line_start = starts.get(line - 1).copied().unwrap_or(0);
+        let column = source
+            .text
+            .get(line_start..offset)
+            .map_or(0, |text| text.chars().count())
+            + 1;
+        (line, column)
+    }
 }
 
 #[derive(Serialize)]
@@ -145,17 +209,45 @@ fn severity_word(severity: Severity) -> &'static str {
     }
 }
 
+/// Source lines longer than this (in bytes) are not shown: codespan prints and measures
+/// the whole line for every label on it, which on a megabyte-long line made rendering
+/// many diagnostics take minutes. Such a label is given as a note with its position.
+const MAX_SHOWN_LINE: usize = 1_000;
+
 /// Converts one diagnostic to codespan's type; labels in unknown files are dropped and
 /// spans are clamped to their file.
-fn to_codespan(diagnostic: &Diagnostic, sources: &Sources) -> codespan::Diagnostic<usize> {
+fn to_codespan(
+    diagnostic: &Diagnostic,
+    sources: &Sources,
+    lines: &LineIndex<'_>,
+) -> codespan::Diagnostic<usize> {
     let base = match diagnostic.severity {
         Severity::Error => codespan::Diagnostic::error(),
         Severity::Warning => codespan::Diagnostic::warning(),
     };
+    let too_long = |span: Span| {
+        lines.line_length(span.file, span.start) > MAX_SHOWN_LINE
+            || lines.line_length(span.file, span.end) > MAX_SHOWN_LINE
+    };
+    let mut notes: Vec<String> = Vec::new();
     let labels = diagnostic
         .labels
         .iter()
         .filter(|label| sources.get(label.span.file).is_some())
+        .filter(|label| {
+            let span = clamp(label.span, sources);
+            if !too_long(span) {
+                return true;
+            }
+            let name = sources.get(span.file).map_or("", |file| file.name.as_str());
+            let (line, column) = lines.line_column(span.file, span.start);
+            notes.push(format!(
+                "{}: {name}:{line}:{column}: {} (the line is too long to show)",
+                if label.primary { "at" } else { "see" },
+                visible(&label.message)
+            ));
+            false
+        })
         .map(|label| {
             let span = clamp(label.span, sources);
             let style = if label.primary {
@@ -164,18 +256,57 @@ fn to_codespan(diagnostic: &Diagnostic, sources: &Sources) -> codespan::Diagnost
                 codespan::LabelStyle::Secondary
             };
             codespan::Label::new(style, span.file.0 as usize, span.range())
-                .with_message(label.message.clone())
+                .with_message(visible(&label.message))
         })
         .collect();
-    let notes = diagnostic
-        .help
-        .iter()
-        .map(|help| format!("help: {help}"))
-        .collect();
+    notes.extend(
+        diagnostic
+            .help
+            .iter()
+            .map(|help| format!("help: {}", visible(help))),
+    );
     base.with_code(diagnostic.code.as_str())
-        .with_message(diagnostic.message.clone())
+        .with_message(visible(&diagnostic.message))
         .with_labels(labels)
         .with_notes(notes)
+}
+
+/// Control characters (an escape sequence, a NUL) written as escapes (`\u{1b}`), so that
+/// a message quoting a spec's text shows them and cannot drive the terminal. Tabs and line
+/// breaks are kept.
+fn visible(text: &str) -> String {
+    if !text.chars().any(is_hidden_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if is_hidden_control(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A source text with its control characters replaced by characters of the same UTF-8
+/// length (`?` for ASCII ones, `¿` for the two-byte C1 ones), so the source lines shown
+/// cannot drive the terminal while every byte offset still points where it did.
+fn same_length_visible(text: &str) -> String {
+    if !text.chars().any(is_hidden_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| match c {
+            c if !is_hidden_control(c) => c,
+            c if c.len_utf8() == 1 => '?',
+            _ => '\u{bf}',
+        })
+        .collect()
+}
+
+fn is_hidden_control(c: char) -> bool {
+    c.is_control() && !matches!(c, '\t' | '\n' | '\r')
 }
 
 /// `span` limited to its file's text and moved back onto character boundaries, with
@@ -264,6 +395,34 @@ error[E002]: unknown contract `Pln`
         assert!(rendered.contains("error[E001]: odd span"));
         assert!(rendered.contains("error[E016]: no such file"));
         assert_eq!(json(&diagnostics, &sources()).lines().count(), 2);
+    }
+
+    #[test]
+    fn control_characters_are_shown_not_sent_to_the_terminal() {
+        let mut sources = Sources::new();
+        sources.add("x.charter", "spec x\u{1b}[31m \u{85}rest\u{0}\n");
+        let diagnostic = Diagnostic::new(
+            Code::E001,
+            Span::new(FileId(0), 17, 18),
+            "unexpected `\u{0}`",
+        )
+        .with_label("unexpected `\u{1b}`")
+        .with_help("remove `\u{7f}`");
+        let rendered = text(&[diagnostic], &sources, false);
+        assert!(
+            !rendered.chars().any(|c| c.is_control() && c != '\n'),
+            "{rendered:?}"
+        );
+        assert!(
+            rendered.contains("error[E001]: unexpected `\\u{0}`"),
+            "{rendered}"
+        );
+        assert!(
+            rendered.contains("1 | spec x?[31m \u{bf}rest?\n"),
+            "{rendered}"
+        );
+        assert!(rendered.contains("^ unexpected `\\u{1b}`"), "{rendered}");
+        assert!(rendered.contains("= help: remove `\\u{7f}`"), "{rendered}");
     }
 
     #[test]

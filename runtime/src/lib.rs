@@ -15,6 +15,8 @@
 //! - [`tools`]: the `Tool` trait, `CommandTool` (JSON over stdin/stdout) and `ToolBox`.
 //! - [`trace`]: trace events, `TraceSink`, and the terminal outcome and reason.
 //! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
+//! - [`harness`]: the golden comparison of recorded scenarios (`cargo test`, `cargo xtask
+//!   verify` and `charter verify` all use it).
 //! - Policies and mechanics: [`gate`], [`repair`], [`dag`], [`candidate`], [`budget`],
 //!   [`call`] (one role call with its provider retries).
 
@@ -27,6 +29,7 @@ pub mod canonical;
 pub mod dag;
 pub mod eval;
 pub mod gate;
+pub mod harness;
 pub mod prompt;
 pub mod provider;
 pub mod providers;

@@ -49,6 +49,11 @@ pub struct Expectation {
     /// Written like `gate_passed` or `hard_gate{SECRET_LEAK}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
+    /// `true`: the cassette is stale on purpose (it shows what a stale recording looks
+    /// like); the harness then passes it only while it is stale, and `--accept` leaves
+    /// its `recorded` block alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale: Option<bool>,
 }
 
 /// `cassette.yaml`: what the models (and people) answered in a recorded run.
@@ -76,6 +81,11 @@ pub struct Recorded {
     /// Rules block name -> hash.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rules: BTreeMap<String, String>,
+    /// Role name -> the rendered prompt of the role's first call in this recording
+    /// (written when a golden is accepted). Not compared: it is what the harness diffs
+    /// against when the recording is stale, so the diff shows the prompt that changed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rendered: BTreeMap<String, String>,
 }
 
 impl Recorded {
@@ -97,6 +107,7 @@ impl Recorded {
                 .iter()
                 .map(|(name, rules)| (name.clone(), rules.hash.clone()))
                 .collect(),
+            rendered: BTreeMap::new(),
         }
     }
 

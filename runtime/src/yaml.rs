@@ -159,3 +159,33 @@ mod tests {
         }
     }
 }
+
+/// Text written as a YAML block literal (`|`), line breaks kept, so long multi-line text
+/// (a rendered prompt) stays readable in a file a person reviews.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockText<'a>(pub &'a str);
+
+impl Serialize for BlockText<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serde_saphyr::LitStr(self.0).serialize(serializer)
+    }
+}
+
+/// The 1-based line of each entry of a cassette's `calls` (for messages that point into
+/// the file); empty when the file does not parse.
+pub fn call_lines(text: &str) -> Vec<u64> {
+    #[derive(serde::Deserialize)]
+    struct Calls {
+        #[serde(default)]
+        calls: Vec<serde_saphyr::Spanned<serde_json::Value>>,
+    }
+    serde_saphyr::from_str::<Calls>(text)
+        .map(|calls| {
+            calls
+                .calls
+                .iter()
+                .map(|entry| entry.referenced.line())
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -25,6 +25,8 @@ pub struct BenchConfig {
     pub runs: usize,
     /// Timed compilations of each seed spec.
     pub seed_runs: usize,
+    /// The golden-library benchmark (scenarios, timed passes).
+    pub golden: crate::golden::GoldenBenchConfig,
     /// Concurrent live runs against a loopback mock (`bench_live.rs`).
     pub live: crate::bench_live::LiveConfig,
 }
@@ -60,6 +62,10 @@ pub fn bench_in_release(root: &Path, config: BenchConfig) -> anyhow::Result<bool
         config.runs.to_string(),
         "--seed-runs".to_string(),
         config.seed_runs.to_string(),
+        "--scenarios".to_string(),
+        config.golden.scenarios.to_string(),
+        "--golden-runs".to_string(),
+        config.golden.runs.to_string(),
     ];
     let pinned = Command::new("taskset").arg("--version").output().is_ok();
     let mut command = if pinned {
@@ -155,6 +161,11 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
             show(TARGET_SEED)
         );
         report_target(&times, TARGET_SEED);
+    }
+    // The golden harness: a generated library of 1,000 closed_loop scenarios.
+    if let Err(error) = crate::golden::bench(root, config.golden) {
+        println!("golden library: {error:#}");
+        return false;
     }
     true
 }

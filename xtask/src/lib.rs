@@ -9,6 +9,7 @@ pub mod fuzz;
 // `gen` is a reserved word in edition 2024, so the module is named after what it does.
 #[path = "gen.rs"]
 pub mod generator;
+pub mod golden;
 pub mod mutate;
 pub mod rng;
 pub mod verify;

@@ -64,13 +64,13 @@ enum Task {
 
 #[derive(Debug, Args)]
 struct VerifyArgs {
-    /// Only specs whose path (e.g. specs/seeds/agency.charter) contains PATTERN
+    /// Only specs (e.g. specs/seeds/agency.charter) and scenarios (e.g. closed_loop/happy_path) whose path contains PATTERN
     #[arg(long, value_name = "PATTERN")]
     filter: Option<String>,
     /// Skip fmt, clippy and tests; only the spec stages (fast iteration)
     #[arg(long)]
     skip_cargo: bool,
-    /// Only shard K of N of the specs (e.g. 2/4), to spread CI over machines
+    /// Only shard K of N of the specs and scenarios (e.g. 2/4), to spread CI over machines
     #[arg(long, value_name = "K/N")]
     partition: Option<Partition>,
     /// Accept new and changed snapshots (runs the tests with INSTA_UPDATE=always)
@@ -79,6 +79,9 @@ struct VerifyArgs {
     /// Also write the results as a JUnit XML report
     #[arg(long, value_name = "FILE")]
     junit: Option<std::path::PathBuf>,
+    /// Also print GitHub Actions `::error file=...,line=...` annotations
+    #[arg(long)]
+    github: bool,
 }
 
 #[derive(Debug, Args)]
@@ -111,6 +114,12 @@ struct BenchArgs {
     /// Timed compilations of each seed spec
     #[arg(long, value_name = "N", default_value_t = 200)]
     seed_runs: usize,
+    /// Generated closed_loop scenarios in the golden-library benchmark
+    #[arg(long, value_name = "N", default_value_t = 1_000)]
+    scenarios: usize,
+    /// Timed passes over the golden library
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    golden_runs: usize,
     #[command(flatten)]
     live: LiveConfig,
     /// Measure in this process instead of re-running in a release build
@@ -140,6 +149,7 @@ fn main() -> ExitCode {
                 partition: args.partition,
                 accept: args.accept,
                 junit: args.junit,
+                github: args.github,
             },
         )),
         Task::Fuzz(args) => fuzz_command(&root, &args),
@@ -148,6 +158,11 @@ fn main() -> ExitCode {
                 lines: args.lines,
                 runs: args.runs,
                 seed_runs: args.seed_runs,
+                golden: xtask::golden::GoldenBenchConfig {
+                    scenarios: args.scenarios,
+                    runs: args.golden_runs,
+                    ..xtask::golden::GoldenBenchConfig::default()
+                },
                 live: args.live,
             };
             if args.in_release || !cfg!(debug_assertions) {

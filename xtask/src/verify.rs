@@ -1,5 +1,6 @@
 //! `cargo xtask verify`: the single gate CI runs. Formatting, clippy, the test suite, then
-//! the spec corpus compiled in-process, then (once the runtime exists) the golden scenarios,
+//! the spec corpus compiled in-process, then the golden scenarios (through the runtime's
+//! harness, the comparison `cargo test` and `charter verify` use) and their determinism,
 //! with a summary table at the end.
 
 use std::io::IsTerminal as _;
@@ -8,6 +9,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use charter_compiler::{Compilation, render};
+use charter_runtime::harness::report as golden_report;
+use charter_runtime::harness::{self, HarnessConfig, ProblemKind, ScenarioReport};
 
 use crate::corpus::{FsLoader, display_path, find_specs};
 
@@ -25,6 +28,8 @@ pub struct VerifyConfig {
     pub accept: bool,
     /// Also write the results as a JUnit XML report here.
     pub junit: Option<PathBuf>,
+    /// Also print GitHub Actions `::error` annotations for every failure.
+    pub github: bool,
 }
 
 /// Shard `index` (1-based) of `count`: item `i` (0-based, in path order) belongs to shard
@@ -90,6 +95,8 @@ struct SpecResult {
     errors: usize,
     warnings: usize,
     verdict: Verdict,
+    /// The line of the first error, for annotations.
+    line: Option<usize>,
 }
 
 /// Runs every stage (a failing stage does not stop the later ones, so one CI run shows
@@ -152,13 +159,40 @@ pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
 
     stages.push(spec_stage("specs", &valid, Expect::Clean, &mut specs));
     stages.push(spec_stage("invalid", &invalid, Expect::Errors, &mut specs));
-    stages.push(golden_stage(root));
+    let (golden, determinism, scenarios) = golden_stages(root, config);
+    stages.push(golden);
+    stages.push(determinism);
 
     let total = started.elapsed();
-    print_summary(&stages, &specs, total);
+    print_summary(&stages, &specs, &scenarios, total);
     let mut passed = stages.iter().all(|stage| stage.verdict != Verdict::Fail);
+    if config.github {
+        for spec in specs.iter().filter(|spec| spec.verdict == Verdict::Fail) {
+            println!(
+                "{}",
+                golden_report::github_error(
+                    &spec.spec,
+                    spec.line.map(|line| line as u64),
+                    "spec",
+                    &format!(
+                        "expected {}, got {} error(s) and {} warning(s)",
+                        spec.expect, spec.errors, spec.warnings
+                    ),
+                )
+            );
+        }
+        for stage in stages.iter().filter(|stage| {
+            stage.verdict == Verdict::Fail && matches!(stage.name, "fmt" | "clippy" | "test")
+        }) {
+            println!("::error title=xtask verify {}::{}", stage.name, stage.note);
+        }
+        for line in golden_report::github_annotations(&scenarios) {
+            println!("{line}");
+        }
+    }
     if let Some(path) = &config.junit {
-        match std::fs::write(path, junit_report(&stages, &specs, total)) {
+        let report = junit_report(&stages, &specs, &scenarios, total);
+        match harness::snapshot::write_atomically(path, &report) {
             Ok(()) => println!("wrote the JUnit report to {}", path.display()),
             Err(error) => {
                 println!(
@@ -274,11 +308,20 @@ fn check_spec(path: &Path, shown: &str, expect: Expect, color: bool) -> SpecResu
                 errors: 0,
                 warnings: 0,
                 verdict: Verdict::Fail,
+                line: None,
             };
         }
     };
     let loader = FsLoader::for_spec(path, shown);
     let compilation = compile_guarded(shown, &text, &loader);
+    let line = compilation.as_ref().ok().and_then(|compilation| {
+        let span = compilation
+            .diagnostics
+            .iter()
+            .find(|diagnostic| diagnostic.is_error())?
+            .primary_span()?;
+        Some(compilation.sources.line_column(span.file, span.start).0)
+    });
     let (errors, warnings, rendered) = match &compilation {
         Ok(compilation) => {
             let errors = compilation
@@ -314,6 +357,7 @@ fn check_spec(path: &Path, shown: &str, expect: Expect, color: bool) -> SpecResu
         errors,
         warnings,
         verdict,
+        line,
     }
 }
 
@@ -331,38 +375,112 @@ fn compile_guarded(name: &str, text: &str, loader: &FsLoader) -> Result<Compilat
     })
 }
 
-/// Golden scenarios need the runtime's replay, which does not exist yet; their comparison
-/// will also run under `cargo test` (DESIGN §6), so this stage only reports what it found.
-fn golden_stage(root: &Path) -> StageResult {
-    println!("==> golden: replay every scenario in golden/");
-    let golden = root.join("golden");
-    let scenarios = count_scenarios(&golden);
-    let note = if !golden.is_dir() {
-        "golden: none (runtime not yet built)".to_string()
-    } else {
-        format!("golden: {scenarios} scenario(s) found; xtask does not replay them yet")
+/// The golden stages: every scenario in `golden/` replayed through the runtime's harness
+/// (outcome, reason, unused recordings, stale recordings, trace snapshot), and each
+/// replayed a second time and compared with the first (determinism). One harness pass
+/// gives both; the determinism stage reads its own kind of problem from it.
+fn golden_stages(
+    root: &Path,
+    config: &VerifyConfig,
+) -> (StageResult, StageResult, Vec<ScenarioReport>) {
+    println!("==> golden: replay every scenario in golden/ and compare its trace snapshot");
+    let started = Instant::now();
+    let harness_config = HarnessConfig {
+        accept: config.accept,
+        filter: config.filter.clone(),
+        partition: config.partition.map(|partition| harness::Partition {
+            index: partition.index as u64,
+            count: partition.count as u64,
+        }),
+        pending_snapshots: false,
+        determinism: true,
     };
-    println!("  {note}");
-    print_stage_line("golden", Verdict::Skip, Duration::ZERO, "");
-    StageResult {
-        name: "golden",
-        verdict: Verdict::Skip,
-        time: Duration::ZERO,
-        note,
+    let reports = match harness::verify_project(root, &harness_config) {
+        Ok(reports) => reports,
+        Err(error) => {
+            let note = error.to_string();
+            print_stage_line("golden", Verdict::Fail, started.elapsed(), &note);
+            let stage = |name| StageResult {
+                name,
+                verdict: Verdict::Fail,
+                time: Duration::ZERO,
+                note: note.clone(),
+            };
+            return (stage("golden"), stage("determinism"), Vec::new());
+        }
+    };
+    let time = started.elapsed();
+    let details = golden_report::details(&reports);
+    if !details.is_empty() {
+        print!("{details}");
     }
-}
-
-/// Scenarios are directories holding a `scenario.yaml`.
-fn count_scenarios(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
+    let nondeterministic = |report: &ScenarioReport| {
+        report
+            .problems
+            .iter()
+            .any(|problem| problem.kind == ProblemKind::Nondeterministic)
     };
-    entries
-        .flatten()
-        .map(|entry| entry.path())
-        .filter(|path| path.is_dir())
-        .map(|path| usize::from(path.join("scenario.yaml").is_file()) + count_scenarios(&path))
-        .sum()
+    let golden_failed = reports
+        .iter()
+        .filter(|report| {
+            report
+                .problems
+                .iter()
+                .any(|problem| problem.kind != ProblemKind::Nondeterministic)
+        })
+        .count();
+    let unstable = reports
+        .iter()
+        .filter(|report| nondeterministic(report))
+        .count();
+    let golden_note = if reports.is_empty() {
+        "no scenarios matched".to_string()
+    } else if golden_failed > 0 {
+        format!("{golden_failed} of {} failed", reports.len())
+    } else {
+        golden_report::summary(&reports)
+    };
+    let golden_verdict = if golden_failed > 0 {
+        Verdict::Fail
+    } else {
+        Verdict::Pass
+    };
+    print_stage_line("golden", golden_verdict, time, &golden_note);
+    let (determinism_verdict, determinism_note) = if unstable > 0 {
+        (
+            Verdict::Fail,
+            format!("{unstable} scenario(s) replayed to another trace"),
+        )
+    } else {
+        (
+            Verdict::Pass,
+            format!(
+                "{} scenario(s) replayed twice, identical traces",
+                reports.len()
+            ),
+        )
+    };
+    print_stage_line(
+        "determinism",
+        determinism_verdict,
+        Duration::ZERO,
+        &determinism_note,
+    );
+    (
+        StageResult {
+            name: "golden",
+            verdict: golden_verdict,
+            time,
+            note: golden_note,
+        },
+        StageResult {
+            name: "determinism",
+            verdict: determinism_verdict,
+            time: Duration::ZERO,
+            note: format!("{determinism_note} (timed with golden)"),
+        },
+        reports,
+    )
 }
 
 fn print_stage_line(name: &str, verdict: Verdict, time: Duration, note: &str) {
@@ -378,12 +496,17 @@ fn print_stage_line(name: &str, verdict: Verdict, time: Duration, note: &str) {
     );
 }
 
-fn print_summary(stages: &[StageResult], specs: &[SpecResult], total: Duration) {
+fn print_summary(
+    stages: &[StageResult],
+    specs: &[SpecResult],
+    scenarios: &[ScenarioReport],
+    total: Duration,
+) {
     println!();
-    println!("{:<8} {:<6} {:>9}  note", "stage", "result", "time");
+    println!("{:<11} {:<6} {:>9}  note", "stage", "result", "time");
     for stage in stages {
         println!(
-            "{:<8} {:<6} {:>9}  {}",
+            "{:<11} {:<6} {:>9}  {}",
             stage.name,
             stage.verdict.label(),
             format_duration(stage.time),
@@ -413,6 +536,11 @@ fn print_summary(stages: &[StageResult], specs: &[SpecResult], total: Duration) 
             );
         }
     }
+    if !scenarios.is_empty() {
+        println!();
+        print!("{}", golden_report::table(scenarios));
+        println!("{}", golden_report::summary(scenarios));
+    }
     let failed: Vec<&str> = stages
         .iter()
         .filter(|stage| stage.verdict == Verdict::Fail)
@@ -431,7 +559,12 @@ fn print_summary(stages: &[StageResult], specs: &[SpecResult], total: Duration) 
 }
 
 /// The stages and specs as JUnit XML (one test suite each), which CI systems display.
-fn junit_report(stages: &[StageResult], specs: &[SpecResult], total: Duration) -> String {
+fn junit_report(
+    stages: &[StageResult],
+    specs: &[SpecResult],
+    scenarios: &[ScenarioReport],
+    total: Duration,
+) -> String {
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let failures = |verdicts: &mut dyn Iterator<Item = Verdict>| {
         verdicts.filter(|verdict| *verdict == Verdict::Fail).count()
@@ -483,7 +616,10 @@ fn junit_report(stages: &[StageResult], specs: &[SpecResult], total: Duration) -
         }
         xml.push_str("</testcase>\n");
     }
-    xml.push_str("  </testsuite>\n</testsuites>\n");
+    xml.push_str("  </testsuite>\n");
+    let cases: Vec<_> = scenarios.iter().map(golden_report::junit_case).collect();
+    xml.push_str(&golden_report::junit_testsuite("golden", &cases));
+    xml.push_str("</testsuites>\n");
     xml
 }
 
@@ -572,11 +708,13 @@ mod tests {
             errors: 2,
             warnings: 0,
             verdict: Verdict::Fail,
+            line: Some(3),
         }];
-        let xml = junit_report(&stages, &specs, Duration::from_secs(1));
+        let xml = junit_report(&stages, &specs, &[], Duration::from_secs(1));
         assert!(xml.contains("failure message=\"exit &lt;1&gt; &amp; &quot;quoted&quot;\""));
         assert!(xml.contains("name=\"specs\" tests=\"1\" failures=\"1\""));
         assert!(xml.contains("expected clean, got 2 error(s)"));
+        assert!(xml.contains("<testsuite name=\"golden\" tests=\"0\""));
     }
 
     #[test]

@@ -51,7 +51,12 @@ pub fn build(
 /// The flow graph as a Mermaid flowchart: steps as nodes (gates as rhombi, `ask` as
 /// parallelograms, `finalize` as subroutines), transitions labelled with their conditions
 /// (`when x`, `else`, `pass`, `fail`), repair edges dashed and labelled with their codes,
-/// terminals (`done`, `blocked`, `failed`) in their own shapes and colours.
+/// terminals (`done`, `blocked`, `failed`) in their own shapes and colours. Transitions
+/// between the same two nodes are one edge (one condition a line). A `fail -> repair`
+/// gate also shows, dashed, what the repair table does off the graph: an `ask` arm's
+/// question (approved: its subject runs again; else: `best` is finalized), `accept` arms
+/// and repair stopping (rounds exhausted, no progress, no repair action) into the
+/// finalize step. Long labels are broken into lines (name, body, options).
 pub fn to_mermaid(spec: &CompiledSpec) -> String {
     render::mermaid(spec)
 }

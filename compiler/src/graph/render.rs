@@ -1,12 +1,14 @@
 //! Text forms of the compiled graph: expressions as source, step labels, Mermaid and DOT.
 
+use std::collections::BTreeSet;
 use std::fmt::{self, Display, Formatter, Write as _};
 
-use petgraph::visit::EdgeRef;
+use petgraph::graph::NodeIndex;
+use petgraph::visit::Bfs;
 
 use super::ir::{
-    BinaryOpIr, BuiltinIr, CompiledSpec, ExprIr, NameIr, QuantifierIr, StepIr, StepKind,
-    TransitionIr, TypeIr, UnaryOpIr,
+    ActionIr, BinaryOpIr, BuiltinIr, CompiledSpec, ExprIr, GateIr, NameIr, QuantifierIr,
+    RepairPatternIr, SeverityIr, StepIr, StepKind, TransitionIr, TypeIr, UnaryOpIr,
 };
 
 impl Display for ExprIr {
@@ -231,7 +233,6 @@ fn call(role: &str, args: &[ExprIr]) -> String {
     let args: Vec<String> = args.iter().map(ToString::to_string).collect();
     format!("{role}({})", args.join(", "))
 }
-
 /// A node's label: `name: body` for steps, `done` / `blocked: reason` / `failed: reason`
 /// for terminals.
 pub fn step_label(step: &StepIr) -> String {
@@ -244,7 +245,18 @@ pub fn step_label(step: &StepIr) -> String {
 
 /// What a node does, in Charter's syntax (`each t in plan.tasks → executor(t)`).
 pub fn step_body(step: &StepIr) -> String {
-    match &step.kind {
+    let (mut body, options) = body_and_options(step);
+    for option in options {
+        body.push(' ');
+        body.push_str(&option);
+    }
+    body
+}
+
+/// A node's body without its options, and the options of an `each` step
+/// (`concurrency 3`, `check acceptance by reviewer retries 1`).
+fn body_and_options(step: &StepIr) -> (String, Vec<String>) {
+    let body = match &step.kind {
         StepKind::Call { role, args } => call(role, args),
         StepKind::Each {
             var,
@@ -254,20 +266,24 @@ pub fn step_body(step: &StepIr) -> String {
             concurrency,
             check,
         } => {
-            let mut label = format!("each {var} in {over} → {}", call(role, args));
+            let mut options = Vec::new();
             if *concurrency != 1 {
-                let _ = write!(label, " concurrency {concurrency}");
+                options.push(format!("concurrency {concurrency}"));
             }
             if let Some(check) = check {
-                let _ = write!(label, " check {}", check.gate);
+                let mut option = format!("check {}", check.gate);
                 if let Some(by) = &check.by {
-                    let _ = write!(label, " by {by}");
+                    let _ = write!(option, " by {by}");
                 }
                 if check.retries > 0 {
-                    let _ = write!(label, " retries {}", check.retries);
+                    let _ = write!(option, " retries {}", check.retries);
                 }
+                options.push(option);
             }
-            label
+            return (
+                format!("each {var} in {over} → {}", call(role, args)),
+                options,
+            );
         }
         StepKind::Gate { gate, .. } => format!("gate {gate}"),
         StepKind::Finalize { role, args } => format!("finalize {}", call(role, args)),
@@ -275,7 +291,8 @@ pub fn step_body(step: &StepIr) -> String {
         StepKind::Done => "done".to_string(),
         StepKind::Blocked { reason } => format!("blocked: {reason}"),
         StepKind::Failed { reason } => format!("failed: {reason}"),
-    }
+    };
+    (body, Vec::new())
 }
 
 /// An edge's label (`None` for an unconditional `->`), and whether it is a repair edge.
@@ -288,6 +305,338 @@ pub fn transition_label(transition: &TransitionIr) -> (Option<String>, bool) {
         TransitionIr::Fail => (Some("fail".to_string()), false),
         TransitionIr::Repair { codes, .. } => (Some(codes.join(", ")), true),
     }
+}
+
+/// The widest line of a node's label, in characters, before it is broken at a space.
+const NODE_WIDTH: usize = 40;
+/// The widest line of an `ask` node's label: Mermaid fits less text into a parallelogram.
+const ASK_WIDTH: usize = 36;
+/// The widest line of an edge's label.
+const EDGE_WIDTH: usize = 32;
+/// Mermaid's `flowchart.wrappingWidth` (px): wide enough that a node line of
+/// [`NODE_WIDTH`] characters is not wrapped again (Mermaid's default is 200).
+const MERMAID_WRAPPING_WIDTH: u32 = 400;
+/// The label of the dashed edge from a repairing gate to the finalize step: when repair
+/// stops (`rounds` used up, `no_progress` reached, or no error-level issue has an action:
+/// only `pass when` failed, or every issue is `accept`ed), `best` is finalized as
+/// `below_target`.
+const REPAIR_STOPS: [&str; 3] = ["rounds exhausted", "no progress", "no repair action"];
+
+/// Breaks `text` at spaces into lines of at most `width` characters (a longer word stays
+/// whole on its own line).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    let mut length = 0;
+    for word in text.split(' ') {
+        let word_length = word.chars().count();
+        if length > 0 && length + 1 + word_length > width {
+            lines.push(std::mem::take(&mut line));
+            length = 0;
+        }
+        if length > 0 {
+            line.push(' ');
+            length += 1;
+        }
+        line.push_str(word);
+        length += word_length;
+    }
+    lines.push(line);
+    lines
+}
+
+/// `head rest` on one line when it fits, else `head` on its own line and `rest` wrapped.
+fn headed(head: &str, rest: &str, width: usize) -> Vec<String> {
+    let one = format!("{head} {rest}");
+    if one.chars().count() <= width {
+        return vec![one];
+    }
+    let mut lines = vec![head.to_string()];
+    lines.extend(wrap(rest, width));
+    lines
+}
+
+/// A node's label as lines: `name: body` when it fits, else the name on the first line
+/// and the body below; an `each` step's options on their own line(s) after the body.
+fn node_lines(step: &StepIr) -> Vec<String> {
+    match &step.kind {
+        StepKind::Done => return vec!["done".to_string()],
+        StepKind::Blocked { reason } => return headed("blocked:", reason, NODE_WIDTH),
+        StepKind::Failed { reason } => return headed("failed:", reason, NODE_WIDTH),
+        _ => {}
+    }
+    let (body, options) = body_and_options(step);
+    let width = match step.kind {
+        StepKind::Ask { .. } => ASK_WIDTH,
+        _ => NODE_WIDTH,
+    };
+    let mut lines = headed(&format!("{}:", step.name), &body, width);
+    let joined = options.join(" ");
+    if joined.chars().count() <= NODE_WIDTH {
+        if !joined.is_empty() {
+            lines.push(joined);
+        }
+    } else {
+        for option in &options {
+            lines.extend(wrap(option, NODE_WIDTH));
+        }
+    }
+    lines
+}
+
+/// How a node is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Step,
+    Gate,
+    Ask,
+    Finalize,
+    Done,
+    Blocked,
+    Failed,
+}
+
+/// A node of the drawing: a node of the flow graph, or the question of a repair `ask` arm.
+struct Node {
+    id: String,
+    lines: Vec<String>,
+    shape: Shape,
+    /// Drawn from the repair table (a repair `ask`), not a step of the flow: dashed.
+    repair: bool,
+}
+
+/// A piece of an edge's label.
+enum Part {
+    /// A label of its own (`when x`, `else`, `pass`, `NO_NOTES: accept`).
+    Text(String),
+    /// The issue codes of repair arms; adjacent code lists of one edge are joined.
+    Codes(Vec<String>),
+}
+
+/// An edge of the drawing: every transition between the same two nodes with the same
+/// style, merged (their labels one per line, in the order written).
+struct Edge {
+    from: String,
+    to: String,
+    parts: Vec<Part>,
+    dashed: bool,
+}
+
+impl Edge {
+    fn lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(text) => lines.extend(wrap(text, EDGE_WIDTH)),
+                Part::Codes(codes) => lines.extend(wrap(&codes.join(", "), EDGE_WIDTH)),
+            }
+        }
+        lines
+    }
+}
+
+/// What both formats draw: the flow graph plus what the repair table does that has no edge
+/// in it (`ask`, `accept`, and repair stopping), with parallel edges merged.
+struct Drawing {
+    nodes: Vec<Node>,
+    edges: Vec<Edge>,
+    entry: String,
+}
+
+impl Drawing {
+    /// Adds an edge, or merges its label into the edge already drawn between the same
+    /// two nodes with the same style.
+    fn edge(&mut self, from: String, to: String, part: Option<Part>, dashed: bool) {
+        let existing = self
+            .edges
+            .iter_mut()
+            .find(|edge| edge.from == from && edge.to == to && edge.dashed == dashed);
+        let Some(edge) = existing else {
+            self.edges.push(Edge {
+                from,
+                to,
+                parts: part.into_iter().collect(),
+                dashed,
+            });
+            return;
+        };
+        match (edge.parts.last_mut(), part) {
+            (Some(Part::Codes(codes)), Some(Part::Codes(more))) => {
+                for code in more {
+                    if !codes.contains(&code) {
+                        codes.push(code);
+                    }
+                }
+            }
+            (_, Some(part)) => edge.parts.push(part),
+            (_, None) => {}
+        }
+    }
+}
+
+fn node_id(node: NodeIndex) -> String {
+    format!("n{}", node.index())
+}
+
+/// The codes of a gate's error-level issues (hard rules, scores with `below`): the ones
+/// the repair table acts on.
+fn error_codes(gate: &GateIr) -> BTreeSet<&str> {
+    let hard = gate
+        .rules
+        .iter()
+        .filter(|rule| rule.severity == SeverityIr::Hard)
+        .map(|rule| rule.code.as_str());
+    let below = gate
+        .scores
+        .iter()
+        .filter_map(|score| score.below.as_ref().map(|below| below.code.as_str()));
+    hard.chain(below).collect()
+}
+
+/// The finalize step `best` goes to when a gate's repair stops: the first one reachable
+/// from the gate's `pass` edge, else the first in the flow (as the runtime picks it).
+fn finalize_node(spec: &CompiledSpec, gate: NodeIndex) -> Option<NodeIndex> {
+    let graph = &spec.flow.graph;
+    let is_finalize = |node: NodeIndex| {
+        matches!(
+            graph.node_weight(node).map(|step| &step.kind),
+            Some(StepKind::Finalize { .. })
+        )
+    };
+    let pass = spec
+        .flow
+        .transitions(gate)
+        .into_iter()
+        .find(|(transition, _)| **transition == TransitionIr::Pass)
+        .map(|(_, target)| target);
+    if let Some(start) = pass {
+        let mut bfs = Bfs::new(graph, start);
+        while let Some(node) = bfs.next(graph) {
+            if is_finalize(node) {
+                return Some(node);
+            }
+        }
+    }
+    graph.node_indices().find(|node| is_finalize(*node))
+}
+
+/// The flow graph, then for every `fail -> repair` gate step what its repair arms do that
+/// the graph has no edge for: an `ask` arm as a dashed question node (approved: the gate's
+/// subject runs again with feedback; else `best` is finalized), an `accept` arm and repair
+/// stopping as dashed edges to the finalize step.
+fn drawing(spec: &CompiledSpec) -> Drawing {
+    let graph = &spec.flow.graph;
+    let mut drawing = Drawing {
+        nodes: Vec::new(),
+        edges: Vec::new(),
+        entry: node_id(spec.flow.entry),
+    };
+    for node in graph.node_indices() {
+        let Some(step) = graph.node_weight(node) else {
+            continue;
+        };
+        let shape = match &step.kind {
+            StepKind::Gate { .. } => Shape::Gate,
+            StepKind::Ask { .. } => Shape::Ask,
+            StepKind::Finalize { .. } => Shape::Finalize,
+            StepKind::Done => Shape::Done,
+            StepKind::Blocked { .. } => Shape::Blocked,
+            StepKind::Failed { .. } => Shape::Failed,
+            StepKind::Call { .. } | StepKind::Each { .. } => Shape::Step,
+        };
+        drawing.nodes.push(Node {
+            id: node_id(node),
+            lines: node_lines(step),
+            shape,
+            repair: false,
+        });
+    }
+    for node in graph.node_indices() {
+        for (transition, target) in spec.flow.transitions(node) {
+            let part = match transition {
+                TransitionIr::Repair { codes, .. } => Some(Part::Codes(codes.clone())),
+                other => transition_label(other).0.map(Part::Text),
+            };
+            let dashed = matches!(transition, TransitionIr::Repair { .. });
+            drawing.edge(node_id(node), node_id(target), part, dashed);
+        }
+    }
+    let Some(repair) = &spec.repair else {
+        return drawing;
+    };
+    for node in graph.node_indices() {
+        let Some(StepKind::Gate { gate, repair: true }) =
+            graph.node_weight(node).map(|step| &step.kind)
+        else {
+            continue;
+        };
+        let Some(gate) = spec.gates.get(gate) else {
+            continue;
+        };
+        // Only error-level issues are repaired: a `warn` code's arm never acts.
+        let errors = error_codes(gate);
+        let finalize = finalize_node(spec, node).map(node_id);
+        let subject = spec.flow.steps.get(&gate.subject).copied().map(node_id);
+        let mut named: BTreeSet<&str> = BTreeSet::new();
+        for (index, arm) in repair.arms.iter().enumerate() {
+            let codes: Vec<String> = match &arm.pattern {
+                RepairPatternIr::Codes { codes } => {
+                    named.extend(codes.iter().map(String::as_str));
+                    codes
+                        .iter()
+                        .filter(|code| errors.contains(code.as_str()))
+                        .cloned()
+                        .collect()
+                }
+                RepairPatternIr::Wildcard if errors.iter().any(|code| !named.contains(code)) => {
+                    vec!["_".to_string()]
+                }
+                RepairPatternIr::Wildcard => Vec::new(),
+            };
+            if codes.is_empty() {
+                continue;
+            }
+            match &arm.action {
+                ActionIr::Ask { question } => {
+                    let id = format!("{}_ask{index}", node_id(node));
+                    let mut lines = vec!["repair: ask".to_string()];
+                    lines.extend(wrap(&quoted(question), ASK_WIDTH));
+                    drawing.nodes.push(Node {
+                        id: id.clone(),
+                        lines,
+                        shape: Shape::Ask,
+                        repair: true,
+                    });
+                    drawing.edge(node_id(node), id.clone(), Some(Part::Codes(codes)), true);
+                    if let Some(subject) = &subject {
+                        let approved = Part::Text("approved".to_string());
+                        drawing.edge(id.clone(), subject.clone(), Some(approved), true);
+                    }
+                    if let Some(finalize) = &finalize {
+                        let otherwise = Part::Text("else".to_string());
+                        drawing.edge(id, finalize.clone(), Some(otherwise), true);
+                    }
+                }
+                ActionIr::Accept => {
+                    if let Some(finalize) = &finalize {
+                        let label = Part::Text(format!("{}: accept", codes.join(", ")));
+                        drawing.edge(node_id(node), finalize.clone(), Some(label), true);
+                    }
+                }
+                ActionIr::Rerun { .. }
+                | ActionIr::Replan
+                | ActionIr::Block { .. }
+                | ActionIr::Fail { .. } => {}
+            }
+        }
+        if let Some(finalize) = finalize {
+            for stop in REPAIR_STOPS {
+                let label = Part::Text(stop.to_string());
+                drawing.edge(node_id(node), finalize.clone(), Some(label), true);
+            }
+        }
+    }
+    drawing
 }
 
 /// Mermaid's entity escapes inside a `"..."` label (`#quot;` and friends), and no newlines.
@@ -309,6 +658,12 @@ fn mermaid_text(text: &str) -> String {
     out
 }
 
+/// Label lines for Mermaid: each escaped, joined with `<br/>`.
+fn mermaid_lines(lines: &[String]) -> String {
+    let lines: Vec<String> = lines.iter().map(|line| mermaid_text(line)).collect();
+    lines.join("<br/>")
+}
+
 /// DOT's escapes inside a `"..."` string.
 fn dot_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -323,112 +678,142 @@ fn dot_text(text: &str) -> String {
     out
 }
 
+/// Label lines for DOT: each escaped, joined with `\n` (centred lines).
+fn dot_lines(lines: &[String]) -> String {
+    let lines: Vec<String> = lines.iter().map(|line| dot_text(line)).collect();
+    lines.join("\\n")
+}
+
 /// The flow graph as a Mermaid flowchart (see [`super::to_mermaid`]).
 pub fn mermaid(spec: &CompiledSpec) -> String {
-    let graph = &spec.flow.graph;
+    let drawing = drawing(spec);
     let mut out = String::from("flowchart TD\n");
+    let _ = writeln!(
+        out,
+        "  %%{{init: {{\"flowchart\": {{\"wrappingWidth\": {MERMAID_WRAPPING_WIDTH}}}}}}}%%"
+    );
     let _ = writeln!(
         out,
         "  %% {} {}",
         mermaid_text(&spec.name),
         mermaid_text(&spec.version)
     );
-    for node in graph.node_indices() {
-        let Some(step) = graph.node_weight(node) else {
-            continue;
-        };
-        let label = mermaid_text(&step_label(step));
-        let id = node.index();
-        let shape = match &step.kind {
-            StepKind::Gate { .. } => format!("n{id}{{\"{label}\"}}"),
-            StepKind::Ask { .. } => format!("n{id}[/\"{label}\"/]"),
-            StepKind::Finalize { .. } => format!("n{id}[[\"{label}\"]]"),
-            StepKind::Done => format!("n{id}([\"{label}\"])"),
-            StepKind::Blocked { .. } => format!("n{id}{{{{\"{label}\"}}}}"),
-            StepKind::Failed { .. } => format!("n{id}((\"{label}\"))"),
-            StepKind::Call { .. } | StepKind::Each { .. } => format!("n{id}[\"{label}\"]"),
+    for node in &drawing.nodes {
+        let label = mermaid_lines(&node.lines);
+        let id = &node.id;
+        let shape = match node.shape {
+            Shape::Gate => format!("{id}{{\"{label}\"}}"),
+            Shape::Ask => format!("{id}[/\"{label}\"/]"),
+            Shape::Finalize => format!("{id}[[\"{label}\"]]"),
+            Shape::Done => format!("{id}([\"{label}\"])"),
+            Shape::Blocked => format!("{id}{{{{\"{label}\"}}}}"),
+            Shape::Failed => format!("{id}((\"{label}\"))"),
+            Shape::Step => format!("{id}[\"{label}\"]"),
         };
         let _ = writeln!(out, "  {shape}");
     }
-    for edge in graph.edge_references() {
-        let (label, repair) = transition_label(edge.weight());
-        let arrow = if repair { "-.->" } else { "-->" };
-        let from = edge.source().index();
-        let to = edge.target().index();
-        match label {
-            Some(label) => {
-                let _ = writeln!(out, "  n{from} {arrow}|\"{}\"| n{to}", mermaid_text(&label));
-            }
-            None => {
-                let _ = writeln!(out, "  n{from} {arrow} n{to}");
-            }
+    for edge in &drawing.edges {
+        let arrow = if edge.dashed { "-.->" } else { "-->" };
+        let (from, to) = (&edge.from, &edge.to);
+        let lines = edge.lines();
+        if lines.is_empty() {
+            let _ = writeln!(out, "  {from} {arrow} {to}");
+        } else {
+            let label = mermaid_lines(&lines);
+            let _ = writeln!(out, "  {from} {arrow}|\"{label}\"| {to}");
         }
     }
-    let _ = writeln!(out, "  class n{} entry", spec.flow.entry.index());
-    let mut classes: [(&str, Vec<String>); 3] =
-        [("done", vec![]), ("blocked", vec![]), ("failed", vec![])];
-    for node in graph.node_indices() {
-        let class = match graph.node_weight(node).map(|step| &step.kind) {
-            Some(StepKind::Done) => 0,
-            Some(StepKind::Blocked { .. }) => 1,
-            Some(StepKind::Failed { .. }) => 2,
-            _ => continue,
-        };
-        if let Some((_, nodes)) = classes.get_mut(class) {
-            nodes.push(format!("n{}", node.index()));
-        }
-    }
+    let _ = writeln!(out, "  class {} entry", drawing.entry);
     out.push_str("  classDef entry stroke-width:3px\n");
     out.push_str("  classDef done fill:#d4f7d4,stroke:#2e7d32\n");
     out.push_str("  classDef blocked fill:#fff3cd,stroke:#b26a00\n");
     out.push_str("  classDef failed fill:#f8d7da,stroke:#b00020\n");
-    for (class, nodes) in classes {
+    for (class, wanted) in [
+        ("done", Shape::Done),
+        ("blocked", Shape::Blocked),
+        ("failed", Shape::Failed),
+    ] {
+        let nodes: Vec<&str> = drawing
+            .nodes
+            .iter()
+            .filter(|node| node.shape == wanted)
+            .map(|node| node.id.as_str())
+            .collect();
         if !nodes.is_empty() {
             let _ = writeln!(out, "  class {} {class}", nodes.join(","));
         }
     }
+    let repair: Vec<&str> = drawing
+        .nodes
+        .iter()
+        .filter(|node| node.repair)
+        .map(|node| node.id.as_str())
+        .collect();
+    if !repair.is_empty() {
+        out.push_str("  classDef repair stroke-dasharray:5 4\n");
+        let _ = writeln!(out, "  class {} repair", repair.join(","));
+    }
     out
+}
+
+/// A fixed size (`width`, `height` in inches) for a DOT polygon node: Graphviz fits a
+/// label into a polygon with a generous margin (a parallelogram twice the label's width,
+/// an octagon one and a half), which makes a multi-line label very wide. The size allows
+/// 0.1 in a character (Helvetica 14 averages 0.095) and 0.24 in a line, plus the
+/// slanted sides: `slant` times the height on the two sides together.
+fn polygon_size(lines: &[String], slant: f64) -> String {
+    let chars = lines
+        .iter()
+        .map(|line| line.chars().count())
+        .max()
+        .unwrap_or(0);
+    let height = 0.3 + 0.24 * lines.len() as f64;
+    let width = 0.1 * chars as f64 + slant * height + 0.35;
+    format!("fixedsize=true, width={width:.2}, height={height:.2}")
 }
 
 /// The flow graph in Graphviz DOT (see [`super::to_dot`]).
 pub fn dot(spec: &CompiledSpec) -> String {
-    let graph = &spec.flow.graph;
+    let drawing = drawing(spec);
     let mut out = format!("digraph \"{}\" {{\n", dot_text(&spec.name));
     out.push_str("  rankdir=TB;\n");
     out.push_str("  node [shape=box, fontname=\"Helvetica\"];\n");
     out.push_str("  edge [fontname=\"Helvetica\"];\n");
-    for node in graph.node_indices() {
-        let Some(step) = graph.node_weight(node) else {
-            continue;
+    for node in &drawing.nodes {
+        let label = dot_lines(&node.lines);
+        let attributes = match node.shape {
+            Shape::Gate => ", shape=diamond".to_string(),
+            Shape::Ask => {
+                let style = if node.repair { ", style=dashed" } else { "" };
+                let size = polygon_size(&node.lines, 0.8);
+                format!(", shape=parallelogram{style}, {size}")
+            }
+            Shape::Finalize => ", shape=box, peripheries=2".to_string(),
+            Shape::Done => ", shape=doublecircle, style=filled, fillcolor=\"#d4f7d4\"".to_string(),
+            Shape::Blocked => format!(
+                ", shape=octagon, style=filled, fillcolor=\"#fff3cd\", {}",
+                polygon_size(&node.lines, 0.6)
+            ),
+            Shape::Failed => format!(
+                ", shape=doubleoctagon, style=filled, fillcolor=\"#f8d7da\", {}",
+                polygon_size(&node.lines, 0.7)
+            ),
+            Shape::Step => String::new(),
         };
-        let label = dot_text(&step_label(step));
-        let attributes = match &step.kind {
-            StepKind::Gate { .. } => ", shape=diamond",
-            StepKind::Ask { .. } => ", shape=parallelogram",
-            StepKind::Finalize { .. } => ", shape=box, peripheries=2",
-            StepKind::Done => ", shape=doublecircle, style=filled, fillcolor=\"#d4f7d4\"",
-            StepKind::Blocked { .. } => ", shape=octagon, style=filled, fillcolor=\"#fff3cd\"",
-            StepKind::Failed { .. } => ", shape=doubleoctagon, style=filled, fillcolor=\"#f8d7da\"",
-            StepKind::Call { .. } | StepKind::Each { .. } => "",
-        };
-        let entry = if node == spec.flow.entry {
+        let entry = if node.id == drawing.entry {
             ", penwidth=2"
         } else {
             ""
         };
-        let _ = writeln!(
-            out,
-            "  n{} [label=\"{label}\"{attributes}{entry}];",
-            node.index()
-        );
+        let _ = writeln!(out, "  {} [label=\"{label}\"{attributes}{entry}];", node.id);
     }
-    for edge in graph.edge_references() {
-        let (label, repair) = transition_label(edge.weight());
+    for edge in &drawing.edges {
         let mut attributes = Vec::new();
-        if let Some(label) = label {
-            attributes.push(format!("label=\"{}\"", dot_text(&label)));
+        let lines = edge.lines();
+        if !lines.is_empty() {
+            attributes.push(format!("label=\"{}\"", dot_lines(&lines)));
         }
-        if repair {
+        if edge.dashed {
             attributes.push("style=dashed".to_string());
         }
         let attributes = if attributes.is_empty() {
@@ -436,12 +821,7 @@ pub fn dot(spec: &CompiledSpec) -> String {
         } else {
             format!(" [{}]", attributes.join(", "))
         };
-        let _ = writeln!(
-            out,
-            "  n{} -> n{}{attributes};",
-            edge.source().index(),
-            edge.target().index()
-        );
+        let _ = writeln!(out, "  {} -> {}{attributes};", edge.from, edge.to);
     }
     out.push_str("}\n");
     out

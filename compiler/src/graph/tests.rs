@@ -461,7 +461,7 @@ flow {
     let mermaid = to_mermaid(&spec);
     assert!(
         mermaid.contains(
-            r#"n0 -->|"when first.ok and request.goal == #quot;a#124;b#lt;c#gt;\#quot;d\#quot;#35;1#quot;"| n1"#
+            r#"n0 -->|"when first.ok and request.goal<br/>== #quot;a#124;b#lt;c#gt;\#quot;d\#quot;#35;1#quot;"| n1"#
         ),
         "{mermaid}"
     );
@@ -481,7 +481,7 @@ flow {
         "{dot}"
     );
     assert!(
-        dot.contains(r##"label="when first.ok and request.goal == \"a|b<c>\\\"d\\\"#1\"""##),
+        dot.contains(r##"label="when first.ok and request.goal\n== \"a|b<c>\\\"d\\\"#1\"""##),
         "{dot}"
     );
 }
@@ -776,4 +776,130 @@ flow {
     let big = bounds.steps.iter().find(|step| step.name == "big");
     // 5 * 10s + backoffs 1 + 2 + 4 + 8 = 65s.
     assert_eq!(big.and_then(|step| step.wall_ms), Some(65_000));
+}
+
+/// A spec whose drawing needs merged edges, repair `ask`/`accept` paths and long labels.
+const DRAWN: &str = r#"spec drawn version "1"
+contract Request { goal: string  mode: fast | slow | auto }
+contract Pick { mode: fast | slow }
+contract Out { ok: bool  text: string }
+contract Review { score: int(0..=10)  done: bool }
+role router { model: "openai:x" prompt: """r""" input: Request output: Pick }
+role worker { model: "openai:x" prompt: """w""" input: Request output: Out }
+role judge { model: "openai:x" prompt: """j""" input: Candidate output: Review }
+role closer { model: "openai:x" prompt: """c""" input: Candidate output: Delivery }
+gate quality on work {
+  hard finished: review.done else UNFINISHED
+  hard has_text: candidate.text != "" else EMPTY
+  warn long: review.score > 8 else SHORT
+  score s weight 1: review.score below 5 LOW
+  pass when score >= 7
+}
+repair {
+  rounds 2
+  LOW        -> rerun work with feedback
+  UNFINISHED -> ask "The judge says the work is not finished. Let the worker go on with its notes?"
+  EMPTY      -> accept
+  SHORT      -> ask "never asked: a warn code is not repaired"
+}
+flow {
+  route   = router(request)
+              when request.mode == fast -> work
+              when route.mode == fast   -> work
+              when request.mode == slow -> slow_path
+              else                      -> work
+  slow_path = worker(request) -> work
+  work    = worker(request) -> review
+  review  = judge(candidate) -> decide
+  decide  = gate quality pass -> deliver fail -> repair
+  deliver = finalize closer(best) -> done
+}
+"#;
+
+#[test]
+fn drawing_merges_edges_and_shows_repair_paths() {
+    let (spec, _) = compiled(DRAWN, &MemoryLoader::default());
+    let mermaid = to_mermaid(&spec);
+    let dot = to_dot(&spec);
+    // Three transitions from `route` to `work` are one edge, conditions one per line.
+    assert!(
+        mermaid.contains(
+            r#"n0 -->|"when request.mode == fast<br/>when route.mode == fast<br/>else"| n2"#
+        ),
+        "{mermaid}"
+    );
+    assert_eq!(mermaid.matches("n0 -->").count(), 2, "{mermaid}");
+    assert!(
+        dot.contains(
+            r#"n0 -> n2 [label="when request.mode == fast\nwhen route.mode == fast\nelse"];"#
+        ),
+        "{dot}"
+    );
+    // The `ask` arm of an error-level code: a dashed question node; approved reruns the
+    // gate's subject (`work`), else `best` is finalized.
+    assert!(
+        mermaid.contains(r#"n4 -.->|"UNFINISHED"| n4_ask1"#),
+        "{mermaid}"
+    );
+    assert!(
+        mermaid.contains(r#"n4_ask1 -.->|"approved"| n2"#),
+        "{mermaid}"
+    );
+    assert!(mermaid.contains(r#"n4_ask1 -.->|"else"| n5"#), "{mermaid}");
+    assert!(mermaid.contains("class n4_ask1 repair"), "{mermaid}");
+    // A warn code is never repaired: its `ask` arm draws nothing.
+    assert!(!mermaid.contains("never asked"), "{mermaid}");
+    // `accept` and repair stopping finalize `best`: one dashed edge to `deliver`.
+    assert!(
+        mermaid.contains(
+            r#"n4 -.->|"EMPTY: accept<br/>rounds exhausted<br/>no progress<br/>no repair action"| n5"#
+        ),
+        "{mermaid}"
+    );
+    assert!(
+        dot.contains(r#"n4 -> n4_ask1 [label="UNFINISHED", style=dashed];"#),
+        "{dot}"
+    );
+    insta::assert_snapshot!("drawn_mermaid", mermaid);
+    insta::assert_snapshot!("drawn_dot", dot);
+}
+
+#[test]
+fn long_labels_break_into_lines() {
+    let text = r#"spec long version "1"
+contract Request { goal: string }
+contract Task { id: string  goal: string }
+contract Plan { tasks: list<Task>(1..=5) }
+contract Result { id: string  ok: bool }
+contract Verdict { good: bool }
+role planner { model: "openai:x" prompt: """p""" input: Request output: Plan }
+role a_worker_with_a_long_name { model: "openai:x" prompt: """w""" input: Task output: Result }
+role critic { model: "openai:x" prompt: """c""" input: Result output: Verdict }
+gate item_ok on work {
+  hard good: critic.good else BAD_ITEM
+  pass when true
+}
+flow {
+  plan = planner(request) -> work
+  work = each t in plan.tasks: a_worker_with_a_long_name(t) concurrency 3 check item_ok by critic retries 2 -> done
+}
+"#;
+    let (spec, _) = compiled(text, &MemoryLoader::default());
+    let mermaid = to_mermaid(&spec);
+    // The name, the body (broken at a space), then the options.
+    assert!(
+        mermaid.contains(
+            r#"n1["work:<br/>each t in plan.tasks →<br/>a_worker_with_a_long_name(t)<br/>concurrency 3<br/>check item_ok by critic retries 2"]"#
+        ),
+        "{mermaid}"
+    );
+    assert!(
+        mermaid.contains(r#"n0["plan: planner(request)"]"#),
+        "{mermaid}"
+    );
+    let dot = to_dot(&spec);
+    assert!(
+        dot.contains(r#"n1 [label="work:\neach t in plan.tasks →\na_worker_with_a_long_name(t)\n"#),
+        "{dot}"
+    );
 }

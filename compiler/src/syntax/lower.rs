@@ -21,6 +21,12 @@ const MAX_EXPRESSION_DEPTH: usize = 64;
 /// up on it (E001).
 const MAX_OPERATORS: usize = 256;
 
+/// How many operators one whole expression may hold, across its levels and brackets. With
+/// the nesting bound, this bounds the depth of any expression tree (about this plus
+/// twice the nesting depth), so no later pass that walks the tree by recursion (typing,
+/// flow checks, graph lowering, serializing, dropping it) can exhaust the stack.
+const MAX_TOTAL_OPERATORS: usize = 1024;
+
 /// Lowers the pairs of one item (or the header, or one step) parsed from
 /// `text[offset..]`.
 pub(crate) struct Lowerer<'a> {
@@ -31,6 +37,8 @@ pub(crate) struct Lowerer<'a> {
     pub loader: &'a dyn Loader,
     pub diagnostics: &'a mut Vec<Diagnostic>,
     pub depth: usize,
+    /// Operators in the outermost expression being lowered (see [`MAX_TOTAL_OPERATORS`]).
+    pub operators: usize,
 }
 
 /// True for keyword and punctuation pairs, which carry no value of their own.
@@ -978,6 +986,9 @@ impl Lowerer<'_> {
     /// Lowers an `expr` pair (a flat sequence of prefix operators, operands and infix
     /// operators) by precedence climbing.
     pub(crate) fn expr(&mut self, pair: Pair<'_, Rule>) -> Option<Expr> {
+        if self.depth == 0 {
+            self.operators = 0;
+        }
         if !self.enter(&pair) {
             return None;
         }
@@ -1055,6 +1066,16 @@ impl Lowerer<'_> {
             let power = binding_power(op);
             if power < min_power {
                 break;
+            }
+            self.operators += 1;
+            if self.operators > MAX_TOTAL_OPERATORS {
+                let span = self.span(operator);
+                self.report(
+                    Diagnostic::new(Code::E001, span, "expression has too many operators")
+                        .with_label(format!("operator number {MAX_TOTAL_OPERATORS} + 1"))
+                        .with_help("split the expression into smaller parts"),
+                );
+                return None;
             }
             let operator_span = self.span(operator);
             let operator_text = operator.as_str().to_string();

@@ -24,6 +24,10 @@ use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span};
 #[grammar = "syntax/grammar.pest"]
 pub(crate) struct CharterParser;
 
+/// After this many syntax errors the driver stops: by then the file is not a spec, and
+/// every further error would cost a scan for where to resume.
+const MAX_SYNTAX_ERRORS: usize = 100;
+
 /// Words that start an item; a line that starts with one of them is where parsing
 /// resumes after a syntax error.
 const ITEM_KEYWORDS: [&str; 11] = [
@@ -70,6 +74,7 @@ pub fn parse(
         sources,
         loader,
         diagnostics: &mut diagnostics,
+        syntax_errors: 0,
     }
     .run();
     (spec, diagnostics)
@@ -82,9 +87,32 @@ struct Driver<'a> {
     sources: &'a mut Sources,
     loader: &'a dyn Loader,
     diagnostics: &'a mut Vec<Diagnostic>,
+    /// Syntax errors reported so far (see [`MAX_SYNTAX_ERRORS`]).
+    syntax_errors: usize,
 }
 
 impl Driver<'_> {
+    /// Reports a syntax error found at `position`. Returns false, after a last note, when
+    /// there have been too many to go on.
+    fn syntax_error(&mut self, diagnostic: Diagnostic, position: usize) -> bool {
+        self.diagnostics.push(diagnostic);
+        self.syntax_errors += 1;
+        if self.syntax_errors < MAX_SYNTAX_ERRORS {
+            return true;
+        }
+        let at = position.min(self.text.len());
+        self.diagnostics.push(
+            Diagnostic::new(
+                Code::E001,
+                Span::new(self.file, at, at),
+                format!("too many syntax errors: parsing stopped after {MAX_SYNTAX_ERRORS}"),
+            )
+            .with_label("parsing stopped here")
+            .with_help("fix the errors above and check again"),
+        );
+        false
+    }
+
     fn run(mut self) -> Option<ast::SpecFile> {
         let header = match CharterParser::parse(Rule::header, self.text) {
             Ok(mut pairs) => pairs.next()?,
@@ -119,9 +147,10 @@ impl Driver<'_> {
                     };
                     let end = position + pair.as_span().end();
                     let item_span = Span::new(self.file, position, end);
+                    let reported = self.diagnostics.len();
                     match self.lowerer(position).item(pair) {
                         Some(item) => items.push(item),
-                        None => self.internal(item_span),
+                        None => self.internal(item_span, reported),
                     }
                     position = end.max(position + 1);
                 }
@@ -139,24 +168,25 @@ impl Driver<'_> {
                             .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
                             .next()
                             .unwrap_or("item");
-                        self.diagnostics.push(
-                            Diagnostic::new(
-                                Code::E001,
-                                Span::new(self.file, resume, keyword_end),
-                                format!(
-                                    "expected `}}` to close `{item_keyword}` before the next item"
-                                ),
-                            )
-                            .with_label("the next item starts here")
-                            .with_note(
-                                Span::new(self.file, position, position + item_keyword.len()),
-                                "this item is not closed",
-                            ),
+                        let diagnostic = Diagnostic::new(
+                            Code::E001,
+                            Span::new(self.file, resume, keyword_end),
+                            format!("expected `}}` to close `{item_keyword}` before the next item"),
+                        )
+                        .with_label("the next item starts here")
+                        .with_note(
+                            Span::new(self.file, position, position + item_keyword.len()),
+                            "this item is not closed",
                         );
+                        if !self.syntax_error(diagnostic, resume) {
+                            break;
+                        }
                     } else {
                         let diagnostic =
                             errors::syntax_error(&error, self.file, position, self.text);
-                        self.diagnostics.push(diagnostic);
+                        if !self.syntax_error(diagnostic, resume) {
+                            break;
+                        }
                     }
                     position = resume;
                 }
@@ -222,16 +252,21 @@ impl Driver<'_> {
                     };
                     let end = position + pair.as_span().end();
                     let step_span = Span::new(self.file, position, end);
+                    let reported = self.diagnostics.len();
                     match self.lowerer(position).step(pair) {
                         Some(step) => steps.push(step),
-                        None => self.internal(step_span),
+                        None => self.internal(step_span, reported),
                     }
                     position = end.max(position + 1);
                 }
                 Err(error) => {
                     let diagnostic = errors::syntax_error(&error, self.file, position, self.text);
-                    self.diagnostics.push(diagnostic);
-                    position = next_step_line(self.text, position);
+                    let resume = next_step_line(self.text, position);
+                    if !self.syntax_error(diagnostic, resume) {
+                        position = self.text.len();
+                        break;
+                    }
+                    position = resume;
                 }
             }
         }
@@ -252,13 +287,17 @@ impl Driver<'_> {
             loader: self.loader,
             diagnostics: self.diagnostics,
             depth: 0,
+            operators: 0,
         }
     }
 
-    fn internal(&mut self, span: Span) {
+    /// Reports an internal error for `span` unless lowering it reported something (in the
+    /// diagnostics after the first `reported`, so this costs nothing per earlier item).
+    fn internal(&mut self, span: Span, reported: usize) {
         // Lowering reports its own problems; this only fires when the parse tree had a
         // shape the lowering did not expect, which is a bug in the compiler.
-        if !self.diagnostics.iter().any(|diagnostic| {
+        let new = self.diagnostics.get(reported..).unwrap_or(&[]);
+        if !new.iter().any(|diagnostic| {
             diagnostic
                 .primary_span()
                 .is_some_and(|at| at.start >= span.start && at.end <= span.end)

@@ -187,7 +187,8 @@ expect: { outcome: completed, reason: gate_passed }
         scenario.expect,
         Some(Expectation {
             outcome: Some(Outcome::Completed),
-            reason: Some(Reason::GatePassed)
+            reason: Some(Reason::GatePassed),
+            stale: None,
         })
     );
     let with_argument = "spec: s.charter\ninput: {}\nexpect:\n  outcome: failed\n  reason: budget_exhausted{tokens}\n";
@@ -197,7 +198,8 @@ expect: { outcome: completed, reason: gate_passed }
         scenario,
         Ok(Some(Expectation {
             outcome: Some(Outcome::Failed),
-            reason: Some(Reason::BudgetExhausted(crate::trace::BudgetKind::Tokens))
+            reason: Some(Reason::BudgetExhausted(crate::trace::BudgetKind::Tokens)),
+            stale: None,
         }))
     );
     let bad = Scenario::from_yaml(

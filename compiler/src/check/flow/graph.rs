@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::Direction;
-use petgraph::algo::tarjan_scc;
+use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{Bfs, EdgeRef, Reversed};
 
@@ -241,7 +241,9 @@ impl<'a> StepGraph<'a> {
     /// E006: every cycle of written transitions (one that uses no repair edge).
     fn check_loops(&self, symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
         let written = &self.written;
-        let mut components = tarjan_scc(written);
+        // Kosaraju, not Tarjan: petgraph's Tarjan recurses once per node of a path, so a
+        // long enough chain would overflow the stack; Kosaraju walks with explicit stacks.
+        let mut components = kosaraju_scc(written);
         components.sort_by_key(|component| component.iter().min().copied());
         for component in components {
             let members: BTreeSet<NodeIndex> = component.iter().copied().collect();
@@ -339,7 +341,9 @@ impl<'a> StepGraph<'a> {
             .copied()
             .filter(|node| !finishing.contains(node))
             .collect();
-        let mut components = tarjan_scc(&self.graph);
+        // Kosaraju, not Tarjan: petgraph's Tarjan recurses once per node of a path, so a
+        // long enough chain would overflow the stack; Kosaraju walks with explicit stacks.
+        let mut components = kosaraju_scc(&self.graph);
         components.sort_by_key(|component| component.iter().min().copied());
         for component in components {
             let members: BTreeSet<NodeIndex> = component.iter().copied().collect();

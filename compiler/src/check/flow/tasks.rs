@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use petgraph::algo::tarjan_scc;
+use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use super::{cycle_text, shortest_cycle};
@@ -118,7 +118,9 @@ fn check_list(list: &Expr, diagnostics: &mut Vec<Diagnostic>) {
             }
         }
     }
-    let mut components = tarjan_scc(&graph);
+    // Kosaraju, not Tarjan: petgraph's Tarjan recurses once per node of a path, so a
+    // long enough chain would overflow the stack; Kosaraju walks with explicit stacks.
+    let mut components = kosaraju_scc(&graph);
     components.sort_by_key(|component| component.iter().min().copied());
     for component in components {
         let members: BTreeSet<NodeIndex> = component.iter().copied().collect();

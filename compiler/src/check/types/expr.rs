@@ -1,7 +1,8 @@
 //! Typing of expressions (E002 for names not in scope, E004 for type errors), given a scope.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::check::types::StepType;
 use crate::check::types::ty::{Bounds, Contracts, Mismatch, Ty};
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
 use crate::syntax::ast::{BinaryOp, Expr, ExprKind, Ident, QuantifierKind, UnaryOp};
@@ -43,6 +44,10 @@ pub struct Typer<'a> {
     pub diagnostics: &'a mut Vec<Diagnostic>,
     /// Spans of bare names that were read as enum variants.
     pub variants: &'a mut BTreeSet<Span>,
+    /// The step names in scope (outermost, under `scope`): shared by every typer, so that
+    /// making one costs nothing per step.
+    pub steps: Option<&'a BTreeMap<&'a str, StepType>>,
+    /// Names in scope over the steps, innermost last.
     pub scope: Vec<Binding>,
     pub place: Place,
     /// How deeply `infer` is nested, to stay clear of the stack on pathological input.
@@ -57,6 +62,7 @@ impl std::fmt::Debug for Typer<'_> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("Typer")
+            .field("steps", &self.steps.map(BTreeMap::len))
             .field("scope", &self.scope)
             .field("place", &self.place)
             .finish()
@@ -70,6 +76,19 @@ impl Typer<'_> {
             .rev()
             .find(|binding| binding.name == name)
             .map(|binding| &binding.ty)
+            .or_else(|| {
+                self.steps
+                    .and_then(|steps| steps.get(name))
+                    .map(|step| &step.ty)
+            })
+    }
+
+    /// Every name in scope, outermost first (a shadowed name appears more than once).
+    fn names_in_scope(&self) -> impl Iterator<Item = &str> {
+        self.steps
+            .into_iter()
+            .flat_map(|steps| steps.keys().copied())
+            .chain(self.scope.iter().map(|binding| binding.name.as_str()))
     }
 
     pub fn push(&mut self, name: &str, ty: Ty) {
@@ -367,11 +386,7 @@ impl Typer<'_> {
             diagnostic = diagnostic
                 .with_help("`item` is only in scope in a gate used by an `each ... check` step");
         } else {
-            let names: Vec<&str> = self
-                .scope
-                .iter()
-                .map(|binding| binding.name.as_str())
-                .collect();
+            let names: Vec<&str> = self.names_in_scope().collect();
             let mut help = did_you_mean(&name.name, names.iter().copied());
             if help.is_none() && names.is_empty() {
                 help = Some("only literals are allowed here".to_string());
@@ -433,6 +448,17 @@ impl Typer<'_> {
                 return Ty::Any;
             }
             let was_optional = matches!(ty, Ty::Optional(_));
+            // The common case, a field that exists, copies only that field's type.
+            if let Some(Some(field_ty)) = self.contracts.field_type(&ty, &segment.name) {
+                ty = if was_optional {
+                    Ty::optional(field_ty)
+                } else {
+                    field_ty
+                };
+                written.push('.');
+                written.push_str(&segment.name);
+                continue;
+            }
             let Some(fields) = self.contracts.fields_of(&ty) else {
                 let message = format!(
                     "`{written}` is `{ty}`, which has no fields; `.{}` cannot be read",

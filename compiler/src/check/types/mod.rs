@@ -445,6 +445,7 @@ impl<'s, 'a> Checker<'s, 'a> {
             non_values: &self.non_values,
             diagnostics: self.diagnostics,
             variants: &mut self.variants,
+            steps: None,
             scope: Vec::new(),
             place,
             depth: 0,
@@ -453,9 +454,7 @@ impl<'s, 'a> Checker<'s, 'a> {
         if place == Place::Default {
             return typer;
         }
-        for (name, step) in &self.steps {
-            typer.push(name, step.ty.clone());
-        }
+        typer.steps = Some(&self.steps);
         let candidate = Ty::Record {
             name: Some("Candidate".to_string()),
             fields: candidate_fields(candidate_items),

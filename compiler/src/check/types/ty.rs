@@ -385,6 +385,27 @@ impl Contracts {
         }
     }
 
+    /// The type of field `name` of a record-like type: `None` when `ty` has no fields,
+    /// `Some(None)` when it has fields but not this one. Unlike [`Self::fields_of`], copies
+    /// only the one field's type.
+    pub fn field_type(&self, ty: &Ty, name: &str) -> Option<Option<Ty>> {
+        match ty.strip_optional() {
+            Ty::Contract(contract) => self.get(contract).map(|info| {
+                info.fields
+                    .iter()
+                    .find(|field| field.name == name)
+                    .map(|field| field.ty.clone())
+            }),
+            Ty::Record { fields, .. } => Some(
+                fields
+                    .iter()
+                    .find(|(field, _)| field == name)
+                    .map(|(_, ty)| ty.clone()),
+            ),
+            _ => None,
+        }
+    }
+
     /// Why a value of type `actual` cannot be used where `expected` is wanted, or `None`
     /// when it can.
     pub fn mismatch(&self, actual: &Ty, expected: &Ty) -> Option<Mismatch> {

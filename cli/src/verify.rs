@@ -1,0 +1,208 @@
+//! `charter verify [DIR]`: a project's CI gate — compile every spec under `DIR/specs`, replay every golden scenario under `DIR/golden` and compare it with its snapshot.
+
+use std::path::{Path, PathBuf};
+
+use charter_runtime::harness::report::{
+    JunitCase, details, github_annotations, github_error, junit_case, junit_xml, summary, table,
+};
+use charter_runtime::harness::snapshot::write_atomically;
+use charter_runtime::harness::{HarnessConfig, Partition, Problem, compile_spec, verify_project};
+use clap::Args;
+
+use crate::loader::{collect_specs, display_path};
+use crate::{Context, Outcome, print_err, print_error, print_out};
+
+/// Verify a project: compile every spec under `DIR/specs` (compile-fail cases in
+/// `specs/invalid/` excepted) and replay every recorded scenario under
+/// `DIR/golden/<spec>/<scenario>/`, comparing its outcome, reason and normalized trace
+/// with `expect` and `trace.snap`, twice (determinism).
+///
+/// Prints the diff of each changed snapshot, the unified diff of each rendered prompt of
+/// a stale recording, and a table of every scenario. Exit status: 0 when everything
+/// passed, 1 on any failure, 2 on a usage error.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example: charter verify --junit report.xml --github\n         charter verify --filter closed_loop/ --accept"
+)]
+pub struct VerifyArgs {
+    /// The project root: the directory that holds `golden/` (and `specs/`).
+    #[arg(value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+
+    /// Write changed or new snapshots and refresh stale recordings instead of failing.
+    #[arg(long)]
+    pub accept: bool,
+
+    /// Only scenarios (`<spec>/<scenario>`) and specs whose path contains PAT.
+    #[arg(long, value_name = "PAT")]
+    pub filter: Option<String>,
+
+    /// Only shard K of N (e.g. 2/3): each scenario belongs to exactly one shard, always
+    /// the same one.
+    #[arg(long, value_name = "K/N", value_parser = parse_partition)]
+    pub partition: Option<Partition>,
+
+    /// Also write the results as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Also print GitHub Actions `::error` annotations pointing at the failing file and line.
+    #[arg(long)]
+    pub github: bool,
+}
+
+fn parse_partition(text: &str) -> Result<Partition, String> {
+    text.parse()
+}
+
+pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
+    let root = &args.dir;
+    if !root.is_dir() {
+        print_error(
+            context,
+            &format!("`{}` is not a directory", display_path(root)),
+        );
+        return Ok(Outcome::Usage);
+    }
+    let config = HarnessConfig {
+        accept: args.accept,
+        filter: args.filter.clone(),
+        partition: args.partition,
+        pending_snapshots: false,
+        determinism: true,
+    };
+
+    let mut cases: Vec<JunitCase> = Vec::new();
+    let mut annotations: Vec<String> = Vec::new();
+    let mut failed = false;
+
+    // Specs.
+    let specs = specs_under(root, &config);
+    let mut spec_errors = 0;
+    for (relative, result) in &specs {
+        let case = |failure: Option<(String, String)>| JunitCase {
+            classname: "specs".to_string(),
+            name: relative.clone(),
+            time: std::time::Duration::ZERO,
+            failure,
+            error: None,
+        };
+        match result {
+            Ok(()) => cases.push(case(None)),
+            Err(problem) => {
+                spec_errors += 1;
+                failed = true;
+                print_err(problem.detail.as_deref().unwrap_or(&problem.message));
+                annotations.push(github_error(
+                    &problem.location.file,
+                    problem.location.line,
+                    "spec error",
+                    &problem.message,
+                ));
+                cases.push(case(Some((
+                    problem.message.clone(),
+                    problem.detail.clone().unwrap_or_default(),
+                ))));
+            }
+        }
+    }
+
+    // Scenarios.
+    let reports = match verify_project(root, &config) {
+        Ok(reports) => reports,
+        Err(error) => {
+            print_error(context, &error.to_string());
+            return Ok(Outcome::Usage);
+        }
+    };
+    cases.extend(reports.iter().map(junit_case));
+    annotations.extend(github_annotations(&reports));
+    failed |= reports.iter().any(|report| !report.status.passed());
+
+    let details = details(&reports);
+    if !details.is_empty() {
+        print_out(&details)?;
+        print_out("\n")?;
+    }
+    if !reports.is_empty() {
+        print_out(&table(&reports))?;
+    }
+    let spec_line = if specs.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "{} spec{} compiled{}; ",
+            specs.len(),
+            if specs.len() == 1 { "" } else { "s" },
+            if spec_errors == 0 {
+                String::new()
+            } else {
+                format!(", {spec_errors} with errors")
+            }
+        )
+    };
+    print_out(&format!(
+        "\n{spec_line}{}{}\n",
+        summary(&reports),
+        args.partition
+            .map(|partition| format!(" (partition {partition})"))
+            .unwrap_or_default()
+    ))?;
+    if specs.is_empty() && reports.is_empty() {
+        print_err(&format!(
+            "note: nothing to verify: `{}` has no specs/ and no golden/ scenarios\n",
+            display_path(root)
+        ));
+    }
+    if args.github {
+        for line in &annotations {
+            print_out(&format!("{line}\n"))?;
+        }
+    }
+    if let Some(path) = &args.junit {
+        let xml = junit_xml("charter verify", &cases);
+        if let Err(error) = write_atomically(path, &xml) {
+            print_error(
+                context,
+                &format!("cannot write `{}`: {error}", display_path(path)),
+            );
+            return Ok(Outcome::Usage);
+        }
+    }
+    Ok(if failed {
+        Outcome::Failed
+    } else {
+        Outcome::Clean
+    })
+}
+
+/// Every spec under `root/specs` (except the compile-fail cases in `specs/invalid/`) that
+/// the filter and partition keep, with its compilation result, by path relative to `root`.
+fn specs_under(root: &Path, config: &HarnessConfig) -> Vec<(String, Result<(), Problem>)> {
+    let directory = root.join("specs");
+    if !directory.is_dir() {
+        return Vec::new();
+    }
+    let Ok(paths) = collect_specs(&[directory]) else {
+        return Vec::new();
+    };
+    paths
+        .iter()
+        .filter_map(|path| {
+            let relative = display_path(path.strip_prefix(root).unwrap_or(path));
+            let invalid = relative.starts_with("specs/invalid/");
+            let kept = config
+                .filter
+                .as_deref()
+                .is_none_or(|filter| relative.contains(filter))
+                && config
+                    .partition
+                    .is_none_or(|partition| partition.keeps(&relative));
+            (!invalid && kept).then_some(relative)
+        })
+        .map(|relative| {
+            let result = compile_spec(root, &relative).map(|_| ());
+            (relative, result)
+        })
+        .collect()
+}

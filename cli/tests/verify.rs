@@ -1,0 +1,274 @@
+//! `charter verify` end to end (issue 4's acceptance): a changed recorded response fails with a diff naming the scenario, a changed prompt template is a stale recording with the prompt diff, `--accept` makes both pass; partitions cover every scenario once; JUnit and GitHub output.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository root (it holds `golden/` and `specs/`).
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+struct Verified {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn verify(dir: &Path, extra: &[&str]) -> Verified {
+    let output = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .arg("verify")
+        .arg(dir)
+        .args(extra)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run charter: {error}"));
+    Verified {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+impl Verified {
+    fn all(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+}
+
+/// A fresh project in the temporary directory holding the closed_loop seed spec (with
+/// its prompts) and one of its golden scenarios.
+fn project(name: &str, scenario: &str) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("charter-verify-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let repo = repository();
+    copy_dir(
+        &repo.join("specs/seeds/closed_loop"),
+        &root.join("specs/seeds/closed_loop"),
+    );
+    copy_file(
+        &repo.join("specs/seeds/closed_loop.charter"),
+        &root.join("specs/seeds/closed_loop.charter"),
+    );
+    copy_dir(
+        &repo.join("golden/closed_loop").join(scenario),
+        &root.join("golden/closed_loop").join(scenario),
+    );
+    root
+}
+
+fn copy_file(from: &Path, to: &Path) {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).unwrap_or_else(|error| panic!("{error}"));
+    }
+    std::fs::copy(from, to).unwrap_or_else(|error| panic!("{}: {error}", from.display()));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    let entries = std::fs::read_dir(from).unwrap_or_else(|error| panic!("{error}"));
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let target = to.join(entry.file_name());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            copy_file(&path, &target);
+        }
+    }
+}
+
+fn edit(path: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        text.contains(from),
+        "{} does not contain {from:?}",
+        path.display()
+    );
+    std::fs::write(path, text.replacen(from, to, 1)).unwrap_or_else(|error| panic!("{error}"));
+}
+
+#[test]
+fn a_changed_response_fails_with_a_diff_a_changed_prompt_is_stale_and_accept_fixes_both() {
+    let root = project("acceptance", "happy_path");
+    let first = verify(&root, &[]);
+    assert_eq!(first.code, Some(0), "{}", first.all());
+
+    // One recorded response changes: the behaviour changed, shown as a diff naming the scenario.
+    edit(
+        &root.join("golden/closed_loop/happy_path/cassette.yaml"),
+        "output: \"Heat pumps move heat instead of making it...\"",
+        "output: \"Heat pumps burn gas.\"",
+    );
+    let changed = verify(&root, &[]);
+    assert_eq!(changed.code, Some(1), "{}", changed.all());
+    assert!(
+        changed
+            .stdout
+            .contains("CHANGED closed_loop/happy_path: behaviour changed"),
+        "{}",
+        changed.all()
+    );
+    assert!(
+        changed
+            .stdout
+            .contains("--- golden/closed_loop/happy_path/trace.snap (snapshot)")
+            && changed
+                .stdout
+                .contains("+++ closed_loop/happy_path (replay)"),
+        "{}",
+        changed.all()
+    );
+    assert!(
+        changed
+            .stdout
+            .lines()
+            .any(|line| line.starts_with("-{\"seq\""))
+            && changed
+                .stdout
+                .lines()
+                .any(|line| line.starts_with("+{\"seq\"")),
+        "a unified diff of trace lines: {}",
+        changed.all()
+    );
+    assert!(
+        !changed.stdout.contains("stale recording"),
+        "{}",
+        changed.all()
+    );
+    let accepted = verify(&root, &["--accept"]);
+    assert_eq!(accepted.code, Some(0), "{}", accepted.all());
+    let again = verify(&root, &[]);
+    assert_eq!(again.code, Some(0), "{}", again.all());
+
+    // A prompt template changes: a stale recording, with the rendered prompt's diff.
+    edit(
+        &root.join("specs/seeds/closed_loop/prompts/planner.md.j2"),
+        "You are the planner.",
+        "You are the planner. Prefer fewer, larger work orders.",
+    );
+    let stale = verify(&root, &[]);
+    assert_eq!(stale.code, Some(1), "{}", stale.all());
+    assert!(
+        stale
+            .stdout
+            .contains("STALE closed_loop/happy_path: stale recording"),
+        "{}",
+        stale.all()
+    );
+    assert!(
+        stale.stdout.contains("prompt planner: sha256:"),
+        "{}",
+        stale.all()
+    );
+    assert!(
+        stale
+            .stdout
+            .contains("--- prompt of role `planner` (recorded)")
+            && stale
+                .stdout
+                .contains("+You are the planner. Prefer fewer, larger work orders."),
+        "{}",
+        stale.all()
+    );
+    let accepted = verify(&root, &["--accept"]);
+    assert_eq!(accepted.code, Some(0), "{}", accepted.all());
+    let clean = verify(&root, &[]);
+    assert_eq!(clean.code, Some(0), "{}", clean.all());
+    assert!(
+        clean.stdout.contains("1 scenario: 1 passed"),
+        "{}",
+        clean.all()
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn junit_and_github_annotations_point_at_the_failure() {
+    let root = project("reports", "happy_path");
+    edit(
+        &root.join("golden/closed_loop/happy_path/scenario.yaml"),
+        "expect: { outcome: completed, reason: gate_passed }",
+        "expect: { outcome: completed, reason: max_rounds }",
+    );
+    let report = root.join("report.xml");
+    let report_arg = report.to_string_lossy().into_owned();
+    let failed = verify(&root, &["--github", "--junit", &report_arg]);
+    assert_eq!(failed.code, Some(1), "{}", failed.all());
+    assert!(
+        failed.stdout.contains(
+            "::error file=golden/closed_loop/happy_path/scenario.yaml,line=4,title=FAIL closed_loop/happy_path::expected reason max_rounds, got gate_passed"
+        ),
+        "{}",
+        failed.all()
+    );
+    let xml = std::fs::read_to_string(&report).unwrap_or_default();
+    assert!(xml.starts_with("<?xml"), "{xml}");
+    assert!(
+        xml.contains("<testcase classname=\"golden.closed_loop\" name=\"happy_path\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<failure message=\"expected reason max_rounds, got gate_passed\">"),
+        "{xml}"
+    );
+    assert!(xml.contains("failures=\"1\""), "{xml}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn partitions_together_run_every_scenario_exactly_once() {
+    let repo = repository();
+    let rows = |output: &str| -> Vec<String> {
+        output
+            .lines()
+            .skip_while(|line| !line.starts_with("spec "))
+            .skip(2)
+            .take_while(|line| !line.trim().is_empty())
+            .map(|line| {
+                line.split_whitespace()
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
+            .collect()
+    };
+    let everything = verify(&repo, &[]);
+    assert_eq!(everything.code, Some(0), "{}", everything.all());
+    let mut all = rows(&everything.stdout);
+    assert!(
+        all.len() >= 40,
+        "{} scenarios: {}",
+        all.len(),
+        everything.stdout
+    );
+    let mut sharded = Vec::new();
+    for shard in ["1/3", "2/3", "3/3"] {
+        let part = verify(&repo, &["--partition", shard]);
+        assert_eq!(part.code, Some(0), "{}", part.all());
+        sharded.extend(rows(&part.stdout));
+    }
+    all.sort();
+    sharded.sort();
+    assert_eq!(sharded, all);
+    let bad = verify(&repo, &["--partition", "4/3"]);
+    assert_eq!(bad.code, Some(2), "{}", bad.all());
+}
+
+#[test]
+fn a_project_with_a_broken_spec_fails_on_the_spec_line() {
+    let root = project("broken", "happy_path");
+    edit(
+        &root.join("specs/seeds/closed_loop.charter"),
+        "budget { tokens 500000",
+        "budget { tokenz 500000",
+    );
+    let failed = verify(&root, &["--github"]);
+    assert_eq!(failed.code, Some(1), "{}", failed.all());
+    assert!(
+        failed
+            .stdout
+            .contains("::error file=specs/seeds/closed_loop.charter,line="),
+        "{}",
+        failed.all()
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

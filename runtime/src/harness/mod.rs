@@ -1,0 +1,1102 @@
+//! The golden harness (DESIGN §5–6): replays every recorded scenario under `golden/`, compares its normalized trace with `trace.snap`, and reports each scenario as a value.
+//!
+//! One comparison serves `cargo test` (runtime/tests/golden.rs), `cargo xtask verify` and
+//! `charter verify`. For each `golden/<spec>/<scenario>/` it:
+//! 1. reads `scenario.yaml` and `cassette.yaml` and compiles the scenario's spec (paths are
+//!    relative to the project root, the directory that holds `golden/`);
+//! 2. compares the hashes the cassette was recorded under with the spec's: a difference
+//!    is a *stale recording*, its own kind of failure, shown with a unified diff of each
+//!    rendered prompt that changed (the cassette keeps the rendered prompt of each role's
+//!    first call in `recorded.rendered`, written when the golden is accepted);
+//! 3. replays the cassette on a paused clock, checks `expect` (outcome, reason, stale)
+//!    and that every recorded call was made;
+//! 4. normalizes the trace (nothing machine- or time-dependent: the project root and the
+//!    temporary directory become placeholders; virtual `t_ms` stays) and compares it with
+//!    `trace.snap`, an insta snapshot file, so `cargo insta review` works on it;
+//! 5. replays a second time and compares the two traces (determinism).
+//!
+//! With `accept`, a changed or missing snapshot is written (temp file + rename) and a
+//! stale cassette's `recorded` block is rewritten with the current hashes and prompts;
+//! the rest of the hand-written cassette is left as it was.
+
+pub mod report;
+pub mod snapshot;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use charter_compiler::{CompiledSpec, LoadedFile, Loader, compile, render};
+use serde_json::Value;
+
+use crate::provider::{BoxFuture, CallKey, ModelRequest, ModelResponse, Provider, ProviderError};
+use crate::replay::ReplayProvider;
+use crate::run::{DeliveryTarget, RunConfig, RunError, replay_blocking};
+use crate::scenario::{Cassette, Recorded, Scenario};
+use crate::trace::{MemorySink, Outcome, Reason, TraceEvent, to_jsonl};
+
+/// The directory under the project root that holds the scenarios.
+pub const GOLDEN_DIR: &str = "golden";
+pub const SCENARIO_FILE: &str = "scenario.yaml";
+pub const CASSETTE_FILE: &str = "cassette.yaml";
+pub const SNAPSHOT_FILE: &str = "trace.snap";
+
+/// How to run the harness.
+#[derive(Clone, Debug)]
+pub struct HarnessConfig {
+    /// Write changed or missing snapshots and refresh stale `recorded` blocks.
+    pub accept: bool,
+    /// Only scenarios whose id (`<spec>/<scenario>`) contains this text.
+    pub filter: Option<String>,
+    /// Only this shard of the scenarios.
+    pub partition: Option<Partition>,
+    /// When a snapshot differs (and `accept` is off), write the new one beside it as
+    /// `trace.snap.new`, insta's pending snapshot, for `cargo insta review`.
+    pub pending_snapshots: bool,
+    /// Replay each scenario a second time and compare the traces.
+    pub determinism: bool,
+}
+
+impl Default for HarnessConfig {
+    fn default() -> Self {
+        HarnessConfig {
+            accept: false,
+            filter: None,
+            partition: None,
+            pending_snapshots: false,
+            determinism: true,
+        }
+    }
+}
+
+/// Shard `index` (1-based) of `count`. A scenario belongs to shard `hash(id) % count + 1`
+/// (FNV-1a of `<spec>/<scenario>`), so its shard never changes when other scenarios are
+/// added or removed, and shards 1..=count together hold every scenario exactly once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Partition {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Partition {
+    pub fn keeps(self, id: &str) -> bool {
+        stable_hash(id) % self.count + 1 == self.index
+    }
+}
+
+impl FromStr for Partition {
+    type Err = String;
+
+    /// `K/N` with `1 <= K <= N`.
+    fn from_str(text: &str) -> Result<Partition, String> {
+        let error = || format!("expected K/N with 1 <= K <= N (e.g. 2/4), got `{text}`");
+        let (index, count) = text.split_once('/').ok_or_else(error)?;
+        let index: u64 = index.trim().parse().map_err(|_| error())?;
+        let count: u64 = count.trim().parse().map_err(|_| error())?;
+        if index == 0 || count == 0 || index > count {
+            return Err(error());
+        }
+        Ok(Partition { index, count })
+    }
+}
+
+impl fmt::Display for Partition {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{}/{}", self.index, self.count)
+    }
+}
+
+/// FNV-1a, 64 bits: the same on every machine and every Rust version (unlike `DefaultHasher`).
+fn stable_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// A scenario directory found under `golden/`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ScenarioRef {
+    /// The `<spec>` directory name.
+    pub spec: String,
+    /// The `<scenario>` directory name.
+    pub name: String,
+    pub dir: PathBuf,
+}
+
+impl ScenarioRef {
+    /// `<spec>/<scenario>`.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.spec, self.name)
+    }
+
+    /// A file of the scenario as shown to people: `golden/<spec>/<scenario>/<file>`.
+    pub fn shown(&self, file: &str) -> String {
+        format!("{GOLDEN_DIR}/{}/{}/{file}", self.spec, self.name)
+    }
+}
+
+/// The harness could not look for scenarios at all.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error("cannot read `{path}`: {message}")]
+    Read { path: String, message: String },
+}
+
+/// Every `golden/<spec>/<scenario>/` under `root` that holds a `scenario.yaml`, sorted by id.
+/// A project without `golden/` has no scenarios.
+pub fn discover(root: &Path) -> Result<Vec<ScenarioRef>, HarnessError> {
+    let golden = root.join(GOLDEN_DIR);
+    if !golden.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut scenarios = Vec::new();
+    for spec_dir in sorted_dirs(&golden)? {
+        for scenario_dir in sorted_dirs(&spec_dir)? {
+            if !scenario_dir.join(SCENARIO_FILE).is_file() {
+                continue;
+            }
+            let name_of = |path: &Path| {
+                path.file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            };
+            scenarios.push(ScenarioRef {
+                spec: name_of(&spec_dir),
+                name: name_of(&scenario_dir),
+                dir: scenario_dir.clone(),
+            });
+        }
+    }
+    scenarios.sort();
+    Ok(scenarios)
+}
+
+fn sorted_dirs(directory: &Path) -> Result<Vec<PathBuf>, HarnessError> {
+    let error = |error: std::io::Error| HarnessError::Read {
+        path: directory.display().to_string(),
+        message: error.to_string(),
+    };
+    let mut dirs = Vec::new();
+    for entry in std::fs::read_dir(directory).map_err(error)? {
+        let path = entry.map_err(error)?.path();
+        if path.is_dir() {
+            dirs.push(path);
+        }
+    }
+    dirs.sort();
+    Ok(dirs)
+}
+
+/// The scenarios `config`'s filter and partition keep, in order.
+pub fn select(scenarios: Vec<ScenarioRef>, config: &HarnessConfig) -> Vec<ScenarioRef> {
+    scenarios
+        .into_iter()
+        .filter(|scenario| {
+            let id = scenario.id();
+            config
+                .filter
+                .as_deref()
+                .is_none_or(|filter| id.contains(filter))
+                && config
+                    .partition
+                    .is_none_or(|partition| partition.keeps(&id))
+        })
+        .collect()
+}
+
+/// How a scenario came out, worst first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Status {
+    /// It could not be replayed: a bad file, a spec with errors, an unrecorded call.
+    Error,
+    /// The cassette was recorded under other hashes than the spec's now.
+    Stale,
+    /// The trace differs from its snapshot (or there is none yet).
+    Changed,
+    /// An `expect` not met, a recorded call never made, or two replays that differ.
+    Failed,
+    /// `accept` wrote a snapshot or refreshed the recording.
+    Accepted,
+    /// Stale, as its `expect: { stale: true }` says it must be.
+    ExpectedStale,
+    Pass,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Error => "ERROR",
+            Status::Stale => "STALE",
+            Status::Changed => "CHANGED",
+            Status::Failed => "FAIL",
+            Status::Accepted => "accepted",
+            Status::ExpectedStale => "pass (stale, expected)",
+            Status::Pass => "pass",
+        }
+    }
+
+    /// Does the scenario count as passing?
+    pub fn passed(self) -> bool {
+        matches!(
+            self,
+            Status::Pass | Status::ExpectedStale | Status::Accepted
+        )
+    }
+}
+
+/// What kind of problem a scenario has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProblemKind {
+    Error,
+    Stale,
+    Changed,
+    NewSnapshot,
+    Expect,
+    Unused,
+    Nondeterministic,
+}
+
+/// A file and line a problem points at (relative to the project root).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub file: String,
+    pub line: Option<u64>,
+}
+
+/// One thing wrong with a scenario.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    /// One line.
+    pub message: String,
+    /// A unified diff or other multi-line detail.
+    pub detail: Option<String>,
+    pub location: Location,
+}
+
+/// The result of one scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScenarioReport {
+    pub spec: String,
+    pub scenario: String,
+    pub description: Option<String>,
+    pub outcome: Option<Outcome>,
+    pub reason: Option<Reason>,
+    /// The number of trace events.
+    pub events: usize,
+    /// The cassette was recorded under other hashes than the spec's now.
+    pub stale: bool,
+    pub status: Status,
+    pub problems: Vec<Problem>,
+    /// What `accept` wrote, one line each.
+    pub accepted: Vec<String>,
+    /// Findings that do not fail the scenario (an expected stale recording, with its diff).
+    pub notes: Vec<Problem>,
+    /// Wall time of the check (not part of any snapshot).
+    pub elapsed: Duration,
+}
+
+impl ScenarioReport {
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.spec, self.scenario)
+    }
+}
+
+/// Compiled specs by path, so scenarios of one spec compile it once.
+#[derive(Clone, Debug, Default)]
+pub struct SpecCache {
+    specs: HashMap<PathBuf, Result<Arc<CompiledSpec>, Problem>>,
+}
+
+impl SpecCache {
+    pub fn new() -> Self {
+        SpecCache::default()
+    }
+
+    /// The spec at `relative` (to `root`), compiled once.
+    pub fn get(&mut self, root: &Path, relative: &str) -> Result<Arc<CompiledSpec>, Problem> {
+        let path = root.join(relative);
+        self.specs
+            .entry(path.clone())
+            .or_insert_with(|| compile_spec(root, relative))
+            .clone()
+    }
+}
+
+/// Compiles the spec at `relative` (to `root`); errors are a problem pointing at the
+/// first error's line, with every diagnostic rendered as its detail.
+pub fn compile_spec(root: &Path, relative: &str) -> Result<Arc<CompiledSpec>, Problem> {
+    let path = root.join(relative);
+    let shown = clean_relative(relative);
+    let text = std::fs::read_to_string(&path).map_err(|error| Problem {
+        kind: ProblemKind::Error,
+        message: format!("cannot read the spec `{shown}`: {error}"),
+        detail: None,
+        location: Location {
+            file: shown.clone(),
+            line: None,
+        },
+    })?;
+    let loader = FsLoader {
+        root: root.to_path_buf(),
+        directory: Path::new(&shown)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+    };
+    let compilation = compile(&shown, &text, &loader);
+    match compilation.spec {
+        Some(spec) if !compilation.has_errors() => Ok(Arc::new(spec)),
+        _ => {
+            let first = compilation
+                .diagnostics
+                .iter()
+                .find(|diagnostic| diagnostic.is_error());
+            let location = first
+                .and_then(|diagnostic| diagnostic.primary_span())
+                .map(|span| {
+                    let (line, _) = compilation.sources.line_column(span.file, span.start);
+                    Location {
+                        file: compilation
+                            .sources
+                            .get(span.file)
+                            .map_or_else(|| shown.clone(), |file| file.name.clone()),
+                        line: Some(line as u64),
+                    }
+                })
+                .unwrap_or(Location {
+                    file: shown.clone(),
+                    line: None,
+                });
+            Err(Problem {
+                kind: ProblemKind::Error,
+                message: format!(
+                    "the spec `{shown}` has errors{}",
+                    first
+                        .map(|diagnostic| format!(": {}", diagnostic.message))
+                        .unwrap_or_default()
+                ),
+                detail: Some(render::text(
+                    &compilation.diagnostics,
+                    &compilation.sources,
+                    false,
+                )),
+                location,
+            })
+        }
+    }
+}
+
+/// `a/./b/../c` -> `a/c`, with `/` separators (paths as people read them).
+fn clean_relative(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split(['/', '\\']) {
+        match part {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|last| *last != "..") => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    parts.join("/")
+}
+
+/// Reads the files a spec names, relative to the spec's directory; display names are
+/// relative to the project root.
+#[derive(Debug)]
+struct FsLoader {
+    root: PathBuf,
+    /// The spec's directory, relative to the root.
+    directory: PathBuf,
+}
+
+impl Loader for FsLoader {
+    fn load(&self, relative_path: &str) -> Result<LoadedFile, String> {
+        if Path::new(relative_path).has_root() {
+            return Err(format!(
+                "`{relative_path}` is an absolute path; paths are relative to the spec file"
+            ));
+        }
+        let shown = clean_relative(&format!(
+            "{}/{relative_path}",
+            self.directory.to_string_lossy()
+        ));
+        match std::fs::read_to_string(self.root.join(&shown)) {
+            Ok(text) => Ok(LoadedFile {
+                display_name: shown,
+                text,
+            }),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Err(format!("no such file `{shown}`"))
+            }
+            Err(error) => Err(format!("cannot read `{shown}`: {error}")),
+        }
+    }
+}
+
+/// Runs the harness over the project at `root`: every selected scenario, results in
+/// scenario order. Scenarios are independent, so they are spread over the machine's
+/// cores (each replay has its own paused clock; nothing is shared but the compiled specs).
+pub fn verify_project(
+    root: &Path,
+    config: &HarnessConfig,
+) -> Result<Vec<ScenarioReport>, HarnessError> {
+    let scenarios = select(discover(root)?, config);
+    // Compile each spec once, up front, so the workers only read the cache.
+    let mut specs = SpecCache::new();
+    for scenario in &scenarios {
+        if let Ok(text) = std::fs::read_to_string(scenario.dir.join(SCENARIO_FILE))
+            && let Ok(parsed) = Scenario::from_yaml(SCENARIO_FILE, &text)
+        {
+            let _ = specs.get(root, &parsed.spec);
+        }
+    }
+    let workers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(scenarios.len().max(1));
+    if workers <= 1 {
+        return Ok(scenarios
+            .iter()
+            .map(|scenario| verify_scenario(root, scenario, config, &mut specs))
+            .collect());
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, ScenarioReport)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                let mut specs = specs.clone();
+                let next = &next;
+                let scenarios = &scenarios;
+                scope.spawn(move || {
+                    let mut done = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(scenario) = scenarios.get(index) else {
+                            break;
+                        };
+                        done.push((index, verify_scenario(root, scenario, config, &mut specs)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    results.sort_by_key(|(index, _)| *index);
+    Ok(results.into_iter().map(|(_, report)| report).collect())
+}
+
+/// What one replay gave.
+#[derive(Debug)]
+pub struct Replayed {
+    pub outcome: crate::run::RunOutcome,
+    pub events: Vec<TraceEvent>,
+    /// The normalized trace as JSON lines.
+    pub trace: String,
+    pub unused_calls: Vec<CallKey>,
+    pub unused_humans: Vec<(String, u64)>,
+    /// Role -> the rendered prompt of its first call (by call key).
+    pub prompts: BTreeMap<String, String>,
+}
+
+/// Replays `cassette` for `spec` on `input` on a paused clock, delivering in memory,
+/// and normalizes the trace against `root`.
+pub fn replay(
+    spec: &CompiledSpec,
+    input: Value,
+    cassette: Cassette,
+    root: &Path,
+) -> Result<Replayed, RunError> {
+    let config = RunConfig {
+        delivery: DeliveryTarget::Memory,
+        faults: cassette.faults.clone(),
+        cancel: None,
+    };
+    let replay = Arc::new(ReplayProvider::new(cassette));
+    let capture = Arc::new(PromptCapture {
+        inner: replay.clone(),
+        first: Mutex::new(BTreeMap::new()),
+    });
+    let mut sink = MemorySink::new();
+    let outcome = replay_blocking(
+        spec,
+        input,
+        capture.clone(),
+        replay.as_ref(),
+        &config,
+        &mut sink,
+    )?;
+    let events = sink.into_events();
+    let trace = to_jsonl(&events)
+        .map(|text| normalize_trace(&text, root))
+        .map_err(|error| RunError::Flow(error.to_string()))?;
+    let prompts = capture
+        .first
+        .lock()
+        .map(|first| {
+            first
+                .iter()
+                .map(|(role, (_, prompt))| (role.clone(), prompt.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Replayed {
+        outcome,
+        events,
+        trace,
+        unused_calls: replay.unused(),
+        unused_humans: replay.unused_humans(),
+        prompts,
+    })
+}
+
+/// A provider that keeps the rendered prompt of each role's first call (the smallest
+/// call key, so the choice does not depend on timing) and passes the call on.
+struct PromptCapture {
+    inner: Arc<ReplayProvider>,
+    first: Mutex<BTreeMap<String, (CallKey, String)>>,
+}
+
+impl Provider for PromptCapture {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        if let Ok(mut first) = self.first.lock() {
+            let earlier = first
+                .get(&request.role)
+                .is_some_and(|(key, _)| *key <= request.key);
+            if !earlier {
+                first.insert(
+                    request.role.clone(),
+                    (request.key.clone(), request.prompt.clone()),
+                );
+            }
+        }
+        self.inner.complete(request)
+    }
+}
+
+/// Removes what depends on the machine from a trace: the project root (as given and
+/// canonical) and the temporary directory become `<root>` and `<tmp>`. Virtual times
+/// stay: they are deterministic.
+pub fn normalize_trace(trace: &str, root: &Path) -> String {
+    let mut replacements: Vec<(String, &str)> = Vec::new();
+    let mut add = |path: &Path, placeholder: &'static str| {
+        let text = path.to_string_lossy().trim_end_matches('/').to_string();
+        if text.len() > 1 {
+            replacements.push((text, placeholder));
+        }
+    };
+    if let Ok(canonical) = root.canonicalize() {
+        add(&canonical, "<root>");
+    }
+    if let Ok(absolute) = std::path::absolute(root) {
+        add(&absolute, "<root>");
+    }
+    let temp = std::env::temp_dir();
+    if let Ok(canonical) = temp.canonicalize() {
+        add(&canonical, "<tmp>");
+    }
+    add(&temp, "<tmp>");
+    // Longest first, so a root inside the temporary directory stays `<root>`.
+    replacements.sort_by_key(|(text, _)| std::cmp::Reverse(text.len()));
+    let mut normalized = trace.to_string();
+    for (text, placeholder) in replacements {
+        normalized = normalized.replace(&text, placeholder);
+    }
+    normalized
+}
+
+/// A unified diff of `old` and `new`, with `old_name`/`new_name` headers.
+pub fn unified_diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(old_name, new_name)
+        .to_string()
+}
+
+/// Checks one scenario (see the module documentation).
+pub fn verify_scenario(
+    root: &Path,
+    scenario: &ScenarioRef,
+    config: &HarnessConfig,
+    specs: &mut SpecCache,
+) -> ScenarioReport {
+    let started = Instant::now();
+    let mut report = ScenarioReport {
+        spec: scenario.spec.clone(),
+        scenario: scenario.name.clone(),
+        description: None,
+        outcome: None,
+        reason: None,
+        events: 0,
+        stale: false,
+        status: Status::Pass,
+        problems: Vec::new(),
+        accepted: Vec::new(),
+        notes: Vec::new(),
+        elapsed: Duration::ZERO,
+    };
+    check_scenario(root, scenario, config, specs, &mut report);
+    report.status = status_of(&report);
+    report.elapsed = started.elapsed();
+    report
+}
+
+fn status_of(report: &ScenarioReport) -> Status {
+    let has = |kind: ProblemKind| report.problems.iter().any(|problem| problem.kind == kind);
+    if has(ProblemKind::Error) {
+        Status::Error
+    } else if has(ProblemKind::Stale) {
+        Status::Stale
+    } else if has(ProblemKind::Changed) || has(ProblemKind::NewSnapshot) {
+        Status::Changed
+    } else if !report.problems.is_empty() {
+        Status::Failed
+    } else if !report.accepted.is_empty() {
+        Status::Accepted
+    } else if report.stale {
+        Status::ExpectedStale
+    } else {
+        Status::Pass
+    }
+}
+
+fn error_at(file: String, line: Option<u64>, message: String) -> Problem {
+    Problem {
+        kind: ProblemKind::Error,
+        message,
+        detail: None,
+        location: Location { file, line },
+    }
+}
+
+fn check_scenario(
+    root: &Path,
+    reference: &ScenarioRef,
+    config: &HarnessConfig,
+    specs: &mut SpecCache,
+    report: &mut ScenarioReport,
+) {
+    let scenario_file = reference.shown(SCENARIO_FILE);
+    let cassette_file = reference.shown(CASSETTE_FILE);
+    let snapshot_file = reference.shown(SNAPSHOT_FILE);
+    let read = |file: &str, shown: &str| {
+        std::fs::read_to_string(reference.dir.join(file))
+            .map_err(|error| error_at(shown.to_string(), None, format!("cannot read: {error}")))
+    };
+    let loaded = read(SCENARIO_FILE, &scenario_file).and_then(|text| {
+        Scenario::from_yaml(&scenario_file, &text)
+            .map(|scenario| (scenario, text))
+            .map_err(|error| error_at(scenario_file.clone(), error.0.line, error.to_string()))
+    });
+    let (scenario, scenario_text) = match loaded {
+        Ok(loaded) => loaded,
+        Err(problem) => return report.problems.push(problem),
+    };
+    report.description = scenario.description.clone();
+    let loaded = read(CASSETTE_FILE, &cassette_file).and_then(|text| {
+        Cassette::from_yaml(&cassette_file, &text)
+            .map(|cassette| (cassette, text))
+            .map_err(|error| error_at(cassette_file.clone(), error.0.line, error.to_string()))
+    });
+    let (cassette, cassette_text) = match loaded {
+        Ok(loaded) => loaded,
+        Err(problem) => return report.problems.push(problem),
+    };
+    let spec = match specs.get(root, &scenario.spec) {
+        Ok(spec) => spec,
+        Err(problem) => return report.problems.push(problem),
+    };
+
+    let expect = scenario.expect.clone().unwrap_or_default();
+    let expected_stale = expect.stale == Some(true);
+    let current = Recorded::from_spec(&spec);
+    let changes = cassette.recorded.stale_against(&current);
+    report.stale = !changes.is_empty();
+    let recorded = cassette.recorded.clone();
+    let calls = cassette.calls.clone();
+
+    let first = match replay(&spec, scenario.input.clone(), cassette.clone(), root) {
+        Ok(replayed) => replayed,
+        Err(error) => {
+            return report.problems.push(error_at(
+                cassette_file.clone(),
+                Some(1),
+                format!("the replay failed: {error}"),
+            ));
+        }
+    };
+    report.outcome = Some(first.outcome.outcome);
+    report.reason = Some(first.outcome.reason.clone());
+    report.events = first.events.len();
+
+    // Stale recordings: their own kind of failure, with the prompts that changed.
+    let recorded_line = line_of(&cassette_text, "recorded:");
+    if !changes.is_empty() {
+        let stale = Problem {
+            kind: ProblemKind::Stale,
+            message: format!(
+                "stale recording: the cassette was recorded under other hashes ({})",
+                changes.join("; ")
+            ),
+            detail: Some(prompt_diffs(&recorded, &first.prompts)),
+            location: Location {
+                file: cassette_file.clone(),
+                line: recorded_line,
+            },
+        };
+        if expected_stale {
+            report.notes.push(stale);
+        } else if config.accept {
+            match refresh_recorded(reference, &cassette_text, &current, &first.prompts) {
+                Ok(()) => report
+                    .accepted
+                    .push(format!("refreshed the recorded hashes in {cassette_file}")),
+                Err(message) => {
+                    report
+                        .problems
+                        .push(error_at(cassette_file.clone(), recorded_line, message))
+                }
+            }
+        } else {
+            report.problems.push(stale);
+        }
+    } else if config.accept && !expected_stale && recorded.rendered != first.prompts {
+        // Not stale, but the recorded prompts are not those of this run (a recorded
+        // response changed what a later prompt shows): keep them current for the next diff.
+        match refresh_recorded(reference, &cassette_text, &current, &first.prompts) {
+            Ok(()) => report
+                .accepted
+                .push(format!("refreshed the recorded prompts in {cassette_file}")),
+            Err(message) => {
+                report
+                    .problems
+                    .push(error_at(cassette_file.clone(), recorded_line, message))
+            }
+        }
+    }
+    if changes.is_empty() && expected_stale {
+        report.problems.push(Problem {
+            kind: ProblemKind::Expect,
+            message:
+                "the scenario expects a stale recording, but the cassette's hashes match the spec"
+                    .to_string(),
+            detail: None,
+            location: Location {
+                file: scenario_file.clone(),
+                line: line_of(&scenario_text, "expect:"),
+            },
+        });
+    }
+
+    // Expectations.
+    let mut unmet = Vec::new();
+    if let Some(outcome) = expect.outcome
+        && outcome != first.outcome.outcome
+    {
+        unmet.push(format!("outcome {outcome}, got {}", first.outcome.outcome));
+    }
+    if let Some(reason) = &expect.reason
+        && *reason != first.outcome.reason
+    {
+        unmet.push(format!("reason {reason}, got {}", first.outcome.reason));
+    }
+    if !unmet.is_empty() {
+        report.problems.push(Problem {
+            kind: ProblemKind::Expect,
+            message: format!("expected {}", unmet.join(" and ")),
+            detail: first.outcome.message.clone(),
+            location: Location {
+                file: scenario_file.clone(),
+                line: line_of(&scenario_text, "expect:"),
+            },
+        });
+    }
+
+    // Recordings the run never used.
+    let lines = if first.unused_calls.is_empty() {
+        Vec::new()
+    } else {
+        crate::yaml::call_lines(&cassette_text)
+    };
+    for key in &first.unused_calls {
+        let line = calls
+            .iter()
+            .position(|call| call.key() == *key)
+            .and_then(|index| lines.get(index).copied());
+        report.problems.push(Problem {
+            kind: ProblemKind::Unused,
+            message: format!("recorded call {key} was never made"),
+            detail: None,
+            location: Location {
+                file: cassette_file.clone(),
+                line,
+            },
+        });
+    }
+    for (step, round) in &first.unused_humans {
+        report.problems.push(Problem {
+            kind: ProblemKind::Unused,
+            message: format!(
+                "recorded human answer for step `{step}` in round {round} was never asked for"
+            ),
+            detail: None,
+            location: Location {
+                file: cassette_file.clone(),
+                line: line_of(&cassette_text, "humans:"),
+            },
+        });
+    }
+
+    // Determinism: a second replay gives the same trace, byte for byte.
+    if config.determinism {
+        match replay(&spec, scenario.input.clone(), cassette, root) {
+            Ok(second) if second.trace == first.trace => {}
+            Ok(second) => report.problems.push(Problem {
+                kind: ProblemKind::Nondeterministic,
+                message: "a second replay gave another trace".to_string(),
+                detail: Some(unified_diff(
+                    &first.trace,
+                    &second.trace,
+                    "first replay",
+                    "second replay",
+                )),
+                location: Location {
+                    file: cassette_file.clone(),
+                    line: Some(1),
+                },
+            }),
+            Err(error) => report.problems.push(Problem {
+                kind: ProblemKind::Nondeterministic,
+                message: format!("a second replay failed where the first did not: {error}"),
+                detail: None,
+                location: Location {
+                    file: cassette_file.clone(),
+                    line: Some(1),
+                },
+            }),
+        }
+    }
+
+    // The snapshot.
+    let snapshot_path = reference.dir.join(SNAPSHOT_FILE);
+    let wanted = snapshot::render(
+        &scenario_file,
+        scenario.description.as_deref(),
+        &first.trace,
+    );
+    let existing = std::fs::read_to_string(&snapshot_path).ok();
+    let old = existing.as_deref().map(snapshot::contents);
+    let new = snapshot::contents(&wanted);
+    if old.as_deref() == Some(new.as_str()) {
+        return;
+    }
+    if config.accept {
+        match snapshot::write_atomically(&snapshot_path, &wanted) {
+            Ok(()) => {
+                let _ = std::fs::remove_file(snapshot::pending_path(&snapshot_path));
+                report.accepted.push(format!("wrote {snapshot_file}"));
+            }
+            Err(error) => report.problems.push(error_at(
+                snapshot_file.clone(),
+                None,
+                format!("cannot write the snapshot: {error}"),
+            )),
+        }
+        return;
+    }
+    if config.pending_snapshots {
+        let _ = snapshot::write_atomically(&snapshot::pending_path(&snapshot_path), &wanted);
+    }
+    match old {
+        Some(old) => {
+            let line =
+                first_changed_line(&old, &new).map(|line| line + snapshot::header_lines(&wanted));
+            report.problems.push(Problem {
+                kind: ProblemKind::Changed,
+                message: format!(
+                    "behaviour changed: the trace of {} differs from {snapshot_file}",
+                    reference.id()
+                ),
+                detail: Some(unified_diff(
+                    &old,
+                    &new,
+                    &format!("{snapshot_file} (snapshot)"),
+                    &format!("{} (replay)", reference.id()),
+                )),
+                location: Location {
+                    file: snapshot_file.clone(),
+                    line,
+                },
+            });
+        }
+        None => report.problems.push(Problem {
+            kind: ProblemKind::NewSnapshot,
+            message: format!("{snapshot_file} does not exist yet; accept the trace to create it"),
+            detail: None,
+            location: Location {
+                file: scenario_file,
+                line: Some(1),
+            },
+        }),
+    }
+}
+
+/// The 1-based line of the first line of `text` that starts with `prefix`.
+fn line_of(text: &str, prefix: &str) -> Option<u64> {
+    text.lines()
+        .position(|line| line.starts_with(prefix))
+        .map(|index| index as u64 + 1)
+}
+
+/// The 1-based number of the first line where `old` and `new` differ.
+fn first_changed_line(old: &str, new: &str) -> Option<u64> {
+    let mut old_lines = old.lines();
+    let mut new_lines = new.lines();
+    let mut number = 1;
+    loop {
+        match (old_lines.next(), new_lines.next()) {
+            (None, None) => return None,
+            (a, b) if a == b => number += 1,
+            _ => return Some(number),
+        }
+    }
+}
+
+/// Unified diffs of each rendered prompt that differs from the one recorded.
+fn prompt_diffs(recorded: &Recorded, now: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    for (role, prompt) in now {
+        match recorded.rendered.get(role) {
+            Some(old) if old == prompt => {}
+            Some(old) => out.push_str(&unified_diff(
+                old,
+                prompt,
+                &format!("prompt of role `{role}` (recorded)"),
+                &format!("prompt of role `{role}` (now)"),
+            )),
+            None => out.push_str(&format!(
+                "(the cassette holds no rendered prompt of role `{role}` to compare with)\n"
+            )),
+        }
+    }
+    if out.is_empty() {
+        out.push_str("(no rendered prompt changed: the spec text changed elsewhere)\n");
+    }
+    out
+}
+
+/// Rewrites the `recorded:` block of the cassette (and nothing else) with `current`
+/// and the rendered prompts, atomically, after checking that the result reads back.
+fn refresh_recorded(
+    reference: &ScenarioRef,
+    cassette_text: &str,
+    current: &Recorded,
+    prompts: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let mut recorded = current.clone();
+    recorded.rendered = prompts.clone();
+    let mut block = None;
+    for literal in [true, false] {
+        let text = recorded_block(&recorded, literal)?;
+        let candidate = replace_recorded_block(cassette_text, &text)?;
+        let reads_back = Cassette::from_yaml(CASSETTE_FILE, &candidate)
+            .map(|cassette| cassette.recorded == recorded)
+            .unwrap_or(false);
+        if reads_back {
+            block = Some(candidate);
+            break;
+        }
+    }
+    let Some(updated) = block else {
+        return Err("cannot write a `recorded` block that reads back the same".to_string());
+    };
+    snapshot::write_atomically(&reference.dir.join(CASSETTE_FILE), &updated)
+        .map_err(|error| format!("cannot write the cassette: {error}"))
+}
+
+/// The `recorded:` block as YAML; prompts as block literals when `literal`.
+fn recorded_block(recorded: &Recorded, literal: bool) -> Result<String, String> {
+    #[derive(serde::Serialize)]
+    struct Block<'a> {
+        recorded: Body<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Body<'a> {
+        spec_hash: &'a str,
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        prompts: &'a BTreeMap<String, String>,
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        rules: &'a BTreeMap<String, String>,
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        rendered: BTreeMap<&'a str, Text<'a>>,
+    }
+    #[derive(serde::Serialize)]
+    #[serde(untagged)]
+    enum Text<'a> {
+        Block(crate::yaml::BlockText<'a>),
+        Plain(&'a str),
+    }
+    let body = Body {
+        spec_hash: &recorded.spec_hash,
+        prompts: &recorded.prompts,
+        rules: &recorded.rules,
+        rendered: recorded
+            .rendered
+            .iter()
+            .map(|(role, text)| {
+                let text = if literal {
+                    Text::Block(crate::yaml::BlockText(text))
+                } else {
+                    Text::Plain(text)
+                };
+                (role.as_str(), text)
+            })
+            .collect(),
+    };
+    crate::yaml::to_string(CASSETTE_FILE, &Block { recorded: body })
+        .map_err(|error| error.to_string())
+}
+
+/// `text` with its top-level `recorded:` entry (the key line and the indented lines
+/// under it) replaced by `block`.
+fn replace_recorded_block(text: &str, block: &str) -> Result<String, String> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let start = lines
+        .iter()
+        .position(|line| line.starts_with("recorded:"))
+        .ok_or("the cassette has no top-level `recorded:` entry")?;
+    let end = lines
+        .iter()
+        .enumerate()
+        .skip(start + 1)
+        .find(|(_, line)| {
+            let first = line.chars().next();
+            first.is_some_and(|first| !matches!(first, ' ' | '\t' | '\n' | '\r' | '#'))
+        })
+        .map_or(lines.len(), |(index, _)| index);
+    let mut out: String = lines.iter().take(start).copied().collect();
+    out.push_str(block);
+    if !block.ends_with('\n') {
+        out.push('\n');
+    }
+    out.extend(lines.iter().skip(end).copied());
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,94 @@
+//! `trace.snap` files in insta's snapshot format (a YAML metadata header between `---` lines, then the contents), and atomic writes.
+//!
+//! The format is insta's so that `cargo insta review` can show and accept the pending
+//! `trace.snap.new` files the harness writes; the contents are compared as insta compares
+//! them (trailing whitespace at the end and `\r\n` ignored).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The number of lines before the contents of a snapshot file (its header).
+pub fn header_lines(file: &str) -> u64 {
+    let mut lines = file.lines();
+    if lines.next() != Some("---") {
+        return 0;
+    }
+    match lines.position(|line| line == "---") {
+        Some(index) => index as u64 + 2,
+        None => 0,
+    }
+}
+
+/// A snapshot file: the header insta writes, then `contents` and a final newline.
+pub fn render(source: &str, description: Option<&str>, contents: &str) -> String {
+    let mut out = String::from("---\n");
+    out.push_str(&format!("source: {}\n", yaml_scalar(source)));
+    if let Some(description) = description {
+        out.push_str(&format!("description: {}\n", yaml_scalar(description)));
+    }
+    out.push_str("expression: trace\n---\n");
+    out.push_str(contents.trim_end());
+    out.push('\n');
+    out
+}
+
+/// The contents of a snapshot file (everything after the header), normalized as insta
+/// compares: line endings `\n`, no trailing whitespace at the end. A file without a
+/// header is all contents.
+pub fn contents(file: &str) -> String {
+    let file = file.replace("\r\n", "\n");
+    let body = match file.strip_prefix("---\n") {
+        Some(rest) => match rest.find("\n---\n") {
+            Some(end) => rest.get(end + 5..).unwrap_or(""),
+            None if rest.starts_with("---\n") => rest.get(4..).unwrap_or(""),
+            None => rest,
+        },
+        None => file.as_str(),
+    };
+    body.trim_end().to_string()
+}
+
+/// `trace.snap` -> `trace.snap.new` (insta's pending snapshot).
+pub fn pending_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".new");
+    PathBuf::from(name)
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory and a rename,
+/// so the file is never seen half-written.
+pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let directory = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = directory.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = std::fs::File::create(&temporary).and_then(|mut file| {
+        file.write_all(text.as_bytes())?;
+        file.sync_all()
+    });
+    match written.and_then(|()| std::fs::rename(&temporary, path)) {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            let _ = std::fs::remove_file(&temporary);
+            Err(error)
+        }
+    }
+}
+
+/// A YAML scalar: plain when that is unambiguous, else double-quoted (JSON escaping is
+/// valid YAML).
+fn yaml_scalar(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '-' | '.' | ' ' | ',' | '(' | ')')
+        })
+        && !text.starts_with([' ', '-'])
+        && !text.ends_with(' ');
+    if plain {
+        text.to_string()
+    } else {
+        serde_json::to_string(text).unwrap_or_default()
+    }
+}

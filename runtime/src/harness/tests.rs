@@ -1,0 +1,98 @@
+//! Unit tests of the harness's pure pieces: partitions, snapshot files, the recorded block, escaping.
+
+use super::report::{github_error, xml_escape};
+use super::*;
+
+#[test]
+fn partitions_hold_every_scenario_exactly_once() {
+    let ids: Vec<String> = (0..200)
+        .map(|index| format!("spec/scenario_{index}"))
+        .collect();
+    for count in 1..=5 {
+        for id in &ids {
+            let shards = (1..=count)
+                .filter(|index| {
+                    Partition {
+                        index: *index,
+                        count,
+                    }
+                    .keeps(id)
+                })
+                .count();
+            assert_eq!(shards, 1, "{id} in {count} shards");
+        }
+    }
+    assert_eq!("2/3".parse(), Ok(Partition { index: 2, count: 3 }));
+    for bad in ["0/3", "4/3", "3", "a/b", "1/0"] {
+        assert!(bad.parse::<Partition>().is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn snapshot_files_round_trip_their_contents() {
+    let file = snapshot::render(
+        "golden/a/b/scenario.yaml",
+        Some("it: works"),
+        "{\"seq\":0}\n{\"seq\":1}\n",
+    );
+    assert!(file.starts_with("---\nsource: golden/a/b/scenario.yaml\ndescription: \"it: works\"\nexpression: trace\n---\n"));
+    assert_eq!(snapshot::contents(&file), "{\"seq\":0}\n{\"seq\":1}");
+    assert_eq!(snapshot::header_lines(&file), 5);
+    assert_eq!(
+        snapshot::contents(&file.replace('\n', "\r\n")),
+        "{\"seq\":0}\n{\"seq\":1}"
+    );
+}
+
+#[test]
+fn the_recorded_block_is_replaced_and_nothing_else() {
+    let cassette = "version: 1\n# hand-written\nrecorded: { spec_hash: \"sha256:old\" }\ncalls:\n  - { step: plan, response: { goal: x } }\n";
+    let mut recorded = Recorded {
+        spec_hash: "sha256:new".to_string(),
+        ..Recorded::default()
+    };
+    recorded.prompts.insert("planner".into(), "sha256:p".into());
+    recorded.rendered.insert(
+        "planner".into(),
+        "  Plan this:\n{\"goal\": \"x\"}\n\ntrailing  \n".into(),
+    );
+    let block = recorded_block(&recorded, true).unwrap_or_default();
+    let replaced = replace_recorded_block(cassette, &block).unwrap_or_default();
+    assert!(
+        replaced.starts_with("version: 1\n# hand-written\nrecorded:"),
+        "{replaced}"
+    );
+    assert!(
+        replaced.ends_with("calls:\n  - { step: plan, response: { goal: x } }\n"),
+        "{replaced}"
+    );
+    let read = Cassette::from_yaml("c.yaml", &replaced).map(|cassette| cassette.recorded);
+    assert_eq!(read, Ok(recorded), "{replaced}");
+}
+
+#[test]
+fn annotations_and_xml_are_escaped() {
+    assert_eq!(
+        xml_escape("a<b & \"c\"\u{1}"),
+        "a&lt;b &amp; &quot;c&quot;?"
+    );
+    assert_eq!(
+        github_error(
+            "golden/a,b/c.yaml",
+            Some(3),
+            "FAIL a/b",
+            "50% done\nnext: x"
+        ),
+        "::error file=golden/a%2Cb/c.yaml,line=3,title=FAIL a/b::50%25 done%0Anext: x"
+    );
+}
+
+#[test]
+fn traces_lose_the_project_root_and_the_temporary_directory() {
+    let root = std::env::temp_dir().join("charter-harness-normalize");
+    let trace = format!("{{\"path\":\"{}/out/delivery.json\"}}", root.display());
+    assert_eq!(
+        normalize_trace(&trace, &root),
+        "{\"path\":\"<root>/out/delivery.json\"}"
+    );
+}

@@ -244,6 +244,35 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
 /// The run directory and what to run: from the arguments (written to `run.json`), or
 /// from `run.json` on `--resume`.
 fn prepare(args: &RunArgs, context: Context) -> Result<(PathBuf, RunFile), Outcome> {
+    // Usage errors come before anything is run, asked for or checked (such as API keys).
+    for given in &args.tools {
+        if given
+            .split_once('=')
+            .is_none_or(|(name, _)| name.trim().is_empty())
+        {
+            print_error(
+                context,
+                &format!(
+                    "--tool `{given}` is not NAME=COMMAND (e.g. --tool search='python3 search.py')"
+                ),
+            );
+            return Err(Outcome::Usage);
+        }
+    }
+    if let Some(out) = &args.out {
+        let usable = if out.exists() && !out.is_dir() {
+            Err("it exists and is not a directory".to_string())
+        } else {
+            std::fs::create_dir_all(out).map_err(|error| error.to_string())
+        };
+        if let Err(error) = usable {
+            print_error(
+                context,
+                &format!("--out `{}` cannot be used: {error}", display_path(out)),
+            );
+            return Err(Outcome::Usage);
+        }
+    }
     if let Some(run_dir) = &args.resume {
         let path = run_dir.join(RUN_FILE);
         let text = std::fs::read_to_string(&path).map_err(|error| {
@@ -295,6 +324,16 @@ fn prepare(args: &RunArgs, context: Context) -> Result<(PathBuf, RunFile), Outco
             .join("runs")
             .join(millis.to_string())
     });
+    if run_dir.join(JOURNAL_FILE).exists() || run_dir.join(EVENTS_FILE).exists() {
+        let shown = display_path(&run_dir);
+        print_error(
+            context,
+            &format!(
+                "`{shown}` already holds a run; continue it with `--resume {shown}`, or give another --run-dir"
+            ),
+        );
+        return Err(Outcome::Usage);
+    }
     let run_file = RunFile {
         spec: std::path::absolute(spec).unwrap_or_else(|_| spec.clone()),
         input,

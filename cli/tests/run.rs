@@ -254,3 +254,77 @@ async fn a_run_killed_with_sigkill_resumes_without_a_duplicate_call() {
     }
     let _ = std::fs::remove_dir_all(&project);
 }
+
+/// Runs `charter run specs/review_loop.charter --input request.json ARGS...` in a new
+/// project (after `setup`), expects a usage error (exit 2) whose message contains `says`,
+/// and that no model was asked.
+async fn usage_error(name: &str, setup: impl Fn(&Path), args: &[&str], says: &str, key: bool) {
+    let server = MockServer::start().await;
+    mount(&server, Duration::ZERO).await;
+    let project = project(name);
+    setup(&project);
+    let mut all = vec![
+        "run",
+        "specs/review_loop.charter",
+        "--input",
+        "request.json",
+    ];
+    all.extend_from_slice(args);
+    let mut command = charter(&project, &server, &all);
+    if !key {
+        command.env_remove("OPENAI_API_KEY");
+    }
+    let run = output(command);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{name}: {stderr}");
+    assert!(stderr.contains(says), "{name}: {stderr}");
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        0,
+        "{name}: a model was asked"
+    );
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
+async fn an_out_that_is_a_file_is_a_usage_error() {
+    usage_error(
+        "out-file",
+        |project| {
+            let _ = std::fs::write(project.join("taken"), "a file");
+        },
+        &["--out", "taken", "--run-dir", "runs/one"],
+        "--out `taken` cannot be used",
+        true,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_tool_without_a_command_is_a_usage_error_before_the_key_check() {
+    usage_error(
+        "tool-no-command",
+        |_| {},
+        &["--tool", "search", "--run-dir", "runs/one"],
+        "--tool `search` is not NAME=COMMAND",
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_run_dir_that_holds_a_run_needs_resume() {
+    for file in ["calls.jsonl", "events.jsonl"] {
+        usage_error(
+            &format!("run-dir-taken-{file}"),
+            |project| {
+                let _ = std::fs::create_dir_all(project.join("runs/old"));
+                let _ = std::fs::write(project.join("runs/old").join(file), "");
+            },
+            &["--run-dir", "runs/old"],
+            "continue it with `--resume runs/old`",
+            true,
+        )
+        .await;
+    }
+}

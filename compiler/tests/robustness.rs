@@ -188,3 +188,44 @@ fn a_long_chain_of_steps_is_checked() {
     let compilation = compile_and_render(&text);
     assert!(!compilation.has_errors(), "{:?}", codes(&compilation));
 }
+
+/// The base spec with `n`'s type replaced by `TYPE`.
+fn spec_with_n_type(ty: &str) -> String {
+    spec_with_invariant("request.ok").replace("n: int ", &format!("n: {ty} "))
+}
+
+#[test]
+fn int_range_bounds_beyond_64_bits_are_e013() {
+    for ty in [
+        "int(0..=999999999999999999999999)",
+        "int(-999999999999999999999999..=0)",
+        "int(9223372036854775808..)",
+        "list<int>(0..=99999999999999999999)",
+    ] {
+        let text = spec_with_n_type(ty);
+        assert!(text.contains(ty));
+        let compilation = compile_and_render(&text);
+        assert_eq!(codes(&compilation), vec![Code::E013], "{ty}");
+        assert!(
+            compilation.diagnostics.iter().any(|d| d
+                .message
+                .contains("range bound does not fit a 64-bit integer")),
+            "{ty}: {:?}",
+            compilation.diagnostics
+        );
+    }
+}
+
+#[test]
+fn the_full_i64_range_is_exact() {
+    let text = spec_with_n_type("int(-9223372036854775808..=9223372036854775807)");
+    let compilation = compile_and_render(&text);
+    assert!(!compilation.has_errors(), "{:?}", compilation.diagnostics);
+    let serialized = compilation
+        .spec
+        .as_ref()
+        .and_then(|spec| serde_json::to_string(spec).ok())
+        .unwrap_or_default();
+    assert!(serialized.contains("-9223372036854775808"), "{serialized}");
+    assert!(serialized.contains("9223372036854775807"), "{serialized}");
+}

@@ -221,7 +221,9 @@ impl WorkDag {
 /// The ids of a cycle through `node`, starting and ending at the smallest id in it.
 fn cycle_through(graph: &DiGraph<String, ()>, node: NodeIndex) -> Vec<String> {
     // Nodes that reach `node` and that `node` reaches form its strongly connected part.
-    let components = petgraph::algo::tarjan_scc(graph);
+    // Kosaraju's algorithm is iterative in petgraph; Tarjan's recursion could exhaust the
+    // stack on a long `depends_on` chain.
+    let components = petgraph::algo::kosaraju_scc(graph);
     let component = components
         .into_iter()
         .find(|component| component.contains(&node))
@@ -250,6 +252,40 @@ mod tests {
         match WorkDag::build(items) {
             Ok(dag) => dag,
             Err(error) => panic!("{error}"),
+        }
+    }
+
+    /// `count` items, each depending on the one before it; the first depends on
+    /// `first_depends_on`.
+    fn chain(count: usize, first_depends_on: &[&str]) -> Vec<Value> {
+        (0..count)
+            .map(|index| {
+                let id = format!("T-{index:05}");
+                if index == 0 {
+                    task(&id, first_depends_on)
+                } else {
+                    task(&id, &[&format!("T-{:05}", index - 1)])
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_long_chain_does_not_exhaust_the_stack() {
+        let count = 50_000;
+        let mut dag = dag(&chain(count, &[]));
+        assert_eq!(dag.ready(), ["T-00000"]);
+        assert_eq!(dag.fail("T-00000").len(), count - 1);
+        assert!(dag.is_finished());
+
+        let last = format!("T-{:05}", count - 1);
+        match WorkDag::build(&chain(count, &[&last])) {
+            Err(DagError::Cycle { ids }) => {
+                assert_eq!(ids.len(), count + 1);
+                assert_eq!(ids.first().map(String::as_str), Some("T-00000"));
+                assert_eq!(ids.last().map(String::as_str), Some("T-00000"));
+            }
+            other => panic!("expected a cycle, got {:?}", other.map(|_| ())),
         }
     }
 

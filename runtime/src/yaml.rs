@@ -56,6 +56,10 @@ pub fn from_str<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, YamlEr
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
     serde_saphyr::from_str_with_options(text, options).map_err(|error| {
+        if is_blank(text) {
+            // saphyr would say `1:1: unexpected end of input`.
+            return YamlError::at(file, None, None, "the file is empty");
+        }
         let location = error.location();
         let message = error.without_snippet().to_string();
         YamlError::at(
@@ -64,6 +68,14 @@ pub fn from_str<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, YamlEr
             location.map(|location| location.column()),
             strip_position(&message),
         )
+    })
+}
+
+/// Whether `text` holds nothing but blank lines and comments.
+fn is_blank(text: &str) -> bool {
+    text.lines().all(|line| {
+        let line = line.trim();
+        line.is_empty() || line.starts_with('#')
     })
 }
 
@@ -132,6 +144,17 @@ mod tests {
             value,
             Ok(serde_json::json!({"a": "n", "b": "yes", "c": "off", "d": true, "e": null}))
         );
+    }
+
+    #[test]
+    fn an_empty_file_says_so() {
+        for text in ["", "\n  \n", "# only a comment\n"] {
+            let error: Result<Sample, _> = from_str("cassette.yaml", text);
+            match error {
+                Ok(value) => panic!("{text:?} parsed as {value:?}"),
+                Err(error) => assert_eq!(error.to_string(), "cassette.yaml: the file is empty"),
+            }
+        }
     }
 
     #[test]

@@ -1087,10 +1087,9 @@ fn int_range(range: Option<&RangeLit>) -> Result<(Option<i64>, Option<i64>)> {
     };
     check_inclusive(range)?;
     let int = |lit: &NumberLit| -> Result<i64> {
-        if lit.value.fract() == 0.0 && lit.value.abs() < 9.0e15 {
-            // The value is integral and well inside i64's range, so the cast is exact.
-            #[allow(clippy::cast_possible_truncation)]
-            Ok(lit.value as i64)
+        // The exact value parsed from the literal's text, never rounded through f64.
+        if let Some(value) = lit.int {
+            Ok(value)
         } else {
             Err(internal(format!(
                 "the range bound {} is not an integer",

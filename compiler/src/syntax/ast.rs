@@ -26,6 +26,9 @@ pub struct StringLit {
 pub struct NumberLit {
     pub value: f64,
     pub is_integer: bool,
+    /// The exact value when `is_integer` and it fits an `i64` (`value` is rounded through
+    /// `f64` above 2^53); `None` for a non-integer or an integer too large for 64 bits.
+    pub int: Option<i64>,
     pub span: Span,
 }
 

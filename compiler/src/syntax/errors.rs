@@ -166,8 +166,24 @@ const ITEM_NAMES: [&str; 11] = [
 ];
 
 /// A hint for common mistakes, from what was expected and what was found.
+const NAMES_ARE_ASCII: &str = "names are ASCII (`[a-z_][a-z0-9_]*`)";
+
+/// Whether `diagnostic`'s help is the one for a non-ASCII letter, which is more specific
+/// than any help a caller would put in its place.
+pub(crate) fn says_names_are_ascii(diagnostic: &Diagnostic) -> bool {
+    diagnostic
+        .help
+        .as_deref()
+        .is_some_and(|help| help.starts_with(NAMES_ARE_ASCII))
+}
+
 fn help(expected: &[&str], found: &str) -> Option<String> {
     let first = found.chars().next()?;
+    if first.is_alphabetic() && !first.is_ascii() {
+        return Some(format!(
+            "{NAMES_ARE_ASCII}: `{first}` cannot be part of one"
+        ));
+    }
     if expected == ["an item"] {
         return Some(
             "an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget` or `flow`"

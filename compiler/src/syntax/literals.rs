@@ -189,6 +189,13 @@ pub(crate) fn integer(text: &str) -> Result<u64, LiteralError> {
     })
 }
 
+/// The exact value of an integer literal (an optional `-`, digits and `_`), or `None` when
+/// it is not one or does not fit an `i64`.
+pub(crate) fn signed_integer(text: &str) -> Option<i64> {
+    let cleaned: String = text.chars().filter(|c| *c != '_').collect();
+    cleaned.parse::<i64>().ok()
+}
+
 /// The value of a number literal, and whether it was written as an integer.
 pub(crate) fn number(text: &str) -> Result<(f64, bool), LiteralError> {
     let cleaned: String = text.chars().filter(|c| *c != '_').collect();

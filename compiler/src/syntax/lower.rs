@@ -218,6 +218,11 @@ impl Lowerer<'_> {
             Ok((value, is_integer)) => NumberLit {
                 value,
                 is_integer,
+                int: if is_integer {
+                    literals::signed_integer(pair.as_str())
+                } else {
+                    None
+                },
                 span,
             },
             Err(error) => {
@@ -225,6 +230,7 @@ impl Lowerer<'_> {
                 NumberLit {
                     value: 0.0,
                     is_integer: false,
+                    int: None,
                     span,
                 }
             }

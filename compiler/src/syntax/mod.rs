@@ -117,10 +117,13 @@ impl Driver<'_> {
         let header = match CharterParser::parse(Rule::header, self.text) {
             Ok(mut pairs) => pairs.next()?,
             Err(error) => {
-                let diagnostic = errors::syntax_error(&error, self.file, 0, self.text);
-                self.diagnostics.push(diagnostic.with_help(
-                    "a spec starts with `spec NAME version \"X\"`, e.g. `spec support_bot version \"1.0.0\"`",
-                ));
+                let mut diagnostic = errors::syntax_error(&error, self.file, 0, self.text);
+                if !errors::says_names_are_ascii(&diagnostic) {
+                    diagnostic = diagnostic.with_help(
+                        "a spec starts with `spec NAME version \"X\"`, e.g. `spec support_bot version \"1.0.0\"`",
+                    );
+                }
+                self.diagnostics.push(diagnostic);
                 return None;
             }
         };

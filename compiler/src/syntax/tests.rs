@@ -588,6 +588,27 @@ fn helpful_messages() {
     );
 }
 
+#[test]
+fn non_ascii_names_say_names_are_ascii() {
+    for (text, letter) in [
+        ("spec héllo_ü version \"1\"\n".to_string(), 'é'),
+        (format!("{HEADER}role rôle {{}}\n"), 'ô'),
+        (format!("{HEADER}role été {{}}\n"), 'é'),
+        (format!("{HEADER}contract Ünit {{}}\n"), 'Ü'),
+    ] {
+        let (_, diagnostics, _) = parse_with(&text, &NoFiles);
+        let help = diagnostics.first().and_then(|d| d.help.clone());
+        assert_eq!(
+            help.as_deref(),
+            Some(
+                format!("names are ASCII (`[a-z_][a-z0-9_]*`): `{letter}` cannot be part of one")
+                    .as_str()
+            ),
+            "{text}: {diagnostics:?}"
+        );
+    }
+}
+
 /// The contract fields of `contract C { FIELDS }`, each as `name: type`.
 fn check_types(fields: &str, expect: &str) {
     let text = format!("{HEADER}contract C {{ {fields} }}\n");

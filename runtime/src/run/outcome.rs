@@ -84,10 +84,30 @@ pub enum RunError {
     Human { step: String, message: String },
     #[error("the run's input is invalid: {0}")]
     Input(String),
-    #[error("cannot write the delivery: {0}")]
+    /// The message says what about the delivery failed (`cannot write the delivery to …`).
+    #[error("{0}")]
     Delivery(String),
     #[error("cannot write the trace: {0}")]
     Trace(String),
     #[error("{0}")]
     Flow(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunError;
+    use crate::candidate::DeliveryError;
+
+    #[test]
+    fn a_delivery_error_says_what_failed_once() {
+        let io = DeliveryError::Io {
+            path: "out/delivery.json".into(),
+            source: std::io::Error::other("disk full"),
+        };
+        let shown = RunError::Delivery(io.to_string()).to_string();
+        assert_eq!(
+            shown,
+            "cannot write the delivery to out/delivery.json: disk full"
+        );
+    }
 }

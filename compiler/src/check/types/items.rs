@@ -204,6 +204,19 @@ impl Items<'_, '_> {
                             "a list's length bounds are whole numbers"
                         }),
                     );
+                } else if number_lit.int.is_none() {
+                    self.diagnostics.push(
+                        Diagnostic::new(
+                            Code::E013,
+                            number_lit.span,
+                            "range bound does not fit a 64-bit integer",
+                        )
+                        .with_label("too large")
+                        .with_help(
+                            "bounds run from -9223372036854775808 to 9223372036854775807; \
+                             leave the end open (`a..`) for no bound",
+                        ),
+                    );
                 }
             }
         }

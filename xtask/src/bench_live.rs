@@ -45,6 +45,7 @@ pub struct LiveConfig {
     /// Concurrent live runs of specs/seeds/closed_loop.charter through the OpenAI provider
     /// against a mock server on 127.0.0.1
     #[arg(
+        id = "live_runs",
         long = "live-runs",
         value_name = "N",
         default_value_t = 200,

@@ -372,13 +372,7 @@ impl Interpreter<'_> {
                     return Err(type_error("the pattern of `matches`", "a string", pattern));
                 };
                 if !self.regexes.contains_key(pattern) {
-                    let regex = regex::RegexBuilder::new(pattern)
-                        .size_limit(REGEX_SIZE_LIMIT)
-                        .build()
-                        .map_err(|error| EvalError::Regex {
-                            pattern: pattern.clone(),
-                            message: error.to_string(),
-                        })?;
+                    let regex = cached_regex(pattern)?;
                     self.regexes.insert(pattern.clone(), regex);
                 }
                 let matched = self
@@ -533,3 +527,36 @@ fn type_error(what: &str, expected: &str, found: &Value) -> EvalError {
 
 #[cfg(test)]
 mod tests;
+
+/// How many compiled patterns the process keeps before starting over.
+const REGEX_CACHE_LIMIT: usize = 256;
+
+/// `pattern` compiled (under [`REGEX_SIZE_LIMIT`]) once per process: gates evaluate
+/// `matches()` with the same few patterns again and again. Patterns that do not
+/// compile are not cached.
+fn cached_regex(pattern: &str) -> Result<regex::Regex, EvalError> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<HashMap<String, regex::Regex>>> =
+        std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(|| std::sync::Mutex::new(HashMap::new()));
+    if let Some(regex) = cache
+        .lock()
+        .ok()
+        .and_then(|cache| cache.get(pattern).cloned())
+    {
+        return Ok(regex);
+    }
+    let regex = regex::RegexBuilder::new(pattern)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .build()
+        .map_err(|error| EvalError::Regex {
+            pattern: pattern.to_string(),
+            message: error.to_string(),
+        })?;
+    if let Ok(mut cache) = cache.lock() {
+        if cache.len() >= REGEX_CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(pattern.to_string(), regex.clone());
+    }
+    Ok(regex)
+}

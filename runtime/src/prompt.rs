@@ -17,8 +17,9 @@
 //! (prompts are not HTML); an undefined attribute renders as nothing, since optional
 //! fields may be absent. A role without a template gets a plain default prompt.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use charter_compiler::check::templates::snake_case;
 use charter_compiler::graph::{CompiledSpec, EffectIr, RoleIr};
@@ -84,11 +85,9 @@ pub fn render_prompt(
         message: error_text(&error),
     };
 
-    let mut environment = Environment::new();
-    environment.set_auto_escape_callback(|_| AutoEscape::None);
-    environment.set_undefined_behavior(UndefinedBehavior::Chainable);
+    let environment = cached_environment(&source_name, template).map_err(template_error)?;
     let compiled = environment
-        .template_from_named_str(&source_name, template)
+        .get_template(&source_name)
         .map_err(template_error)?;
 
     let mut context = std::collections::BTreeMap::new();
@@ -122,6 +121,39 @@ pub fn render_prompt(
         );
     }
     compiled.render(context).map_err(template_error)
+}
+
+/// How many compiled templates the process keeps before starting over.
+const TEMPLATE_CACHE_LIMIT: usize = 1024;
+
+/// Compiled templates by (source name, template text): parsing a template once per
+/// process instead of on every call (each environment holds that one template).
+type TemplateCache = Mutex<HashMap<(String, String), Arc<Environment<'static>>>>;
+
+/// The environment holding `template` compiled under `source_name`, built once per
+/// process; a template that does not compile is not cached.
+fn cached_environment(
+    source_name: &str,
+    template: &str,
+) -> Result<Arc<Environment<'static>>, minijinja::Error> {
+    static CACHE: OnceLock<TemplateCache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let key = (source_name.to_string(), template.to_string());
+    if let Some(environment) = cache.lock().ok().and_then(|cache| cache.get(&key).cloned()) {
+        return Ok(environment);
+    }
+    let mut environment = Environment::new();
+    environment.set_auto_escape_callback(|_| AutoEscape::None);
+    environment.set_undefined_behavior(UndefinedBehavior::Chainable);
+    environment.add_template_owned(key.0.clone(), key.1.clone())?;
+    let environment = Arc::new(environment);
+    if let Ok(mut cache) = cache.lock() {
+        if cache.len() >= TEMPLATE_CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(key, Arc::clone(&environment));
+    }
+    Ok(environment)
 }
 
 /// The lines of the role's rules blocks, in the order the role lists them.

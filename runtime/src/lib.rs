@@ -17,13 +17,11 @@
 //! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
 //! - [`harness`]: the golden comparison of recorded scenarios (`cargo test`, `cargo xtask
 //!   verify` and `charter verify` all use it).
-//! - Policies and mechanics: [`gate`], [`repair`], [`dag`], [`candidate`], [`budget`],
-//!   [`call`] (one role call with its provider retries).
+//! - Policies and mechanics: [`gate`], [`repair`], [`dag`], [`candidate`], [`budget`].
 
 pub use charter_compiler as compiler;
 
 pub mod budget;
-pub mod call;
 pub mod candidate;
 pub mod canonical;
 pub mod dag;

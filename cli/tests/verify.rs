@@ -272,3 +272,62 @@ fn a_project_with_a_broken_spec_fails_on_the_spec_line() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The `cargo test` side of the comparison: a changed trace is left beside its snapshot as
+/// insta's pending `trace.snap.new` (what `cargo insta review` shows and accepts), insta
+/// reads it as the new trace, and it goes away once the trace matches again.
+#[test]
+fn a_changed_trace_leaves_a_pending_snapshot_insta_can_read() {
+    use charter_runtime::harness::{HarnessConfig, Status, verify_project};
+    let root = project("pending", "happy_path");
+    let snapshot = root.join("golden/closed_loop/happy_path/trace.snap");
+    let pending = root.join("golden/closed_loop/happy_path/trace.snap.new");
+    let config = HarnessConfig {
+        pending_snapshots: true,
+        ..HarnessConfig::default()
+    };
+    let cassette = root.join("golden/closed_loop/happy_path/cassette.yaml");
+    let original = std::fs::read_to_string(&cassette).unwrap_or_default();
+    edit(
+        &cassette,
+        "output: \"Heat pumps move heat instead of making it...\"",
+        "output: \"Heat pumps burn gas.\"",
+    );
+    let reports = verify_project(&root, &config).unwrap_or_default();
+    assert_eq!(
+        reports
+            .iter()
+            .map(|report| report.status)
+            .collect::<Vec<_>>(),
+        [Status::Changed]
+    );
+    let old = insta::Snapshot::from_file(&snapshot);
+    let new = insta::Snapshot::from_file(&pending);
+    let (Ok(old), Ok(new)) = (old, new) else {
+        panic!("insta cannot read the snapshot or the pending snapshot");
+    };
+    let text = |snapshot: &insta::Snapshot| {
+        snapshot
+            .as_text()
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    };
+    // The trace holds output hashes, not texts: the item's and the candidate's hashes moved.
+    assert_ne!(text(&old), text(&new));
+    assert_eq!(text(&old).lines().count(), text(&new).lines().count());
+    assert_eq!(new.metadata().source(), old.metadata().source());
+    assert_eq!(new.metadata().description(), old.metadata().description());
+
+    // Back to the recorded response: the pending snapshot is out of date and removed.
+    std::fs::write(&cassette, original).unwrap_or_else(|error| panic!("{error}"));
+    let reports = verify_project(&root, &config).unwrap_or_default();
+    assert_eq!(
+        reports
+            .iter()
+            .map(|report| report.status)
+            .collect::<Vec<_>>(),
+        [Status::Pass]
+    );
+    assert!(!pending.exists());
+    let _ = std::fs::remove_dir_all(&root);
+}

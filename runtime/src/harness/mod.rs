@@ -1,6 +1,6 @@
 //! The golden harness (DESIGN §5–6): replays every recorded scenario under `golden/`, compares its normalized trace with `trace.snap`, and reports each scenario as a value.
 //!
-//! One comparison serves `cargo test` (runtime/tests/golden.rs), `cargo xtask verify` and
+//! One comparison serves `cargo test` (golden/golden.rs), `cargo xtask verify` and
 //! `charter verify`. For each `golden/<spec>/<scenario>/` it:
 //! 1. reads `scenario.yaml` and `cassette.yaml` and compiles the scenario's spec (paths are
 //!    relative to the project root, the directory that holds `golden/`);
@@ -903,6 +903,25 @@ fn check_scenario(
     let old = existing.as_deref().map(snapshot::contents);
     let new = snapshot::contents(&wanted);
     if old.as_deref() == Some(new.as_str()) {
+        // A pending snapshot left by an earlier failing run is out of date now (insta
+        // drops it the same way), so `cargo insta review` does not offer it.
+        if config.pending_snapshots || config.accept {
+            let _ = std::fs::remove_file(snapshot::pending_path(&snapshot_path));
+        }
+        // Only the header differs (the scenario's description changed): `--accept`
+        // brings it up to date.
+        if config.accept && existing.as_deref() != Some(wanted.as_str()) {
+            match snapshot::write_atomically(&snapshot_path, &wanted) {
+                Ok(()) => report
+                    .accepted
+                    .push(format!("wrote {snapshot_file} (its header)")),
+                Err(error) => report.problems.push(error_at(
+                    snapshot_file.clone(),
+                    None,
+                    format!("cannot write the snapshot: {error}"),
+                )),
+            }
+        }
         return;
     }
     if config.accept {

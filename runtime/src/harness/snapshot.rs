@@ -77,18 +77,41 @@ pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     }
 }
 
-/// A YAML scalar: plain when that is unambiguous, else double-quoted (JSON escaping is
-/// valid YAML).
+/// A YAML scalar as insta's emitter writes it: plain unless plain could be misread (empty,
+/// edge spaces, an indicator first, a flow or comment character, a boolean, null or number),
+/// else double-quoted. Matching insta byte for byte means `cargo insta accept` rewrites no
+/// header; the JSON escaping used for quoted strings is valid YAML.
 fn yaml_scalar(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text.chars().all(|c| {
-            c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '-' | '.' | ' ' | ',' | '(' | ')')
+    const WORDS: [&str; 22] = [
+        "yes", "Yes", "YES", "no", "No", "NO", "True", "TRUE", "true", "False", "FALSE", "false",
+        "on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL", "~",
+    ];
+    let quoted = text.is_empty()
+        || text.starts_with(' ')
+        || text.ends_with(' ')
+        || text.starts_with(['&', '*', '?', '|', '-', '<', '>', '=', '!', '%', '@', '.'])
+        || text.starts_with("0x")
+        || text.contains(|c: char| {
+            matches!(
+                c,
+                ':' | '{' | '}' | '[' | ']' | ',' | '#' | '`' | '"' | '\'' | '\\'
+                    | '\0'..='\x06'
+                    | '\t'
+                    | '\n'
+                    | '\r'
+                    | '\x0e'..='\x1a'
+                    | '\x1c'..='\x1f'
+            )
         })
-        && !text.starts_with([' ', '-'])
-        && !text.ends_with(' ');
-    if plain {
-        text.to_string()
+        || WORDS.contains(&text)
+        || text.parse::<i64>().is_ok()
+        || text.parse::<f64>().is_ok();
+    if quoted {
+        // serde_json escapes as insta does, except that insta also escapes DEL.
+        serde_json::to_string(text)
+            .unwrap_or_default()
+            .replace('\x7f', "\\u007f")
     } else {
-        serde_json::to_string(text).unwrap_or_default()
+        text.to_string()
     }
 }

@@ -44,6 +44,57 @@ fn snapshot_files_round_trip_their_contents() {
     );
 }
 
+/// `cargo insta accept` re-saves a pending snapshot through insta's own writer; a header
+/// written here must come back byte for byte, or every accept would churn the file.
+#[test]
+fn insta_reads_and_rewrites_snapshot_files_unchanged() {
+    let directory = std::env::temp_dir().join(format!("charter-insta-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&directory);
+    let descriptions = [
+        "plain words only",
+        "T-002 times out once (20m recorded), the retry succeeds",
+        "it: works",
+        "- starts with a dash",
+        "true",
+        "12.5",
+        ".hidden",
+        "quotes \"inside\" and a back\\slash",
+        "tab\there, bell\u{7} and del\u{7f}",
+        "non-ASCII: délai dépassé, 超时",
+        " edge spaces ",
+        "",
+    ];
+    for (index, description) in descriptions.iter().enumerate() {
+        let ours = snapshot::render(
+            "golden/a/b/scenario.yaml",
+            Some(description),
+            "{\"seq\":0}\n{\"seq\":1}\n",
+        );
+        let path = directory.join(format!("{index}.snap"));
+        let again = directory.join(format!("{index}.again.snap"));
+        assert!(std::fs::write(&path, &ours).is_ok());
+        let read = insta::Snapshot::from_file(&path);
+        let Ok(read) = read else {
+            panic!("insta cannot read {ours:?}: {read:?}");
+        };
+        if !description.is_empty() {
+            assert_eq!(read.metadata().description(), Some(*description));
+        }
+        assert_eq!(read.metadata().source(), Some("golden/a/b/scenario.yaml"));
+        assert_eq!(
+            read.as_text().map(ToString::to_string).as_deref(),
+            Some("{\"seq\":0}\n{\"seq\":1}")
+        );
+        assert!(read.save(&again).is_ok());
+        assert_eq!(
+            std::fs::read_to_string(&again).unwrap_or_default(),
+            ours,
+            "insta rewrites the header for {description:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
 #[test]
 fn the_recorded_block_is_replaced_and_nothing_else() {
     let cassette = "version: 1\n# hand-written\nrecorded: { spec_hash: \"sha256:old\" }\ncalls:\n  - { step: plan, response: { goal: x } }\n";

@@ -24,6 +24,7 @@
 //! Errors are values ([`EvalError`]) with a readable message; nothing here panics.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use charter_compiler::graph::{BinaryOpIr, BuiltinIr, ExprIr, NameIr, QuantifierIr, UnaryOpIr};
 use serde_json::{Map, Value};
@@ -43,12 +44,16 @@ pub trait Env {
 
 /// A plain [`Env`]: a value for each kind of name, set by the caller.
 #[derive(Clone, Debug, Default, PartialEq)]
+///
+/// The run's large values (the request, step outputs, candidates) are shared, not copied:
+/// the scheduler builds bindings for every call and check, and the values do not change
+/// while an expression is evaluated.
 pub struct Bindings {
-    pub request: Option<Value>,
+    pub request: Option<Arc<Value>>,
     /// Step outputs in the current round, by step name (a list for `each` steps).
-    pub steps: BTreeMap<String, Value>,
-    pub candidate: Option<Value>,
-    pub best: Option<Value>,
+    pub steps: BTreeMap<String, Arc<Value>>,
+    pub candidate: Option<Arc<Value>>,
+    pub best: Option<Arc<Value>>,
     /// `{round, step_count, tokens, cost, elapsed}`.
     pub run: Option<Value>,
     pub score: Option<Value>,
@@ -69,12 +74,12 @@ impl Bindings {
     /// Sets the value of `name`.
     pub fn set(&mut self, name: NameIr, value: Value) {
         match name {
-            NameIr::Request => self.request = Some(value),
+            NameIr::Request => self.request = Some(Arc::new(value)),
             NameIr::Step(step) => {
-                self.steps.insert(step, value);
+                self.steps.insert(step, Arc::new(value));
             }
-            NameIr::Candidate => self.candidate = Some(value),
-            NameIr::Best => self.best = Some(value),
+            NameIr::Candidate => self.candidate = Some(Arc::new(value)),
+            NameIr::Best => self.best = Some(Arc::new(value)),
             NameIr::Run => self.run = Some(value),
             NameIr::Score => self.score = Some(value),
             NameIr::Item => self.item = Some(value),
@@ -91,10 +96,10 @@ impl Bindings {
 impl Env for Bindings {
     fn get(&self, name: &NameIr) -> Option<&Value> {
         match name {
-            NameIr::Request => self.request.as_ref(),
-            NameIr::Step(step) => self.steps.get(step),
-            NameIr::Candidate => self.candidate.as_ref(),
-            NameIr::Best => self.best.as_ref(),
+            NameIr::Request => self.request.as_deref(),
+            NameIr::Step(step) => self.steps.get(step).map(|value| &**value),
+            NameIr::Candidate => self.candidate.as_deref(),
+            NameIr::Best => self.best.as_deref(),
             NameIr::Run => self.run.as_ref(),
             NameIr::Score => self.score.as_ref(),
             NameIr::Item => self.item.as_ref(),

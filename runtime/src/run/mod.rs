@@ -228,7 +228,7 @@ impl<'r> Scheduler<'r> {
                 .map_err(|violations| RunError::Input(violations_text(&violations)))?,
             None => input,
         };
-        self.state.request = request.clone();
+        self.state.request = Arc::new(request.clone());
         let frozen = (|| {
             self.emit(EventKind::RunStarted {
                 spec: spec.name.clone(),
@@ -568,7 +568,7 @@ impl<'r> Scheduler<'r> {
         self.state
             .history
             .insert((step.to_string(), self.state.round), output.clone());
-        self.state.outputs.insert(step.to_string(), output);
+        self.state.set_output(step.to_string(), output);
     }
 
     /// Forms the round's candidate when `step` is the subject of a gate step's gate.
@@ -581,7 +581,7 @@ impl<'r> Scheduler<'r> {
         if !is_subject {
             return Ok(());
         }
-        let Some(output) = self.state.outputs.get(step) else {
+        let Some(output) = self.state.outputs().get(step) else {
             return Ok(());
         };
         let written = self
@@ -589,12 +589,11 @@ impl<'r> Scheduler<'r> {
             .artifacts
             .get(&(step.to_string(), self.state.round));
         let content = CandidateContent::of(output, written);
-        let candidate = Candidate {
-            step: step.to_string(),
-            item_ids: content.item_ids.clone(),
-            inner: content.to_candidate(self.state.round),
-            evaluation: None,
-        };
+        let candidate = Candidate::new(
+            step.to_string(),
+            content.item_ids.clone(),
+            content.to_candidate(self.state.round),
+        );
         self.emit(EventKind::Candidate {
             id: candidate.id().to_string(),
             hash: candidate.hash().to_string(),
@@ -665,7 +664,7 @@ impl<'r> Scheduler<'r> {
                     }
                 }
                 if let Some(stored) = self.state.history.get(&(name.clone(), round)).cloned() {
-                    self.state.outputs.insert(name, stored);
+                    self.state.set_output(name, stored);
                 }
             }
         }
@@ -776,7 +775,7 @@ impl<'r> Scheduler<'r> {
         let mut bindings = self.bindings();
         bindings.locals.extend(extra.locals.clone());
         if bindings.best.is_none() {
-            bindings.best = Some(Value::Null);
+            bindings.best = Some(Arc::new(Value::Null));
         }
         let mut values = Vec::with_capacity(args.len());
         for arg in args {

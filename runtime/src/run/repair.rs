@@ -99,7 +99,6 @@ impl RepairPolicy<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use charter_compiler::graph::NameIr;
     use charter_compiler::{MemoryLoader, compile};
@@ -162,7 +161,7 @@ flow {
             NameIr::Candidate,
             json!({"items": items, "failed": failed, "skipped": [], "text": "", "id": "c1", "round": 1, "hash": ""}),
         );
-        bindings.steps = BTreeMap::from([("review".to_string(), json!({"score": score}))]);
+        bindings.set(NameIr::Step("review".to_string()), json!({"score": score}));
         let judged = judge("g", gate, &bindings, &ids, &failed);
         let policy = RepairPolicy {
             table: spec.repair.as_ref().unwrap_or_else(|| panic!("no repair")),

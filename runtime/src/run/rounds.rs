@@ -23,7 +23,7 @@ impl Scheduler<'_> {
             )));
         };
         let mut bindings = self.bindings();
-        bindings.set(NameIr::Candidate, candidate.value());
+        bindings.candidate = Some(candidate.value());
         let mut failed_ids = candidate.inner.failed.clone();
         failed_ids.extend(candidate.inner.skipped.iter().cloned());
         let result = judge(gate_name, gate, &bindings, &candidate.item_ids, &failed_ids);
@@ -202,11 +202,11 @@ impl Scheduler<'_> {
             self.state.rerun_items.insert(target.to_string(), items);
         }
         for step in invalidated {
-            self.state.outputs.remove(step);
+            self.state.remove_output(step);
         }
         // What is not rerun carries over into the new round as it was.
         let round = self.state.round;
-        let kept: Vec<String> = self.state.outputs.keys().cloned().collect();
+        let kept: Vec<String> = self.state.outputs().keys().cloned().collect();
         for step in &kept {
             if let Some(output) = self.state.history.get(&(step.clone(), previous)).cloned() {
                 self.state.history.insert((step.clone(), round), output);

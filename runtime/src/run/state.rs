@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -169,9 +170,22 @@ pub struct Candidate {
     pub inner: crate::candidate::Candidate,
     /// The gate's evaluation, once a gate judged it.
     pub evaluation: Option<Judged>,
+    /// `inner` as expressions and prompts see it, built once.
+    value: Arc<Value>,
 }
 
 impl Candidate {
+    pub fn new(step: String, item_ids: Vec<String>, inner: crate::candidate::Candidate) -> Self {
+        let value = Arc::new(inner.to_value());
+        Candidate {
+            step,
+            item_ids,
+            inner,
+            evaluation: None,
+            value,
+        }
+    }
+
     pub fn id(&self) -> &str {
         &self.inner.id
     }
@@ -185,8 +199,8 @@ impl Candidate {
     }
 
     /// The `Candidate` record expressions and prompts see.
-    pub fn value(&self) -> Value {
-        self.inner.to_value()
+    pub fn value(&self) -> Arc<Value> {
+        Arc::clone(&self.value)
     }
 
     pub fn score(&self) -> Option<f64> {
@@ -202,9 +216,12 @@ pub struct RunState {
     pub round: u64,
     /// Tokens, cost, steps and elapsed time against the budget.
     pub meter: BudgetMeter,
-    pub request: Value,
-    /// Step outputs of the current round, by step name (invalidated steps removed).
-    pub outputs: BTreeMap<String, StepOutput>,
+    pub request: Arc<Value>,
+    /// Step outputs of the current round, by step name (invalidated steps removed);
+    /// changed only through `set_output` and `remove_output`, which keep `visible` in step.
+    outputs: BTreeMap<String, StepOutput>,
+    /// `outputs` as expressions see them, built once per change.
+    visible: BTreeMap<String, Arc<Value>>,
     /// Every step output by (step, round): what a candidate of an earlier round is
     /// rebuilt from at delivery.
     pub history: BTreeMap<(String, u64), StepOutput>,
@@ -232,8 +249,9 @@ impl RunState {
             phase: Phase::Received,
             round: 1,
             meter,
-            request,
+            request: Arc::new(request),
             outputs: BTreeMap::new(),
+            visible: BTreeMap::new(),
             history: BTreeMap::new(),
             artifacts: BTreeMap::new(),
             candidates: Vec::new(),
@@ -273,12 +291,27 @@ impl RunState {
             .find(|candidate| candidate.round() == self.round && candidate.step == step)
     }
 
-    /// Step outputs as expressions see them.
-    pub fn visible_outputs(&self) -> BTreeMap<String, Value> {
-        self.outputs
-            .iter()
-            .map(|(step, output)| (step.clone(), output.visible()))
-            .collect()
+    /// Step outputs as expressions see them (shared, not copied).
+    pub fn visible_outputs(&self) -> BTreeMap<String, Arc<Value>> {
+        self.visible.clone()
+    }
+
+    /// Step outputs of the current round, by step name.
+    pub fn outputs(&self) -> &BTreeMap<String, StepOutput> {
+        &self.outputs
+    }
+
+    /// Sets a step's output in the current round.
+    pub fn set_output(&mut self, step: String, output: StepOutput) {
+        self.visible
+            .insert(step.clone(), Arc::new(output.visible()));
+        self.outputs.insert(step, output);
+    }
+
+    /// Removes a step's output from the current round (the step is rerun).
+    pub fn remove_output(&mut self, step: &str) {
+        self.visible.remove(step);
+        self.outputs.remove(step);
     }
 
     /// The next attempt number of a role's call for (step, current round, item, role).

@@ -54,73 +54,155 @@ pub enum PromptError {
 }
 
 /// Renders the prompt of role `role` of `spec` for `inputs` (one value per input
-/// contract of the role, in order) and the optional `feedback`.
+/// contract of the role, in order) and the optional `feedback`. A run renders through one
+/// [`Prompts`], which builds each role's fixed context once.
 pub fn render_prompt(
     spec: &CompiledSpec,
     role: &str,
     inputs: &[Value],
     feedback: Option<&Value>,
 ) -> Result<String, PromptError> {
-    let role_ir = spec
-        .roles
-        .get(role)
-        .ok_or_else(|| PromptError::UnknownRole {
-            role: role.to_string(),
-        })?;
-    if inputs.len() != role_ir.inputs.len() {
-        return Err(PromptError::Inputs {
-            role: role.to_string(),
-            expected: role_ir.inputs.len(),
-            given: inputs.len(),
-            contracts: role_ir.inputs.join(", "),
-        });
-    }
-    let (template, source_name) = match &role_ir.prompt {
-        Some(prompt) => (prompt.template.as_str(), prompt.source.clone()),
-        None => (DEFAULT_TEMPLATE, "the default prompt".to_string()),
-    };
-    let template_error = |error: minijinja::Error| PromptError::Template {
-        role: role.to_string(),
-        source_name: source_name.clone(),
-        message: error_text(&error),
-    };
+    Prompts::new(spec).render(role, inputs, feedback)
+}
 
-    let environment = cached_environment(&source_name, template).map_err(template_error)?;
-    let compiled = environment
-        .get_template(&source_name)
-        .map_err(template_error)?;
+/// The prompts of one spec. What is the same on every call of a role (its compiled
+/// template, rules, tools and output schema) is built on the role's first call and shared
+/// by the calls after it; only the inputs and the feedback are new each time.
+#[derive(Debug)]
+pub struct Prompts<'spec> {
+    spec: &'spec CompiledSpec,
+    roles: HashMap<String, Arc<RoleContext>>,
+}
 
-    let mut context = std::collections::BTreeMap::new();
-    let mut named_inputs = Vec::new();
-    for (contract, value) in role_ir.inputs.iter().zip(inputs) {
-        let name = snake_case(contract);
-        context.insert(name.clone(), json_value(value));
-        named_inputs.push(Value::Array(vec![Value::String(name), value.clone()]));
+/// A role's fixed template context.
+#[derive(Debug)]
+struct RoleContext {
+    environment: Arc<Environment<'static>>,
+    source_name: String,
+    /// The role has no template of its own (the default one lists every input).
+    default: bool,
+    rules: minijinja::Value,
+    tools: minijinja::Value,
+    output_schema: minijinja::Value,
+    /// The same schema as a value, for the model request.
+    schema: Arc<Value>,
+}
+
+impl<'spec> Prompts<'spec> {
+    pub fn new(spec: &'spec CompiledSpec) -> Self {
+        Prompts {
+            spec,
+            roles: HashMap::new(),
+        }
     }
-    context.insert(
-        "feedback".to_string(),
-        feedback
-            .filter(|feedback| !feedback.is_null())
-            .map_or(minijinja::Value::from(()), json_value),
-    );
-    context.insert(
-        "rules".to_string(),
-        minijinja::Value::from_object(Lines(rules_lines(spec, role_ir))),
-    );
-    context.insert("tools".to_string(), json_value(&tools(spec, role_ir)));
-    let schema = spec
-        .contracts
-        .get(&role_ir.output)
-        .map(|contract| contract.schema.clone())
-        .unwrap_or(Value::Null);
-    context.insert("output_schema".to_string(), json_value(&schema));
-    if role_ir.prompt.is_none() {
-        context.insert(
-            "inputs".to_string(),
-            json_value(&Value::Array(named_inputs)),
+
+    /// The JSON Schema of `role`'s output contract (`null` when it has none), shared.
+    pub fn output_schema(&mut self, role: &str) -> Result<Arc<Value>, PromptError> {
+        Ok(Arc::clone(&self.role(role)?.schema))
+    }
+
+    /// Renders `role`'s prompt for `inputs` (one value per input contract of the role, in
+    /// order) and the optional `feedback`.
+    pub fn render(
+        &mut self,
+        role: &str,
+        inputs: &[Value],
+        feedback: Option<&Value>,
+    ) -> Result<String, PromptError> {
+        let context = self.role(role)?;
+        let role_ir = self
+            .spec
+            .roles
+            .get(role)
+            .ok_or_else(|| PromptError::UnknownRole {
+                role: role.to_string(),
+            })?;
+        if inputs.len() != role_ir.inputs.len() {
+            return Err(PromptError::Inputs {
+                role: role.to_string(),
+                expected: role_ir.inputs.len(),
+                given: inputs.len(),
+                contracts: role_ir.inputs.join(", "),
+            });
+        }
+        let template_error = |error: minijinja::Error| PromptError::Template {
+            role: role.to_string(),
+            source_name: context.source_name.clone(),
+            message: error_text(&error),
+        };
+        let compiled = context
+            .environment
+            .get_template(&context.source_name)
+            .map_err(template_error)?;
+
+        let mut variables = std::collections::BTreeMap::new();
+        let mut named_inputs = Vec::new();
+        for (contract, value) in role_ir.inputs.iter().zip(inputs) {
+            let name = snake_case(contract);
+            let value = json_value(value);
+            if context.default {
+                named_inputs.push(minijinja::Value::from(vec![
+                    minijinja::Value::from(name.as_str()),
+                    value.clone(),
+                ]));
+            }
+            variables.insert(name, value);
+        }
+        variables.insert(
+            "feedback".to_string(),
+            feedback
+                .filter(|feedback| !feedback.is_null())
+                .map_or(minijinja::Value::from(()), json_value),
         );
+        variables.insert("rules".to_string(), context.rules.clone());
+        variables.insert("tools".to_string(), context.tools.clone());
+        variables.insert("output_schema".to_string(), context.output_schema.clone());
+        if context.default {
+            variables.insert("inputs".to_string(), minijinja::Value::from(named_inputs));
+        }
+        compiled.render(variables).map_err(template_error)
     }
-    compiled.render(context).map_err(template_error)
+
+    /// `role`'s fixed context, built on first use.
+    fn role(&mut self, role: &str) -> Result<Arc<RoleContext>, PromptError> {
+        if let Some(context) = self.roles.get(role) {
+            return Ok(Arc::clone(context));
+        }
+        let spec = self.spec;
+        let role_ir = spec
+            .roles
+            .get(role)
+            .ok_or_else(|| PromptError::UnknownRole {
+                role: role.to_string(),
+            })?;
+        let (template, source_name) = match &role_ir.prompt {
+            Some(prompt) => (prompt.template.as_str(), prompt.source.clone()),
+            None => (DEFAULT_TEMPLATE, "the default prompt".to_string()),
+        };
+        let environment =
+            cached_environment(&source_name, template).map_err(|error| PromptError::Template {
+                role: role.to_string(),
+                source_name: source_name.clone(),
+                message: error_text(&error),
+            })?;
+        let schema = Arc::new(
+            spec.contracts
+                .get(&role_ir.output)
+                .map(|contract| contract.schema.clone())
+                .unwrap_or(Value::Null),
+        );
+        let context = Arc::new(RoleContext {
+            environment,
+            source_name,
+            default: role_ir.prompt.is_none(),
+            rules: minijinja::Value::from_object(Lines(rules_lines(spec, role_ir))),
+            tools: json_value(&tools(spec, role_ir)),
+            output_schema: Json::root(Arc::clone(&schema)),
+            schema,
+        });
+        self.roles.insert(role.to_string(), Arc::clone(&context));
+        Ok(context)
+    }
 }
 
 /// How many compiled templates the process keeps before starting over.
@@ -205,8 +287,14 @@ fn error_text(error: &minijinja::Error) -> String {
 /// field by field; scalars are plain template values.
 fn json_value(value: &Value) -> minijinja::Value {
     match value {
-        Value::Object(_) | Value::Array(_) => minijinja::Value::from_object(Json(value.clone())),
-        Value::Null => minijinja::Value::from(()),
+        Value::Object(_) | Value::Array(_) => Json::root(Arc::new(value.clone())),
+        scalar => scalar_value(scalar),
+    }
+}
+
+/// A JSON scalar as a template value (records and lists are [`Json`] objects).
+fn scalar_value(value: &Value) -> minijinja::Value {
+    match value {
         Value::Bool(flag) => minijinja::Value::from(*flag),
         Value::String(text) => minijinja::Value::from(text.as_str()),
         Value::Number(number) => {
@@ -218,31 +306,96 @@ fn json_value(value: &Value) -> minijinja::Value {
                 minijinja::Value::from(number.as_f64().unwrap_or(f64::NAN))
             }
         }
+        Value::Null | Value::Object(_) | Value::Array(_) => minijinja::Value::from(()),
     }
 }
 
-/// A JSON record or list seen by a template.
+/// One step from a record or list to a part of it.
+#[derive(Clone, Debug)]
+enum PathStep {
+    Field(String),
+    Index(usize),
+}
+
+/// A JSON record or list seen by a template: a place inside a shared document, so reading
+/// `plan.tasks[2].goal` copies nothing but the final string. Its JSON text is made once.
 #[derive(Debug)]
-struct Json(Value);
+struct Json {
+    root: Arc<Value>,
+    path: Vec<PathStep>,
+    text: OnceLock<String>,
+}
+
+impl Json {
+    fn root(root: Arc<Value>) -> minijinja::Value {
+        minijinja::Value::from_object(Json {
+            root,
+            path: Vec::new(),
+            text: OnceLock::new(),
+        })
+    }
+
+    /// The value this object stands for.
+    fn value(&self) -> &Value {
+        let mut value = &*self.root;
+        for step in &self.path {
+            value = match (value, step) {
+                (Value::Object(record), PathStep::Field(key)) => {
+                    record.get(key).unwrap_or(&Value::Null)
+                }
+                (Value::Array(items), PathStep::Index(index)) => {
+                    items.get(*index).unwrap_or(&Value::Null)
+                }
+                _ => &Value::Null,
+            };
+        }
+        value
+    }
+
+    /// The part at `step`: a scalar as a plain value, a record or list as a [`Json`]
+    /// sharing this document.
+    fn child(&self, value: &Value, step: PathStep) -> minijinja::Value {
+        match value {
+            Value::Object(_) | Value::Array(_) => {
+                let mut path = self.path.clone();
+                path.push(step);
+                minijinja::Value::from_object(Json {
+                    root: Arc::clone(&self.root),
+                    path,
+                    text: OnceLock::new(),
+                })
+            }
+            scalar => scalar_value(scalar),
+        }
+    }
+}
 
 impl Object for Json {
     fn repr(self: &Arc<Self>) -> ObjectRepr {
-        match self.0 {
+        match self.value() {
             Value::Array(_) => ObjectRepr::Seq,
             _ => ObjectRepr::Map,
         }
     }
 
     fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
-        match &self.0 {
-            Value::Object(record) => record.get(key.as_str()?).map(json_value),
-            Value::Array(items) => items.get(key.as_usize()?).map(json_value),
+        match self.value() {
+            Value::Object(record) => {
+                let name = key.as_str()?;
+                let value = record.get(name)?;
+                Some(self.child(value, PathStep::Field(name.to_string())))
+            }
+            Value::Array(items) => {
+                let index = key.as_usize()?;
+                let value = items.get(index)?;
+                Some(self.child(value, PathStep::Index(index)))
+            }
             _ => None,
         }
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
-        match &self.0 {
+        match self.value() {
             Value::Object(record) => Enumerator::Values(
                 record
                     .keys()
@@ -255,8 +408,11 @@ impl Object for Json {
     }
 
     fn render(self: &Arc<Self>, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = serde_json::to_string_pretty(&self.0).map_err(|_| fmt::Error)?;
-        formatter.write_str(&text)
+        if let Some(text) = self.text.get() {
+            return formatter.write_str(text);
+        }
+        let text = serde_json::to_string_pretty(self.value()).map_err(|_| fmt::Error)?;
+        formatter.write_str(self.text.get_or_init(|| text))
     }
 }
 

@@ -92,8 +92,8 @@ pub struct ModelRequest {
     pub model: String,
     /// The rendered prompt.
     pub prompt: String,
-    /// The JSON Schema of the role's output contract.
-    pub output_schema: Value,
+    /// The JSON Schema of the role's output contract (shared by every call of the role).
+    pub output_schema: Arc<Value>,
     /// The role's whitelisted tools (a provider offers only these to the model).
     pub tools: Vec<String>,
     /// Tool calls allowed in this model call, if limited.

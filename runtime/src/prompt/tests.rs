@@ -151,3 +151,29 @@ fn input_names_follow_the_compiler() {
     assert_eq!(snake_case("Candidate"), "candidate");
     assert_eq!(snake_case("HTTPRequest"), "http_request");
 }
+
+#[test]
+fn one_renderer_renders_each_call_from_its_own_inputs() {
+    let spec = spec();
+    let mut prompts = Prompts::new(&spec);
+    let other = json!({"goal": "a second goal", "steps": ["only", "these"]});
+    let feedback = json!([{"code": "THIN", "message": "more sources"}]);
+    for (inputs, feedback) in [
+        (plan(), None),
+        (other.clone(), Some(&feedback)),
+        (plan(), Some(&feedback)),
+        (other, None),
+    ] {
+        for role in ["writer", "researcher", "plain"] {
+            let reused = prompts.render(role, std::slice::from_ref(&inputs), feedback);
+            let fresh = render_prompt(&spec, role, std::slice::from_ref(&inputs), feedback);
+            assert!(reused.is_ok(), "{reused:?}");
+            assert_eq!(reused, fresh, "{role}");
+        }
+    }
+    let schema = prompts.output_schema("writer");
+    assert_eq!(
+        schema.map(|schema| schema["required"].clone()),
+        Ok(json!(["summary"]))
+    );
+}

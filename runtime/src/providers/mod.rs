@@ -360,7 +360,7 @@ pub(crate) fn wire_schema(request: &ModelRequest) -> Option<Value> {
     if request.output_schema.is_null() {
         return None;
     }
-    let mut schema = request.output_schema.clone();
+    let mut schema = (*request.output_schema).clone();
     crate::tools::strip_schema_keyword(&mut schema);
     Some(schema)
 }

@@ -172,7 +172,7 @@ async fn calls_are_routed_by_provider() {
         role: "r".into(),
         model: model.into(),
         prompt: String::new(),
-        output_schema: serde_json::Value::Null,
+        output_schema: std::sync::Arc::new(serde_json::Value::Null),
         tools: Vec::new(),
         max_tool_calls: None,
         previous_error: None,

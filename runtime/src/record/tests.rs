@@ -62,7 +62,7 @@ fn request(attempt: u64) -> ModelRequest {
         role: "executor".into(),
         model: "openai:m".into(),
         prompt: "p".into(),
-        output_schema: Value::Null,
+        output_schema: std::sync::Arc::new(Value::Null),
         tools: vec!["search".into()],
         max_tool_calls: None,
         previous_error: None,

@@ -21,7 +21,7 @@ fn request(key: CallKey) -> ModelRequest {
         role: "executor".into(),
         model: "openai:m".into(),
         prompt: "do it".into(),
-        output_schema: json!({}),
+        output_schema: std::sync::Arc::new(json!({})),
         tools: vec!["web_search".into()],
         max_tool_calls: None,
         previous_error: None,

@@ -41,6 +41,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::eval::{Bindings, EvalError, evaluate, evaluate_bool};
+use crate::prompt::Prompts;
 use crate::provider::{HumanChannel, HumanRequest, Provider};
 use crate::trace::{EventKind, RepairAction, RetryKind, TraceEvent, TraceSink};
 use crate::validate::{Validator, violations_text};
@@ -73,6 +74,7 @@ pub async fn run(
     let now = Instant::now();
     let mut scheduler = Scheduler {
         spec,
+        prompts: Prompts::new(spec),
         provider,
         humans,
         config,
@@ -184,6 +186,8 @@ impl Stop {
 /// The single writer of a run's state.
 pub(crate) struct Scheduler<'r> {
     spec: &'r CompiledSpec,
+    /// Each role's prompt context, built on its first call.
+    prompts: Prompts<'r>,
     provider: Arc<dyn Provider>,
     humans: &'r dyn HumanChannel,
     config: &'r RunConfig,

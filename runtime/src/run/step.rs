@@ -17,7 +17,6 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::outcome::RunError;
 use super::{Halt, Scheduler};
 use crate::canonical::{canonical_json, sha256};
-use crate::prompt::render_prompt;
 use crate::provider::{
     CallKey, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, Usage,
 };
@@ -177,7 +176,9 @@ impl Scheduler<'_> {
             attempt: unit.attempt,
             role: unit.key_role.clone(),
         };
-        let mut prompt = render_prompt(spec, &unit.role, &unit.inputs, unit.feedback.as_ref())
+        let mut prompt = self
+            .prompts
+            .render(&unit.role, &unit.inputs, unit.feedback.as_ref())
             .map_err(|error| Halt::Error(RunError::Flow(error.to_string())))?;
         // Context isolation: a work item sees its own order and the outputs of the items it
         // depends on, and nothing else of the run.
@@ -187,11 +188,10 @@ impl Scheduler<'_> {
                 prompt.push_str(&format!("- {id}: {}\n", canonical_json(output)));
             }
         }
-        let output_schema = spec
-            .contracts
-            .get(&role.output)
-            .map(|contract| contract.schema.clone())
-            .unwrap_or(Value::Null);
+        let output_schema = self
+            .prompts
+            .output_schema(&unit.role)
+            .map_err(|error| Halt::Error(RunError::Flow(error.to_string())))?;
         let model = format!("{}:{}", role.model.provider, role.model.model);
         self.emit_call(
             unit,

@@ -1,9 +1,10 @@
-//! `cargo xtask bench`: how fast the compiler is, measured in a release build on one core.
+//! `cargo xtask bench`: how fast the compiler, live runs and the golden harness are, measured in a release build.
 //!
-//! The debug `cargo xtask` process builds the release binary and re-runs it with
-//! `--in-release` under `taskset -c 0` (when available); that process generates a large
-//! spec, checks it compiles with no error, and times the compiler on it and on every seed
-//! spec.
+//! The debug `cargo xtask` process builds the release binary and re-runs it twice with
+//! `--in-release`. First under `taskset -c 0` (when available), for the figures that are
+//! per core: the live runs, then a large generated spec and every seed spec compiled
+//! (the compiler is single-threaded). Then unpinned, for the golden library, whose target
+//! is for the whole 2-core machine (scenarios replay on every core).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -29,6 +30,20 @@ pub struct BenchConfig {
     pub golden: crate::golden::GoldenBenchConfig,
     /// Concurrent live runs against a loopback mock (`bench_live.rs`).
     pub live: crate::bench_live::LiveConfig,
+    /// Which sections this process measures.
+    pub sections: Sections,
+}
+
+/// The sections of the benchmark a process runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sections {
+    /// Every section.
+    #[default]
+    All,
+    /// The per-core figures: live runs and compile times (run pinned to one core).
+    PerCore,
+    /// The golden library (run on every core).
+    Golden,
 }
 
 /// The compile-time budget for the generated spec, per 10,000 lines (DESIGN issue 2, item 10).
@@ -53,22 +68,26 @@ pub fn bench_in_release(root: &Path, config: BenchConfig) -> anyhow::Result<bool
     let binary = target_dir
         .join("release")
         .join(format!("xtask{}", std::env::consts::EXE_SUFFIX));
-    let arguments = [
-        "bench".to_string(),
-        "--in-release".to_string(),
-        "--lines".to_string(),
-        config.lines.to_string(),
-        "--runs".to_string(),
-        config.runs.to_string(),
-        "--seed-runs".to_string(),
-        config.seed_runs.to_string(),
-        "--scenarios".to_string(),
-        config.golden.scenarios.to_string(),
-        "--golden-runs".to_string(),
-        config.golden.runs.to_string(),
-    ];
+    let arguments = |sections: &str| {
+        [
+            "bench".to_string(),
+            "--sections".to_string(),
+            sections.to_string(),
+            "--in-release".to_string(),
+            "--lines".to_string(),
+            config.lines.to_string(),
+            "--runs".to_string(),
+            config.runs.to_string(),
+            "--seed-runs".to_string(),
+            config.seed_runs.to_string(),
+            "--scenarios".to_string(),
+            config.golden.scenarios.to_string(),
+            "--golden-runs".to_string(),
+            config.golden.runs.to_string(),
+        ]
+    };
     let pinned = Command::new("taskset").arg("--version").output().is_ok();
-    let mut command = if pinned {
+    let mut per_core = if pinned {
         println!("pinned to one core: taskset -c 0 {}", binary.display());
         let mut command = Command::new("taskset");
         command.args(["-c", "0"]).arg(&binary);
@@ -77,12 +96,17 @@ pub fn bench_in_release(root: &Path, config: BenchConfig) -> anyhow::Result<bool
         println!("taskset not found: not pinned (the compiler is single-threaded anyway)");
         Command::new(&binary)
     };
-    let status = command
-        .args(arguments)
+    let per_core = per_core
+        .args(arguments("per-core"))
         .args(config.live.arguments())
         .current_dir(root)
         .status()?;
-    Ok(status.success())
+    println!("on every core: {}", binary.display());
+    let golden = Command::new(&binary)
+        .args(arguments("golden"))
+        .current_dir(root)
+        .status()?;
+    Ok(per_core.success() && golden.success())
 }
 
 /// Measures in this process (which should be a release build). Returns whether the
@@ -90,6 +114,9 @@ pub fn bench_in_release(root: &Path, config: BenchConfig) -> anyhow::Result<bool
 pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
     if cfg!(debug_assertions) {
         println!("warning: this is a debug build; figures are not comparable to the targets");
+    }
+    if config.sections == Sections::Golden {
+        return golden_section(root, config);
     }
     if !crate::bench_live::bench_live(root, config.live) {
         return false;
@@ -162,12 +189,18 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
         );
         report_target(&times, TARGET_SEED);
     }
-    // The golden harness: a generated library of 1,000 closed_loop scenarios.
-    if let Err(error) = crate::golden::bench(root, config.golden) {
-        println!("golden library: {error:#}");
-        return false;
+    config.sections == Sections::PerCore || golden_section(root, config)
+}
+
+/// The golden harness: a generated library of 1,000 closed_loop scenarios.
+fn golden_section(root: &Path, config: BenchConfig) -> bool {
+    match crate::golden::bench(root, config.golden) {
+        Ok(_) => true,
+        Err(error) => {
+            println!("golden library: {error:#}");
+            false
+        }
     }
-    true
 }
 
 /// Where the time goes: the median of each pipeline stage, run as `compile` runs them.

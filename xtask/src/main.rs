@@ -5,7 +5,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use xtask::bench::{BenchConfig, bench_here, bench_in_release};
+use xtask::bench::{BenchConfig, Sections, bench_here, bench_in_release};
 use xtask::bench_live::LiveConfig;
 use xtask::corpus::{load_corpus, workspace_root};
 use xtask::fuzz::{self, Corpus, Failure, FailureKind, FuzzConfig, FuzzStats};
@@ -48,15 +48,21 @@ enum Task {
     /// to target/fuzz-failures/<hash>.charter (with a .txt note) and exits 1. The run is
     /// deterministic from --seed: input k is the same on every machine.
     Fuzz(FuzzArgs),
-    /// Compile-time benchmark in a release build on one core
+    /// Benchmarks in a release build: live runs, compile times, the golden library
     ///
-    /// Builds xtask in release, then (pinned with `taskset -c 0` when available) generates a
-    /// spec of --lines lines, checks it compiles with no error, and prints the median, min
-    /// and max of --runs compilations; then the same for each spec in specs/seeds/ with
-    /// --seed-runs runs. Targets: under 50 ms per 10,000 lines, under 1 ms per seed spec.
-    /// First, 200 (--live-runs) concurrent live runs of specs/seeds/closed_loop.charter through
-    /// the OpenAI provider against a mock server on 127.0.0.1: throughput, peak memory
-    /// (VmHWM) and that every trace is complete (--skip-live to skip them).
+    /// Builds xtask in release, then, pinned to one core with `taskset -c 0` when available:
+    /// 200 (--live-runs) concurrent live runs of specs/seeds/closed_loop.charter through the
+    /// OpenAI provider against a mock server on 127.0.0.1 (throughput, peak memory, every
+    /// trace complete; --skip-live to skip them); a generated spec of --lines lines, checked
+    /// to compile with no error, and the median, min and max of --runs compilations; the same
+    /// for each spec in specs/seeds/ with --seed-runs runs. Targets: under 50 ms per 10,000
+    /// lines, under 1 ms per seed spec.
+    ///
+    /// Then on every core: a generated library of --scenarios closed_loop scenarios
+    /// (fan-out widths, repair rounds, timeouts) accepted once, then replayed and compared
+    /// --golden-runs times, with and without the determinism replay; and one scenario with
+    /// 15-minute timeouts and a 60-minute budget. Targets: under 2 s and 100 MB for 1,000
+    /// scenarios, under 5 ms for the long scenario.
     Bench(BenchArgs),
     /// Print the generated benchmark spec (to try it with `charter check`)
     Gen(GenArgs),
@@ -125,6 +131,10 @@ struct BenchArgs {
     /// Measure in this process instead of re-running in a release build
     #[arg(long, hide = true)]
     in_release: bool,
+    /// The sections this process measures (the release process is run once per core
+    /// setting)
+    #[arg(long, hide = true, value_enum, default_value_t = Sections::All)]
+    sections: Sections,
 }
 
 #[derive(Debug, Args)]
@@ -164,6 +174,7 @@ fn main() -> ExitCode {
                     ..xtask::golden::GoldenBenchConfig::default()
                 },
                 live: args.live,
+                sections: args.sections,
             };
             if args.in_release || !cfg!(debug_assertions) {
                 Ok(bench_here(&root, config))

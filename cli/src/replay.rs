@@ -1,5 +1,6 @@
 //! `charter replay SCENARIO_DIR [--events FILE] [--out DIR]`: run a recorded scenario on a paused clock, showing its phases live.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use charter_compiler::{compile, render};
@@ -127,7 +128,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         ));
     }
 
-    let live = LiveDisplay;
+    let live = LiveDisplay::default();
     let report = match &args.events {
         Some(path) => {
             let file = match JsonlSink::create(path) {
@@ -309,12 +310,42 @@ fn short(hash: &str) -> &str {
     hash.get(..19).unwrap_or(hash)
 }
 
-/// Shows a run's phases on stderr as its events are appended.
+/// Shows a run's phases on stderr as its events are appended, counting off the items of
+/// each `each` fan-out (`item ok [3/8]`).
 #[derive(Debug, Default)]
-pub(crate) struct LiveDisplay;
+pub(crate) struct LiveDisplay {
+    /// Items settled and items in all, by (`each` step, round).
+    fan_out: BTreeMap<(String, u64), (u64, u64)>,
+}
+
+impl LiveDisplay {
+    /// ` [k/n]` after an item settles, when its step said how many items it calls.
+    fn progress(&mut self, event: &TraceEvent) -> String {
+        let key = (event.step.clone().unwrap_or_default(), event.round);
+        match &event.kind {
+            EventKind::StepStarted {
+                items: Some(items), ..
+            } => {
+                self.fan_out.insert(key, (0, *items));
+                String::new()
+            }
+            EventKind::ItemDone { .. } | EventKind::ItemSkipped { .. } => {
+                match self.fan_out.get_mut(&key) {
+                    Some((settled, items)) => {
+                        *settled += 1;
+                        format!(" [{settled}/{items}]")
+                    }
+                    None => String::new(),
+                }
+            }
+            _ => String::new(),
+        }
+    }
+}
 
 impl TraceSink for LiveDisplay {
     fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
+        let progress = self.progress(event);
         if let Some(line) = describe(event) {
             let time = format_time(event.t_ms);
             let mut place = event.step.clone().unwrap_or_default();
@@ -325,7 +356,7 @@ impl TraceSink for LiveDisplay {
                 place.push_str(&format!("#{attempt}"));
             }
             print_err(&format!(
-                "{time:>9}  r{:<2} {place:<24} {line}\n",
+                "{time:>9}  r{:<2} {place:<24} {line}{progress}\n",
                 event.round
             ));
         }
@@ -342,10 +373,17 @@ fn describe(event: &TraceEvent) -> Option<String> {
             return None;
         }
         EventKind::Phase { from, to } => format!("phase {from} -> {to}"),
-        EventKind::StepStarted { role } => match role {
-            Some(role) => format!("step ({role})"),
-            None => "step".to_string(),
-        },
+        EventKind::StepStarted { role, items } => {
+            let role = role
+                .as_ref()
+                .map(|role| format!(" ({role})"))
+                .unwrap_or_default();
+            match items {
+                Some(1) => format!("step{role}: 1 item"),
+                Some(items) => format!("step{role}: {items} items"),
+                None => format!("step{role}"),
+            }
+        }
         EventKind::ModelCall { role, model, .. } => format!("call {role} on {model}"),
         EventKind::ModelResult {
             input_tokens,

@@ -176,7 +176,7 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         }
     ));
 
-    let mut sinks: Vec<Box<dyn TraceSink>> = vec![Box::new(LiveDisplay)];
+    let mut sinks: Vec<Box<dyn TraceSink>> = vec![Box::new(LiveDisplay::default())];
     for path in std::iter::once(run_dir.join(EVENTS_FILE)).chain(args.events.clone()) {
         match JsonlSink::create(&path) {
             Ok(sink) => sinks.push(Box::new(sink)),

@@ -100,6 +100,10 @@ pub enum EventKind {
     StepStarted {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         role: Option<String>,
+        /// For an `each` step: how many work items this round calls (items kept from the
+        /// previous round are not counted); each ends with `item_done` or `item_skipped`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        items: Option<u64>,
     },
     /// A model was called.
     ModelCall {

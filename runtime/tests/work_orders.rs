@@ -121,6 +121,29 @@ fn partial_success_skips_dependents_and_a_repair_reruns_only_the_named_orders() 
     let second = &replayed.of_kind("candidate")[1];
     assert_eq!(second["id"], "c2");
     assert_eq!(second["items"], 3);
+    // `step_started` says how many items each round calls, and as many settle: all
+    // three in round 1, the two named ones in round 2 (T3 is kept, not called).
+    let started: Vec<_> = replayed
+        .of_kind("step_started")
+        .into_iter()
+        .filter(|event| event["step"] == "work")
+        .map(|event| (event["round"].clone(), event["items"].clone()))
+        .collect();
+    assert_eq!(
+        started,
+        [
+            (serde_json::json!(1), serde_json::json!(3)),
+            (serde_json::json!(2), serde_json::json!(2)),
+        ]
+    );
+    for (round, items) in [(1, 3), (2, 2)] {
+        let settled = ["item_done", "item_skipped"]
+            .iter()
+            .flat_map(|kind| replayed.of_kind(kind))
+            .filter(|event| event["step"] == "work" && event["round"] == round)
+            .count();
+        assert_eq!(settled, items, "round {round}");
+    }
 }
 
 #[test]

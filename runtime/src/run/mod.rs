@@ -183,6 +183,25 @@ impl Stop {
     }
 }
 
+/// An `each` step's work list for one round: every item (id, value, dependencies) and
+/// the outputs of those kept from the previous round.
+struct EachList {
+    items: Vec<(String, Value, Vec<String>)>,
+    keep: BTreeMap<String, Value>,
+}
+
+impl EachList {
+    /// How many items this round calls (the kept ones are not called again).
+    fn to_run(&self) -> u64 {
+        let kept = self
+            .items
+            .iter()
+            .filter(|(id, _, _)| self.keep.contains_key(id))
+            .count();
+        u64::try_from(self.items.len().saturating_sub(kept)).unwrap_or(u64::MAX)
+    }
+}
+
 /// The single writer of a run's state.
 pub(crate) struct Scheduler<'r> {
     spec: &'r CompiledSpec,
@@ -310,7 +329,17 @@ impl<'r> Scheduler<'r> {
             _ => None,
         };
         self.current_role = role.clone();
-        self.emit(EventKind::StepStarted { role })?;
+        // An `each` step's list is evaluated before it starts, so that `step_started` can
+        // say how many items this round runs (the phase view counts them off).
+        let mut each_list = match &step.kind {
+            StepKind::Each { over, .. } => Some(self.each_list(&name, over)),
+            _ => None,
+        };
+        let items = match &each_list {
+            Some(Ok(list)) => Some(list.to_run()),
+            _ => None,
+        };
+        self.emit(EventKind::StepStarted { role, items })?;
         let next = match &step.kind {
             StepKind::Call { role, args } => {
                 let inputs = self.eval_args(args, &Bindings::default())?;
@@ -320,13 +349,18 @@ impl<'r> Scheduler<'r> {
             }
             StepKind::Each {
                 var,
-                over,
                 role,
                 args,
                 concurrency,
                 check,
+                ..
             } => {
-                self.run_each(&name, var, over, role, args, *concurrency, check.as_ref())
+                let list = match each_list.take() {
+                    Some(Ok(list)) => list,
+                    Some(Err(message)) => return Err(self.dag_failure(&name, message)),
+                    None => return Err(self.dag_failure(&name, "no work list".to_string())),
+                };
+                self.run_each(&name, list, var, role, args, *concurrency, check.as_ref())
                     .await?;
                 None
             }
@@ -411,34 +445,21 @@ impl<'r> Scheduler<'r> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn run_each(
-        &mut self,
-        step: &str,
-        var: &str,
-        over: &ExprIr,
-        role: &str,
-        args: &[ExprIr],
-        concurrency: u64,
-        check: Option<&charter_compiler::graph::ItemCheckIr>,
-    ) -> Result<(), Halt> {
+    /// An `each` step's work items for this round, and the outputs of those kept from the
+    /// previous round (a rerun that names items). Changes no state but the pending rerun.
+    fn each_list(&mut self, step: &str, over: &ExprIr) -> Result<EachList, String> {
         let bindings = self.bindings();
         let list = match evaluate(over, &bindings) {
             Ok(Value::Array(list)) => list,
             Ok(other) => {
-                let message = format!(
+                return Err(format!(
                     "`each` needs a list, but got {}",
                     crate::value::describe(&other)
-                );
-                return Err(self.dag_failure(step, message));
+                ));
             }
-            Err(error) => return Err(self.dag_failure(step, error.to_string())),
+            Err(error) => return Err(error.to_string()),
         };
-        let items = match build_items(&list) {
-            Ok(items) => items,
-            Err(message) => return Err(self.dag_failure(step, message)),
-        };
-        // Items kept from the previous round (a rerun that names items).
+        let items = build_items(&list)?;
         let previous_round = self.state.round.saturating_sub(1);
         let keep: BTreeMap<String, Value> = match (
             self.state.rerun_items.remove(step),
@@ -457,6 +478,22 @@ impl<'r> Scheduler<'r> {
             }
             _ => BTreeMap::new(),
         };
+        Ok(EachList { items, keep })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_each(
+        &mut self,
+        step: &str,
+        list: EachList,
+        var: &str,
+        role: &str,
+        args: &[ExprIr],
+        concurrency: u64,
+        check: Option<&charter_compiler::graph::ItemCheckIr>,
+    ) -> Result<(), Halt> {
+        let EachList { items, keep } = list;
+        let previous_round = self.state.round.saturating_sub(1);
         if !keep.is_empty() {
             let previous = self
                 .state

@@ -20,6 +20,11 @@ fn every_kind() -> Vec<EventKind> {
         },
         EventKind::StepStarted {
             role: Some("planner".into()),
+            items: None,
+        },
+        EventKind::StepStarted {
+            role: Some("executor".into()),
+            items: Some(3),
         },
         EventKind::ModelCall {
             role: "planner".into(),

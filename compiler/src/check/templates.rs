@@ -56,11 +56,11 @@ pub fn snake_case(name: &str) -> String {
 pub fn check(
     spec: &SpecFile,
     symbols: &Symbols<'_>,
+    contracts: &Contracts,
     sources: &Sources,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> TemplateFacts {
     let _ = spec;
-    let contracts = Contracts::build(symbols);
     // One environment for every role: building one (its filters, tests and globals) and
     // listing its globals for each role was a measurable part of compiling a spec.
     let environment = minijinja::Environment::new();
@@ -75,7 +75,7 @@ pub fn check(
     let mut facts = TemplateFacts::default();
     for role in symbols.roles.values() {
         if let Some(template) =
-            check_role(role, symbols, &contracts, &templates, sources, diagnostics)
+            check_role(role, symbols, contracts, &templates, sources, diagnostics)
         {
             facts.roles.insert(role.name.name.clone(), template);
         }

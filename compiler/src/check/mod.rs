@@ -243,9 +243,11 @@ pub struct Checked {
 pub fn check(spec: &SpecFile, sources: &Sources) -> (Checked, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
     let symbols = Symbols::collect(spec, &mut diagnostics);
+    // Every contract's resolved fields, built once for the type and template checks.
+    let contracts = types::Contracts::build(&symbols);
     let mut checked = Checked {
-        types: types::check(spec, &symbols, &mut diagnostics),
-        templates: templates::check(spec, &symbols, sources, &mut diagnostics),
+        types: types::check(spec, &symbols, &contracts, &mut diagnostics),
+        templates: templates::check(spec, &symbols, &contracts, sources, &mut diagnostics),
         ..Checked::default()
     };
     let names_clean = !diagnostics.iter().any(Diagnostic::is_error);

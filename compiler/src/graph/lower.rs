@@ -130,14 +130,16 @@ impl<'a> Lowerer<'a, '_> {
             }
             fields.insert((*name).to_string(), (false, lowered));
         }
-        let all: BTreeMap<String, Vec<FieldIr>> = fields
+        // Schemas are built first, from borrowed fields, so no contract's fields are copied.
+        let all = |name: &str| fields.get(name).map(|(_, fields)| fields.as_slice());
+        let schemas: Vec<serde_json::Value> = fields
             .iter()
-            .map(|(name, (_, fields))| (name.clone(), fields.clone()))
+            .map(|(name, (_, own))| contract_schema(name, own, &all))
             .collect();
         Ok(fields
             .into_iter()
-            .map(|(name, (builtin, fields))| {
-                let schema = contract_schema(&name, &fields, &all);
+            .zip(schemas)
+            .map(|((name, (builtin, fields)), schema)| {
                 (
                     name,
                     ContractIr {

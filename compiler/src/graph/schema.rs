@@ -1,6 +1,6 @@
 //! JSON Schema (draft 2020-12) of contracts, generated from their resolved field types.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
@@ -9,12 +9,12 @@ use super::ir::{FieldIr, TypeIr};
 /// The `$schema` URI every generated schema declares.
 pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 
-/// The schema of contract `name` with fields `fields`, given every contract's fields (to
-/// put referenced contracts under `$defs`, transitively).
-pub fn contract_schema(
+/// The schema of contract `name` with fields `fields`, given `all`, which finds any
+/// contract's fields by name (to put referenced contracts under `$defs`, transitively).
+pub fn contract_schema<'a>(
     name: &str,
     fields: &[FieldIr],
-    all: &BTreeMap<String, Vec<FieldIr>>,
+    all: &dyn Fn(&str) -> Option<&'a [FieldIr]>,
 ) -> Value {
     let mut schema = Map::new();
     schema.insert("$schema".into(), Value::String(DRAFT_2020_12.into()));
@@ -27,7 +27,7 @@ pub fn contract_schema(
     collect_refs(fields, &mut pending);
     while let Some(next) = pending.pop() {
         if referenced.insert(next.clone())
-            && let Some(next_fields) = all.get(&next)
+            && let Some(next_fields) = all(&next)
         {
             collect_refs(next_fields, &mut pending);
         }
@@ -35,7 +35,7 @@ pub fn contract_schema(
     if !referenced.is_empty() {
         let mut defs = Map::new();
         for reference in referenced {
-            let body = all.get(&reference).map_or_else(
+            let body = all(&reference).map_or_else(
                 || json!({}),
                 |def_fields| {
                     let mut object = Map::new();

@@ -155,7 +155,7 @@ impl Lowerer<'_> {
             return Span::new(self.file, self.offset + start, self.offset + end);
         }
         let mut current = pair.clone();
-        while let Some(last) = current.clone().into_inner().last() {
+        while let Some(last) = current.clone().into_inner().next_back() {
             end = last.as_span().end();
             current = last;
         }

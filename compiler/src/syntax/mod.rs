@@ -366,6 +366,31 @@ fn blank_comments(text: &str) -> (String, Option<usize>) {
         index = 3;
     }
     while let Some(&byte) = bytes.get(index) {
+        // Bytes that cannot change the state are copied (or blanked) a run at a time; the
+        // byte that ends the run goes through the state machine below.
+        let stops = |byte: &u8| match state {
+            State::Code => matches!(byte, b'"' | b'/'),
+            State::Str => matches!(byte, b'\\' | b'"' | b'\n'),
+            State::Block => *byte == b'"',
+            State::LineComment => *byte == b'\n',
+            State::BlockComment => matches!(byte, b'*' | b'\n'),
+        };
+        let run = bytes
+            .get(index..)
+            .and_then(|rest| rest.iter().position(stops))
+            .unwrap_or(bytes.len() - index);
+        if run > 0 {
+            match state {
+                State::Code | State::Str | State::Block => {
+                    out.extend_from_slice(bytes.get(index..index + run).unwrap_or(&[]));
+                }
+                State::LineComment | State::BlockComment => {
+                    out.resize(out.len() + run, b' ');
+                }
+            }
+            index += run;
+            continue;
+        }
         let next = bytes.get(index + 1).copied();
         let triple = bytes.get(index..index + 3) == Some(b"\"\"\"".as_slice());
         match state {

@@ -145,11 +145,15 @@ pub(crate) fn load(lowerer: &mut Lowerer<'_>, path: &StringLit) -> Option<Role> 
             return None;
         }
     };
-    let text = loaded.text.clone();
     let file = lowerer.sources.add(loaded.display_name, loaded.text);
+    // The text is read where `sources` keeps it, not copied.
+    let text = lowerer
+        .sources
+        .get(file)
+        .map_or("", |source| source.text.as_str());
     let mut reader = RoleFile {
         file,
-        text: &text,
+        text,
         path,
         diagnostics: lowerer.diagnostics,
     };

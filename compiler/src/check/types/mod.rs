@@ -94,14 +94,14 @@ impl TypeFacts {
 pub fn check(
     spec: &SpecFile,
     symbols: &Symbols<'_>,
+    contracts: &Contracts,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> TypeFacts {
     items::check(spec, symbols, diagnostics);
-    let contracts = Contracts::build(symbols);
     let mut facts = TypeFacts::default();
     let mut checker = Checker {
         symbols,
-        contracts: &contracts,
+        contracts,
         non_values: non_values(symbols),
         diagnostics,
         variants: BTreeSet::new(),

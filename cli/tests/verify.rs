@@ -293,14 +293,14 @@ fn a_changed_trace_leaves_a_pending_snapshot_insta_can_read() {
         "output: \"Heat pumps move heat instead of making it...\"",
         "output: \"Heat pumps burn gas.\"",
     );
-    let reports = verify_project(&root, &config).unwrap_or_default();
-    assert_eq!(
-        reports
+    let statuses = || -> Vec<Status> {
+        verify_project(&root, &config)
+            .unwrap_or_default()
             .iter()
             .map(|report| report.status)
-            .collect::<Vec<_>>(),
-        [Status::Changed]
-    );
+            .collect()
+    };
+    assert_eq!(statuses(), [Status::Changed]);
     let old = insta::Snapshot::from_file(&snapshot);
     let new = insta::Snapshot::from_file(&pending);
     let (Ok(old), Ok(new)) = (old, new) else {
@@ -320,14 +320,7 @@ fn a_changed_trace_leaves_a_pending_snapshot_insta_can_read() {
 
     // Back to the recorded response: the pending snapshot is out of date and removed.
     std::fs::write(&cassette, original).unwrap_or_else(|error| panic!("{error}"));
-    let reports = verify_project(&root, &config).unwrap_or_default();
-    assert_eq!(
-        reports
-            .iter()
-            .map(|report| report.status)
-            .collect::<Vec<_>>(),
-        [Status::Pass]
-    );
+    assert_eq!(statuses(), [Status::Pass]);
     assert!(!pending.exists());
     let _ = std::fs::remove_dir_all(&root);
 }

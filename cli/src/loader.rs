@@ -3,7 +3,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use charter_compiler::{LoadedFile, Loader};
+use charter_compiler::{CompiledSpec, LoadedFile, Loader, compile, render};
+
+use crate::{Context, print_err, print_error};
 
 /// The extension of spec files.
 pub const SPEC_EXTENSION: &str = "charter";
@@ -42,6 +44,29 @@ impl Loader for FsLoader {
             Err(ReadError::Other(message)) => Err(message),
         }
     }
+}
+
+/// Compiles the spec `text` (read from `path`, shown as `name`) for a command that needs
+/// it whole. On errors, prints the diagnostics and `` `name` has errors; nothing was
+/// {what} ``, and returns `None`.
+pub fn compile_whole(
+    context: Context,
+    name: &str,
+    text: &str,
+    path: &Path,
+    what: &str,
+) -> Option<CompiledSpec> {
+    let compilation = compile(name, text, &FsLoader::for_spec(path));
+    if compilation.has_errors() || compilation.spec.is_none() {
+        print_err(&render::text(
+            &compilation.diagnostics,
+            &compilation.sources,
+            context.color,
+        ));
+        print_error(context, &format!("`{name}` has errors; nothing was {what}"));
+        return None;
+    }
+    compilation.spec
 }
 
 /// Why a file could not be read as text.

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use charter_compiler::{compile, render};
 use charter_runtime::run::{DeliveryTarget, ReplayReport, replay_cassette};
 use charter_runtime::scenario::{Cassette, Recorded, Scenario};
 use charter_runtime::trace::{
@@ -11,7 +10,7 @@ use charter_runtime::trace::{
 };
 use clap::Args;
 
-use crate::loader::{FsLoader, ReadError, display_path, normalize, read_text};
+use crate::loader::{ReadError, compile_whole, display_path, normalize, read_text};
 use crate::{Context, Outcome, print_err, print_error, summary_line};
 
 /// Replay a recorded scenario (`scenario.yaml` + `cassette.yaml`) deterministically, in
@@ -89,23 +88,10 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Failed);
         }
     };
-    let compilation = compile(&spec_name, &text, &FsLoader::for_spec(&spec_path));
-    let Some(spec) = compilation
-        .spec
-        .as_ref()
-        .filter(|_| !compilation.has_errors())
-    else {
-        print_err(&render::text(
-            &compilation.diagnostics,
-            &compilation.sources,
-            context.color,
-        ));
-        print_error(
-            context,
-            &format!("`{spec_name}` has errors; nothing was replayed"),
-        );
+    let Some(spec) = compile_whole(context, &spec_name, &text, &spec_path, "replayed") else {
         return Ok(Outcome::Failed);
     };
+    let spec = &spec;
 
     print_err(&format!(
         "replay {shown}: spec {} {}{}\n",

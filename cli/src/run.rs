@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use charter_compiler::{CompiledSpec, compile, render};
+use charter_compiler::CompiledSpec;
 use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
 use charter_runtime::providers::LiveSettings;
 use charter_runtime::record::{Journal, Recording, write_atomically, write_recording};
@@ -17,7 +17,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::loader::{FsLoader, display_path, normalize};
+use crate::loader::{compile_whole, display_path, normalize};
 use crate::replay::LiveDisplay;
 use crate::{Context, Outcome, print_err, print_error, summary_line};
 
@@ -93,23 +93,10 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Usage);
         }
     };
-    let compilation = compile(&spec_name, &text, &FsLoader::for_spec(&run_file.spec));
-    let Some(spec) = compilation
-        .spec
-        .as_ref()
-        .filter(|_| !compilation.has_errors())
-    else {
-        print_err(&render::text(
-            &compilation.diagnostics,
-            &compilation.sources,
-            context.color,
-        ));
-        print_error(
-            context,
-            &format!("`{spec_name}` has errors; nothing was run"),
-        );
+    let Some(spec) = compile_whole(context, &spec_name, &text, &run_file.spec, "run") else {
         return Ok(Outcome::Failed);
     };
+    let spec = &spec;
 
     let variables: Vec<(String, String)> = std::env::vars().collect();
     let settings = LiveSettings::from_variables(variables.clone());

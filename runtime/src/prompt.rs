@@ -71,16 +71,15 @@ pub fn render_prompt(
 #[derive(Debug)]
 pub struct Prompts<'spec> {
     spec: &'spec CompiledSpec,
-    roles: HashMap<String, Arc<RoleContext>>,
+    roles: HashMap<String, RoleContext<'spec>>,
 }
 
 /// A role's fixed template context.
 #[derive(Debug)]
-struct RoleContext {
+struct RoleContext<'spec> {
+    ir: &'spec RoleIr,
     environment: Arc<Environment<'static>>,
     source_name: String,
-    /// The role has no template of its own (the default one lists every input).
-    default: bool,
     rules: minijinja::Value,
     tools: minijinja::Value,
     output_schema: minijinja::Value,
@@ -110,13 +109,7 @@ impl<'spec> Prompts<'spec> {
         feedback: Option<&Value>,
     ) -> Result<String, PromptError> {
         let context = self.role(role)?;
-        let role_ir = self
-            .spec
-            .roles
-            .get(role)
-            .ok_or_else(|| PromptError::UnknownRole {
-                role: role.to_string(),
-            })?;
+        let role_ir = context.ir;
         if inputs.len() != role_ir.inputs.len() {
             return Err(PromptError::Inputs {
                 role: role.to_string(),
@@ -135,12 +128,14 @@ impl<'spec> Prompts<'spec> {
             .get_template(&context.source_name)
             .map_err(template_error)?;
 
+        // A role without a template gets the default one, which lists every input.
+        let default = role_ir.prompt.is_none();
         let mut variables = std::collections::BTreeMap::new();
         let mut named_inputs = Vec::new();
         for (contract, value) in role_ir.inputs.iter().zip(inputs) {
             let name = snake_case(contract);
             let value = json_value(value);
-            if context.default {
+            if default {
                 named_inputs.push(minijinja::Value::from(vec![
                     minijinja::Value::from(name.as_str()),
                     value.clone(),
@@ -157,18 +152,23 @@ impl<'spec> Prompts<'spec> {
         variables.insert("rules".to_string(), context.rules.clone());
         variables.insert("tools".to_string(), context.tools.clone());
         variables.insert("output_schema".to_string(), context.output_schema.clone());
-        if context.default {
+        if default {
             variables.insert("inputs".to_string(), minijinja::Value::from(named_inputs));
         }
         compiled.render(variables).map_err(template_error)
     }
 
     /// `role`'s fixed context, built on first use.
-    fn role(&mut self, role: &str) -> Result<Arc<RoleContext>, PromptError> {
-        if let Some(context) = self.roles.get(role) {
-            return Ok(Arc::clone(context));
-        }
+    fn role(&mut self, role: &str) -> Result<&RoleContext<'spec>, PromptError> {
         let spec = self.spec;
+        if self.roles.contains_key(role) {
+            return self
+                .roles
+                .get(role)
+                .ok_or_else(|| PromptError::UnknownRole {
+                    role: role.to_string(),
+                });
+        }
         let role_ir = spec
             .roles
             .get(role)
@@ -191,17 +191,16 @@ impl<'spec> Prompts<'spec> {
                 .map(|contract| contract.schema.clone())
                 .unwrap_or(Value::Null),
         );
-        let context = Arc::new(RoleContext {
+        let context = RoleContext {
+            ir: role_ir,
             environment,
             source_name,
-            default: role_ir.prompt.is_none(),
             rules: minijinja::Value::from_object(Lines(rules_lines(spec, role_ir))),
             tools: json_value(&tools(spec, role_ir)),
             output_schema: Json::root(Arc::clone(&schema)),
             schema,
-        });
-        self.roles.insert(role.to_string(), Arc::clone(&context));
-        Ok(context)
+        };
+        Ok(self.roles.entry(role.to_string()).or_insert(context))
     }
 }
 

@@ -343,18 +343,21 @@ fn error_offset(error: &pest::error::Error<Rule>) -> usize {
     }
 }
 
+/// Where a scan of spec text is: in code, a string, a `"""` block or a comment (shared by
+/// `blank_comments` and `following_lines`).
+#[derive(Clone, Copy, PartialEq)]
+enum State {
+    Code,
+    Str,
+    Block,
+    LineComment,
+    BlockComment,
+}
+
 /// `text` with every `//` and `/* */` comment replaced by spaces (line breaks kept), so
 /// that the grammar need not match comments and every byte offset stays the same.
 /// Strings and `"""` blocks are left alone. Also returns where an unclosed `/*` starts.
 fn blank_comments(text: &str) -> (String, Option<usize>) {
-    #[derive(Clone, Copy, PartialEq)]
-    enum State {
-        Code,
-        Str,
-        Block,
-        LineComment,
-        BlockComment,
-    }
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut state = State::Code;
@@ -558,14 +561,6 @@ fn is_step_line(line: &str) -> bool {
 /// of the first non-blank character, rest of the text, brace depth at that point counted
 /// from `position`).
 fn following_lines(text: &str, position: usize) -> impl Iterator<Item = (usize, &str, i64)> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum State {
-        Code,
-        Str,
-        Block,
-        LineComment,
-        BlockComment,
-    }
     let bytes = text.as_bytes();
     let mut cursor = position;
     let mut state = State::Code;

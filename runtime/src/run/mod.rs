@@ -33,6 +33,7 @@ use std::sync::Arc;
 use charter_compiler::CompiledSpec;
 use charter_compiler::graph::{ExprIr, InvariantIr, NameIr, StepKind, TransitionIr};
 use petgraph::Direction;
+use petgraph::graph::EdgeReference;
 use petgraph::graph::NodeIndex;
 use petgraph::visit::{Bfs, EdgeRef};
 use serde_json::{Value, json};
@@ -349,17 +350,17 @@ impl<'r> Scheduler<'r> {
             }
             StepKind::Each {
                 var,
+                over,
                 role,
                 args,
                 concurrency,
                 check,
-                ..
             } => {
                 let list = match each_list.take() {
-                    Some(Ok(list)) => list,
-                    Some(Err(message)) => return Err(self.dag_failure(&name, message)),
-                    None => return Err(self.dag_failure(&name, "no work list".to_string())),
+                    Some(list) => list,
+                    None => self.each_list(&name, over),
                 };
+                let list = list.map_err(|message| self.dag_failure(&name, message))?;
                 self.run_each(&name, list, var, role, args, *concurrency, check.as_ref())
                     .await?;
                 None
@@ -390,15 +391,21 @@ impl<'r> Scheduler<'r> {
         }
     }
 
-    /// Follows the first edge of `node` whose condition holds (edges in source order).
-    fn next_node(&mut self, node: NodeIndex) -> Result<NodeIndex, Halt> {
-        let spec = self.spec;
-        let mut edges: Vec<_> = spec
+    /// The edges leaving `node`, in source order (the order transitions are tried in).
+    fn outgoing(&self, node: NodeIndex) -> Vec<EdgeReference<'r, TransitionIr>> {
+        let mut edges: Vec<_> = self
+            .spec
             .flow
             .graph
             .edges_directed(node, Direction::Outgoing)
             .collect();
         edges.sort_by_key(|edge| edge.id().index());
+        edges
+    }
+
+    /// Follows the first edge of `node` whose condition holds (edges in source order).
+    fn next_node(&mut self, node: NodeIndex) -> Result<NodeIndex, Halt> {
+        let edges = self.outgoing(node);
         let bindings = self.bindings();
         for edge in edges {
             let take = match edge.weight() {

@@ -53,19 +53,12 @@ impl Scheduler<'_> {
             Some(TransitionIr::Fail)
         };
         match wanted {
-            Some(kind) => {
-                let mut edges: Vec<_> = spec
-                    .flow
-                    .graph
-                    .edges_directed(node, Direction::Outgoing)
-                    .collect();
-                edges.sort_by_key(|edge| edge.id().index());
-                edges
-                    .into_iter()
-                    .find(|edge| *edge.weight() == kind)
-                    .map(|edge| edge.target())
-                    .ok_or_else(|| flow_error(&format!("gate step `{step}` has no {kind:?} edge")))
-            }
+            Some(kind) => self
+                .outgoing(node)
+                .into_iter()
+                .find(|edge| *edge.weight() == kind)
+                .map(|edge| edge.target())
+                .ok_or_else(|| flow_error(&format!("gate step `{step}` has no {kind:?} edge"))),
             None => self.repair(node, &candidate, &result).await,
         }
     }

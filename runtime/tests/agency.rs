@@ -45,12 +45,7 @@ fn a_person_approves_another_round_and_it_succeeds() {
         ok("T-002", 2),
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let repair = &replayed.of_kind("repair")[0];
     assert_eq!(repair["action"]["kind"], "ask");
     assert_eq!(repair["codes"], serde_json::json!(["LOW_COMPLETION"]));
@@ -72,12 +67,7 @@ fn a_person_declining_another_round_gets_the_best_so_far() {
         t001_fails(1),
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "below_target{human_rejected}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("below_target{human_rejected}");
     let candidate = &replayed.of_kind("candidate")[0];
     assert_eq!(candidate["failed"], serde_json::json!(["T-001"]));
     assert_eq!(candidate["skipped"], serde_json::json!(["T-002"]));

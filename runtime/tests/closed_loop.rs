@@ -56,12 +56,7 @@ fn files_written_by_tools_are_part_of_the_candidate_and_its_delivery() {
         &calls,
         DeliveryTarget::Directory(directory.clone()),
     );
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let text = std::fs::read_to_string(directory.join("delivery.json")).unwrap_or_default();
     let written: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     assert_eq!(written["candidate"]["artifacts"]["brief.md"], "hello");
@@ -99,12 +94,7 @@ fn a_tampered_artifact_is_refused_and_set_aside() {
         &calls,
         DeliveryTarget::Directory(directory.clone()),
     );
-    assert_eq!(
-        replayed.ending(),
-        "failed{delivery_mismatch}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{delivery_mismatch}");
     assert!(
         !directory.join("delivery.json").exists(),
         "nothing is presented as delivered"
@@ -131,12 +121,7 @@ fn an_off_plan_candidate_is_replanned_from_the_entry_step() {
         deliver(2, "c2")
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let repair = &replayed.of_kind("repair")[0];
     assert_eq!(repair["action"]["kind"], "replan");
     assert_eq!(repair["codes"], serde_json::json!(["OFF_PLAN"]));
@@ -174,12 +159,7 @@ fn a_rerun_of_execute_keeps_the_plan() {
         deliver(2, "c2")
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let repair = &replayed.of_kind("repair")[0];
     assert_eq!(repair["action"]["kind"], "rerun");
     assert_eq!(repair["action"]["step"], "execute");
@@ -227,12 +207,7 @@ fn a_wall_budget_cuts_a_run_in_virtual_time() {
         plan(1)
     );
     let replayed = replay(&spec, INPUT, &calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{budget_exhausted{wall}}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{budget_exhausted{wall}}");
     let budget = &replayed.of_kind("budget")[0];
     assert_eq!(budget["used"], 300_000);
     assert_eq!(budget["limit"], 300_000);

@@ -42,12 +42,7 @@ fn a_weak_design_is_sent_back_to_the_creator_with_feedback() {
         check(2, 9)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let repair = &replayed.of_kind("repair")[0];
     assert_eq!(repair["action"]["step"], "create");
     assert_eq!(repair["action"]["with_feedback"], true);
@@ -66,12 +61,7 @@ fn repair_without_progress_still_reports_the_best_design_below_target() {
         check(3, 3)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "below_target{no_progress}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("below_target{no_progress}");
     assert_eq!(replayed.of_kind("no_progress").len(), 2);
     assert_eq!(
         replayed
@@ -96,12 +86,7 @@ fn a_rerun_of_the_judge_keeps_the_design_as_the_next_candidate() {
         check(2, 9)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let repair = &replayed.of_kind("repair")[0];
     assert_eq!(repair["action"]["step"], "check");
     assert_eq!(

@@ -18,12 +18,7 @@ calls:
 fn a_passing_run_completes_and_delivers_the_evaluated_candidate() {
     let spec = fixture("review_loop");
     let replayed = replay(&spec, INPUT, GOOD);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let report = replayed.report();
     assert!(report.unused_calls.is_empty(), "{:?}", report.unused_calls);
     assert_eq!(

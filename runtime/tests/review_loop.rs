@@ -26,12 +26,7 @@ fn a_timeout_then_recovery() {
         passing_tail(1)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let timeout = &replayed.of_kind("timeout")[0];
     assert_eq!(
         timeout["after_ms"], 120_000,
@@ -58,12 +53,7 @@ fn timeouts_exhaust_the_provider_retries() {
   - { step: write, attempt: 3, latency: 20m }
 ";
     let replayed = run(calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{step_failed{write}}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{step_failed{write}}");
     assert_eq!(
         replayed.of_kind("timeout").len(),
         3,
@@ -95,12 +85,7 @@ fn rate_limit_and_server_error_then_success() {
         passing_tail(1)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let reasons: Vec<String> = replayed
         .of_kind("retry")
         .iter()
@@ -114,12 +99,7 @@ fn rate_limit_and_server_error_then_success() {
 fn a_permanent_provider_error_is_not_retried() {
     let calls = "calls:\n  - { step: write, error: { status: 401, message: bad key } }\n";
     let replayed = run(calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{step_failed{write}}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{step_failed{write}}");
     assert!(replayed.of_kind("retry").is_empty());
 }
 
@@ -132,12 +112,7 @@ fn malformed_output_then_a_valid_one() {
         passing_tail(1)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let violations = replayed.of_kind("contract_violation");
     assert_eq!(violations.len(), 2);
     assert_eq!(violations[0]["contract"], "Draft");
@@ -162,12 +137,7 @@ fn a_hard_gate_failure_is_not_hidden_by_a_perfect_score() {
   - { step: review, response: { relevance: 10, verdict: PASS } }
 ";
     let replayed = run(calls);
-    assert_eq!(
-        replayed.ending(),
-        "blocked{hard_gate{SECRET_LEAK}}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("blocked{hard_gate{SECRET_LEAK}}");
     let gate = &replayed.of_kind("gate")[0];
     assert_eq!(gate["score"], 10.0);
     assert_eq!(gate["passed"], false);
@@ -186,12 +156,7 @@ fn a_repair_that_succeeds() {
         passing_tail(2)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let repair = &replayed.of_kind("repair")[0];
     assert_eq!(repair["action"]["kind"], "rerun");
     assert_eq!(repair["action"]["step"], "write");
@@ -227,12 +192,7 @@ fn repair_stops_when_rounds_make_no_progress() {
          - {{ step: deliver, round: 3, response: {{ candidate_id: c1, summary: best so far }} }}\n"
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "below_target{no_progress}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("below_target{no_progress}");
     let stalls = replayed.of_kind("no_progress");
     assert_eq!(stalls.len(), 2);
     assert_eq!(stalls[1]["rounds"], 2);
@@ -255,12 +215,7 @@ fn a_converging_run_is_never_stopped_for_no_progress() {
         passing_tail(3)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     assert!(replayed.of_kind("no_progress").is_empty());
 }
 
@@ -276,12 +231,7 @@ fn max_rounds_delivers_the_best_candidate_not_the_last() {
   - { step: deliver, round: 3, response: { candidate_id: c2, summary: the best of three } }
 ";
     let replayed = run(calls);
-    assert_eq!(
-        replayed.ending(),
-        "below_target{max_rounds}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("below_target{max_rounds}");
     let outcome = &replayed.report().outcome;
     assert_eq!(outcome.best.as_deref(), Some("c2"));
     assert_eq!(
@@ -303,12 +253,7 @@ fn a_budget_runs_out() {
   - { step: write, response: { title: T, body: B }, usage: { input_tokens: 90000, output_tokens: 20000 } }
 ";
     let replayed = run(calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{budget_exhausted{tokens}}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{budget_exhausted{tokens}}");
     let budget = &replayed.of_kind("budget")[0];
     assert_eq!(budget["budget"], "tokens");
     assert_eq!(budget["used"], 110_000);
@@ -325,12 +270,7 @@ fn an_always_invariant_breaks() {
   - { step: write, response: { title: T, body: B }, usage: { input_tokens: 5000, output_tokens: 1 } }
 ";
     let replayed = run(calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{invariant{tokens_bounded}}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{invariant{tokens_bounded}}");
     assert_eq!(
         replayed.of_kind("invariant_violated")[0]["invariant"],
         "tokens_bounded"
@@ -345,12 +285,7 @@ fn a_delivery_naming_another_candidate_is_refused() {
   - { step: deliver, response: { candidate_id: c7, summary: wrong } }
 ";
     let replayed = run(calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{delivery_mismatch}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{delivery_mismatch}");
     let delivery = &replayed.of_kind("delivery")[0];
     assert_eq!(delivery["matches"], false);
     assert_eq!(delivery["candidate"], "c7");
@@ -370,12 +305,7 @@ faults:
   - { tamper: { after: judge } }
 ";
     let replayed = run(calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{delivery_mismatch}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{delivery_mismatch}");
     let delivery = &replayed.of_kind("delivery")[0];
     assert_eq!(delivery["matches"], false);
     assert_eq!(delivery["candidate"], "c1");
@@ -401,12 +331,7 @@ fn a_delivery_to_a_directory_is_written_atomically_and_read_back() {
         &calls,
         charter_runtime::run::DeliveryTarget::Directory(directory.clone()),
     );
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let text = std::fs::read_to_string(directory.join("delivery.json")).unwrap_or_default();
     let written: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     assert_eq!(written["candidate"]["id"], "c1");
@@ -483,12 +408,7 @@ fn a_gate_failing_only_its_pass_rule_is_not_repaired() {
   - { step: deliver, response: { candidate_id: c1, summary: close enough } }
 ";
     let replayed = run(calls);
-    assert_eq!(
-        replayed.ending(),
-        "below_target{no_repair_action}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("below_target{no_repair_action}");
     assert!(replayed.of_kind("repair").is_empty());
     assert_eq!(replayed.of_kind("gate")[0]["issues"], serde_json::json!([]));
     assert_eq!(
@@ -526,12 +446,7 @@ fn a_steps_budget_refuses_the_step_past_it() {
   - { step: review, round: 2, response: { relevance: 3, verdict: PASS } }
 ";
     let replayed = replay(&spec, INPUT, calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{budget_exhausted{steps}}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{budget_exhausted{steps}}");
     let budget = &replayed.of_kind("budget")[0];
     assert_eq!(budget["used"], 5);
     assert_eq!(
@@ -571,12 +486,7 @@ fn a_cost_budget_is_charged_at_the_models_prices() {
   - { step: write, response: { title: T, body: B }, usage: { input_tokens: 4000, output_tokens: 4000 } }
 ";
     let replayed = replay(&spec, INPUT, calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{budget_exhausted{cost}}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{budget_exhausted{cost}}");
     let budget = &replayed.of_kind("budget")[0];
     assert_eq!(budget["used"], 1.2, "4000 * 100 / 1M + 4000 * 200 / 1M");
 }
@@ -592,11 +502,6 @@ fn a_fail_action_ends_the_run_failed() {
   - { step: review, response: { relevance: 9, verdict: PASS } }
 ";
     let replayed = replay(&spec, INPUT, calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{hard_gate{SECRET_LEAK}}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{hard_gate{SECRET_LEAK}}");
     assert_eq!(replayed.of_kind("repair")[0]["action"]["kind"], "fail");
 }

@@ -47,12 +47,7 @@ fn every_order_runs_in_dag_order_and_the_run_completes() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let calls: Vec<String> = replayed
         .outline()
         .into_iter()
@@ -90,12 +85,7 @@ fn partial_success_skips_dependents_and_a_repair_reruns_only_the_named_orders() 
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let skipped = &replayed.of_kind("item_skipped")[0];
     assert_eq!(skipped["item"], "T2");
     assert_eq!(skipped["because"], "T1");
@@ -159,12 +149,7 @@ fn partial_success_that_never_recovers_fails_without_a_candidate_to_deliver() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{no_progress}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{no_progress}");
     let finished = &replayed.of_kind("run_finished")[0];
     assert_eq!(finished["message"], "no candidate passed the hard rules");
     assert_eq!(
@@ -186,12 +171,7 @@ fn a_failed_check_is_a_stage_retry_with_the_check_as_feedback() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let stage = replayed
         .of_kind("retry")
         .into_iter()
@@ -238,12 +218,7 @@ fn a_check_that_keeps_failing_fails_the_item() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let failed = replayed
         .of_kind("item_done")
         .into_iter()
@@ -276,12 +251,7 @@ fn a_tool_outside_the_whitelist_is_denied_and_never_executed() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "completed{gate_passed}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("completed{gate_passed}");
     let denied = replayed.of_kind("tool_denied");
     assert_eq!(denied.len(), 1);
     assert_eq!(denied[0]["tool"], "publish");
@@ -315,12 +285,7 @@ fn a_tool_result_that_breaks_its_contract_is_reported() {
 fn a_person_rejecting_the_plan_blocks_the_run() {
     let calls = format!("{PLAN}{}", approve(false));
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "blocked{human_rejected}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("blocked{human_rejected}");
     let finished = &replayed.of_kind("run_finished")[0];
     assert_eq!(finished["message"], "the plan was not approved");
     assert_eq!(replayed.of_kind("human")[0]["answer"]["approved"], false);
@@ -333,12 +298,7 @@ fn a_dependency_cycle_fails_the_step() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{step_failed{work}}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{step_failed{work}}");
     let finished = &replayed.of_kind("run_finished")[0];
     assert!(
         finished["message"].as_str().unwrap_or("").contains("cycle"),
@@ -357,12 +317,7 @@ fn a_tampered_order_after_the_gate_is_not_delivered() {
         approve(true)
     );
     let replayed = run(&calls);
-    assert_eq!(
-        replayed.ending(),
-        "failed{delivery_mismatch}",
-        "{}",
-        replayed.jsonl
-    );
+    replayed.assert_ending("failed{delivery_mismatch}");
 }
 
 /// Eight independent orders with tied and untied latencies.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use charter_runtime::provider::{ModelOutput, Provider, ProviderError, ToolCall, Usage};
+use charter_runtime::provider::{ModelOutput, Provider, ProviderError, Usage};
 use charter_runtime::providers::anthropic::OUTPUT_TOOL;
 use charter_runtime::providers::{AnthropicConfig, AnthropicProvider, ApiKey, StructuredOutput};
 use charter_runtime::validate::Validator;
@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::support::{SECRET, assert_no_secret, bodies, request, spec, tool_box};
+use crate::support::{
+    SECRET, assert_no_secret, assert_searched_then_answered, bodies, request, spec, tool_box,
+};
 
 const MODEL: &str = "anthropic:claude-sonnet-4-5";
 
@@ -166,19 +168,7 @@ async fn a_tool_use_round_trip() {
         .complete(request(MODEL))
         .await
         .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(
-        response.output,
-        ModelOutput::Json(json!({"text": "Rust.", "sources": ["https://docs.example/rust"]}))
-    );
-    assert_eq!(
-        response.tool_calls,
-        [ToolCall {
-            tool: "search".into(),
-            args: json!({"text": "rust"}),
-            result: json!({"urls": ["https://docs.example/rust"]}),
-        }]
-    );
-    assert_eq!(counts.search(), 1);
+    assert_searched_then_answered(&response, &counts);
     assert_eq!(
         response.usage,
         Usage {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use charter_runtime::compiler::graph::CompiledSpec;
 use charter_runtime::compiler::{MemoryLoader, compile};
-use charter_runtime::provider::{CallKey, ModelRequest};
+use charter_runtime::provider::{CallKey, ModelOutput, ModelRequest, ModelResponse, ToolCall};
 use charter_runtime::tools::{FnTool, ToolBox};
 use serde_json::{Value, json};
 
@@ -113,4 +113,23 @@ pub async fn bodies(server: &wiremock::MockServer) -> Vec<Value> {
 /// Fails if `text` contains the secret key.
 pub fn assert_no_secret(what: &str, text: &str) {
     assert!(!text.contains(SECRET), "the key leaked into {what}: {text}");
+}
+
+/// The answer both providers' tool round-trip tests expect: the model searched once for
+/// `rust` (the tool box's result fed back), then answered with the source it found.
+#[track_caller]
+pub fn assert_searched_then_answered(response: &ModelResponse, counts: &Counts) {
+    assert_eq!(
+        response.output,
+        ModelOutput::Json(json!({"text": "Rust.", "sources": ["https://docs.example/rust"]}))
+    );
+    assert_eq!(
+        response.tool_calls,
+        [ToolCall {
+            tool: "search".into(),
+            args: json!({"text": "rust"}),
+            result: json!({"urls": ["https://docs.example/rust"]}),
+        }]
+    );
+    assert_eq!(counts.search(), 1);
 }

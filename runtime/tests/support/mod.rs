@@ -79,6 +79,12 @@ impl Replayed {
         }
     }
 
+    /// Asserts the run ended as `expected` (`outcome{reason}`), showing the trace if not.
+    #[track_caller]
+    pub fn assert_ending(&self, expected: &str) {
+        assert_eq!(self.ending(), expected, "{}", self.jsonl);
+    }
+
     pub fn report(&self) -> &ReplayReport {
         match &self.result {
             Ok(report) => report,

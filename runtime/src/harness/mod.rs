@@ -445,14 +445,19 @@ pub fn verify_project(
     root: &Path,
     config: &HarnessConfig,
 ) -> Result<Vec<ScenarioReport>, HarnessError> {
-    let scenarios = select(discover(root)?, config);
-    // Compile each spec once, up front, so the workers only read the cache.
+    // Each scenario file is read once, here; then each spec is compiled once, up front,
+    // so the workers only read the cache.
+    let scenarios: Vec<(ScenarioRef, ScenarioFile)> = select(discover(root)?, config)
+        .into_iter()
+        .map(|reference| {
+            let file = read_scenario(&reference);
+            (reference, file)
+        })
+        .collect();
     let mut specs = SpecCache::new();
-    for scenario in &scenarios {
-        if let Ok(text) = std::fs::read_to_string(scenario.dir.join(SCENARIO_FILE))
-            && let Ok(parsed) = Scenario::from_yaml(SCENARIO_FILE, &text)
-        {
-            let _ = specs.get(root, &parsed.spec);
+    for (_, file) in &scenarios {
+        if let Ok((scenario, _)) = file {
+            let _ = specs.get(root, &scenario.spec);
         }
     }
     let workers = std::thread::available_parallelism()
@@ -461,7 +466,7 @@ pub fn verify_project(
     if workers <= 1 {
         return Ok(scenarios
             .iter()
-            .map(|scenario| verify_scenario(root, scenario, config, &mut specs))
+            .map(|(reference, file)| verify_scenario(root, reference, file, config, &mut specs))
             .collect());
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -475,10 +480,11 @@ pub fn verify_project(
                     let mut done = Vec::new();
                     loop {
                         let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(scenario) = scenarios.get(index) else {
+                        let Some((reference, file)) = scenarios.get(index) else {
                             break;
                         };
-                        done.push((index, verify_scenario(root, scenario, config, &mut specs)));
+                        let report = verify_scenario(root, reference, file, config, &mut specs);
+                        done.push((index, report));
                     }
                     done
                 })
@@ -628,10 +634,24 @@ pub fn unified_diff(old: &str, new: &str, old_name: &str, new_name: &str) -> Str
         .to_string()
 }
 
-/// Checks one scenario (see the module documentation).
+/// A scenario's `scenario.yaml`, parsed, with its text (for line numbers); or why not.
+pub type ScenarioFile = Result<(Scenario, String), Problem>;
+
+/// Reads and parses the `scenario.yaml` of `reference`.
+pub fn read_scenario(reference: &ScenarioRef) -> ScenarioFile {
+    let shown = reference.shown(SCENARIO_FILE);
+    let text = std::fs::read_to_string(reference.dir.join(SCENARIO_FILE))
+        .map_err(|error| error_at(shown.clone(), None, format!("cannot read: {error}")))?;
+    Scenario::from_yaml(&shown, &text)
+        .map(|scenario| (scenario, text))
+        .map_err(|error| error_at(shown.clone(), error.0.line, error.to_string()))
+}
+
+/// Checks one scenario (see the module documentation), given its read `scenario.yaml`.
 pub fn verify_scenario(
     root: &Path,
     scenario: &ScenarioRef,
+    file: &ScenarioFile,
     config: &HarnessConfig,
     specs: &mut SpecCache,
 ) -> ScenarioReport {
@@ -650,7 +670,7 @@ pub fn verify_scenario(
         notes: Vec::new(),
         elapsed: Duration::ZERO,
     };
-    check_scenario(root, scenario, config, specs, &mut report);
+    check_scenario(root, scenario, file, config, specs, &mut report);
     report.status = status_of(&report);
     report.elapsed = started.elapsed();
     report
@@ -687,6 +707,7 @@ fn error_at(file: String, line: Option<u64>, message: String) -> Problem {
 fn check_scenario(
     root: &Path,
     reference: &ScenarioRef,
+    file: &ScenarioFile,
     config: &HarnessConfig,
     specs: &mut SpecCache,
     report: &mut ScenarioReport,
@@ -698,14 +719,9 @@ fn check_scenario(
         std::fs::read_to_string(reference.dir.join(file))
             .map_err(|error| error_at(shown.to_string(), None, format!("cannot read: {error}")))
     };
-    let loaded = read(SCENARIO_FILE, &scenario_file).and_then(|text| {
-        Scenario::from_yaml(&scenario_file, &text)
-            .map(|scenario| (scenario, text))
-            .map_err(|error| error_at(scenario_file.clone(), error.0.line, error.to_string()))
-    });
-    let (scenario, scenario_text) = match loaded {
-        Ok(loaded) => loaded,
-        Err(problem) => return report.problems.push(problem),
+    let (scenario, scenario_text) = match file {
+        Ok((scenario, text)) => (scenario, text),
+        Err(problem) => return report.problems.push(problem.clone()),
     };
     report.description = scenario.description.clone();
     let loaded = read(CASSETTE_FILE, &cassette_file).and_then(|text| {
@@ -798,7 +814,7 @@ fn check_scenario(
             detail: None,
             location: Location {
                 file: scenario_file.clone(),
-                line: line_of(&scenario_text, "expect:"),
+                line: line_of(scenario_text, "expect:"),
             },
         });
     }
@@ -822,7 +838,7 @@ fn check_scenario(
             detail: first.outcome.message.clone(),
             location: Location {
                 file: scenario_file.clone(),
-                line: line_of(&scenario_text, "expect:"),
+                line: line_of(scenario_text, "expect:"),
             },
         });
     }

@@ -160,12 +160,12 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             &format!("recorded call {key} was never made"),
         ));
     }
-    for (step, round) in &report.unused_humans {
+    for (step, round, attempt) in &report.unused_humans {
         print_err(&summary_line(
             context,
             "warning",
             &format!(
-                "recorded human answer for step `{step}` in round {round} was never asked for"
+                "recorded human answer for step `{step}` in round {round} (attempt {attempt}) was never asked for"
             ),
         ));
     }

@@ -476,6 +476,7 @@ impl HumanChannel for TerminalHumans {
                 _ => Err(ProviderError::NoHumanAnswer {
                     step: request.step,
                     round: request.round,
+                    attempt: request.attempt,
                 }),
             }
         })

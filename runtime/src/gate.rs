@@ -15,7 +15,7 @@
 use charter_compiler::graph::{GateIr, NameIr, SeverityIr};
 use serde_json::Value;
 
-use crate::eval::{Env, evaluate_bool, evaluate_number};
+use crate::eval::{Env, evaluate, evaluate_bool, evaluate_number};
 use crate::trace::{EventKind, Issue, IssueSeverity, RuleResult, RuleSeverity, ScoreResult};
 
 /// The evaluation of one gate on one subject.
@@ -64,6 +64,8 @@ pub struct GateIssue {
     /// The rule or score that raised it.
     pub rule: String,
     pub message: String,
+    /// The value of the rule's `detail` expression (its evidence), when it has one.
+    pub detail: Option<Value>,
 }
 
 impl GateEvaluation {
@@ -123,12 +125,31 @@ impl GateEvaluation {
                 .map(|issue| Issue {
                     code: issue.code.clone(),
                     severity: issue.severity,
+                    gate: Some(self.gate.clone()),
                     rule: issue.rule.clone(),
-                    item: item.map(str::to_string),
                     message: Some(issue.message.clone()),
+                    detail: issue.detail.clone(),
+                    items: item.map(str::to_string).into_iter().collect(),
                 })
                 .collect(),
         }
+    }
+}
+
+/// The value of a failed rule's `detail` expression. A detail that cannot be evaluated
+/// is no evidence: the issue goes without one, and its message says why.
+fn evidence(
+    detail: Option<&charter_compiler::graph::ExprIr>,
+    env: &dyn Env,
+    message: String,
+) -> (Option<Value>, String) {
+    match detail.map(|detail| evaluate(detail, env)) {
+        None => (None, message),
+        Some(Ok(value)) => (Some(value), message),
+        Some(Err(error)) => (
+            None,
+            format!("{message} (its detail could not be evaluated: {error})"),
+        ),
     }
 }
 
@@ -146,6 +167,7 @@ pub fn evaluate_gate(name: &str, gate: &GateIr, env: &dyn Env) -> GateEvaluation
                 Some(error) => format!("rule `{}` could not be evaluated: {error}", rule.name),
                 None => format!("rule `{}` does not hold", rule.name),
             };
+            let (detail, message) = evidence(rule.detail.as_ref(), env, message);
             issues.push(GateIssue {
                 code: rule.code.clone(),
                 severity: match rule.severity {
@@ -154,6 +176,7 @@ pub fn evaluate_gate(name: &str, gate: &GateIr, env: &dyn Env) -> GateEvaluation
                 },
                 rule: rule.name.clone(),
                 message,
+                detail,
             });
         }
         rules.push(RuleOutcome {
@@ -187,11 +210,13 @@ pub fn evaluate_gate(name: &str, gate: &GateIr, env: &dyn Env) -> GateEvaluation
                 _ => None,
             };
             if let Some(message) = message {
+                let (detail, message) = evidence(below.detail.as_ref(), env, message);
                 issues.push(GateIssue {
                     code: below.code.clone(),
                     severity: IssueSeverity::Error,
                     rule: score.name.clone(),
                     message,
+                    detail,
                 });
             }
         }

@@ -26,6 +26,7 @@ pub mod candidate;
 pub mod canonical;
 pub mod dag;
 pub mod eval;
+pub mod feedback;
 pub mod gate;
 pub mod harness;
 pub mod prompt;

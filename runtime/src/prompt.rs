@@ -4,8 +4,12 @@
 //! - each input under the snake_case name of its contract (`Task` -> `task`,
 //!   `WorkflowPlan` -> `workflow_plan`), by the compiler's own `snake_case`, so the
 //!   names the E014 check accepted are the names rendered;
-//! - `feedback`: the issues that sent the role back (a list of `{code, message, ...}`),
-//!   or none;
+//! - `feedback`: why the role runs again (DESIGN §8.2: `{reason, round, issues, judges,
+//!   previous, human}`), or none. `{{ feedback }}` alone prints it as Markdown
+//!   ([`crate::feedback::markdown`]); its fields can be read one by one;
+//! - `history`: for a role with `history: [steps]`, the earlier runs of those steps
+//!   (`[{step, round, visit, output}]`, oldest first);
+//! - `run`: `{round, step_count, tokens, cost, elapsed}` when the call was made;
 //! - `rules`: the lines of the role's rules blocks, in order. It is a list (`{% for rule
 //!   in rules %}`) that prints as one `- line` per line (`{{ rules }}`);
 //! - `tools`: the whitelisted tools, each `{name, effect, note, input, output}` (`note` is
@@ -29,7 +33,8 @@ use serde_json::Value;
 
 /// The template given to a role that has none.
 pub const DEFAULT_TEMPLATE: &str = "{% for name, value in inputs %}## {{ name }}\n{{ value }}\n\n{% endfor %}\
-{% if feedback %}## Issues to fix\n{% for issue in feedback %}- {{ issue.code }}: {{ issue.message }}\n{% endfor %}\n{% endif %}\
+{% if history %}## Earlier runs\n{{ history }}\n\n{% endif %}\
+{% if feedback %}{{ feedback }}\n\n{% endif %}\
 {% if rules %}## Rules\n{{ rules }}\n\n{% endif %}\
 Reply with one JSON object that matches this schema and nothing else:\n{{ output_schema }}";
 
@@ -51,6 +56,17 @@ pub enum PromptError {
         source_name: String,
         message: String,
     },
+}
+
+/// What a call adds to a role's template besides its inputs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PromptContext<'a> {
+    /// `feedback` (DESIGN §8.2), or none.
+    pub feedback: Option<&'a Value>,
+    /// `history`, for a role that keeps one.
+    pub history: Option<&'a Value>,
+    /// `run`: `{round, step_count, tokens, cost, elapsed}`.
+    pub run: Option<&'a Value>,
 }
 
 /// Renders the prompt of role `role` of `spec` for `inputs` (one value per input
@@ -108,6 +124,22 @@ impl<'spec> Prompts<'spec> {
         inputs: &[Value],
         feedback: Option<&Value>,
     ) -> Result<String, PromptError> {
+        let context = PromptContext {
+            feedback,
+            ..PromptContext::default()
+        };
+        self.render_with(role, inputs, &context)
+    }
+
+    /// Renders `role`'s prompt for `inputs` with what the call adds (`feedback`,
+    /// `history`, `run`).
+    pub fn render_with(
+        &mut self,
+        role: &str,
+        inputs: &[Value],
+        extra: &PromptContext<'_>,
+    ) -> Result<String, PromptError> {
+        let feedback = extra.feedback;
         let context = self.role(role)?;
         let role_ir = context.ir;
         if inputs.len() != role_ir.inputs.len() {
@@ -145,9 +177,22 @@ impl<'spec> Prompts<'spec> {
         }
         variables.insert(
             "feedback".to_string(),
-            feedback
-                .filter(|feedback| !feedback.is_null())
-                .map_or(minijinja::Value::from(()), json_value),
+            feedback.filter(|feedback| !feedback.is_null()).map_or(
+                minijinja::Value::from(()),
+                |feedback| {
+                    minijinja::Value::from_object(FeedbackView {
+                        fields: Json::root(Arc::new(feedback.clone())),
+                        value: feedback.clone(),
+                    })
+                },
+            ),
+        );
+        if let Some(history) = extra.history {
+            variables.insert("history".to_string(), json_value(history));
+        }
+        variables.insert(
+            "run".to_string(),
+            extra.run.map_or(minijinja::Value::from(()), json_value),
         );
         variables.insert("rules".to_string(), context.rules.clone());
         variables.insert("tools".to_string(), context.tools.clone());
@@ -412,6 +457,43 @@ impl Object for Json {
         }
         let text = serde_json::to_string_pretty(self.value()).map_err(|_| fmt::Error)?;
         formatter.write_str(self.text.get_or_init(|| text))
+    }
+}
+
+/// `feedback` as a template sees it: its fields can be read like any record, and on its
+/// own it prints as Markdown.
+#[derive(Debug)]
+struct FeedbackView {
+    fields: minijinja::Value,
+    value: Value,
+}
+
+impl Object for FeedbackView {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
+        self.fields
+            .get_item(key)
+            .ok()
+            .filter(|value| !value.is_undefined())
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        match &self.value {
+            Value::Object(record) => Enumerator::Values(
+                record
+                    .keys()
+                    .map(|key| minijinja::Value::from(key.as_str()))
+                    .collect(),
+            ),
+            _ => Enumerator::Empty,
+        }
+    }
+
+    fn render(self: &Arc<Self>, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&crate::feedback::markdown(&self.value))
     }
 }
 

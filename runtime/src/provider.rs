@@ -172,8 +172,22 @@ pub enum ProviderError {
     #[error("the cassette has no call {key}")]
     NotRecorded { key: CallKey },
     /// A replay was asked for a human answer its cassette does not hold.
-    #[error("the cassette has no human answer for step `{step}` in round {round}")]
-    NoHumanAnswer { step: String, round: u64 },
+    #[error("{}", no_human_answer(step, *round, *attempt))]
+    NoHumanAnswer {
+        step: String,
+        round: u64,
+        attempt: u64,
+    },
+}
+
+fn no_human_answer(step: &str, round: u64, attempt: u64) -> String {
+    if attempt > 1 {
+        format!(
+            "the cassette has no human answer for step `{step}` in round {round}, attempt {attempt}"
+        )
+    } else {
+        format!("the cassette has no human answer for step `{step}` in round {round}")
+    }
 }
 
 fn status_text(status: Option<u16>) -> String {
@@ -269,8 +283,13 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
 pub struct HumanRequest {
     pub step: String,
     pub round: u64,
+    /// The n-th time this step asks in this round, from 1 (a loop may ask again).
+    pub attempt: u64,
     pub question: String,
 }
+
+/// The key of a human answer: (step, round, attempt), like a call's.
+pub type HumanKey = (String, u64, u64);
 
 /// Where an `ask` step's answer comes from: a person at a terminal in live runs, the
 /// cassette in replays. The answer is an `Answer` record (`{approved, note?}`), which the

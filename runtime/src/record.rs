@@ -40,8 +40,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::provider::{
-    BoxFuture, CallKey, HumanChannel, HumanRequest, ModelOutput, ModelRequest, ModelResponse,
-    Provider, ProviderError,
+    BoxFuture, CallKey, HumanChannel, HumanKey, HumanRequest, ModelOutput, ModelRequest,
+    ModelResponse, Provider, ProviderError,
 };
 use crate::replay::playback;
 use crate::scenario::{
@@ -62,13 +62,13 @@ pub struct Recording {
 struct Store {
     scrubber: Scrubber,
     calls: Mutex<BTreeMap<CallKey, RecordedCall>>,
-    humans: Mutex<BTreeMap<(String, u64), Value>>,
+    humans: Mutex<BTreeMap<HumanKey, Value>>,
     /// Where each call and answer is appended as it ends, if anywhere.
     journal: Option<Journal>,
     /// The calls and answers of the journal this recording resumes: played back, never
     /// asked again.
     resumed_calls: BTreeMap<CallKey, RecordedCall>,
-    resumed_humans: BTreeMap<(String, u64), Value>,
+    resumed_humans: BTreeMap<HumanKey, Value>,
     /// How many calls were answered from the journal.
     replayed: AtomicU64,
     /// The run was cancelled: calls dropped from now on are not recorded as timeouts.
@@ -109,7 +109,7 @@ impl Recording {
                     resumed_calls.insert(call.key(), call);
                 }
                 JournalEntry::Human(human) => {
-                    resumed_humans.insert((human.step, human.round), human.answer);
+                    resumed_humans.insert((human.step, human.round, human.attempt), human.answer);
                 }
             }
         }
@@ -166,9 +166,10 @@ impl Recording {
         cassette.calls = lock(&self.store.calls).values().cloned().collect();
         cassette.humans = lock(&self.store.humans)
             .iter()
-            .map(|((step, round), answer)| RecordedHuman {
+            .map(|((step, round, attempt), answer)| RecordedHuman {
                 step: step.clone(),
                 round: *round,
+                attempt: *attempt,
                 answer: answer.clone(),
             })
             .collect();
@@ -208,7 +209,7 @@ impl Store {
 
     fn record_human(&self, human: RecordedHuman) {
         self.journal(&JournalEntry::Human(human.clone()));
-        lock(&self.humans).insert((human.step, human.round), human.answer);
+        lock(&self.humans).insert((human.step, human.round, human.attempt), human.answer);
     }
 
     fn journal(&self, entry: &JournalEntry) {
@@ -367,7 +368,7 @@ impl<H> fmt::Debug for RecordingHumans<H> {
 
 impl<H: HumanChannel> HumanChannel for RecordingHumans<H> {
     fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
-        let slot = (request.step.clone(), request.round);
+        let slot = (request.step.clone(), request.round, request.attempt);
         Box::pin(async move {
             if let Some(answer) = self.store.resumed_humans.get(&slot) {
                 return Ok(answer.clone());
@@ -376,6 +377,7 @@ impl<H: HumanChannel> HumanChannel for RecordingHumans<H> {
             self.store.record_human(RecordedHuman {
                 step: slot.0,
                 round: slot.1,
+                attempt: slot.2,
                 answer: self.store.scrub(&answer),
             });
             Ok(answer)

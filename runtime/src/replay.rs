@@ -24,8 +24,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::provider::{
-    BoxFuture, CallKey, HumanChannel, HumanRequest, ModelOutput, ModelRequest, ModelResponse,
-    Provider, ProviderError, ToolCall, Usage,
+    BoxFuture, CallKey, HumanChannel, HumanKey, HumanRequest, ModelOutput, ModelRequest,
+    ModelResponse, Provider, ProviderError, ToolCall, Usage,
 };
 use crate::scenario::{Cassette, Fault, Recorded, RecordedCall};
 
@@ -34,10 +34,10 @@ use crate::scenario::{Cassette, Fault, Recorded, RecordedCall};
 pub struct ReplayProvider {
     recorded: Recorded,
     calls: BTreeMap<CallKey, RecordedCall>,
-    humans: BTreeMap<(String, u64), Value>,
+    humans: BTreeMap<HumanKey, Value>,
     faults: Vec<Fault>,
     used_calls: Mutex<BTreeSet<CallKey>>,
-    used_humans: Mutex<BTreeSet<(String, u64)>>,
+    used_humans: Mutex<BTreeSet<HumanKey>>,
 }
 
 impl ReplayProvider {
@@ -52,7 +52,7 @@ impl ReplayProvider {
         let humans = cassette
             .humans
             .into_iter()
-            .map(|human| ((human.step, human.round), human.answer))
+            .map(|human| ((human.step, human.round, human.attempt), human.answer))
             .collect();
         ReplayProvider {
             recorded: cassette.recorded,
@@ -84,8 +84,8 @@ impl ReplayProvider {
             .collect()
     }
 
-    /// Recorded human answers no `ask` has asked for yet, as (step, round), in order.
-    pub fn unused_humans(&self) -> Vec<(String, u64)> {
+    /// Recorded human answers no `ask` has asked for yet, as (step, round, attempt), in order.
+    pub fn unused_humans(&self) -> Vec<HumanKey> {
         let used = lock(&self.used_humans);
         self.humans
             .keys()
@@ -94,9 +94,9 @@ impl ReplayProvider {
             .collect()
     }
 
-    /// The recorded answer of `ask` step `step` in `round`.
-    pub fn human(&self, step: &str, round: u64) -> Result<Value, ProviderError> {
-        let key = (step.to_string(), round);
+    /// The recorded answer of `ask` step `step` in `round`, the `attempt`-th time it asks.
+    pub fn human(&self, step: &str, round: u64, attempt: u64) -> Result<Value, ProviderError> {
+        let key = (step.to_string(), round, attempt);
         let answer =
             self.humans
                 .get(&key)
@@ -104,6 +104,7 @@ impl ReplayProvider {
                 .ok_or_else(|| ProviderError::NoHumanAnswer {
                     step: step.to_string(),
                     round,
+                    attempt,
                 })?;
         lock(&self.used_humans).insert(key);
         Ok(answer)
@@ -192,7 +193,7 @@ impl Provider for ReplayProvider {
 
 impl HumanChannel for ReplayProvider {
     fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
-        Box::pin(async move { self.human(&request.step, request.round) })
+        Box::pin(async move { self.human(&request.step, request.round, request.attempt) })
     }
 }
 

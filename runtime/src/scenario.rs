@@ -230,6 +230,9 @@ pub struct RecordedHuman {
     pub step: String,
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub round: u64,
+    /// The n-th time the step asked in that round (default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub attempt: u64,
     /// An `Answer`: `{approved: bool, note?: string}`.
     pub answer: Value,
 }
@@ -387,18 +390,20 @@ impl Cassette {
                 ));
             }
         }
-        let mut seen_humans: HashMap<(&str, u64), usize> = HashMap::new();
+        let mut seen_humans: HashMap<(&str, u64, u64), usize> = HashMap::new();
         for (index, human) in self.humans.iter().enumerate() {
             let line = line_of(&positions.humans, index);
-            if let Some(first) = seen_humans.insert((&human.step, human.round), index) {
+            if let Some(first) =
+                seen_humans.insert((&human.step, human.round, human.attempt), index)
+            {
                 let first_line = line_of(&positions.humans, first)
                     .map(|line| format!(" (first at line {line})"))
                     .unwrap_or_default();
                 return Err(error(
                     line,
                     format!(
-                        "duplicate human answer for step `{}` in round {}{first_line}",
-                        human.step, human.round
+                        "duplicate human answer for step `{}` in round {} (attempt {}){first_line}",
+                        human.step, human.round, human.attempt
                     ),
                 ));
             }

@@ -280,12 +280,19 @@ pub struct ScoreResult {
 pub struct Issue {
     pub code: String,
     pub severity: IssueSeverity,
+    /// The gate whose rule raised it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
     /// The rule or score that raised it.
     pub rule: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub item: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The value of the rule's `detail` expression: the evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
+    /// The work items the issue names (empty: none in particular).
+    #[serde(default)]
+    pub items: Vec<String>,
 }
 
 /// Error-level issues (hard rules, scores below their threshold) drive repair; warnings
@@ -294,6 +301,7 @@ pub struct Issue {
 #[serde(rename_all = "snake_case")]
 pub enum IssueSeverity {
     Error,
+    #[serde(rename = "warn")]
     Warning,
 }
 

@@ -48,7 +48,7 @@ fn a_person_approves_another_round_and_it_succeeds() {
     replayed.assert_ending("completed{gate_passed}");
     let repair = &replayed.of_kind("repair")[0];
     assert_eq!(repair["action"]["kind"], "ask");
-    assert_eq!(repair["codes"], serde_json::json!(["LOW_COMPLETION"]));
+    assert_eq!(repair["codes"], serde_json::json!(["NOTHING_PASSED"]));
     assert_eq!(replayed.of_kind("human")[0]["answer"]["approved"], true);
     let retries: Vec<_> = replayed
         .of_kind("retry")
@@ -60,24 +60,15 @@ fn a_person_approves_another_round_and_it_succeeds() {
 }
 
 #[test]
-fn a_person_declining_another_round_gets_the_best_so_far() {
+fn a_person_declining_another_round_when_nothing_passed_blocks_the_run() {
     let calls = format!(
-        "{PLAN}{}  - {{ step: summarize, response: {{ candidate_id: c1, summary: what passed }} }}\n\
-         humans:\n  - {{ step: audit, answer: {{ approved: false }} }}\n",
+        "{PLAN}{}humans:\n  - {{ step: audit, answer: {{ approved: false }} }}\n",
         t001_fails(1),
     );
     let replayed = run(&calls);
-    replayed.assert_ending("below_target{human_rejected}");
+    replayed.assert_ending("blocked{human_rejected}");
     let candidate = &replayed.of_kind("candidate")[0];
     assert_eq!(candidate["failed"], serde_json::json!(["T-001"]));
     assert_eq!(candidate["skipped"], serde_json::json!(["T-002"]));
-    assert_eq!(
-        replayed
-            .report()
-            .outcome
-            .delivered
-            .as_ref()
-            .map(|d| d.candidate_id.as_str()),
-        Some("c1")
-    );
+    assert!(replayed.report().outcome.delivered.is_none());
 }

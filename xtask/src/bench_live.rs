@@ -391,6 +391,7 @@ impl HumanChannel for NoHumans {
             Err(ProviderError::NoHumanAnswer {
                 step: request.step,
                 round: request.round,
+                attempt: request.attempt,
             })
         })
     }

@@ -8,7 +8,7 @@ use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span, did_you_mean};
 use crate::syntax::ast::{PromptSource, Role, SpecFile};
 
 /// The variables every role's template sees besides its inputs.
-pub const ALWAYS_PROVIDED: [&str; 4] = ["feedback", "rules", "tools", "output_schema"];
+pub const ALWAYS_PROVIDED: [&str; 5] = ["feedback", "rules", "tools", "output_schema", "run"];
 
 /// The variables each role's template uses.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -223,6 +223,9 @@ fn check_role(
         provided.push(variable);
     }
     provided.extend(ALWAYS_PROVIDED.iter().map(|name| (*name).to_string()));
+    if role.history.is_some() {
+        provided.push("history".to_string());
+    }
     let file = match template.location {
         Location::File { file, .. } => Some(file),
         Location::Inline { span } => Some(span.file),

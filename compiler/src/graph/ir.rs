@@ -214,6 +214,18 @@ pub struct RoleIr {
     pub description: Option<String>,
     /// The role file's path when the role was imported; `None` for a `role` block.
     pub file: Option<String>,
+    /// `history: [steps] last N`: the earlier outputs of these steps reach the template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryIr>,
+}
+
+/// `history: [steps] last N` (DESIGN §8.3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryIr {
+    /// The steps whose earlier outputs the role sees, as written.
+    pub steps: Vec<String>,
+    /// At most this many entries (the newest); `None`: all of them.
+    pub last: Option<u64>,
 }
 
 /// The model a role calls.
@@ -274,6 +286,9 @@ pub struct GateRuleIr {
     pub severity: SeverityIr,
     pub expr: ExprIr,
     pub code: String,
+    /// `detail EXPR`: evaluated when the rule fails; its value travels with the issue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<ExprIr>,
 }
 
 /// A gate rule's severity: a hard failure fails the gate; a warning is only reported.
@@ -298,6 +313,9 @@ pub struct ScoreIr {
 pub struct BelowIr {
     pub threshold: f64,
     pub code: String,
+    /// `detail EXPR`: evaluated when the issue is raised; its value travels with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<ExprIr>,
 }
 
 /// The repair table.
@@ -437,8 +455,13 @@ pub enum StepKind {
     Gate { gate: String, repair: bool },
     /// `finalize role(args)`: the role's output is a `Delivery`.
     Finalize { role: String, args: Vec<ExprIr> },
-    /// `ask "question"`: a human decision point (its output is an `Answer`).
-    Ask { question: String },
+    /// `ask "question" max N`: a human decision point (its output is an `Answer`); `max`
+    /// bounds how often the run may ask it.
+    Ask {
+        question: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<u64>,
+    },
     /// Terminal: the run completed.
     Done,
     /// Terminal: the run is blocked.

@@ -324,6 +324,10 @@ impl<'a> Lowerer<'a, '_> {
                 RoleOrigin::Block => None,
                 RoleOrigin::File { path } => Some(path.clone()),
             },
+            history: role.history.as_ref().map(|history| HistoryIr {
+                steps: history.steps.iter().map(|step| step.name.clone()).collect(),
+                last: history.last.as_ref().map(|last| last.value),
+            }),
         })
     }
 
@@ -466,6 +470,7 @@ impl<'a> Lowerer<'a, '_> {
                     name,
                     expr,
                     code,
+                    detail,
                     ..
                 } => rules.push(GateRuleIr {
                     name: name.name.clone(),
@@ -475,21 +480,33 @@ impl<'a> Lowerer<'a, '_> {
                     },
                     expr: self.expr(expr, scope)?,
                     code: code.name.clone(),
+                    detail: detail
+                        .as_ref()
+                        .map(|detail| self.expr(detail, scope))
+                        .transpose()?,
                 }),
                 GateRule::Score {
                     name,
                     weight,
                     expr,
                     below,
+                    detail,
                     ..
                 } => scores.push(ScoreIr {
                     name: name.name.clone(),
                     weight: weight.value,
                     expr: self.expr(expr, scope)?,
-                    below: below.as_ref().map(|(threshold, code)| BelowIr {
-                        threshold: threshold.value,
-                        code: code.name.clone(),
-                    }),
+                    below: match below {
+                        Some((threshold, code)) => Some(BelowIr {
+                            threshold: threshold.value,
+                            code: code.name.clone(),
+                            detail: detail
+                                .as_ref()
+                                .map(|detail| self.expr(detail, scope))
+                                .transpose()?,
+                        }),
+                        None => None,
+                    },
                 }),
             }
         }
@@ -762,8 +779,9 @@ impl<'a> Lowerer<'a, '_> {
                 role: role.name.clone(),
                 args: self.exprs(args, &mut scope)?,
             },
-            StepBody::Ask { question } => StepKind::Ask {
+            StepBody::Ask { question, max } => StepKind::Ask {
                 question: question.value.clone(),
+                max: max.as_ref().map(|max| max.value),
             },
         })
     }

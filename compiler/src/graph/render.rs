@@ -287,7 +287,10 @@ fn body_and_options(step: &StepIr) -> (String, Vec<String>) {
         }
         StepKind::Gate { gate, .. } => format!("gate {gate}"),
         StepKind::Finalize { role, args } => format!("finalize {}", call(role, args)),
-        StepKind::Ask { question } => format!("ask {}", quoted(question)),
+        StepKind::Ask { question, max } => match max {
+            Some(max) => format!("ask {} max {max}", quoted(question)),
+            None => format!("ask {}", quoted(question)),
+        },
         StepKind::Done => "done".to_string(),
         StepKind::Blocked { reason } => format!("blocked: {reason}"),
         StepKind::Failed { reason } => format!("failed: {reason}"),

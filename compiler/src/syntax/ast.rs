@@ -212,11 +212,21 @@ pub struct Role {
     pub max_tool_calls: Option<IntLit>,
     pub timeout: Option<DurationLit>,
     pub retry: Option<Retry>,
+    /// `history: [steps] last N`: earlier outputs of these steps reach the template.
+    pub history: Option<History>,
     /// Role files only: the human-readable `name` and `description` from the front matter.
     pub display_name: Option<StringLit>,
     pub description: Option<StringLit>,
     /// Role files only: per-tool usage notes rendered into the prompt (`tool_rules`).
     pub tool_rules: Vec<ToolRule>,
+    pub span: Span,
+}
+
+/// `history: [steps] last N` (DESIGN §8.3).
+#[derive(Clone, Debug, PartialEq)]
+pub struct History {
+    pub steps: Vec<Ident>,
+    pub last: Option<IntLit>,
     pub span: Span,
 }
 
@@ -279,20 +289,23 @@ pub enum Severity {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum GateRule {
-    /// `hard|warn NAME: EXPR else CODE`
+    /// `hard|warn NAME: EXPR else CODE (detail EXPR)?`
     Check {
         severity: Severity,
         name: Ident,
         expr: Expr,
         code: Ident,
+        detail: Option<Expr>,
         span: Span,
     },
-    /// `score NAME weight W: EXPR (below T CODE)?`
+    /// `score NAME weight W: EXPR (below T CODE (detail EXPR)?)?`
     Score {
         name: Ident,
         weight: NumberLit,
         expr: Expr,
         below: Option<(NumberLit, Ident)>,
+        /// The `detail` of the `below` issue.
+        detail: Option<Expr>,
         span: Span,
     },
 }
@@ -397,8 +410,11 @@ pub enum StepBody {
     Gate { gate: Ident },
     /// `finalize role(args)`
     Finalize { role: Ident, args: Vec<Expr> },
-    /// `ask "question"`
-    Ask { question: StringLit },
+    /// `ask "question" (max N)?`
+    Ask {
+        question: StringLit,
+        max: Option<IntLit>,
+    },
 }
 
 /// The per-item check of an `each` step.

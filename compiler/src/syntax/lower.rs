@@ -97,6 +97,10 @@ fn is_token(rule: Rule) -> bool {
             | Rule::kw_score
             | Rule::kw_weight
             | Rule::kw_below
+            | Rule::kw_detail
+            | Rule::kw_history
+            | Rule::kw_last
+            | Rule::kw_max
             | Rule::kw_else
             | Rule::kw_pass
             | Rule::kw_when
@@ -576,6 +580,7 @@ impl Lowerer<'_> {
                 Rule::prop_tools => "tools",
                 Rule::prop_max_tool_calls => "max_tool_calls",
                 Rule::prop_timeout => "timeout",
+                Rule::prop_history => "history",
                 _ => "retry",
             };
             if self.duplicate(&mut seen, key, property_span, &owner) {
@@ -615,6 +620,19 @@ impl Lowerer<'_> {
                     role.max_tool_calls = self.int(&values(property).next()?);
                 }
                 Rule::prop_timeout => role.timeout = self.duration(&values(property).next()?),
+                Rule::prop_history => {
+                    let mut parts = values(property);
+                    let steps = self.ident_list(parts.next()?);
+                    let last = match parts.next() {
+                        Some(last) => self.int(&values(last).next()?),
+                        None => None,
+                    };
+                    role.history = Some(History {
+                        steps,
+                        last,
+                        span: property_span,
+                    });
+                }
                 _ => {
                     let mut parts = values(property);
                     let count = self.int(&parts.next()?);
@@ -672,11 +690,16 @@ impl Lowerer<'_> {
                     let name = self.ident(&parts.next()?);
                     let expr = self.expr(parts.next()?)?;
                     let code = self.ident(&parts.next()?);
+                    let detail = match parts.next() {
+                        Some(detail) => Some(self.expr(values(detail).next()?)?),
+                        None => None,
+                    };
                     rules.push(GateRule::Check {
                         severity,
                         name,
                         expr,
                         code,
+                        detail,
                         span: child_span,
                     });
                 }
@@ -685,11 +708,15 @@ impl Lowerer<'_> {
                     let name = self.ident(&parts.next()?);
                     let weight = self.number(&parts.next()?);
                     let expr = self.expr(parts.next()?)?;
+                    let mut detail = None;
                     let below = match parts.next() {
                         Some(below) => {
                             let mut below_parts = values(below);
                             let threshold = self.number(&below_parts.next()?);
                             let code = self.ident(&below_parts.next()?);
+                            if let Some(expr) = below_parts.next() {
+                                detail = Some(self.expr(values(expr).next()?)?);
+                            }
                             Some((threshold, code))
                         }
                         None => None,
@@ -699,6 +726,7 @@ impl Lowerer<'_> {
                         weight,
                         expr,
                         below,
+                        detail,
                         span: child_span,
                     });
                 }
@@ -903,9 +931,15 @@ impl Lowerer<'_> {
                 let args = self.args(parts.next()?)?;
                 StepBody::Finalize { role, args }
             }
-            Rule::ask_body => StepBody::Ask {
-                question: self.string(&values(pair).next()?),
-            },
+            Rule::ask_body => {
+                let mut parts = values(pair);
+                let question = self.string(&parts.next()?);
+                let max = match parts.next() {
+                    Some(max) => self.int(&values(max).next()?),
+                    None => None,
+                };
+                StepBody::Ask { question, max }
+            }
             _ => return None,
         })
     }
@@ -1298,6 +1332,7 @@ pub(crate) fn empty_role(name: Ident, origin: RoleOrigin, span: Span) -> Role {
         max_tool_calls: None,
         timeout: None,
         retry: None,
+        history: None,
         display_name: None,
         description: None,
         tool_rules: Vec::new(),

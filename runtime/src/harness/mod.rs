@@ -511,7 +511,7 @@ pub struct Replayed {
     /// The normalized trace as JSON lines.
     pub trace: String,
     pub unused_calls: Vec<CallKey>,
-    pub unused_humans: Vec<(String, u64)>,
+    pub unused_humans: Vec<crate::provider::HumanKey>,
     /// Role -> the rendered prompt of its first call (by call key).
     pub prompts: BTreeMap<String, String>,
 }
@@ -864,11 +864,11 @@ fn check_scenario(
             },
         });
     }
-    for (step, round) in &first.unused_humans {
+    for (step, round, attempt) in &first.unused_humans {
         report.problems.push(Problem {
             kind: ProblemKind::Unused,
             message: format!(
-                "recorded human answer for step `{step}` in round {round} was never asked for"
+                "recorded human answer for step `{step}` in round {round} (attempt {attempt}) was never asked for"
             ),
             detail: None,
             location: Location {

@@ -21,7 +21,7 @@ role writer {
   prompt: """
     Goal: {{ workflow_plan.goal }}
     {% for step in workflow_plan.steps %}* {{ step }}
-    {% endfor %}{% if feedback %}Fix:{% for issue in feedback %} {{ issue.code }}={{ issue.message }};{% endfor %}
+    {% endfor %}{% if feedback %}Fix ({{ feedback.reason }}):{% for issue in feedback.issues %} {{ issue.code }}={{ issue.message }};{% endfor %}
     {% endif %}Rules:
     {{ rules }}
     First rule: {{ rules[0] }}
@@ -74,12 +74,11 @@ fn render(role: &str, feedback: Option<&Value>) -> String {
 
 #[test]
 fn inline_templates_see_every_variable() {
-    let feedback =
-        json!([{"code": "LOW", "message": "too short"}, {"code": "NO_SOURCES", "message": "cite"}]);
+    let feedback = json!({"reason": "gate", "round": 1, "issues": [{"code": "LOW", "message": "too short"}, {"code": "NO_SOURCES", "message": "cite"}]});
     let text = render("writer", Some(&feedback));
     assert_eq!(
         text,
-        "Goal: ship\n* build\n* test\nFix: LOW=too short; NO_SOURCES=cite;\nRules:\n- Never fabricate a tool result.\n- Cite your sources.\nFirst rule: Never fabricate a tool result.\nTools: web_search (read, Query -> Hits)\nRequired: summary"
+        "Goal: ship\n* build\n* test\nFix (gate): LOW=too short; NO_SOURCES=cite;\nRules:\n- Never fabricate a tool result.\n- Cite your sources.\nFirst rule: Never fabricate a tool result.\nTools: web_search (read, Query -> Hits)\nRequired: summary"
     );
 }
 
@@ -104,18 +103,65 @@ fn role_files_get_tool_notes_and_records_print_as_json() {
 fn roles_without_a_template_get_the_default_prompt() {
     let text = render(
         "plain",
-        Some(&json!([{"code": "LOW", "message": "too short"}])),
+        Some(
+            &json!({"reason": "gate", "round": 1, "issues": [{"code": "LOW", "severity": "error", "rule": "long_enough", "message": "too short"}]}),
+        ),
     );
     assert!(
         text.starts_with("## workflow_plan\n{\n  \"goal\": \"ship\""),
         "{text}"
     );
     assert!(
-        text.contains("## Issues to fix\n- LOW: too short\n"),
+        text.contains("### Issues to fix\n\n- **LOW** (error, rule `long_enough`): too short\n"),
         "{text}"
     );
     assert!(text.contains("Reply with one JSON object that matches this schema and nothing else:\n{\n  \"$schema\""), "{text}");
     assert!(text.contains("\"title\": \"Report\""), "{text}");
+}
+
+#[test]
+fn feedback_alone_prints_markdown_and_history_and_run_are_data() {
+    let spec = compile_spec_with(
+        r#"spec h version "1"
+contract Req { goal: string }
+contract Out { text: string }
+role fixer {
+  model: "openai:m"
+  prompt: """{{ feedback }}|{{ feedback.issues[0].detail.node }}|{% for h in history %}{{ h.step }}#{{ h.round }}.{{ h.visit }}={{ h.output.text }};{% endfor %}|{{ run.round }}"""
+  input: Req
+  output: Out
+  history: [fix] last 2
+}
+flow { fix = fixer(request) -> done }
+"#,
+        &[],
+    );
+    let feedback = crate::feedback::Feedback {
+        issues: vec![json!({"code": "BAD", "severity": "error", "rule": "r", "message": "no", "detail": {"node": "upload"}, "items": []})],
+        ..crate::feedback::Feedback::new(crate::feedback::Reason::Gate, 1)
+    }
+    .to_value();
+    let history = json!([
+        {"step": "fix", "round": 1, "visit": 1, "output": {"text": "a"}},
+        {"step": "fix", "round": 2, "visit": 1, "output": {"text": "b"}}
+    ]);
+    let run = json!({"round": 3, "step_count": 4, "tokens": 0, "cost": 0.0, "elapsed": 0});
+    let context = PromptContext {
+        feedback: Some(&feedback),
+        history: Some(&history),
+        run: Some(&run),
+    };
+    let text = Prompts::new(&spec)
+        .render_with("fixer", &[json!({"goal": "g"})], &context)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let parts: Vec<&str> = text.split('|').collect();
+    assert_eq!(parts.len(), 4, "{text}");
+    assert!(parts[0].starts_with("## Feedback"), "{text}");
+    assert!(parts[0].contains("**BAD** (error, rule `r`): no"), "{text}");
+    assert!(parts[0].contains("\"node\": \"upload\""), "{text}");
+    assert_eq!(parts[1], "upload");
+    assert_eq!(parts[2], "fix#1.1=a;fix#2.1=b;");
+    assert_eq!(parts[3], "3");
 }
 
 #[test]

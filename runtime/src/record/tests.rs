@@ -248,6 +248,7 @@ async fn human_answers_are_recorded() {
         .ask(HumanRequest {
             step: "confirm".into(),
             round: 2,
+            attempt: 1,
             question: "ok?".into(),
         })
         .await;
@@ -261,6 +262,7 @@ async fn human_answers_are_recorded() {
         [RecordedHuman {
             step: "confirm".into(),
             round: 2,
+            attempt: 1,
             answer: json!({"approved": true, "note": "ok <redacted>"}),
         }]
     );
@@ -352,6 +354,7 @@ fn confirm() -> HumanRequest {
     HumanRequest {
         step: "confirm".into(),
         round: 1,
+        attempt: 1,
         question: "ok?".into(),
     }
 }
@@ -405,6 +408,7 @@ async fn a_resumed_run_asks_nothing_twice() {
                 Err(ProviderError::NoHumanAnswer {
                     step: "confirm".into(),
                     round: 1,
+                    attempt: 1,
                 })
             })
         }

@@ -197,17 +197,21 @@ async fn unused_calls_are_reported() {
 #[tokio::test(start_paused = true)]
 async fn human_answers_are_looked_up_by_step_and_round() {
     let provider = replay();
-    assert_eq!(provider.unused_humans(), vec![("confirm".to_string(), 1)]);
+    assert_eq!(
+        provider.unused_humans(),
+        vec![("confirm".to_string(), 1, 1)]
+    );
     let answer = provider
         .ask(HumanRequest {
             step: "confirm".into(),
             round: 1,
+            attempt: 1,
             question: "Approve?".into(),
         })
         .await;
     assert_eq!(answer, Ok(json!({"approved": true})));
     assert!(provider.unused_humans().is_empty());
-    let missing: Result<Value, _> = provider.human("confirm", 2);
+    let missing: Result<Value, _> = provider.human("confirm", 2, 1);
     assert_eq!(
         missing.map_err(|error| error.to_string()),
         Err("the cassette has no human answer for step `confirm` in round 2".to_string())

@@ -42,8 +42,8 @@ pub struct Work {
     pub inputs: Vec<Value>,
     pub state: WorkState,
     pub stage_retries_used: u64,
-    /// Repair feedback for this step, given to every call of the item.
-    pub feedback: Option<Value>,
+    /// The feedback this item runs with (a repair, a person's answer), for every call.
+    pub feedback: Option<crate::feedback::Feedback>,
     /// The outputs of the item's dependencies, by id (set when the item starts).
     pub context: Map<String, Value>,
 }
@@ -257,6 +257,17 @@ impl Scheduler<'_> {
         }
         let result = judge(&check.gate, gate, &bindings, &[], &[]);
         let item_id = work.id.clone().unwrap_or_default();
+        let mut feedback =
+            crate::feedback::Feedback::new(crate::feedback::Reason::Check, self.state.round);
+        feedback.issues = result.issues(work.id.as_deref());
+        feedback.judges = self.judges_of(gate, &bindings);
+        if let Some(by) = &check.by
+            && let Some(verdict) = crate::eval::Env::get(&bindings, &NameIr::ByRole(by.clone()))
+        {
+            feedback.judges.insert(by.clone(), verdict.clone());
+        }
+        feedback.previous = Some(output.clone());
+        feedback.human = work.feedback.as_ref().and_then(|f| f.human.clone());
         let event = result.event(&item_id, &hash_value(&output), Some(&item_id));
         self.emit_item(step, work.id.as_deref(), event)?;
         if result.passed() {
@@ -298,7 +309,7 @@ impl Scheduler<'_> {
             },
         )?;
         let mut unit = CallUnit::new(step, work.id.as_deref(), &role, work.inputs.clone());
-        unit.feedback = Some(result.feedback());
+        unit.feedback = Some(feedback);
         unit.context = work.context.clone();
         let job = self.issue_attempt(&mut unit)?;
         work.state = WorkState::Exec(unit);

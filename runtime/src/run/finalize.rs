@@ -96,22 +96,96 @@ impl Scheduler<'_> {
         ))
     }
 
-    /// An `ask` step: a person's `Answer`.
-    pub(super) async fn run_ask(&mut self, step: &str, question: &str) -> Result<(), Halt> {
+    /// An `ask` step: a person's `Answer`, readable as the step's output. With `max N`,
+    /// the step asks at most N times in a run: the N-th rejection blocks the run
+    /// (`human_rejected`), and reaching the step again after N answers blocks it too.
+    pub(super) async fn run_ask(
+        &mut self,
+        step: &str,
+        question: &str,
+        max: Option<u64>,
+    ) -> Result<(), Halt> {
+        let asked = self.state.asks.get(step).copied().unwrap_or(0);
+        if let Some(max) = max
+            && asked >= max
+        {
+            return Err(Halt::Stop(Stop::new(
+                Outcome::Blocked,
+                Reason::StepFailed {
+                    step: step.to_string(),
+                },
+                Some(format!(
+                    "step `{step}` has asked {asked} times, its limit (`max {max}`)"
+                )),
+            )));
+        }
         let answer = self.ask_human(question).await?;
-        self.state.last_ask_rejected = !answer
+        let asked = asked + 1;
+        self.state.asks.insert(step.to_string(), asked);
+        let rejected = !answer
             .get("approved")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        self.state.last_ask_rejected = rejected;
         self.store(step, StepOutput::Single(answer));
+        if let Some(max) = max
+            && rejected
+            && asked >= max
+        {
+            return Err(Halt::Stop(Stop::new(
+                Outcome::Blocked,
+                Reason::HumanRejected,
+                Some(format!(
+                    "step `{step}` was answered no {asked} times, its limit (`max {max}`)"
+                )),
+            )));
+        }
         Ok(())
+    }
+
+    /// After an `ask` step: the role step that runs next sees the answer as
+    /// `feedback.human` (with its own output so far as `previous`).
+    pub(super) fn hand_answer_on(&mut self, ask: &str, next: NodeIndex) {
+        let Some(next_step) = self.spec.flow.graph.node_weight(next) else {
+            return;
+        };
+        if !matches!(
+            next_step.kind,
+            StepKind::Call { .. } | StepKind::Each { .. } | StepKind::Finalize { .. }
+        ) {
+            return;
+        }
+        let Some(answer) = self.state.outputs().get(ask).map(StepOutput::visible) else {
+            return;
+        };
+        let target = next_step.name.clone();
+        let previous = self.state.outputs().get(&target).cloned();
+        let pending = self
+            .state
+            .feedback
+            .entry(target)
+            .or_insert_with(|| state::PendingFeedback {
+                feedback: crate::feedback::Feedback::new(
+                    crate::feedback::Reason::Human,
+                    self.state.round,
+                ),
+                previous,
+            });
+        pending.feedback.human = Some(answer);
     }
 
     pub(super) async fn ask_human(&mut self, question: &str) -> Result<Value, Halt> {
         let step = self.current_step.clone().unwrap_or_default();
+        let attempt = self
+            .state
+            .human_attempts
+            .entry((step.clone(), self.state.round))
+            .or_insert(0);
+        *attempt += 1;
         let request = HumanRequest {
             step: step.clone(),
             round: self.state.round,
+            attempt: *attempt,
             question: question.to_string(),
         };
         let answer = self.humans.ask(request).await.map_err(|error| {

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use charter_compiler::graph::{ExprIr, GateIr, NameIr, QuantifierIr};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::eval::{Bindings, evaluate_bool};
 use crate::gate::{GateEvaluation, evaluate_gate};
@@ -39,52 +39,59 @@ impl Judged {
         self.evaluation.error_codes()
     }
 
-    /// The `gate` event: an issue that names items is written once per item.
+    /// Warning-level issue codes, in the gate's order, without repeats.
+    pub fn warning_codes(&self) -> Vec<String> {
+        let mut codes: Vec<String> = Vec::new();
+        for issue in &self.evaluation.issues {
+            if issue.severity == IssueSeverity::Warning && !codes.contains(&issue.code) {
+                codes.push(issue.code.clone());
+            }
+        }
+        codes
+    }
+
+    /// The `gate` event, each issue with the items it names.
     pub fn event(&self, candidate: &str, hash: &str, item: Option<&str>) -> EventKind {
         let mut event = self.evaluation.to_event(candidate, hash, item);
         if let EventKind::Gate { issues, .. } = &mut event {
-            let mut expanded = Vec::with_capacity(issues.len());
-            for issue in issues.drain(..) {
-                match self
-                    .items
-                    .get(&issue.code)
-                    .filter(|items| !items.is_empty())
+            for issue in issues.iter_mut() {
+                if let Some(named) = self.items.get(&issue.code)
+                    && !named.is_empty()
                 {
-                    Some(items) => {
-                        for named in items {
-                            let mut one = issue.clone();
-                            one.item = Some(named.clone());
-                            expanded.push(one);
-                        }
-                    }
-                    None => expanded.push(issue),
+                    issue.items = named.clone();
                 }
             }
-            *issues = expanded;
         }
         event
     }
 
-    /// The issues as a rerun role's `feedback`: `[{code, severity, rule, message, items}]`.
-    pub fn feedback(&self) -> Value {
-        Value::Array(
-            self.evaluation
-                .issues
-                .iter()
-                .map(|issue| {
-                    json!({
-                        "code": issue.code,
-                        "severity": match issue.severity {
-                            IssueSeverity::Error => "error",
-                            IssueSeverity::Warning => "warning",
-                        },
-                        "rule": issue.rule,
-                        "message": issue.message,
-                        "items": self.items.get(&issue.code).cloned().unwrap_or_default(),
-                    })
+    /// The issues as feedback carries them: `{code, severity, gate, rule, message,
+    /// detail?, items}` (`item`: the work item of a per-item check).
+    pub fn issues(&self, item: Option<&str>) -> Vec<Value> {
+        self.evaluation
+            .issues
+            .iter()
+            .map(|issue| {
+                let mut items = self.items.get(&issue.code).cloned().unwrap_or_default();
+                if items.is_empty()
+                    && let Some(item) = item
+                {
+                    items.push(item.to_string());
+                }
+                crate::feedback::issue(crate::feedback::IssueFields {
+                    code: &issue.code,
+                    severity: match issue.severity {
+                        IssueSeverity::Error => "error",
+                        IssueSeverity::Warning => "warn",
+                    },
+                    gate: Some(&self.evaluation.gate),
+                    rule: &issue.rule,
+                    message: &issue.message,
+                    detail: issue.detail.as_ref(),
+                    items: &items,
                 })
-                .collect(),
-        )
+            })
+            .collect()
     }
 }
 

@@ -132,8 +132,8 @@ pub struct ReplayReport {
     pub outcome: RunOutcome,
     /// Recorded calls the run never made.
     pub unused_calls: Vec<crate::provider::CallKey>,
-    /// Recorded human answers never asked for: (step, round).
-    pub unused_humans: Vec<(String, u64)>,
+    /// Recorded human answers never asked for: (step, round, attempt).
+    pub unused_humans: Vec<crate::provider::HumanKey>,
 }
 
 /// Replays `cassette` for `spec` on `input` on a paused clock: calls and human answers
@@ -372,8 +372,8 @@ impl<'r> Scheduler<'r> {
                 self.run_finalize(&name, role, args).await?;
                 None
             }
-            StepKind::Ask { question } => {
-                self.run_ask(&name, question).await?;
+            StepKind::Ask { question, max } => {
+                self.run_ask(&name, question, *max).await?;
                 None
             }
             StepKind::Done | StepKind::Blocked { .. } | StepKind::Failed { .. } => None,
@@ -385,10 +385,14 @@ impl<'r> Scheduler<'r> {
         self.apply_faults(&name);
         self.check_invariants()?;
         self.check_budget()?;
-        match next {
-            Some(next) => Ok(next),
-            None => self.next_node(node),
+        let next = match next {
+            Some(next) => next,
+            None => self.next_node(node)?,
+        };
+        if matches!(step.kind, StepKind::Ask { .. }) {
+            self.hand_answer_on(&name, next);
         }
+        Ok(next)
     }
 
     /// The edges leaving `node`, in source order (the order transitions are tried in).
@@ -441,7 +445,11 @@ impl<'r> Scheduler<'r> {
             inputs,
             state: WorkState::Waiting,
             stage_retries_used: 0,
-            feedback: self.state.feedback.get(step).cloned(),
+            feedback: self
+                .state
+                .feedback
+                .remove(step)
+                .map(state::PendingFeedback::for_call),
             context: serde_json::Map::new(),
         }];
         self.drive(step, role, &mut works, 1, None).await?;
@@ -516,7 +524,7 @@ impl<'r> Scheduler<'r> {
                 .artifacts
                 .insert((step.to_string(), self.state.round), kept);
         }
-        let feedback = self.state.feedback.get(step).cloned();
+        let feedback = self.state.feedback.remove(step);
         let mut works = Vec::with_capacity(items.len());
         for (id, value, depends_on) in items {
             let mut scope = Bindings::default();
@@ -526,6 +534,7 @@ impl<'r> Scheduler<'r> {
                 Some(output) => WorkState::Settled(ItemStatus::Done(output.clone())),
                 None => WorkState::Waiting,
             };
+            let item_feedback = feedback.as_ref().map(|pending| pending.for_item(&id));
             works.push(Work {
                 id: Some(id),
                 value,
@@ -533,7 +542,7 @@ impl<'r> Scheduler<'r> {
                 inputs,
                 state,
                 stage_retries_used: 0,
-                feedback: feedback.clone(),
+                feedback: item_feedback,
                 context: serde_json::Map::new(),
             });
         }
@@ -611,12 +620,56 @@ impl<'r> Scheduler<'r> {
 
     // ---- state helpers ----
 
-    /// Stores a step's output for the current round (scope and history).
+    /// Stores a step's output for the current round (scope and history), and logs the
+    /// run for roles that keep `history`.
     fn store(&mut self, step: &str, output: StepOutput) {
+        let round = self.state.round;
+        let visit = 1 + self
+            .state
+            .runs
+            .iter()
+            .filter(|entry| entry.step == step && entry.round == round)
+            .count() as u64;
+        self.state.runs.push(state::HistoryEntry {
+            step: step.to_string(),
+            round,
+            visit,
+            output: Arc::new(output.visible()),
+        });
         self.state
             .history
-            .insert((step.to_string(), self.state.round), output.clone());
+            .insert((step.to_string(), round), output.clone());
         self.state.set_output(step.to_string(), output);
+    }
+
+    /// What `history` shows `role`: the earlier runs of the steps it names, oldest
+    /// first, at most `last N`; `None` when the role keeps no history.
+    fn history_for(&self, role: &str) -> Option<Value> {
+        let history = self.spec.roles.get(role)?.history.as_ref()?;
+        let entries: Vec<&state::HistoryEntry> = self
+            .state
+            .runs
+            .iter()
+            .filter(|entry| history.steps.contains(&entry.step))
+            .collect();
+        let keep = history.last.map_or(entries.len(), |last| {
+            usize::try_from(last).unwrap_or(usize::MAX)
+        });
+        let skip = entries.len().saturating_sub(keep);
+        Some(Value::Array(
+            entries
+                .into_iter()
+                .skip(skip)
+                .map(|entry| {
+                    json!({
+                        "step": entry.step,
+                        "round": entry.round,
+                        "visit": entry.visit,
+                        "output": *entry.output,
+                    })
+                })
+                .collect(),
+        ))
     }
 
     /// Forms the round's candidate when `step` is the subject of a gate step's gate.

@@ -42,11 +42,15 @@ pub struct RepairPolicy<'a> {
 }
 
 impl RepairPolicy<'_> {
-    /// Decides what to do about a failed gate's evaluation.
+    /// Decides what to do about a failed gate's evaluation (its error-level issues).
     pub fn decide(&self, judged: &Judged) -> Decision {
-        let error_codes = judged.error_codes();
-        let (action, codes) = match decide_repair(self.table, &error_codes, &flow_order(self.flow))
-        {
+        self.decide_codes(judged, &judged.error_codes())
+    }
+
+    /// Decides what the arms of `issue_codes` (the error-level issues of a failed gate, or
+    /// the warnings of a passed one) call for.
+    pub fn decide_codes(&self, judged: &Judged, issue_codes: &[String]) -> Decision {
+        let (action, codes) = match decide_repair(self.table, issue_codes, &flow_order(self.flow)) {
             RepairDecision::NoAction => return Decision::NoAction,
             RepairDecision::Act { action, codes } => (action, codes),
         };

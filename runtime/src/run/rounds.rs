@@ -1,6 +1,7 @@
 //! Gate steps and the repair loop's mechanics: judging the round's candidate, no-progress and round accounting, carrying out the policy's decision, and stopping repair.
 
 use super::*;
+use crate::feedback::{Feedback, Reason as FeedbackReason};
 
 impl Scheduler<'_> {
     /// Evaluates the gate of a `gate` step on the current round's candidate, and decides
@@ -45,6 +46,10 @@ impl Scheduler<'_> {
         });
         self.store(step, StepOutput::Gate(gate_value));
         let wanted = if result.passed() {
+            // Warnings that act (DESIGN §8.5) run before the pass edge is followed.
+            if let Some(next) = self.act_on_warnings(&candidate, &result).await? {
+                return Ok(next);
+            }
             self.state.gate_passed = true;
             Some(TransitionIr::Pass)
         } else if repair {
@@ -92,18 +97,8 @@ impl Scheduler<'_> {
         };
         let decision = policy.decide(result);
         match &decision {
-            Decision::Block { reason, code } | Decision::Fail { reason, code } => {
-                let outcome = if matches!(decision, Decision::Block { .. }) {
-                    Outcome::Blocked
-                } else {
-                    Outcome::Failed
-                };
-                self.emit_repair(&decision, Vec::new())?;
-                return Err(Halt::Stop(Stop::new(
-                    outcome,
-                    Reason::HardGate { code: code.clone() },
-                    Some(reason.clone()),
-                )));
+            Decision::Block { .. } | Decision::Fail { .. } => {
+                return Err(self.stop_by_arm(&decision));
             }
             Decision::NoAction => return self.stop_repairing(Reason::NoRepairAction, gate_node),
             _ => {}
@@ -114,7 +109,94 @@ impl Scheduler<'_> {
         if self.state.round > table.rounds {
             return self.stop_repairing(Reason::MaxRounds, gate_node);
         }
-        let (target, items, feedback) = match &decision {
+        match self.start_repair(&decision, candidate, result).await? {
+            Some(target) => Ok(target),
+            // A person said no to repairing an error: the run is blocked (DESIGN §8.4).
+            None => Err(Halt::Stop(Stop::new(
+                Outcome::Blocked,
+                Reason::HumanRejected,
+                Some(format!(
+                    "the person declined to repair {}",
+                    result.error_codes().join(", ")
+                )),
+            ))),
+        }
+    }
+
+    /// A gate passed with warnings whose arms are not `accept`: the strongest such arm
+    /// runs before the pass edge (`ask`, `rerun`/`replan` with feedback, `block`/`fail`).
+    /// `None`: go on along the pass edge (no such warning, rounds used up, or a person
+    /// said no).
+    async fn act_on_warnings(
+        &mut self,
+        candidate: &Candidate,
+        result: &Judged,
+    ) -> Result<Option<NodeIndex>, Halt> {
+        let spec = self.spec;
+        let Some(table) = &spec.repair else {
+            return Ok(None);
+        };
+        let codes = result.warning_codes();
+        if codes.is_empty() {
+            return Ok(None);
+        }
+        let policy = RepairPolicy {
+            table,
+            flow: &spec.flow,
+        };
+        let decision = match policy.decide_codes(result, &codes) {
+            Decision::NoAction => return Ok(None),
+            // A warning never reruns with nothing to show the fixer.
+            Decision::Rerun {
+                step, items, codes, ..
+            } => Decision::Rerun {
+                step,
+                with_feedback: true,
+                items,
+                codes,
+            },
+            other => other,
+        };
+        if let Decision::Block { .. } | Decision::Fail { .. } = decision {
+            self.enter_phase(Phase::Repairing)?;
+            return Err(self.stop_by_arm(&decision));
+        }
+        // Rounds used up: a warning never blocks by itself.
+        if self.state.round > table.rounds {
+            return Ok(None);
+        }
+        self.enter_phase(Phase::Repairing)?;
+        self.start_repair(&decision, candidate, result).await
+    }
+
+    /// A `block`/`fail` arm: the run stops with the arm's reason.
+    fn stop_by_arm(&mut self, decision: &Decision) -> Halt {
+        let (outcome, reason, code) = match decision {
+            Decision::Block { reason, code } => (Outcome::Blocked, reason, code),
+            Decision::Fail { reason, code } => (Outcome::Failed, reason, code),
+            _ => return flow_error("not a block or fail arm"),
+        };
+        if let Err(halt) = self.emit_repair(decision, Vec::new()) {
+            return halt;
+        }
+        Halt::Stop(Stop::new(
+            outcome,
+            Reason::HardGate { code: code.clone() },
+            Some(reason.clone()),
+        ))
+    }
+
+    /// Carries out an `ask`, `replan` or `rerun` decision: the target, what it
+    /// invalidates, the feedback it runs with, and the next round. `None` when a person
+    /// said no to an `ask`.
+    async fn start_repair(
+        &mut self,
+        decision: &Decision,
+        candidate: &Candidate,
+        result: &Judged,
+    ) -> Result<Option<NodeIndex>, Halt> {
+        let spec = self.spec;
+        let (target, items, feedback) = match decision {
             Decision::Ask { question, .. } => {
                 let answer = self.ask_human(question).await?;
                 let approved = answer
@@ -122,9 +204,12 @@ impl Scheduler<'_> {
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
                 if !approved {
-                    return self.stop_repairing(Reason::HumanRejected, gate_node);
+                    return Ok(None);
                 }
-                (candidate.step.clone(), Vec::new(), true)
+                let target = candidate.step.clone();
+                let mut feedback = self.gate_feedback(FeedbackReason::Human, &target, result);
+                feedback.feedback.human = Some(answer);
+                (target, Vec::new(), Some(feedback))
             }
             Decision::Replan { .. } => {
                 self.replanning = true;
@@ -134,14 +219,19 @@ impl Scheduler<'_> {
                     .node_weight(spec.flow.entry)
                     .map(|step| step.name.clone())
                     .unwrap_or_default();
-                (entry, Vec::new(), false)
+                let feedback = self.gate_feedback(FeedbackReason::Replan, &entry, result);
+                (entry, Vec::new(), Some(feedback))
             }
             Decision::Rerun {
                 step,
                 with_feedback,
                 items,
                 ..
-            } => (step.clone(), items.clone(), *with_feedback),
+            } => {
+                let feedback =
+                    with_feedback.then(|| self.gate_feedback(FeedbackReason::Gate, step, result));
+                (step.clone(), items.clone(), feedback)
+            }
             Decision::Block { .. } | Decision::Fail { .. } | Decision::NoAction => {
                 return Err(flow_error("unreachable repair decision"));
             }
@@ -160,20 +250,55 @@ impl Scheduler<'_> {
             .into_iter()
             .filter(|step| rank(step) >= rank(&target))
             .collect();
-        self.emit_repair(&decision, invalidated.clone())?;
+        self.emit_repair(decision, invalidated.clone())?;
+        let mut codes = result.error_codes();
+        if codes.is_empty() {
+            codes = result.warning_codes();
+        }
         self.emit(EventKind::Retry {
             retry: RetryKind::Repair,
             next: self.state.round + 1,
             delay_ms: 0,
-            reason: result.error_codes().join(", "),
+            reason: codes.join(", "),
         })?;
-        self.start_round(
-            &target,
-            &invalidated,
-            items,
-            feedback.then(|| result.feedback()),
-        )?;
-        Ok(target_node)
+        self.start_round(&target, &invalidated, items, feedback)?;
+        Ok(Some(target_node))
+    }
+
+    /// The feedback a gate's failure (or warnings) gives the rerun of `target`: the
+    /// issues with their details, the outputs of the steps the gate read (kept though the
+    /// rerun invalidates them), and `target`'s own output being fixed.
+    fn gate_feedback(
+        &self,
+        reason: FeedbackReason,
+        target: &str,
+        result: &Judged,
+    ) -> state::PendingFeedback {
+        let mut feedback = Feedback::new(reason, self.state.round);
+        feedback.issues = result.issues(None);
+        if let Some(gate) = self.spec.gates.get(&result.evaluation.gate) {
+            feedback.judges = self.judges_of(gate, &self.bindings());
+        }
+        state::PendingFeedback {
+            feedback,
+            previous: self.state.outputs().get(target).cloned(),
+        }
+    }
+
+    /// The outputs of the steps `gate` reads, as bound now.
+    pub(super) fn judges_of(
+        &self,
+        gate: &charter_compiler::graph::GateIr,
+        bindings: &Bindings,
+    ) -> BTreeMap<String, Value> {
+        use crate::eval::Env;
+        crate::feedback::steps_read(gate)
+            .into_iter()
+            .filter_map(|step| {
+                let output = bindings.get(&NameIr::Step(step.clone()))?.clone();
+                Some((step, output))
+            })
+            .collect()
     }
 
     /// Starts the next round at `target`: invalidates the steps given, and for an `each`
@@ -183,7 +308,7 @@ impl Scheduler<'_> {
         target: &str,
         invalidated: &[String],
         items: Vec<String>,
-        feedback: Option<Value>,
+        feedback: Option<state::PendingFeedback>,
     ) -> Result<(), Halt> {
         let previous = self.state.round;
         self.state.round += 1;

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::gate::Judged;
 use crate::budget::BudgetMeter;
 use crate::candidate::best_candidate;
+use crate::feedback::Feedback;
 use crate::repair::ProgressTracker;
 
 /// The phase of the state machine (DESIGN §4): `received -> planning -> executing ->
@@ -208,6 +209,48 @@ impl Candidate {
     }
 }
 
+/// Feedback waiting for the next run of a step: the feedback, and the step's output being
+/// fixed (for an `each` step, each item's `previous` is its own output in it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingFeedback {
+    pub feedback: Feedback,
+    pub previous: Option<StepOutput>,
+}
+
+impl PendingFeedback {
+    /// The feedback of a single call: `previous` is the step's output.
+    pub fn for_call(self) -> Feedback {
+        let mut feedback = self.feedback;
+        feedback.previous = self.previous.map(|previous| previous.visible());
+        feedback
+    }
+
+    /// The feedback of work item `item`: its own issues and its own previous output.
+    pub fn for_item(&self, item: &str) -> Feedback {
+        let previous = match &self.previous {
+            Some(StepOutput::Each(records)) => records
+                .iter()
+                .find(|record| record.id == item)
+                .and_then(|record| match &record.status {
+                    ItemStatus::Done(output) => Some(output.clone()),
+                    _ => None,
+                }),
+            _ => None,
+        };
+        self.feedback.for_item(item, previous)
+    }
+}
+
+/// One run of a step, as `history` shows it: `{step, round, visit, output}`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistoryEntry {
+    pub step: String,
+    pub round: u64,
+    /// The n-th run of the step within its round (loops closed by `when`), from 1.
+    pub visit: u64,
+    pub output: Arc<Value>,
+}
+
 /// Everything the scheduler owns.
 #[derive(Debug)]
 pub struct RunState {
@@ -229,8 +272,14 @@ pub struct RunState {
     pub artifacts: BTreeMap<(String, u64), Artifacts>,
     /// Every candidate, in round order.
     pub candidates: Vec<Candidate>,
-    /// Feedback for the next run of a step (repair `with feedback`), by step name.
-    pub feedback: BTreeMap<String, Value>,
+    /// Feedback for the next run of a step, by step name (taken when the step runs).
+    pub feedback: BTreeMap<String, PendingFeedback>,
+    /// Every run of a step, in order: what `history` shows a role.
+    pub runs: Vec<HistoryEntry>,
+    /// How often each `ask` step has asked in this run (for `ask "…" max N`).
+    pub asks: BTreeMap<String, u64>,
+    /// The n-th question of a step in a round, by (step, round): a human answer's attempt.
+    pub human_attempts: BTreeMap<(String, u64), u64>,
     /// Items of an `each` step to rerun in the current round (others are kept), by step.
     pub rerun_items: BTreeMap<String, Vec<String>>,
     /// The n-th call of a role for (step, round, item, role): the next attempt number.
@@ -256,6 +305,9 @@ impl RunState {
             artifacts: BTreeMap::new(),
             candidates: Vec::new(),
             feedback: BTreeMap::new(),
+            runs: Vec::new(),
+            asks: BTreeMap::new(),
+            human_attempts: BTreeMap::new(),
             rerun_items: BTreeMap::new(),
             attempts: BTreeMap::new(),
             progress: ProgressTracker::new(no_progress),

@@ -49,8 +49,8 @@ pub struct CallUnit {
     pub key_role: Option<String>,
     /// The role's inputs, in the order of its input contracts.
     pub inputs: Vec<Value>,
-    /// Issues that sent this call back (stage retry, repair with feedback).
-    pub feedback: Option<Value>,
+    /// Why this call runs again, if it does (DESIGN §8.2).
+    pub feedback: Option<crate::feedback::Feedback>,
     /// Dependencies' outputs (context isolation: nothing else).
     pub context: Map<String, Value>,
     /// Provider retries used so far.
@@ -176,9 +176,20 @@ impl Scheduler<'_> {
             attempt: unit.attempt,
             role: unit.key_role.clone(),
         };
+        let feedback = unit
+            .feedback
+            .as_ref()
+            .map(crate::feedback::Feedback::to_value);
+        let history = self.history_for(&unit.role);
+        let run = self.state.run_value();
+        let context = crate::prompt::PromptContext {
+            feedback: feedback.as_ref(),
+            history: history.as_ref(),
+            run: Some(&run),
+        };
         let mut prompt = self
             .prompts
-            .render(&unit.role, &unit.inputs, unit.feedback.as_ref())
+            .render_with(&unit.role, &unit.inputs, &context)
             .map_err(|error| Halt::Error(RunError::Flow(error.to_string())))?;
         // Context isolation: a work item sees its own order and the outputs of the items it
         // depends on, and nothing else of the run.
@@ -286,6 +297,7 @@ impl Scheduler<'_> {
                     }
                 };
                 let validator = Validator::for_spec(spec);
+                let answered = parsed.as_ref().ok().cloned();
                 match parsed.and_then(|value| validator.validate(&role.output, &value)) {
                     Ok(output) => {
                         self.check_budget()?;
@@ -294,6 +306,13 @@ impl Scheduler<'_> {
                     }
                     Err(violations) => {
                         let text = violations_text(&violations);
+                        unit.feedback = Some(crate::feedback::contract(
+                            unit.feedback.take(),
+                            self.state.round,
+                            &role.output,
+                            &violations,
+                            answered,
+                        ));
                         self.emit_call(
                             unit,
                             EventKind::ContractViolation {

@@ -74,6 +74,7 @@ fn the_design_example_loads() {
         vec![RecordedHuman {
             step: "confirm".into(),
             round: 1,
+            attempt: 1,
             answer: json!({"approved": true})
         }]
     );
@@ -122,7 +123,7 @@ fn loading_checks_name_the_file_and_line() {
         ),
         (
             "version: 1\nrecorded: { spec_hash: x }\nhumans:\n  - { step: ok, answer: {approved: true} }\n  - { step: ok, round: 1, answer: {approved: false} }\n",
-            "golden/s/c/cassette.yaml:5: duplicate human answer for step `ok` in round 1 (first at line 4)",
+            "golden/s/c/cassette.yaml:5: duplicate human answer for step `ok` in round 1 (attempt 1) (first at line 4)",
         ),
     ];
     for (text, expected) in cases {

@@ -96,9 +96,11 @@ fn every_kind() -> Vec<EventKind> {
             issues: vec![Issue {
                 code: "STAGE_FAILED".into(),
                 severity: IssueSeverity::Error,
+                gate: Some("quality".into()),
                 rule: "all_done".into(),
-                item: None,
                 message: None,
+                detail: Some(serde_json::json!(["T-002"])),
+                items: vec!["T-002".into()],
             }],
         },
         EventKind::Repair {

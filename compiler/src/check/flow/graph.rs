@@ -240,7 +240,18 @@ impl<'a> StepGraph<'a> {
 
     /// E006: every cycle of written transitions (one that uses no repair edge).
     fn check_loops(&self, symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
-        let written = &self.written;
+        // The transitions out of an `ask "…" max N` step are bounded by N.
+        let bounded_ask = |node: NodeIndex| {
+            self.step(node)
+                .is_some_and(|step| matches!(step.body, StepBody::Ask { max: Some(_), .. }))
+        };
+        let written = &self.written.filter_map(
+            |_, node| Some(*node),
+            |edge, weight| {
+                let (from, _) = self.written.edge_endpoints(edge)?;
+                (!bounded_ask(from)).then_some(*weight)
+            },
+        );
         // Kosaraju, not Tarjan: petgraph's Tarjan recurses once per node of a path, so a
         // long enough chain would overflow the stack; Kosaraju walks with explicit stacks.
         let mut components = kosaraju_scc(written);
@@ -261,11 +272,13 @@ impl<'a> StepGraph<'a> {
                 .filter_map(|node| self.step_name(*node))
                 .collect();
             let help = if symbols.budget.is_some() {
-                "add `steps N` to the `budget` block to bound every loop, or route the loop \
-                 through `fail -> repair` (bounded by `repair.rounds`)"
+                "add `steps N` to the `budget` block to bound every loop, route the loop \
+                 through `fail -> repair` (bounded by `repair.rounds`), or through an \
+                 `ask \"…\" max N`"
             } else {
-                "add `budget { steps N }` to bound every loop, or route the loop through \
-                 `fail -> repair` (bounded by `repair.rounds`)"
+                "add `budget { steps N }` to bound every loop, route the loop through \
+                 `fail -> repair` (bounded by `repair.rounds`), or through an \
+                 `ask \"…\" max N`"
             };
             let mut diagnostic = Diagnostic::new(
                 Code::E006,

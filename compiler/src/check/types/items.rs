@@ -363,6 +363,22 @@ impl Items<'_, '_> {
                 unknown("tool", tool, names, self.diagnostics);
             }
         }
+        if let Some(history) = &role.history {
+            for step in &history.steps {
+                self.step_ref(step);
+            }
+            if let Some(last) = history.last.as_ref().filter(|last| last.value == 0) {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        Code::E013,
+                        last.span,
+                        format!("role `{}` keeps no history with `last 0`", role.name.name),
+                    )
+                    .with_label("zero entries")
+                    .with_help("give `last` a positive count, or remove it to keep every entry"),
+                );
+            }
+        }
         for rule in &role.tool_rules {
             if !role.tools.iter().any(|tool| tool.name == rule.tool.name) {
                 let names: Vec<&str> = role.tools.iter().map(|tool| tool.name.as_str()).collect();

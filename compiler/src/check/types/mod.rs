@@ -543,12 +543,22 @@ impl<'s, 'a> Checker<'s, 'a> {
         let mut all_known = true;
         for rule in &gate.rules {
             match rule {
-                GateRule::Check { expr, .. } => {
+                GateRule::Check { expr, detail, .. } => {
                     typer.expect_bool(expr, "a `hard`/`warn` rule");
+                    if let Some(detail) = detail {
+                        typer.infer(detail, None);
+                    }
                 }
                 GateRule::Score {
-                    name, expr, below, ..
+                    name,
+                    expr,
+                    below,
+                    detail,
+                    ..
                 } => {
+                    if let Some(detail) = detail {
+                        typer.infer(detail, None);
+                    }
                     let ty = typer.expect_number(expr, "a score");
                     let bounds = ty.bounds().unwrap_or_default();
                     if bounds.min.is_some() && bounds.max.is_some() {
@@ -651,6 +661,21 @@ impl<'s, 'a> Checker<'s, 'a> {
                     let item = self.role_output(&role.name);
                     self.judge_input(judge, by, &item, &role.name);
                 }
+            }
+            StepBody::Ask {
+                max: Some(max),
+                question,
+            } if max.value == 0 => {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        Code::E013,
+                        max.span,
+                        format!("`ask` step `{}` may never ask with `max 0`", step.name.name),
+                    )
+                    .with_label("zero asks")
+                    .with_note(question.span, "the question")
+                    .with_help("give `max` a positive count, or remove it"),
+                );
             }
             StepBody::Gate { .. } | StepBody::Ask { .. } => {}
         }

@@ -155,3 +155,107 @@ pub fn replay_to(
         jsonl,
     }
 }
+
+/// A replay that also keeps every rendered prompt, by call key (`step[item]#attempt rN`).
+pub struct PromptLog {
+    replay: std::sync::Arc<charter_runtime::replay::ReplayProvider>,
+    prompts: std::sync::Mutex<Vec<(String, String)>>,
+}
+
+impl charter_runtime::provider::Provider for PromptLog {
+    fn complete(
+        &self,
+        request: charter_runtime::provider::ModelRequest,
+    ) -> charter_runtime::provider::BoxFuture<
+        '_,
+        Result<charter_runtime::provider::ModelResponse, charter_runtime::provider::ProviderError>,
+    > {
+        let key = &request.key;
+        let name = format!(
+            "{}{}{}#{} r{}",
+            key.step,
+            key.item
+                .as_ref()
+                .map(|item| format!("[{item}]"))
+                .unwrap_or_default(),
+            key.role
+                .as_ref()
+                .map(|role| format!("/{role}"))
+                .unwrap_or_default(),
+            key.attempt,
+            key.round
+        );
+        self.prompts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push((name, request.prompt.clone()));
+        self.replay.complete(request)
+    }
+}
+
+/// What a replay produced, with the prompt of every call.
+pub struct WithPrompts {
+    pub replayed: Replayed,
+    pub prompts: Vec<(String, String)>,
+}
+
+impl WithPrompts {
+    /// The prompt of the call named `name` (`step[item]#attempt rN`); fails the test when
+    /// there was no such call.
+    #[track_caller]
+    pub fn prompt(&self, name: &str) -> &str {
+        match self.prompts.iter().find(|(key, _)| key == name) {
+            Some((_, prompt)) => prompt,
+            None => {
+                let keys: Vec<&str> = self.prompts.iter().map(|(key, _)| key.as_str()).collect();
+                panic!("no call {name}; calls: {keys:?}\n{}", self.replayed.jsonl)
+            }
+        }
+    }
+}
+
+/// Like [`replay`], keeping the rendered prompts.
+pub fn replay_prompts(spec: &CompiledSpec, input: &str, calls: &str) -> WithPrompts {
+    let text = format!("{HEADER}{calls}");
+    let cassette = Cassette::from_yaml("cassette.yaml", &text)
+        .unwrap_or_else(|error| panic!("bad test cassette: {error}\n{text}"));
+    let input: Value =
+        serde_json::from_str(input).unwrap_or_else(|error| panic!("bad input: {error}"));
+    let config = charter_runtime::run::RunConfig {
+        faults: cassette.faults.clone(),
+        ..charter_runtime::run::RunConfig::default()
+    };
+    let replay = std::sync::Arc::new(charter_runtime::replay::ReplayProvider::new(cassette));
+    let log = std::sync::Arc::new(PromptLog {
+        replay: replay.clone(),
+        prompts: std::sync::Mutex::new(Vec::new()),
+    });
+    let mut sink = MemorySink::new();
+    let outcome = charter_runtime::run::replay_blocking(
+        spec,
+        input,
+        log.clone(),
+        replay.as_ref(),
+        &config,
+        &mut sink,
+    );
+    let result = outcome.map(|outcome| ReplayReport {
+        outcome,
+        unused_calls: replay.unused(),
+        unused_humans: replay.unused_humans(),
+    });
+    let jsonl = sink.to_jsonl().unwrap_or_default();
+    let prompts = log
+        .prompts
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .clone();
+    WithPrompts {
+        replayed: Replayed {
+            result,
+            events: sink.into_events(),
+            jsonl,
+        },
+        prompts,
+    }
+}

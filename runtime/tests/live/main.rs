@@ -4,4 +4,5 @@ mod anthropic;
 mod load;
 mod openai;
 mod run;
+mod seeds;
 mod support;

@@ -1,0 +1,543 @@
+//! The four seed agents with a loop, run live against a *reactive* mock model on loopback: the fixing role answers the fixed output only when its request holds the judge's finding, and repeats the broken output otherwise, so a run completes only if the finding reaches the fixer's prompt.
+//!
+//! Both real providers serve the run (`openai:` roles through `/v1/chat/completions`,
+//! `anthropic:` roles through `/v1/messages`); one responder answers both wire formats.
+//! Which role is asked is told from the prompt's opening words.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use charter_runtime::compiler::{CompiledSpec, LoadedFile, Loader, compile};
+use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
+use charter_runtime::providers::anthropic::OUTPUT_TOOL;
+use charter_runtime::providers::{
+    AnthropicConfig, AnthropicProvider, ApiKey, OpenAiConfig, OpenAiProvider, Providers,
+};
+use charter_runtime::run::{RunConfig, RunOutcome, run};
+use charter_runtime::tools::ToolBox;
+use charter_runtime::trace::MemorySink;
+use serde_json::{Value, json};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::support::SECRET;
+
+/// Reads a seed's files, relative to `specs/seeds`.
+struct SeedFiles(String);
+
+impl Loader for SeedFiles {
+    fn load(&self, relative_path: &str) -> Result<LoadedFile, String> {
+        std::fs::read_to_string(format!("{}/{relative_path}", self.0))
+            .map(|text| LoadedFile {
+                display_name: relative_path.to_string(),
+                text,
+            })
+            .map_err(|error| format!("{relative_path}: {error}"))
+    }
+}
+
+fn seed(name: &str) -> CompiledSpec {
+    seed_with(name, None)
+}
+
+/// The seed `name`, with one of its prompt templates replaced (`(file, text)`).
+fn seed_with(name: &str, replaced: Option<(&str, String)>) -> CompiledSpec {
+    let directory = format!("{}/../specs/seeds", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(format!("{directory}/{name}.charter"))
+        .unwrap_or_else(|error| panic!("{name}: {error}"));
+    struct Patched {
+        files: SeedFiles,
+        replaced: Option<(String, String)>,
+    }
+    impl Loader for Patched {
+        fn load(&self, relative_path: &str) -> Result<LoadedFile, String> {
+            match &self.replaced {
+                Some((file, text)) if file == relative_path => Ok(LoadedFile {
+                    display_name: relative_path.to_string(),
+                    text: text.clone(),
+                }),
+                _ => self.files.load(relative_path),
+            }
+        }
+    }
+    let loader = Patched {
+        files: SeedFiles(directory),
+        replaced: replaced.map(|(file, text)| (file.to_string(), text)),
+    };
+    let compilation = compile(&format!("{name}.charter"), &text, &loader);
+    assert!(
+        !compilation.has_errors(),
+        "{name} does not compile: {:#?}",
+        compilation.diagnostics
+    );
+    compilation
+        .spec
+        .unwrap_or_else(|| panic!("{name}: no spec"))
+}
+
+/// The seed `name` with `text` taken out of its prompt template `file` (replaced by
+/// `instead`): the same agent, blind to what that text showed.
+fn without(name: &str, file: &str, text: &str, instead: &str) -> CompiledSpec {
+    let path = format!("{}/../specs/seeds/{file}", env!("CARGO_MANIFEST_DIR"));
+    let template = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{path}: {error}"));
+    let stripped = template.replace(text, instead);
+    assert_ne!(stripped, template, "{file} has no `{text}`");
+    seed_with(name, Some((file, stripped)))
+}
+
+/// The text a model was given: every message's text, in order.
+fn prompt_of(body: &Value) -> String {
+    let mut text = String::new();
+    for message in body["messages"].as_array().into_iter().flatten() {
+        match &message["content"] {
+            Value::String(content) => text.push_str(content),
+            Value::Array(parts) => {
+                for part in parts {
+                    if let Some(part) = part["text"].as_str() {
+                        text.push_str(part);
+                    }
+                }
+            }
+            _ => {}
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// Answers every request with `answer(prompt)`, in the wire format of the path asked.
+struct Reactive {
+    answer: Box<dyn Fn(&str) -> Value + Send + Sync>,
+    /// How many requests each role got (the role is the answer's `_role`).
+    counts: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+impl Respond for Reactive {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let mut answer = (self.answer)(&prompt_of(&body));
+        if let Some(role) = answer
+            .as_object_mut()
+            .and_then(|fields| fields.remove("_role"))
+            .and_then(|role| role.as_str().map(str::to_string))
+        {
+            *self
+                .counts
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .entry(role)
+                .or_default() += 1;
+        }
+        if request.url.path().ends_with("/messages") {
+            ResponseTemplate::new(200).set_body_json(json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+                "content": [{"type": "tool_use", "id": "toolu_out", "name": OUTPUT_TOOL, "input": answer}],
+                "stop_reason": "tool_use",
+                "usage": {"input_tokens": 100, "output_tokens": 20}
+            }))
+        } else {
+            ResponseTemplate::new(200).set_body_json(json!({
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.to_string()}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20}
+            }))
+        }
+    }
+}
+
+/// A person who answers every `ask` with `answer`.
+struct Person(Value);
+
+impl HumanChannel for Person {
+    fn ask(&self, _request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+        let answer = self.0.clone();
+        Box::pin(async move { Ok(answer) })
+    }
+}
+
+/// The end of a live run and the requests per role.
+struct Live {
+    ending: String,
+    outcome: Option<RunOutcome>,
+    counts: BTreeMap<String, usize>,
+    trace: String,
+}
+
+/// Runs `spec` on `input` against a reactive mock answering with `answer`.
+async fn live(
+    spec: &CompiledSpec,
+    input: Value,
+    person: Value,
+    answer: impl Fn(&str) -> Value + Send + Sync + 'static,
+) -> Live {
+    let server = MockServer::start().await;
+    let counts = Arc::new(Mutex::new(BTreeMap::new()));
+    Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Reactive {
+            answer: Box::new(answer),
+            counts: counts.clone(),
+        })
+        .mount(&server)
+        .await;
+    let tools = Arc::new(ToolBox::empty());
+    let openai = OpenAiProvider::new(
+        OpenAiConfig::new(format!("{}/v1", server.uri()), Some(ApiKey::new(SECRET))),
+        tools.clone(),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let anthropic = AnthropicProvider::new(
+        AnthropicConfig::new(server.uri(), Some(ApiKey::new(SECRET))),
+        tools,
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let providers = Arc::new(
+        Providers::new()
+            .with("openai", Arc::new(openai))
+            .with("anthropic", Arc::new(anthropic)),
+    );
+    let mut sink = MemorySink::new();
+    let result = run(
+        spec,
+        input,
+        providers,
+        &Person(person),
+        &RunConfig::default(),
+        &mut sink,
+    )
+    .await;
+    let trace = sink.to_jsonl().unwrap_or_default();
+    let counts = counts
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .clone();
+    match result {
+        Ok(outcome) => Live {
+            ending: outcome.termination().to_string(),
+            outcome: Some(outcome),
+            counts,
+            trace,
+        },
+        Err(error) => Live {
+            ending: format!("error: {error}"),
+            outcome: None,
+            counts,
+            trace,
+        },
+    }
+}
+
+/// The candidate id the finalizer's prompt names (`candidate_id` to "cN").
+fn named_candidate(prompt: &str) -> String {
+    let marker = "`candidate_id` to \"";
+    prompt
+        .find(marker)
+        .map(|start| {
+            prompt[start + marker.len()..]
+                .chars()
+                .take_while(|c| *c != '"')
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn with_role(role: &str, mut answer: Value) -> Value {
+    if let Some(fields) = answer.as_object_mut() {
+        fields.insert("_role".into(), json!(role));
+    }
+    answer
+}
+
+// ---- lead_agent: the checker's issue list reaches the creator ------------------------
+
+const FTP_FINDING: &str = "ftp_upload needs a password";
+
+fn lead_agent_model(prompt: &str) -> Value {
+    if prompt.starts_with("You are the workflow planner") {
+        return with_role(
+            "planner",
+            json!({"goal": "nightly upload", "nodes": [
+                {"id": "n1", "kind": "script", "purpose": "build", "next": ["n2"]},
+                {"id": "n2", "kind": "ftp_upload", "purpose": "upload", "params": [{"name": "host", "value": "ftp.example.org"}]}
+            ]}),
+        );
+    }
+    if prompt.starts_with("You are the workflow creator") {
+        // Fixed only when the checker's finding is in the prompt.
+        let fixed = prompt.contains(FTP_FINDING);
+        return with_role(
+            "creator",
+            if fixed {
+                json!({"workflow_id": "W-7", "version": 2, "node_count": 2, "changes": ["n2: password set"]})
+            } else {
+                json!({"workflow_id": "W-7", "version": 1, "node_count": 2})
+            },
+        );
+    }
+    if prompt.starts_with("You are the workflow checker") {
+        let fixed = prompt.contains("version 2");
+        let issues = if fixed {
+            json!([])
+        } else {
+            json!([{"severity": "error", "code": "MISSING_PARAM", "node": "n2", "message": FTP_FINDING}])
+        };
+        return with_role(
+            "checker",
+            json!({"workflow_id": "W-7", "plan_feasible": true, "issues": issues,
+                   "structure": 9, "parameters": if fixed { 9 } else { 4 }, "control_flow": 9}),
+        );
+    }
+    if prompt.starts_with("You are the workflow runner") {
+        return with_role(
+            "runner",
+            json!({"workflow_id": "W-7", "kind": "ok", "detail": "run R-1"}),
+        );
+    }
+    with_role(
+        "reporter",
+        json!({"candidate_id": named_candidate(prompt), "summary": "built and ran"}),
+    )
+}
+
+async fn lead_agent(spec: &CompiledSpec) -> Live {
+    live(
+        spec,
+        json!({"message": "every night, build the sales report and upload it"}),
+        json!({"approved": true}),
+        lead_agent_model,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn lead_agent_creator_fixes_what_the_checker_found() {
+    let run = lead_agent(&seed("lead_agent")).await;
+    assert_eq!(run.ending, "completed{gate_passed}", "{}", run.trace);
+    assert_eq!(run.counts.get("creator"), Some(&2), "{:?}", run.counts);
+    let delivered = run.outcome.and_then(|outcome| outcome.delivered);
+    assert_eq!(delivered.map(|d| d.candidate_id), Some("c2".to_string()));
+}
+
+#[tokio::test]
+async fn lead_agent_without_feedback_in_the_creator_prompt_never_completes() {
+    // The same broken draft every round: repair stops for want of progress.
+    const BLIND_ENDING: &str = "failed{no_progress}";
+    let blind = without(
+        "lead_agent",
+        "lead_agent/prompts/creator.md.j2",
+        "{{ feedback }}",
+        "",
+    );
+    let run = lead_agent(&blind).await;
+    assert_eq!(run.ending, BLIND_ENDING, "{}", run.trace);
+}
+
+// ---- closed_loop: the evaluator's findings reach the executor --------------------------
+
+const COP_FINDING: &str = "the COP figures have no source";
+
+fn closed_loop_model(prompt: &str) -> Value {
+    if prompt.starts_with("You are the planner") {
+        return with_role(
+            "planner",
+            json!({"goal": "a brief on heat pumps", "success_criteria": ["sources cited"],
+                   "tasks": [{"id": "T-001", "goal": "write the brief", "expected_output": "the brief", "acceptance": ["cited"]}]}),
+        );
+    }
+    if prompt.starts_with("You are an executor") {
+        let fixed = prompt.contains(COP_FINDING);
+        return with_role(
+            "executor",
+            json!({"task_id": "T-001", "status": "ok",
+                   "output": if fixed { "COP 3.5 [source: https://example.org/cop]" } else { "COP 3.5" },
+                   "evidence": ["https://example.org/brief"]}),
+        );
+    }
+    if prompt.starts_with("You are the evaluator") {
+        let fixed = prompt.contains("[source:");
+        let findings = if fixed {
+            json!([])
+        } else {
+            json!([{"code": "UNSOURCED", "severity": "error", "evidence": COP_FINDING, "affects": ["T-001"], "auto_fixable": true}])
+        };
+        return with_role(
+            "evaluator",
+            json!({"relevance": 9, "completeness": 9, "clarity": 9, "usability": 9, "on_plan": true, "findings": findings}),
+        );
+    }
+    with_role(
+        "finalizer",
+        json!({"candidate_id": named_candidate(prompt), "summary": "the brief"}),
+    )
+}
+
+async fn closed_loop(spec: &CompiledSpec) -> Live {
+    live(
+        spec,
+        json!({"goal": "a one-page brief on heat pumps", "constraints": ["cite sources"]}),
+        json!({"approved": false}),
+        closed_loop_model,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn closed_loop_executor_fixes_the_evaluators_finding() {
+    let run = closed_loop(&seed("closed_loop")).await;
+    assert_eq!(run.ending, "completed{gate_passed}", "{}", run.trace);
+    assert_eq!(run.counts.get("executor"), Some(&2), "{:?}", run.counts);
+}
+
+#[tokio::test]
+async fn closed_loop_without_feedback_in_the_executor_prompt_never_completes() {
+    const BLIND_ENDING: &str = "failed{no_progress}";
+    let blind = without(
+        "closed_loop",
+        "closed_loop/prompts/executor.md.j2",
+        "{{ feedback }}",
+        "",
+    );
+    let run = closed_loop(&blind).await;
+    assert_eq!(run.ending, BLIND_ENDING, "{}", run.trace);
+}
+
+// ---- agency: the reviewer's verdict reaches the executor's stage retry -----------------
+
+const CRITERION: &str = "name an owner for every item";
+
+fn agency_model(prompt: &str) -> Value {
+    if prompt.starts_with("You are the planner") {
+        return with_role(
+            "planner",
+            json!({"need": "checklist", "tasks": [{"id": "T-001", "goal": "a launch checklist", "output_format": "list", "acceptance": [CRITERION]}]}),
+        );
+    }
+    if prompt.starts_with("You are an executor") {
+        let fixed = prompt.contains(CRITERION) && prompt.contains("assign the on-call lead");
+        return with_role(
+            "executor",
+            json!({"task_id": "T-001", "status": "completed",
+                   "result": if fixed { "1. freeze (owner: on-call lead)" } else { "1. freeze" },
+                   "summary": "checklist", "process_notes": "wrote it"}),
+        );
+    }
+    if prompt.starts_with("You are the reviewer") {
+        let fixed = prompt.contains("(owner:");
+        return with_role(
+            "reviewer",
+            if fixed {
+                json!({"task_id": "T-001", "failed_criteria": [], "quality": 9})
+            } else {
+                json!({"task_id": "T-001", "failed_criteria": [CRITERION], "suggestion": "assign the on-call lead", "quality": 5})
+            },
+        );
+    }
+    with_role(
+        "summarizer",
+        json!({"candidate_id": named_candidate(prompt), "summary": "the checklist"}),
+    )
+}
+
+async fn agency(spec: &CompiledSpec) -> Live {
+    live(
+        spec,
+        json!({"need": "a launch checklist", "audience": "ops"}),
+        json!({"approved": false}),
+        agency_model,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn agency_executor_retry_fixes_what_the_reviewer_found() {
+    let run = agency(&seed("agency")).await;
+    assert_eq!(run.ending, "completed{gate_passed}", "{}", run.trace);
+    assert_eq!(run.counts.get("executor"), Some(&2), "{:?}", run.counts);
+}
+
+#[tokio::test]
+async fn agency_without_feedback_in_the_executor_prompt_never_completes() {
+    // The retry repeats the miss, the order fails its check, nothing passes, and the
+    // person declines another round.
+    const BLIND_ENDING: &str = "blocked{human_rejected}";
+    let blind = without(
+        "agency",
+        "agency/prompts/executor.md.j2",
+        "{{ feedback }}",
+        "",
+    );
+    let run = agency(&blind).await;
+    assert_eq!(run.ending, BLIND_ENDING, "{}", run.trace);
+}
+
+// ---- auto_agent: the analyzer follows the supervisor's suggestions in its history ------
+
+const SUGGESTION: &str = "search a second database for the third paper";
+
+fn auto_agent_model(prompt: &str) -> Value {
+    if prompt.starts_with("You are the task analyzer") {
+        let advised = prompt.contains(SUGGESTION);
+        return with_role(
+            "analyzer",
+            json!({"situation": "working", "strategy": if advised { SUGGESTION } else { "search the literature" },
+                   "progress": 50, "status": "CONTINUE"}),
+        );
+    }
+    if prompt.starts_with("You are the precision executor") {
+        let three = prompt.contains(SUGGESTION);
+        return with_role(
+            "executor",
+            json!({"goal": "papers", "process": "web_search",
+                   "result": if three { "three papers" } else { "two papers" }, "self_check": "dates"}),
+        );
+    }
+    if prompt.starts_with("You are the quality supervisor") {
+        let three = prompt.contains("three papers");
+        return with_role(
+            "supervisor",
+            if three {
+                json!({"score": 90, "verdict": "PASS"})
+            } else {
+                json!({"score": 40, "verdict": "FAIL", "issues": ["only two papers"], "suggestions": [SUGGESTION]})
+            },
+        );
+    }
+    let limit = prompt.contains("step limit");
+    with_role(
+        "summarizer",
+        json!({"answer": "papers", "complete": !limit}),
+    )
+}
+
+async fn auto_agent(spec: &CompiledSpec) -> Live {
+    live(
+        spec,
+        json!({"goal": "find three recent papers on heat pumps"}),
+        json!({"approved": false}),
+        auto_agent_model,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn auto_agent_analyzer_follows_the_supervisors_suggestion() {
+    let run = auto_agent(&seed("auto_agent")).await;
+    assert_eq!(run.ending, "completed{done}", "{}", run.trace);
+    assert_eq!(
+        run.counts.get("supervisor"),
+        Some(&2),
+        "one FAIL, then PASS: {:?}",
+        run.counts
+    );
+}
+
+#[tokio::test]
+async fn auto_agent_without_history_in_the_analyzer_prompt_runs_to_its_step_limit() {
+    // The analyzer's section on `history` never renders: nothing of the past reaches it.
+    let blind = without(
+        "auto_agent",
+        "auto_agent/prompts/analyzer.md.j2",
+        "{% if history %}",
+        "{% if false %}",
+    );
+    let run = auto_agent(&blind).await;
+    assert_eq!(run.ending, "completed{done}", "{}", run.trace);
+    assert_eq!(run.counts.get("supervisor"), Some(&5), "{:?}", run.counts);
+}

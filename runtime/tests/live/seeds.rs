@@ -541,3 +541,74 @@ async fn auto_agent_without_history_in_the_analyzer_prompt_runs_to_its_step_limi
     assert_eq!(run.ending, "completed{done}", "{}", run.trace);
     assert_eq!(run.counts.get("supervisor"), Some(&5), "{:?}", run.counts);
 }
+
+// ---- the README's example, as written ---------------------------------------------------
+
+const NOTE: &str = "name one concrete use case";
+
+fn readme_example() -> CompiledSpec {
+    let path = format!(
+        "{}/../specs/examples/review_loop.charter",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{path}: {error}"));
+    let compilation = compile(
+        "review_loop.charter",
+        &text,
+        &charter_runtime::compiler::MemoryLoader::default(),
+    );
+    assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
+    compilation.spec.unwrap_or_else(|| panic!("no spec"))
+}
+
+#[test]
+fn the_readme_shows_the_example_spec_as_it_is() {
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(format!("{root}/README.md"))
+        .unwrap_or_else(|error| panic!("README.md: {error}"));
+    let example = std::fs::read_to_string(format!("{root}/specs/examples/review_loop.charter"))
+        .unwrap_or_else(|error| panic!("review_loop.charter: {error}"));
+    assert!(
+        readme.contains(&format!("```\n{example}```")),
+        "the README's example differs from specs/examples/review_loop.charter"
+    );
+}
+
+#[tokio::test]
+async fn the_readme_example_reruns_with_the_reviewers_notes_and_delivers_the_named_candidate() {
+    let run = live(
+        &readme_example(),
+        json!({"goal": "heat pumps"}),
+        json!({"approved": false}),
+        |prompt: &str| {
+            if prompt.contains("Write a short post") {
+                let fixed = prompt.contains(NOTE);
+                return with_role(
+                    "writer",
+                    json!({"title": "Heat pumps", "body": if fixed { "Heat pumps. A use case: a flat in Oslo." } else { "Heat pumps." }}),
+                );
+            }
+            if prompt.starts_with("Rate this post") {
+                let fixed = prompt.contains("A use case:");
+                return with_role(
+                    "reviewer",
+                    if fixed {
+                        json!({"relevance": 9, "verdict": "PASS"})
+                    } else {
+                        json!({"relevance": 5, "verdict": "FAIL", "notes": NOTE})
+                    },
+                );
+            }
+            let id: String = prompt
+                .strip_prefix("Deliver candidate ")
+                .map(|rest| rest.chars().take_while(|c| c.is_ascii_alphanumeric()).collect())
+                .unwrap_or_default();
+            with_role("finalizer", json!({"candidate_id": id, "summary": "a post"}))
+        },
+    )
+    .await;
+    assert_eq!(run.ending, "completed{gate_passed}", "{}", run.trace);
+    assert_eq!(run.counts.get("writer"), Some(&2), "{:?}", run.counts);
+    let delivered = run.outcome.and_then(|outcome| outcome.delivered);
+    assert_eq!(delivered.map(|d| d.candidate_id), Some("c2".to_string()));
+}

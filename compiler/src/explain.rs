@@ -164,8 +164,9 @@ const E006: &str = r#"E006: unbounded loop
 
 The flow has a cycle that passes through no `repair` edge and is not bounded by
 `budget.steps`, so a run could go round it forever, paying for every model call. Send
-the loop through a gate whose `fail -> repair` edge is counted by `repair.rounds`, or
-give the spec a `budget { steps N }` that stops it.
+the loop through a gate whose `fail -> repair` edge is counted by `repair.rounds`,
+through an `ask "…" max N` (a person answers at most N times), or give the spec a
+`budget { steps N }` that stops it.
 
 Wrong:
 
@@ -342,8 +343,9 @@ const E013: &str = r#"E013: bad literal
 
 A literal is well-formed but meaningless: a range whose minimum is above its maximum or
 written `a..b` (write `a..=b`), a score weight that is zero or negative, a `below`
-threshold outside the range of the score's value, or a duration with an unknown unit
-(use `ms`, `s`, `m` or `h`).
+threshold outside the range of the score's value, a duration with an unknown unit
+(use `ms`, `s`, `m` or `h`), or a count of zero where one is needed (`ask "…" max 0`,
+`history: [...] last 0`).
 
 Wrong:
 
@@ -366,8 +368,9 @@ const E014: &str = r#"E014: template variable the role does not provide
 
 A prompt template uses a variable that the role's input does not provide. A template
 sees its input under the snake_case name of the input contract (`Task` -> `task`,
-`WorkflowPlan` -> `workflow_plan`), and always `feedback`, `rules`, `tools` and
-`output_schema`; nothing else.
+`WorkflowPlan` -> `workflow_plan`), and always `feedback`, `rules`, `tools`,
+`output_schema` and `run`, and `history` when the role says `history: [steps]`; nothing
+else.
 
 Wrong:
 

@@ -323,6 +323,10 @@ fn check_role(
             .with_label("not provided to this template");
             let suggestion = did_you_mean(variable, provided.iter().map(String::as_str));
             diagnostic = diagnostic.with_help(match suggestion {
+                _ if variable == "history" => format!(
+                    "add `history: [STEP, ...]` to role `{}` to give its template the earlier outputs of those steps",
+                    role.name.name
+                ),
                 Some(suggestion) => format!("{suggestion} the role provides {provided_list}"),
                 None => format!(
                     "the role provides {provided_list}; add an input contract to `{}` to provide more",

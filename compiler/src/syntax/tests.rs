@@ -1503,3 +1503,76 @@ fn common_mistakes() {
         check(&format!("{HEADER}{body}\n"), expect);
     }
 }
+
+#[test]
+fn details_history_and_ask_max_parse() {
+    let text = r#"spec s version "1"
+contract Request { goal: string }
+contract Out { text: string  problems: list<string> = []  score: int(0..=10) }
+role writer {
+  model: "openai:m"
+  input: Request
+  output: Out
+  history: [write, review] last 3
+}
+gate quality on write {
+  hard clean: len(review.problems) == 0 else DIRTY detail review.problems
+  warn short: len(write.text) < 100 else LONG detail { length: len(write.text) }
+  score score weight 1: review.score below 6 LOW detail review.problems
+  pass when score >= 6
+}
+flow {
+  write   = writer(request) -> review
+  review  = writer(request) -> confirm
+  confirm = ask "Go on?" max 2 when confirm.approved -> judge else -> write
+  judge   = gate quality pass -> done fail -> failed "no"
+}
+"#;
+    let (spec, diagnostics, sources) = parse_with(text, &MemoryLoader::default());
+    assert_eq!(render(&diagnostics, &sources), "");
+    let Some(spec) = spec else { panic!("no spec") };
+    let mut seen = Vec::new();
+    for item in &spec.items {
+        match item {
+            Item::Role(role) => {
+                let history = role.history.as_ref().map(|history| {
+                    let steps: Vec<&str> = history.steps.iter().map(|s| s.name.as_str()).collect();
+                    (steps, history.last.as_ref().map(|last| last.value))
+                });
+                seen.push(format!("{history:?}"));
+            }
+            Item::Gate(gate) => {
+                for rule in &gate.rules {
+                    let detail = match rule {
+                        GateRule::Check { detail, .. } | GateRule::Score { detail, .. } => {
+                            detail.as_ref().map(sexpr)
+                        }
+                    };
+                    seen.push(format!("{detail:?}"));
+                }
+            }
+            Item::Flow(flow) => {
+                for step in &flow.steps {
+                    if let StepBody::Ask { question, max } = &step.body {
+                        seen.push(format!(
+                            "{} {:?}",
+                            question.value,
+                            max.as_ref().map(|m| m.value)
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            r#"Some((["write", "review"], Some(3)))"#,
+            r#"Some("review.problems")"#,
+            r#"Some("{length: (len write.text)}")"#,
+            r#"Some("review.problems")"#,
+            "Go on? Some(2)",
+        ]
+    );
+}

@@ -324,3 +324,54 @@ fn a_changed_trace_leaves_a_pending_snapshot_insta_can_read() {
     assert!(!pending.exists());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// DESIGN §10: a hand-written call may state what its prompt must (not) contain. In
+/// `repair_succeeds` the round-2 executor is rerun with the evaluator's issues: a text
+/// the feedback holds passes, a text it does not hold fails the scenario at that call,
+/// naming its key and the text.
+#[test]
+fn expect_prompt_passes_when_the_prompt_holds_the_text_and_fails_naming_key_and_text() {
+    let root = project("expect-prompt", "repair_succeeds");
+    let cassette = root.join("golden/closed_loop/repair_succeeds/cassette.yaml");
+    let call = "  - step: execute\n    round: 2\n    item: T-002\n";
+    edit(
+        &cassette,
+        call,
+        &format!(
+            "{call}    expect_prompt: {{ contains: [\"LOW_RELEVANCE\"], not_contains: [\"STAGE_FAILED\"] }}\n"
+        ),
+    );
+    let passed = verify(&root, &[]);
+    assert_eq!(passed.code, Some(0), "{}", passed.all());
+
+    edit(
+        &cassette,
+        "contains: [\"LOW_RELEVANCE\"]",
+        "contains: [\"LOW_RELEVANCE\", \"cite the efficiency figures\"]",
+    );
+    let text = std::fs::read_to_string(&cassette).unwrap_or_default();
+    let line = text
+        .find(call)
+        .map(|at| text[..at].matches('\n').count() + 1)
+        .unwrap_or_default();
+    let failed = verify(&root, &["--github"]);
+    assert_eq!(failed.code, Some(1), "{}", failed.all());
+    let all = failed.all();
+    assert!(
+        all.contains(
+            r#"the prompt of call {step: execute, round: 2, item: T-002, attempt: 1} does not contain "cite the efficiency figures""#
+        ),
+        "{all}"
+    );
+    assert!(
+        !all.contains("LOW_RELEVANCE\" "),
+        "only the missing text is named: {all}"
+    );
+    assert!(
+        failed.stdout.contains(&format!(
+            "::error file=golden/closed_loop/repair_succeeds/cassette.yaml,line={line}"
+        )),
+        "{all}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -749,9 +749,17 @@ fn check_scenario(
     let first = match replay(&spec, scenario.input.clone(), cassette.clone(), root) {
         Ok(replayed) => replayed,
         Err(error) => {
+            // A prompt that misses its `expect_prompt` is shown at the call that expects it.
+            let line = match &error {
+                RunError::PromptExpectation { key, .. } => calls
+                    .iter()
+                    .position(|call| call.key() == *key)
+                    .and_then(|index| crate::yaml::call_lines(&cassette_text).get(index).copied()),
+                _ => None,
+            };
             return report.problems.push(error_at(
                 cassette_file.clone(),
-                Some(1),
+                line.or(Some(1)),
                 format!("the replay failed: {error}"),
             ));
         }

@@ -375,3 +375,47 @@ fn expect_prompt_passes_when_the_prompt_holds_the_text_and_fails_naming_key_and_
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// DESIGN §8.6: a scenario whose `input` breaks the request contract is an error at its
+/// `input:` line naming the field, and nothing is replayed (`charter replay` says the same).
+#[test]
+fn a_scenario_with_a_bad_input_fails_naming_the_field() {
+    let root = project("bad-input", "happy_path");
+    let scenario = root.join("golden/closed_loop/happy_path");
+    edit(
+        &scenario.join("scenario.yaml"),
+        "input: { goal: ",
+        "input: { gaol: ",
+    );
+    let failed = verify(&root, &["--github"]);
+    assert_eq!(failed.code, Some(1), "{}", failed.all());
+    let all = failed.all();
+    assert!(
+        all.contains("`input` does not match the request contract `Request`: goal: "),
+        "{all}"
+    );
+    assert!(all.contains("gaol"), "{all}");
+    assert!(
+        failed
+            .stdout
+            .contains("::error file=golden/closed_loop/happy_path/scenario.yaml,line=3"),
+        "{all}"
+    );
+    let replayed = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .arg("replay")
+        .arg(&scenario)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run charter: {error}"));
+    let stderr = String::from_utf8_lossy(&replayed.stderr);
+    assert_eq!(replayed.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("goal: ") && stderr.contains("gaol"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("call planner"),
+        "a model call was replayed: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -746,6 +746,22 @@ fn check_scenario(
     let recorded = cassette.recorded.clone();
     let calls = cassette.calls.clone();
 
+    // A bad input is the scenario's mistake, shown at its `input:`; nothing is replayed.
+    if let Err(violations) = crate::validate::validate_request(&spec, &scenario.input) {
+        let contract = spec.request.as_deref().unwrap_or("Request");
+        return report.problems.push(error_at(
+            scenario_file.clone(),
+            line_of(scenario_text, "input:"),
+            format!(
+                "`input` does not match the request contract `{contract}`: {}",
+                violations
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        ));
+    }
     let first = match replay(&spec, scenario.input.clone(), cassette.clone(), root) {
         Ok(replayed) => replayed,
         Err(error) => {

@@ -13,6 +13,7 @@ use charter_runtime::scenario::{Recorded, Scenario};
 use charter_runtime::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
 use charter_runtime::tools::{CommandTool, ToolBox};
 use charter_runtime::trace::{JsonlSink, Outcome as RunState, TraceSink};
+use charter_runtime::validate::{Violation, validate_request};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -97,6 +98,14 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Failed);
     };
     let spec = &spec;
+    // The input is checked before anything runs or is asked for (API keys included).
+    let run_file = match validate_request(spec, &run_file.input) {
+        Ok(_) => run_file,
+        Err(violations) => {
+            report_bad_input(context, args, &run_dir, spec, &violations);
+            return Ok(Outcome::Usage);
+        }
+    };
 
     let variables: Vec<(String, String)> = std::env::vars().collect();
     let settings = LiveSettings::from_variables(variables.clone());
@@ -226,6 +235,37 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     } else {
         Outcome::NotCompleted
     })
+}
+
+/// Lists the input's violations of the request contract (exit 2: nothing was run). A run
+/// directory made for this run is removed again, so no run is left to `--resume`.
+fn report_bad_input(
+    context: Context,
+    args: &RunArgs,
+    run_dir: &Path,
+    spec: &CompiledSpec,
+    violations: &[Violation],
+) {
+    let source = args
+        .input
+        .as_deref()
+        .map_or_else(|| display_path(&run_dir.join(RUN_FILE)), display_path);
+    let contract = spec.request.as_deref().unwrap_or("Request");
+    let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    print_error(
+        context,
+        &format!(
+            "the input `{source}` does not match the request contract `{contract}`:\n{}",
+            listed.join("\n")
+        ),
+    );
+    print_err(&format!(
+        "help: nothing was run; give an input that is a `{contract}` (fields with a default may be left out)\n"
+    ));
+    if args.resume.is_none() {
+        let _ = std::fs::remove_file(run_dir.join(RUN_FILE));
+        let _ = std::fs::remove_dir(run_dir);
+    }
 }
 
 /// The run directory and what to run: from the arguments (written to `run.json`), or

@@ -328,3 +328,56 @@ async fn a_run_dir_that_holds_a_run_needs_resume() {
         .await;
     }
 }
+
+/// DESIGN §8.6: the input is checked against the request contract before anything runs,
+/// even before the key check; every violation is listed and no run directory is left.
+#[tokio::test]
+async fn an_input_that_breaks_the_request_contract_is_a_usage_error_listing_the_fields() {
+    for (name, input, says) in [
+        ("input-wrong-type", r#"{"goal": 3}"#, "goal: "),
+        ("input-missing-field", r#"{"topic": "rust"}"#, "goal: "),
+    ] {
+        usage_error(
+            name,
+            |project| {
+                let _ = std::fs::write(project.join("request.json"), input);
+            },
+            &["--run-dir", "runs/one"],
+            says,
+            false,
+        )
+        .await;
+    }
+    let server = MockServer::start().await;
+    let project = project("input-listed");
+    let _ = std::fs::write(project.join("request.json"), r#"{"goal": 3, "topic": "x"}"#);
+    let run = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/review_loop.charter",
+            "--input",
+            "request.json",
+            "--run-dir",
+            "runs/one",
+        ],
+    ));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: the input `request.json` does not match the request contract `Request`:"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("\n  goal: ") && stderr.contains("topic"),
+        "{stderr}"
+    );
+    assert!(
+        !project.join("runs/one").exists(),
+        "a run directory was left: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&project);
+}

@@ -324,3 +324,98 @@ fn a_changed_trace_leaves_a_pending_snapshot_insta_can_read() {
     assert!(!pending.exists());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// DESIGN §10: a hand-written call may state what its prompt must (not) contain. In
+/// `repair_succeeds` the round-2 executor is rerun with the evaluator's issues: a text
+/// the feedback holds passes, a text it does not hold fails the scenario at that call,
+/// naming its key and the text.
+#[test]
+fn expect_prompt_passes_when_the_prompt_holds_the_text_and_fails_naming_key_and_text() {
+    let root = project("expect-prompt", "repair_succeeds");
+    let cassette = root.join("golden/closed_loop/repair_succeeds/cassette.yaml");
+    let call = "  - step: execute\n    round: 2\n    item: T-002\n";
+    edit(
+        &cassette,
+        call,
+        &format!(
+            "{call}    expect_prompt: {{ contains: [\"LOW_RELEVANCE\"], not_contains: [\"STAGE_FAILED\"] }}\n"
+        ),
+    );
+    let passed = verify(&root, &[]);
+    assert_eq!(passed.code, Some(0), "{}", passed.all());
+
+    edit(
+        &cassette,
+        "contains: [\"LOW_RELEVANCE\"]",
+        "contains: [\"LOW_RELEVANCE\", \"cite the efficiency figures\"]",
+    );
+    let text = std::fs::read_to_string(&cassette).unwrap_or_default();
+    let line = text
+        .find(call)
+        .map(|at| text[..at].matches('\n').count() + 1)
+        .unwrap_or_default();
+    let failed = verify(&root, &["--github"]);
+    assert_eq!(failed.code, Some(1), "{}", failed.all());
+    let all = failed.all();
+    assert!(
+        all.contains(
+            r#"the prompt of call {step: execute, round: 2, item: T-002, attempt: 1} does not contain "cite the efficiency figures""#
+        ),
+        "{all}"
+    );
+    assert!(
+        !all.contains("LOW_RELEVANCE\" "),
+        "only the missing text is named: {all}"
+    );
+    assert!(
+        failed.stdout.contains(&format!(
+            "::error file=golden/closed_loop/repair_succeeds/cassette.yaml,line={line}"
+        )),
+        "{all}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// DESIGN §8.6: a scenario whose `input` breaks the request contract is an error at its
+/// `input:` line naming the field, and nothing is replayed (`charter replay` says the same).
+#[test]
+fn a_scenario_with_a_bad_input_fails_naming_the_field() {
+    let root = project("bad-input", "happy_path");
+    let scenario = root.join("golden/closed_loop/happy_path");
+    edit(
+        &scenario.join("scenario.yaml"),
+        "input: { goal: ",
+        "input: { gaol: ",
+    );
+    let failed = verify(&root, &["--github"]);
+    assert_eq!(failed.code, Some(1), "{}", failed.all());
+    let all = failed.all();
+    assert!(
+        all.contains("`input` does not match the request contract `Request`: goal: "),
+        "{all}"
+    );
+    assert!(all.contains("gaol"), "{all}");
+    assert!(
+        failed
+            .stdout
+            .contains("::error file=golden/closed_loop/happy_path/scenario.yaml,line=3"),
+        "{all}"
+    );
+    let replayed = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .arg("replay")
+        .arg(&scenario)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run charter: {error}"));
+    let stderr = String::from_utf8_lossy(&replayed.stderr);
+    assert_eq!(replayed.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("goal: ") && stderr.contains("gaol"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("call planner"),
+        "a model call was replayed: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

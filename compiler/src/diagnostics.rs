@@ -151,6 +151,8 @@ pub enum Code {
     E015,
     /// A file named by `import` or `file(...)` cannot be read or is malformed.
     E016,
+    /// A gate reads a step that cannot have run before it.
+    E017,
     /// Unused contract.
     W001,
     /// Unused tool.
@@ -169,10 +171,14 @@ pub enum Code {
     W008,
     /// Unused model alias.
     W009,
+    /// A role that can receive feedback whose template never reads `feedback`.
+    W010,
+    /// A finalize role whose template never reads the candidate's id.
+    W011,
 }
 
 impl Code {
-    pub const ALL: [Code; 26] = [
+    pub const ALL: [Code; 29] = [
         Code::E000,
         Code::E001,
         Code::E002,
@@ -190,6 +196,7 @@ impl Code {
         Code::E014,
         Code::E015,
         Code::E016,
+        Code::E017,
         Code::W001,
         Code::W002,
         Code::W003,
@@ -199,6 +206,8 @@ impl Code {
         Code::W007,
         Code::W008,
         Code::W009,
+        Code::W010,
+        Code::W011,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -220,6 +229,7 @@ impl Code {
             Code::E014 => "E014",
             Code::E015 => "E015",
             Code::E016 => "E016",
+            Code::E017 => "E017",
             Code::W001 => "W001",
             Code::W002 => "W002",
             Code::W003 => "W003",
@@ -229,6 +239,8 @@ impl Code {
             Code::W007 => "W007",
             Code::W008 => "W008",
             Code::W009 => "W009",
+            Code::W010 => "W010",
+            Code::W011 => "W011",
         }
     }
 

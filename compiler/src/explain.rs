@@ -26,6 +26,7 @@ pub fn explain(code: Code) -> &'static str {
         Code::E014 => E014,
         Code::E015 => E015,
         Code::E016 => E016,
+        Code::E017 => E017,
         Code::W001 => W001,
         Code::W002 => W002,
         Code::W003 => W003,
@@ -35,6 +36,8 @@ pub fn explain(code: Code) -> &'static str {
         Code::W007 => W007,
         Code::W008 => W008,
         Code::W009 => W009,
+        Code::W010 => W010,
+        Code::W011 => W011,
     }
 }
 
@@ -325,8 +328,9 @@ const E012: &str = r#"E012: finalize or gate cannot terminate properly
 
 A `finalize` step calls a role whose output is not the built-in `Delivery` contract
 (`{candidate_id: string, summary: string}`), so the runtime could not check that the
-delivery is the candidate that was evaluated; or a flow has a `gate` step but no path
-from it to a `finalize` step or a terminal.
+delivery is the candidate that was evaluated; or a flow has a `finalize` step but no
+`gate` step, so no candidate is ever evaluated and nothing could be delivered; or a flow
+has a `gate` step but no path from it to a `finalize` step or a terminal.
 
 Wrong:
 
@@ -337,6 +341,12 @@ Right:
 
     role finalizer { model: default  prompt: """Sum up {{ candidate.text }}"""  input: Candidate  output: Delivery }
     deliver = finalize finalizer(best)  -> done
+
+A `finalize` step needs a gate before it:
+
+    execute = each t in plan.tasks: executor(t)  -> judge
+    judge   = gate quality                       pass -> deliver  fail -> repair
+    deliver = finalize finalizer(best)           -> done
 "#;
 
 const E013: &str = r#"E013: bad literal
@@ -433,6 +443,36 @@ Right:
       prompt: file("prompts/planner.md.j2")
       input: Request
       output: Plan
+    }
+"#;
+
+const E017: &str = r#"E017: a gate reads a step that cannot have run before it
+
+A gate's rules, scores and `pass when` are evaluated when the flow reaches the `gate`
+step (or, for a per-item `check`, while its `each` step runs). They can read only the
+outputs of steps that can have run by then: steps with a path of transitions to the gate
+step. A step that only runs after the gate (or on another branch) has no output when the
+gate is evaluated, so the rule would judge nothing. The same holds for the gate's
+subject (`gate G on STEP`): it must run before the gate step that evaluates it.
+
+Wrong:
+
+    gate validity on create {
+      hard ran_ok: execute.kind == ok  else RUN_FAILED       // `execute` runs after `judge`
+      pass when score >= 7
+    }
+    flow {
+      create  = creator(plan)    -> check
+      check   = checker(create)  -> judge
+      judge   = gate validity    pass -> execute  fail -> repair
+      execute = runner(create)   -> done
+    }
+
+Right:
+
+    gate validity on create {
+      hard no_errors: every i in check.issues: i.severity != error  else DESIGN_ERROR
+      pass when score >= 7
     }
 "#;
 
@@ -620,6 +660,60 @@ Right:
       strong  = "anthropic:claude-sonnet-4-5"
     }
     role reviewer { model: strong  prompt: """Review {{ candidate.text }}"""  input: Candidate  output: Review }
+"#;
+
+const W010: &str = r#"W010: a role that receives feedback never reads it
+
+The role runs again because something judged its work: a `rerun X with feedback` arm, a
+repair `ask` whose answer reruns the judged step, a warning's arm, a per-item `check`'s
+stage retry, `replan` (the entry step's role), or a `when` transition from an `ask`
+step. The runtime passes the reason as `feedback` (the issues with their details, the
+judges' outputs, the person's note), but this role's template never reads `feedback`, so
+the model gets the same prompt as before and is likely to repeat the same answer.
+`feedback` is `none` on a first call; `{{ feedback }}` on its own renders it as Markdown.
+
+Wrong:
+
+    role executor { model: default  prompt: """Do this: {{ task.goal }}"""  input: Task  output: StageResult }
+    repair { rounds 2  INCOMPLETE -> rerun execute with feedback }
+
+Right:
+
+    role executor {
+      model: default
+      prompt: """
+        Do this: {{ task.goal }}
+        {% if feedback %}Your last attempt was sent back:
+        {{ feedback }}{% endif %}
+      """
+      input: Task
+      output: StageResult
+    }
+    repair { rounds 2  INCOMPLETE -> rerun execute with feedback }
+"#;
+
+const W011: &str = r#"W011: a finalize role never reads the candidate's id
+
+A `finalize` role's `Delivery.candidate_id` must equal the id of the best evaluated
+candidate (`c1`, `c2`, ...), or the delivery is refused (`delivery_mismatch`). Its
+template never reads `candidate.id` (nor the whole `candidate`), so the model cannot
+know which id to give.
+
+Wrong:
+
+    role finalizer { model: default  prompt: """Sum up {{ candidate.text }}"""  input: Candidate  output: Delivery }
+
+Right:
+
+    role finalizer {
+      model: default
+      prompt: """
+        Sum up {{ candidate.text }}
+        Set `candidate_id` to "{{ candidate.id }}".
+      """
+      input: Candidate
+      output: Delivery
+    }
 "#;
 
 #[cfg(test)]

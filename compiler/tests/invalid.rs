@@ -19,7 +19,8 @@
 //!
 //! Specs outside `specs/invalid/` must compile with no diagnostic at all, except those in
 //! `specs/warnings/`, which must yield exactly one diagnostic: the warning whose code
-//! starts the file name (`w004_tools_without_limit.charter`).
+//! starts the file name (`w004_tools_without_limit.charter`). Each warning case has a
+//! snapshot too (`specs/warnings/snapshots/<case>.snap`, the same layout).
 
 // Tests may read the fixture corpus; the compiler itself does no I/O (clippy.toml).
 #![allow(clippy::disallowed_methods)]
@@ -70,6 +71,43 @@ fn invalid_specs_match_their_snapshots() {
                     case.name
                 )
             });
+        }
+    }
+    assert!(failures.is_empty(), "\n{}\n", failures.join("\n"));
+}
+
+#[test]
+fn warning_specs_match_their_snapshots() {
+    let root = repository_root();
+    let warnings = root.join("specs").join("warnings");
+    if !warnings.is_dir() {
+        return;
+    }
+    let mut failures = Vec::new();
+    for file in sorted_entries(&warnings) {
+        if file
+            .extension()
+            .is_none_or(|extension| extension != "charter")
+        {
+            continue;
+        }
+        let compilation = compile_file(&root, &file, &warnings);
+        let snapshot = snapshot_text(&root, &file, &compilation);
+        let name = stem(&file);
+        let outcome = std::panic::catch_unwind(move || {
+            insta::with_settings!({
+                snapshot_path => "../../specs/warnings/snapshots",
+                prepend_module_to_snapshot => false,
+                omit_expression => true,
+            }, {
+                insta::assert_snapshot!(name, snapshot);
+            });
+        });
+        if outcome.is_err() {
+            failures.push(format!(
+                "{}: diagnostics differ from the snapshot (or it has none yet); review with `cargo insta review`",
+                relative(&root, &file)
+            ));
         }
     }
     assert!(failures.is_empty(), "\n{}\n", failures.join("\n"));

@@ -103,6 +103,19 @@ pub struct ModelRequest {
     pub previous_error: Option<String>,
 }
 
+impl ModelRequest {
+    /// The text of every message the model is shown for this call, in order: the
+    /// rendered prompt, then on a provider retry after a contract violation the
+    /// correction that lists the violations (as the live providers send them).
+    pub fn messages(&self) -> Vec<String> {
+        let mut messages = vec![self.prompt.clone()];
+        if let Some(previous_error) = &self.previous_error {
+            messages.push(crate::providers::correction(previous_error));
+        }
+        messages
+    }
+}
+
 /// What a model answered: structured JSON or text still to be parsed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ModelOutput {
@@ -171,6 +184,10 @@ pub enum ProviderError {
     /// A replay was asked for a call its cassette does not hold: the run cannot go on.
     #[error("the cassette has no call {key}")]
     NotRecorded { key: CallKey },
+    /// A replayed call's prompt does not meet the call's `expect_prompt`: the run cannot
+    /// go on, since the scenario's story depends on what the model was shown.
+    #[error("the prompt of call {key} {}", unmet.join("; "))]
+    PromptExpectation { key: CallKey, unmet: Vec<String> },
     /// A replay was asked for a human answer its cassette does not hold.
     #[error("{}", no_human_answer(step, *round, *attempt))]
     NoHumanAnswer {
@@ -247,7 +264,9 @@ impl ProviderError {
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
-            ProviderError::NotRecorded { .. } | ProviderError::NoHumanAnswer { .. }
+            ProviderError::NotRecorded { .. }
+                | ProviderError::NoHumanAnswer { .. }
+                | ProviderError::PromptExpectation { .. }
         )
     }
 }

@@ -288,6 +288,7 @@ fn empty_call(key: &CallKey) -> RecordedCall {
         latency: None,
         usage: None,
         tool_calls: Vec::new(),
+        expect_prompt: None,
     }
 }
 

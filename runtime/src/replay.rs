@@ -14,6 +14,11 @@
 //! | none of them        | `ProviderError::TimedOut` after the latency           |
 //! | not in the cassette | `ProviderError::NotRecorded` naming the key, at once  |
 //!
+//! A call with `expect_prompt` is checked first, against every message the model would be
+//! shown ([`ModelRequest::messages`]): a `contains` text missing from all of them, or a
+//! `not_contains` text in one of them, is `ProviderError::PromptExpectation` naming the
+//! key and the texts, at once, and the run stops (the scenario's story depends on it).
+//!
 //! Every call looked up is counted as used (even if its future is then dropped by a
 //! timeout), so [`ReplayProvider::unused`] lists the recorded calls a run never made.
 
@@ -110,16 +115,27 @@ impl ReplayProvider {
         Ok(answer)
     }
 
-    /// What the call `key` returns and after how long; `Err` when it is not recorded.
+    /// What the call `request` returns and after how long; `Err` when it is not recorded
+    /// or its prompt does not meet the call's `expect_prompt`.
     fn play(
         &self,
-        key: &CallKey,
+        request: &ModelRequest,
     ) -> Result<(Duration, Result<ModelResponse, ProviderError>), ProviderError> {
+        let key = &request.key;
         let call = self
             .calls
             .get(key)
             .ok_or_else(|| ProviderError::NotRecorded { key: key.clone() })?;
         lock(&self.used_calls).insert(key.clone());
+        if let Some(expect) = &call.expect_prompt {
+            let unmet = expect.unmet(&request.messages().join("\n\n"));
+            if !unmet.is_empty() {
+                return Err(ProviderError::PromptExpectation {
+                    key: key.clone(),
+                    unmet,
+                });
+            }
+        }
         Ok(playback(call))
     }
 }
@@ -182,7 +198,7 @@ impl Provider for ReplayProvider {
         request: ModelRequest,
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
         Box::pin(async move {
-            let (latency, outcome) = self.play(&request.key)?;
+            let (latency, outcome) = self.play(&request)?;
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;
             }

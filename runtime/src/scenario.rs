@@ -8,8 +8,8 @@
 //!
 //! Loading a cassette checks that its `version` is supported, that no two calls share a
 //! key (step, round, item, attempt, role), that no two human answers share (step,
-//! round), and that a call holds at most one of `response`, `raw` and `error`; every
-//! error names the file and, where known, the line.
+//! round), that a call holds at most one of `response`, `raw` and `error`, and that no
+//! `expect_prompt` text is empty; every error names the file and, where known, the line.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -174,6 +174,11 @@ pub struct RecordedCall {
     pub usage: Option<RecordedUsage>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<RecordedToolCall>,
+    /// What the call's prompt must (not) contain, checked on replay: how a hand-written
+    /// scenario proves that a role saw what it needed (DESIGN §10). Boxed: most calls
+    /// have none, and every journal entry holds a call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_prompt: Option<Box<ExpectPrompt>>,
 }
 
 impl RecordedCall {
@@ -204,6 +209,36 @@ pub struct RecordedError {
         skip_serializing_if = "Option::is_none"
     )]
     pub retry_after: Option<Duration>,
+}
+
+/// `expect_prompt: { contains: [...], not_contains: [...] }` on a call: texts that every
+/// message the model is shown for this call (the rendered prompt, and on a provider retry
+/// the violations it is told) must hold, and texts none of them may hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectPrompt {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contains: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_contains: Vec<String>,
+}
+
+impl ExpectPrompt {
+    /// What `prompt` fails of these expectations, one line per text, in the order they are
+    /// written (`contains` first); empty when it meets them all.
+    pub fn unmet(&self, prompt: &str) -> Vec<String> {
+        let missing = self
+            .contains
+            .iter()
+            .filter(|text| !prompt.contains(text.as_str()))
+            .map(|text| format!("does not contain {text:?}"));
+        let present = self
+            .not_contains
+            .iter()
+            .filter(|text| prompt.contains(text.as_str()))
+            .map(|text| format!("contains {text:?}, which `not_contains` forbids"));
+        missing.chain(present).collect()
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -376,6 +411,19 @@ impl Cassette {
                     line,
                     format!(
                         "call {} has more than one of `response`, `raw` and `error`",
+                        call.key()
+                    ),
+                ));
+            }
+            let texts = call
+                .expect_prompt
+                .iter()
+                .flat_map(|expect| expect.contains.iter().chain(&expect.not_contains));
+            if texts.into_iter().any(String::is_empty) {
+                return Err(error(
+                    line,
+                    format!(
+                        "call {}: an `expect_prompt` text is empty (every prompt contains it)",
                         call.key()
                     ),
                 ));

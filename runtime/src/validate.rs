@@ -44,6 +44,20 @@ pub fn violations_text(violations: &[Violation]) -> String {
         .join("\n")
 }
 
+/// Checks a run's input against the spec's request contract (the contract of `request`,
+/// `CompiledSpec::request`) before anything runs. On success returns the input with its
+/// defaults filled in; a spec whose request contract nothing decides takes any input.
+pub fn validate_request(spec: &CompiledSpec, input: &Value) -> Result<Value, Vec<Violation>> {
+    match spec
+        .request
+        .as_deref()
+        .filter(|contract| spec.contracts.contains_key(*contract))
+    {
+        Some(contract) => Validator::for_spec(spec).validate(contract, input),
+        None => Ok(input.clone()),
+    }
+}
+
 /// Validates values against the contracts of one compiled spec.
 #[derive(Clone, Copy, Debug)]
 pub struct Validator<'a> {

@@ -252,6 +252,9 @@ pub fn check(spec: &SpecFile, sources: &Sources) -> (Checked, Vec<Diagnostic>) {
     };
     let names_clean = !diagnostics.iter().any(Diagnostic::is_error);
     checked.flow = flow::check(spec, &symbols, names_clean, &mut diagnostics);
+    if !diagnostics.iter().any(Diagnostic::is_error) {
+        flow::feedback::check(&symbols, &checked.templates, &mut diagnostics);
+    }
     required::check(&symbols, &mut diagnostics);
     (checked, diagnostics)
 }

@@ -746,12 +746,36 @@ fn check_scenario(
     let recorded = cassette.recorded.clone();
     let calls = cassette.calls.clone();
 
+    // A bad input is the scenario's mistake, shown at its `input:`; nothing is replayed.
+    if let Err(violations) = crate::validate::validate_request(&spec, &scenario.input) {
+        let contract = spec.request.as_deref().unwrap_or("Request");
+        return report.problems.push(error_at(
+            scenario_file.clone(),
+            line_of(scenario_text, "input:"),
+            format!(
+                "`input` does not match the request contract `{contract}`: {}",
+                violations
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        ));
+    }
     let first = match replay(&spec, scenario.input.clone(), cassette.clone(), root) {
         Ok(replayed) => replayed,
         Err(error) => {
+            // A prompt that misses its `expect_prompt` is shown at the call that expects it.
+            let line = match &error {
+                RunError::PromptExpectation { key, .. } => calls
+                    .iter()
+                    .position(|call| call.key() == *key)
+                    .and_then(|index| crate::yaml::call_lines(&cassette_text).get(index).copied()),
+                _ => None,
+            };
             return report.problems.push(error_at(
                 cassette_file.clone(),
-                Some(1),
+                line.or(Some(1)),
                 format!("the replay failed: {error}"),
             ));
         }

@@ -226,3 +226,96 @@ async fn the_provider_works_behind_a_trait_object() {
     let response = provider.complete(request(CallKey::new("plan"))).await;
     assert!(response.is_ok());
 }
+
+/// A replay of one `plan` call that expects its prompt to hold `found` and not `stale`.
+fn expecting_replay() -> ReplayProvider {
+    let cassette = r#"
+version: 1
+recorded: { spec_hash: "sha256:x" }
+calls:
+  - step: plan
+    expect_prompt: { contains: ["the finding", "the violation"], not_contains: ["stale note"] }
+    response: { goal: "g", tasks: [] }
+"#;
+    match Cassette::from_yaml("cassette.yaml", cassette) {
+        Ok(cassette) => ReplayProvider::new(cassette),
+        Err(error) => panic!("{error}"),
+    }
+}
+
+fn plan_request(prompt: &str, previous_error: Option<&str>) -> ModelRequest {
+    ModelRequest {
+        prompt: prompt.into(),
+        previous_error: previous_error.map(str::to_string),
+        ..request(CallKey::new("plan"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_prompt_that_meets_expect_prompt_is_answered() {
+    // The violation is told to the model in a second message; it counts as seen.
+    let outcome = expecting_replay()
+        .complete(plan_request(
+            "fix the finding",
+            Some("tasks: the violation"),
+        ))
+        .await;
+    assert!(
+        matches!(
+            outcome,
+            Ok(ModelResponse {
+                output: ModelOutput::Json(_),
+                ..
+            })
+        ),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_prompt_that_misses_expect_prompt_stops_the_replay_naming_key_and_texts() {
+    let provider = expecting_replay();
+    let outcome = provider
+        .complete(plan_request("fix it; stale note: ignore", None))
+        .await;
+    let error = outcome.err();
+    assert_eq!(
+        error,
+        Some(ProviderError::PromptExpectation {
+            key: CallKey::new("plan"),
+            unmet: vec![
+                r#"does not contain "the finding""#.to_string(),
+                r#"does not contain "the violation""#.to_string(),
+                r#"contains "stale note", which `not_contains` forbids"#.to_string(),
+            ],
+        })
+    );
+    let error = error.unwrap_or_else(|| unreachable!());
+    assert!(error.is_fatal());
+    assert_eq!(
+        error.to_string(),
+        r#"the prompt of call {step: plan, round: 1, attempt: 1} does not contain "the finding"; does not contain "the violation"; contains "stale note", which `not_contains` forbids"#
+    );
+    // The call was looked up: it is not reported as unused as well.
+    assert_eq!(provider.unused(), Vec::<CallKey>::new());
+}
+
+#[test]
+fn an_empty_expect_prompt_text_is_a_loading_error() {
+    let cassette = r#"
+version: 1
+recorded: { spec_hash: "sha256:x" }
+calls:
+  - step: plan
+    expect_prompt: { contains: [""] }
+"#;
+    let error = Cassette::from_yaml("cassette.yaml", cassette).map(|_| ());
+    let message = error
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(
+        message.contains("cassette.yaml:5") && message.contains("`expect_prompt` text is empty"),
+        "{message}"
+    );
+}

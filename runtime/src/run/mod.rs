@@ -45,7 +45,7 @@ use crate::eval::{Bindings, EvalError, evaluate, evaluate_bool};
 use crate::prompt::Prompts;
 use crate::provider::{HumanChannel, HumanRequest, Provider};
 use crate::trace::{EventKind, RepairAction, RetryKind, TraceEvent, TraceSink};
-use crate::validate::{Validator, violations_text};
+use crate::validate::{Validator, validate_request, violations_text};
 
 pub use crate::trace::BudgetKind;
 pub use delivery::{Delivered, DeliveryTarget};
@@ -246,12 +246,9 @@ impl std::fmt::Debug for Scheduler<'_> {
 impl<'r> Scheduler<'r> {
     async fn run_to_end(&mut self, input: Value) -> Result<RunOutcome, RunError> {
         let spec = self.spec;
-        let request = match spec.contracts.get("Request") {
-            Some(_) => Validator::for_spec(spec)
-                .validate("Request", &input)
-                .map_err(|violations| RunError::Input(violations_text(&violations)))?,
-            None => input,
-        };
+        // Before anything runs: a bad input calls nothing.
+        let request = validate_request(spec, &input)
+            .map_err(|violations| RunError::Input(violations_text(&violations)))?;
         self.state.request = Arc::new(request.clone());
         let frozen = (|| {
             self.emit(EventKind::RunStarted {

@@ -78,6 +78,9 @@ impl RunConfig {
 pub enum RunError {
     #[error("no recorded call for {key}")]
     Unrecorded { key: CallKey },
+    /// A replayed call's prompt does not meet its `expect_prompt`: one line per text.
+    #[error("the prompt of call {key} {}", unmet.join("; "))]
+    PromptExpectation { key: CallKey, unmet: Vec<String> },
     #[error("provider failed: {0}")]
     Provider(String),
     #[error("no usable answer for the human decision at step `{step}`: {message}")]

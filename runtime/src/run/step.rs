@@ -269,6 +269,9 @@ impl Scheduler<'_> {
             Err(CallFailure::Provider(ProviderError::NotRecorded { key })) => {
                 return Err(Halt::Error(RunError::Unrecorded { key }));
             }
+            Err(CallFailure::Provider(ProviderError::PromptExpectation { key, unmet })) => {
+                return Err(Halt::Error(RunError::PromptExpectation { key, unmet }));
+            }
             Err(CallFailure::Provider(error)) if error.is_fatal() => {
                 return Err(Halt::Error(RunError::Provider(error.to_string())));
             }

@@ -220,3 +220,30 @@ fn type_texts() {
         ]
     );
 }
+
+#[test]
+fn a_run_input_is_checked_against_the_request_contract_with_defaults_filled() {
+    // The request contract is the entry role's input, whatever its name.
+    let spec = compile_spec(
+        r#"spec t version "1"
+contract Order { item: string  count: int(1..) = 1 }
+contract Receipt { id: string }
+role clerk { model: "openai:m" prompt: """{{ order.item }}""" input: Order output: Receipt }
+flow { take = clerk(request) -> done }
+"#,
+    );
+    assert_eq!(spec.request.as_deref(), Some("Order"));
+    assert_eq!(
+        validate_request(&spec, &json!({"item": "tea"})),
+        Ok(json!({"item": "tea", "count": 1}))
+    );
+    let violations: Vec<String> = validate_request(&spec, &json!({"item": 3, "count": 0}))
+        .err()
+        .unwrap_or_default()
+        .iter()
+        .map(Violation::to_string)
+        .collect();
+    assert_eq!(violations.len(), 2, "{violations:?}");
+    assert!(violations[0].starts_with("item: "), "{violations:?}");
+    assert!(violations[1].starts_with("count: "), "{violations:?}");
+}

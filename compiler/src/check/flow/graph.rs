@@ -205,6 +205,20 @@ impl<'a> StepGraph<'a> {
         self.upstream.get(&node).map_or(&[], Vec::as_slice)
     }
 
+    /// The steps with a path of written transitions to `node` (not `node` itself unless it
+    /// is on a loop), in flow order: the steps that can have run before `node` runs.
+    pub fn leading_to(&self, node: NodeIndex) -> Vec<NodeIndex> {
+        let previous: Vec<NodeIndex> = self
+            .written
+            .neighbors_directed(node, Direction::Incoming)
+            .collect();
+        let reached = reverse_reach(&self.written, &previous);
+        (0..self.steps.len())
+            .filter(|position| reached.get(*position) == Some(&true))
+            .map(NodeIndex::new)
+            .collect()
+    }
+
     /// Reports step targets that name no step (E002). Only reached when the name checks
     /// passed, so these were not reported yet; the graph checks are skipped when any is.
     pub fn check_targets_resolve(&self, symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {

@@ -1,4 +1,4 @@
-//! Flow rules: loops, reachability, repair coverage, invariants, judges, finalize, task DAGs (E006–E012, E015) and warnings.
+//! Flow rules: loops, reachability, repair coverage, invariants, judges, finalize, task DAGs, what gates read (E006–E012, E015, E017) and warnings.
 //!
 //! The checks are split by what they look at:
 //! - [`graph`]: the step graph (petgraph) and the checks that walk it: unbounded loops
@@ -6,7 +6,12 @@
 //!   never finishes (E012);
 //! - [`repair`]: repair coverage and repair arms (E008, E009);
 //! - [`roles`]: static invariants (E010), judges holding write/external tools (E011),
-//!   finalize roles that do not output `Delivery` (E012);
+//!   finalize roles that do not output `Delivery` and finalize steps in a flow with no
+//!   gate (E012);
+//! - [`reads`]: gates that read a step that cannot have run before them (E017);
+//! - [`feedback`]: roles that can receive feedback but never read it (W010), finalize
+//!   roles that never read the candidate's id (W011); run by `check` after the
+//!   templates are analysed, on a spec without errors;
 //! - [`tasks`]: static work lists whose `depends_on` is missing or cyclic (E015);
 //! - [`unused`]: the warnings W001–W006 and W009.
 //!
@@ -14,7 +19,9 @@
 //! definitions) run only when the earlier checks found no error; the local ones always run
 //! and skip whatever does not resolve, so an unknown name never causes follow-on errors.
 
+pub(crate) mod feedback;
 mod graph;
+mod reads;
 mod repair;
 mod roles;
 mod tasks;
@@ -109,6 +116,7 @@ pub fn check(
             if diagnostics.len() == before {
                 step_graph.check(symbols, diagnostics);
                 repair::check(symbols, step_graph, diagnostics);
+                reads::check(symbols, step_graph, diagnostics);
             }
         } else if let Some(repair) = symbols.repair {
             repair::check_unused_without_flow(repair, diagnostics);

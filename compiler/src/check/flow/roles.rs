@@ -1,5 +1,6 @@
 //! Checks on roles as the flow uses them: static invariants (E010), judges holding a
-//! `write` or `external` tool (E011), finalize roles that do not output `Delivery` (E012).
+//! `write` or `external` tool (E011), finalize roles that do not output `Delivery` and
+//! finalize steps in a flow with no gate (E012).
 
 use std::collections::BTreeSet;
 
@@ -132,6 +133,7 @@ pub(super) fn check(symbols: &Symbols<'_>, judges: &Judges<'_>, diagnostics: &mu
     check_invariants(symbols, diagnostics);
     check_judge_tools(symbols, judges, diagnostics);
     check_finalize_roles(symbols, diagnostics);
+    check_finalize_has_gate(symbols, diagnostics);
 }
 
 /// E010: `ROLE has no tools` and `only ROLE uses TOOL`, checked against the roles' tools.
@@ -270,6 +272,42 @@ fn check_finalize_roles(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>
             continue;
         }
         diagnostics.extend(finalize_output(role.span, definition));
+    }
+}
+
+/// E012: a `finalize` step in a flow with no `gate` step. Candidates are formed only for
+/// the subject of an evaluated gate, so no candidate could ever be delivered.
+fn check_finalize_has_gate(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
+    let Some(flow) = symbols.flow else {
+        return;
+    };
+    if flow
+        .steps
+        .iter()
+        .any(|step| matches!(step.body, StepBody::Gate { .. }))
+    {
+        return;
+    }
+    for step in &flow.steps {
+        let StepBody::Finalize { role, .. } = &step.body else {
+            continue;
+        };
+        diagnostics.push(
+            Diagnostic::new(
+                Code::E012,
+                role.span,
+                format!(
+                    "step `{}` finalizes, but the flow has no `gate` step: no candidate is ever evaluated",
+                    step.name.name
+                ),
+            )
+            .with_label("finalized here, but no gate ever evaluates a candidate")
+            .with_help(format!(
+                "evaluate the work with a gate before `{}` (`judge = gate G  pass -> {} fail -> repair`), \
+                 or call `{}` as a plain step: a flow without `finalize` answers with its last step's output",
+                step.name.name, step.name.name, role.name
+            )),
+        );
     }
 }
 

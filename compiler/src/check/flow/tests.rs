@@ -536,11 +536,12 @@ fn finalize_roles_and_gates_that_never_finish() {
     expect(
         r#"
 flow {
-  work = worker(request) -> ship
-  ship = finalize worker(request) -> done
+  work  = worker(request) -> judge
+  judge = gate quality    pass -> ship  fail -> done
+  ship  = finalize worker(request) -> done
 }
 "#,
-        &[("E012", 3)],
+        &[("E012", 4)],
     );
     // A gate whose pass path loops back: the run can only end when repair ends.
     expect(
@@ -591,6 +592,187 @@ flow {
 "#,
         &[],
     );
+}
+
+#[test]
+fn a_finalize_step_needs_a_gate_step_in_its_flow() {
+    expect(
+        r#"
+flow {
+  work = worker(request)          -> ship
+  ship = finalize finalizer(best) -> done
+}
+"#,
+        &[("E012", 3)],
+    );
+    // A per-item check forms no candidate either: only a `gate` step evaluates one.
+    expect(
+        r#"
+flow {
+  work = each t in request.goals: worker(t) check quality by reviewer -> ship
+  ship = finalize finalizer(best)                                     -> done
+}
+"#,
+        &[("E012", 3)],
+    );
+}
+
+#[test]
+fn gates_read_only_steps_that_ran_before_them() {
+    // `review` runs only after the gate: the score rule (line -2) reads it too early.
+    expect(
+        r#"
+flow {
+  work   = worker(request) -> judge
+  judge  = gate quality    pass -> review  fail -> done
+  review = reviewer(work)  -> done
+}
+"#,
+        &[("E017", -2)],
+    );
+    // On another branch: `review` never leads to `judge`.
+    expect(
+        r#"
+flow {
+  work   = worker(request)
+             when work.ok -> judge
+             else         -> review
+  review = reviewer(work)  -> done
+  judge  = gate quality    pass -> done  fail -> done
+}
+"#,
+        &[("E017", -2)],
+    );
+    // The subject itself (line -4) and a rule reading it by name (line -3) after the gate.
+    expect(
+        r#"
+flow {
+  review = reviewer(request) -> judge
+  judge  = gate quality      pass -> work  fail -> done
+  work   = worker(request)   -> done
+}
+"#,
+        &[("E017", -4), ("E017", -3)],
+    );
+    // A loop through `when` makes the later step upstream: it may have run in a past visit.
+    expect(
+        r#"
+budget { steps 20 }
+flow {
+  work   = worker(request) -> judge
+  judge  = gate quality    pass -> review  fail -> done
+  review = reviewer(work)
+             when review.rating > 5 -> done
+             else                   -> work
+}
+"#,
+        &[],
+    );
+    // A per-item check: `item` and the `by` role are the check's own names; `review`
+    // (line 2) runs after the `each` step, `work` is the step being checked.
+    expect(
+        r#"
+gate per_item on work {
+  hard fine: item.ok and work.ok and reviewer.rating > 3 and review.rating > 3 else BAD_ITEM
+  pass when true
+}
+flow {
+  work   = each t in request.goals: worker(t) check per_item by reviewer -> review
+  review = reviewer(work) -> judge
+  judge  = gate quality   pass -> done  fail -> done
+}
+"#,
+        &[("E017", 2)],
+    );
+}
+
+#[test]
+fn roles_that_can_receive_feedback() {
+    let text = r#"spec t version "1"
+contract Request { goal: string }
+contract Out { text: string  ok: bool }
+contract Review { rating: int(0..=10) }
+role planner { model: "openai:x"  prompt: "p"  input: Request  output: Out }
+role worker { model: "openai:x"  prompt: "w"  input: Out  output: Out }
+role checker { model: "openai:x"  prompt: "c"  input: Out  output: Out }
+role stager { model: "openai:x"  prompt: "s"  input: Out  output: Out }
+role reviewer { model: "openai:x"  prompt: "r"  input: Candidate  output: Review }
+role fixer { model: "openai:x"  prompt: "f"  input: Out  output: Out }
+role bystander { model: "openai:x"  prompt: "b"  input: Out  output: Out }
+gate quality on work {
+  hard ok: work.ok else NOT_OK
+  warn noted: check.ok else UNNOTED
+  score rating weight 1: review.rating below 5 LOW
+  pass when score >= 6
+}
+gate item_ok on stage {
+  hard fine: item.ok else BAD_ITEM
+  pass when true
+}
+repair {
+  rounds 2
+  NOT_OK -> rerun check
+  LOW -> replan
+  UNNOTED -> rerun check
+  _ -> ask "fix it?"
+}
+budget { steps 30 }
+flow {
+  plan    = planner(request)           -> stage
+  stage   = each t in [plan]: stager(t) check item_ok -> work
+  work    = worker(plan)               -> check
+  check   = checker(work)              -> review
+  review  = reviewer(work)             -> judge
+  judge   = gate quality               pass -> confirm  fail -> repair
+  confirm = ask "ok?"
+              when confirm.approved -> done
+              else                  -> fix
+  fix     = fixer(work)                -> other
+  other   = bystander(fix)             -> done
+}
+"#;
+    let mut sources = Sources::new();
+    let file = sources.add("test.charter", text);
+    let (spec, syntax) = crate::syntax::parse(file, &mut sources, &loader());
+    assert!(syntax.is_empty(), "syntax errors: {syntax:#?}");
+    let spec = spec.expect("parsed");
+    let mut diagnostics = Vec::new();
+    let symbols = Symbols::collect(&spec, &mut diagnostics);
+    let found: Vec<(String, String)> = super::feedback::sources(&symbols)
+        .into_iter()
+        .map(|source| (source.role, source.reason))
+        .collect();
+    // In the order the reasons are written: the repair arms, then the flow.
+    let expected = [
+        (
+            "planner",
+            "`replan` reruns the entry step `plan` with the reason",
+        ),
+        (
+            "checker",
+            "a rerun for the warning `UNNOTED` gives it the gate's issues",
+        ),
+        (
+            "worker",
+            "when the person approves, `work` is rerun with the issues of gate `quality` and the person's note",
+        ),
+        (
+            "stager",
+            "a stage retry of `stage` gives it the check's issues",
+        ),
+        (
+            "fixer",
+            "the answer to `confirm` reaches `fix` as `feedback.human`",
+        ),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(role, reason)| ((*role).to_string(), (*reason).to_string()))
+        .collect();
+    assert_eq!(found, expected);
+    // `rerun check` for the error-level NOT_OK alone gives no feedback, and `bystander`
+    // (after `fix`, not reached from the `ask` directly) receives none.
+    assert!(!found.iter().any(|(role, _)| role == "bystander"));
 }
 
 #[test]
@@ -733,8 +915,9 @@ fn a_misspelt_finalize_output_is_left_to_the_name_check() {
         r#"
 role closer { model: default  prompt: "ship"  input: Candidate  output: Delivry }
 flow {
-  work = worker(request) -> ship
-  ship = finalize closer(best) -> done
+  work  = worker(request) -> judge
+  judge = gate quality    pass -> ship  fail -> done
+  ship  = finalize closer(best) -> done
 }
 "#,
         &[],
@@ -822,4 +1005,69 @@ fn deep_expressions_do_not_overflow() {
     assert_eq!(roots, 200_001);
     // Dropping a 200,000-deep box chain recurses; leak it instead (this is a test).
     std::mem::forget(expr);
+}
+
+/// The codes `compile` reports for a small spec whose writer and finalizer templates are
+/// given: a writer rerun with feedback, a finalizer after a gate.
+fn template_warnings(writer: &str, finalizer: &str) -> Vec<String> {
+    let text = format!(
+        r#"spec t version "1"
+contract Request {{ goal: string }}
+contract Draft {{ text: string }}
+contract Review {{ rating: int(0..=10) }}
+role writer {{ model: "openai:x"  prompt: """{writer}"""  input: Request  output: Draft }}
+role critic {{ model: "openai:x"  prompt: """{{{{ candidate.text }}}}"""  input: Candidate  output: Review }}
+role publisher {{ model: "openai:x"  prompt: """{finalizer}"""  input: Candidate  output: Delivery }}
+gate quality on write {{
+  score rating weight 1: review.rating below 6 LOW
+  pass when score >= 6
+}}
+repair {{ rounds 1  LOW -> rerun write with feedback }}
+flow {{
+  write   = writer(request)          -> review
+  review  = critic(candidate)        -> judge
+  judge   = gate quality             pass -> deliver  fail -> repair
+  deliver = finalize publisher(best) -> done
+}}
+"#
+    );
+    let compilation = crate::compile("t.charter", &text, &crate::NoFiles);
+    compilation
+        .diagnostics
+        .iter()
+        .map(|diagnostic| diagnostic.code.to_string())
+        .collect()
+}
+
+#[test]
+fn w010_and_w011_follow_what_the_templates_read() {
+    let reads_id = "Deliver {{ candidate.id }}";
+    let reads_feedback = "{{ request.goal }}{% if feedback %} Fix: {{ feedback }}{% endif %}";
+    assert_eq!(
+        template_warnings(reads_feedback, reads_id),
+        Vec::<String>::new()
+    );
+    // A field of `feedback` is a read of it too.
+    assert_eq!(
+        template_warnings(
+            "{% for i in feedback.issues %}{{ i.message }}{% endfor %}",
+            reads_id
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(template_warnings("{{ request.goal }}", reads_id), ["W010"]);
+    // The whole candidate, rendered, holds its id.
+    assert_eq!(
+        template_warnings(reads_feedback, "{{ candidate | tojson }}"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        template_warnings(
+            reads_feedback,
+            "{% for r in candidate.items %}{{ r }}{% endfor %}"
+        ),
+        ["W011"]
+    );
+    // A template that does not parse is E014's; no warning is guessed from it.
+    assert_eq!(template_warnings("{{ request.goal", reads_id), ["E014"]);
 }

@@ -333,7 +333,7 @@ fn a_changed_trace_leaves_a_pending_snapshot_insta_can_read() {
 fn expect_prompt_passes_when_the_prompt_holds_the_text_and_fails_naming_key_and_text() {
     let root = project("expect-prompt", "repair_succeeds");
     let cassette = root.join("golden/closed_loop/repair_succeeds/cassette.yaml");
-    let call = "  - step: execute\n    round: 2\n    item: T-002\n";
+    let call = "  - step: execute\n    round: 2\n    item: T-001\n";
     edit(
         &cassette,
         call,
@@ -359,7 +359,7 @@ fn expect_prompt_passes_when_the_prompt_holds_the_text_and_fails_naming_key_and_
     let all = failed.all();
     assert!(
         all.contains(
-            r#"the prompt of call {step: execute, round: 2, item: T-002, attempt: 1} does not contain "cite the efficiency figures""#
+            r#"the prompt of call {step: execute, round: 2, item: T-001, attempt: 1} does not contain "cite the efficiency figures""#
         ),
         "{all}"
     );

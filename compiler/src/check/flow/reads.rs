@@ -15,12 +15,15 @@ use crate::syntax::ast::{Expr, Gate, GateRule, Step, StepBody};
 /// Names a gate's expressions see that are not steps (they shadow a step of that name).
 const GATE_NAMES: [&str; 5] = ["request", "candidate", "best", "run", "score"];
 
-/// Every expression of a gate that is evaluated from data: its rules, scores and `pass when`.
+/// Every expression of a gate that is evaluated from data: its rules and their details,
+/// scores and `pass when`.
 fn gate_expressions(gate: &Gate) -> impl Iterator<Item = &Expr> {
     gate.rules
         .iter()
-        .map(|rule| match rule {
-            GateRule::Check { expr, .. } | GateRule::Score { expr, .. } => expr,
+        .flat_map(|rule| match rule {
+            GateRule::Check { expr, detail, .. } | GateRule::Score { expr, detail, .. } => {
+                std::iter::once(expr).chain(detail.as_ref())
+            }
         })
         .chain(std::iter::once(&gate.pass_when))
 }

@@ -612,3 +612,155 @@ async fn the_readme_example_reruns_with_the_reviewers_notes_and_delivers_the_nam
     let delivered = run.outcome.and_then(|outcome| outcome.delivered);
     assert_eq!(delivered.map(|d| d.candidate_id), Some("c2".to_string()));
 }
+
+// ---- a conversation with a person records and replays exactly ---------------------------
+
+/// A person who gives `answers` in turn.
+struct Sequence(Mutex<std::collections::VecDeque<Value>>);
+
+impl HumanChannel for Sequence {
+    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+        let next = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .pop_front();
+        Box::pin(async move {
+            next.ok_or(ProviderError::NoHumanAnswer {
+                step: request.step,
+                round: request.round,
+                attempt: request.attempt,
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_reject_then_approve_conversation_records_and_replays_exactly() {
+    use charter_runtime::record::{Journal, JournalEntry, Recording};
+    use charter_runtime::scenario::{Cassette, Recorded};
+
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Reactive {
+            answer: Box::new(|prompt: &str| {
+                let mut answer = lead_agent_model(prompt);
+                if prompt.starts_with("You are the workflow planner") && prompt.contains("use SFTP")
+                {
+                    answer["goal"] = json!("nightly upload over SFTP");
+                }
+                answer
+            }),
+            counts: Arc::new(Mutex::new(BTreeMap::new())),
+        })
+        .mount(&server)
+        .await;
+    let spec = seed("lead_agent");
+    let tools = Arc::new(ToolBox::empty());
+    let providers: Arc<dyn charter_runtime::provider::Provider> = Arc::new(
+        Providers::new()
+            .with(
+                "openai",
+                Arc::new(
+                    OpenAiProvider::new(
+                        OpenAiConfig::new(format!("{}/v1", server.uri()), None),
+                        tools.clone(),
+                    )
+                    .unwrap_or_else(|error| panic!("{error}")),
+                ),
+            )
+            .with(
+                "anthropic",
+                Arc::new(
+                    AnthropicProvider::new(AnthropicConfig::new(server.uri(), None), tools)
+                        .unwrap_or_else(|error| panic!("{error}")),
+                ),
+            ),
+    );
+    let dir =
+        std::env::temp_dir().join(format!("charter-live-conversation-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::create_dir_all(&dir);
+    let (journal, entries) =
+        Journal::open(&dir.join("calls.jsonl")).unwrap_or_else(|error| panic!("{error}"));
+    let recording = Recording::journaled(Vec::<String>::new(), journal, entries);
+    let person = Sequence(Mutex::new(
+        [
+            json!({"approved": false, "note": "use SFTP, not plain FTP"}),
+            json!({"approved": true}),
+        ]
+        .into(),
+    ));
+    let humans = recording.humans(person);
+    let input = json!({"message": "every night, build the sales report and upload it"});
+    let mut live_sink = MemorySink::new();
+    let outcome = run(
+        &spec,
+        input.clone(),
+        Arc::new(recording.provider(providers)),
+        &humans,
+        &RunConfig::default(),
+        &mut live_sink,
+    )
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(outcome.termination().to_string(), "completed{gate_passed}");
+
+    // The journal keys both answers of `confirm` in round 1 by their attempt.
+    let journaled = std::fs::read_to_string(dir.join("calls.jsonl")).unwrap_or_default();
+    let humans_keyed: Vec<(String, u64, u64)> = journaled
+        .lines()
+        .filter_map(|line| serde_json::from_str::<JournalEntry>(line).ok())
+        .filter_map(|entry| match entry {
+            JournalEntry::Human(human) => Some((human.step, human.round, human.attempt)),
+            JournalEntry::Call(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        humans_keyed,
+        [("confirm".to_string(), 1, 1), ("confirm".to_string(), 1, 2)]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // The cassette replays to the same events, the note reaching the planner again.
+    let cassette_text = recording
+        .cassette(Recorded::from_spec(&spec))
+        .to_yaml()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let cassette = Cassette::from_yaml("cassette.yaml", &cassette_text)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let spec_for_replay = spec.clone();
+    let (report, replayed) = std::thread::spawn(move || {
+        let mut sink = MemorySink::new();
+        let report = charter_runtime::run::replay_cassette(
+            &spec_for_replay,
+            input,
+            cassette,
+            charter_runtime::run::DeliveryTarget::Memory,
+            &mut sink,
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+        (report, sink.events().to_vec())
+    })
+    .join()
+    .unwrap_or_else(|_| panic!("the replay panicked"));
+    assert_eq!(report.outcome.termination(), outcome.termination());
+    assert!(
+        report.unused_humans.is_empty(),
+        "{:?}",
+        report.unused_humans
+    );
+    let timeless = |events: &[charter_runtime::trace::TraceEvent]| -> Vec<Value> {
+        events
+            .iter()
+            .map(|event| {
+                let mut value = serde_json::to_value(event).unwrap_or(Value::Null);
+                if let Some(fields) = value.as_object_mut() {
+                    fields.remove("t_ms");
+                }
+                value
+            })
+            .collect()
+    };
+    assert_eq!(timeless(&replayed), timeless(live_sink.events()));
+}

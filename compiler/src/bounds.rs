@@ -12,7 +12,10 @@
 //! - `repair.rounds R` allows `R + 1` rounds; the steps a repair reruns (every step on a
 //!   path from a `rerun` target, or the entry for `replan`, to the gate step, both
 //!   included) run once per round, every other step once;
-//! - a flow with a `when` loop runs at most `budget.steps` steps;
+//! - a flow with a `when` loop runs at most `budget.steps` steps; a loop closed only
+//!   through `ask "…" max N` steps runs each step at most `ΣN + rounds` times (cutting
+//!   those steps' transitions leaves no cycle, so every answer or round begins a walk that
+//!   visits a step at most once), and the totals are then every step's worst case summed;
 //! - the totals are the most expensive path from the entry to a terminal, each measure
 //!   (calls, steps, wall time) maximised on its own; a gate or `ask` step makes no call;
 //!   an `ask` waits for a person, so its wall time is unbounded;
@@ -79,6 +82,10 @@ pub struct TotalBounds {
     pub cost: Option<f64>,
     /// The flow loops: the totals are `budget.steps` times the costliest step, not a path.
     pub looping: bool,
+    /// The flow loops only through `ask "…" max N` steps: the totals are the sum of every
+    /// step's own worst case, not a path.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub summed: bool,
 }
 
 /// Computes the worst case of `spec`.
@@ -310,7 +317,32 @@ impl<'s> Analysis<'s> {
         if repair_asks {
             notes.push("a repair may `ask` a person: the wall time is unbounded".to_string());
         }
-        if !looping.is_empty() {
+        // Loops closed only through `ask "…" max N` steps: cutting those steps' transitions
+        // leaves no cycle, so a run is stretches of acyclic walks, each begun by the start,
+        // a repair round or one of at most ΣN answers, and visits a step once per stretch.
+        let ask_bounded = if looping.is_empty() {
+            None
+        } else {
+            let mut cut = successors.clone();
+            let mut answers = 0u64;
+            for node in graph.node_indices() {
+                if let Some(StepKind::Ask { max: Some(max), .. }) =
+                    graph.node_weight(node).map(|step| &step.kind)
+                    && let Some(list) = cut.get_mut(node.index())
+                {
+                    list.clear();
+                    answers = answers.saturating_add(*max);
+                }
+            }
+            topological_order(&cut)
+                .is_some()
+                .then(|| answers.saturating_add(rounds))
+        };
+        if let Some(runs) = ask_bounded {
+            notes.push(format!(
+                "the flow loops only through `ask \"…\" max N` steps: each step runs at most {runs} times"
+            ));
+        } else if !looping.is_empty() {
             notes.push(match spec.budget.steps {
                 Some(steps) => format!(
                     "the flow loops through `when` transitions: at most `budget.steps` = {steps} steps run"
@@ -331,7 +363,11 @@ impl<'s> Analysis<'s> {
             let (calls_per_run, wall_ms_per_run, max_items) =
                 self.step_cost(&step.name, &step.kind, &mut notes);
             let runs = if looping.contains(&node.index()) {
-                spec.budget.steps
+                match (ask_bounded, spec.budget.steps) {
+                    (Some(runs), Some(steps)) => Some(runs.min(steps)),
+                    (Some(runs), None) => Some(runs),
+                    (None, steps) => steps,
+                }
             } else if rerun.contains(&node.index()) {
                 Some(rounds)
             } else {
@@ -370,6 +406,28 @@ impl<'s> Analysis<'s> {
                     tokens: None,
                     cost: None,
                     looping: false,
+                    summed: false,
+                }
+            }
+            None if ask_bounded.is_some() => {
+                // Every step at most its own number of runs: the sum bounds any run.
+                let sum = |pick: &dyn Fn(&StepBounds) -> Option<u64>| -> Option<u64> {
+                    per_node
+                        .iter()
+                        .flatten()
+                        .map(pick)
+                        .try_fold(0u64, |sum, value| {
+                            value.map(|value| sum.saturating_add(value))
+                        })
+                };
+                TotalBounds {
+                    calls: sum(&|step| step.calls),
+                    steps: sum(&|step| step.runs),
+                    wall_ms: sum(&|step| step.wall_ms),
+                    tokens: None,
+                    cost: None,
+                    looping: false,
+                    summed: true,
                 }
             }
             None => {
@@ -388,6 +446,7 @@ impl<'s> Analysis<'s> {
                     tokens: None,
                     cost: None,
                     looping: true,
+                    summed: false,
                 }
             }
         };
@@ -848,6 +907,8 @@ impl Display for Bounds {
             "total".to_string(),
             if self.total.looping {
                 "(`budget.steps` × the costliest step)".to_string()
+            } else if self.total.summed {
+                "(every step's worst case, summed)".to_string()
             } else {
                 "(the most expensive path)".to_string()
             },

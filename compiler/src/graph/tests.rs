@@ -903,3 +903,42 @@ flow {
         "{dot}"
     );
 }
+
+/// A loop closed only through `ask "…" max 3` (no `budget.steps`): each step runs at most
+/// 3 answers + 1 round = 4 times; the totals are the steps' worst cases summed.
+#[test]
+fn an_ask_with_max_bounds_its_loop() {
+    let text = r#"spec asking version "1"
+contract Request { topic: string }
+contract Outline { points: list<string> }
+contract Draft { text: string }
+role outliner { model: "openai:m" input: Request output: Outline timeout: 1m retry: 0 }
+role writer { model: "openai:m" input: Outline output: Draft timeout: 1m retry: 1 backoff 1s }
+flow {
+  outline = outliner(request) -> confirm
+  confirm = ask "Write it like this?" max 3
+              when confirm.approved     -> draft
+              when confirm.note != none -> outline
+              else                      -> blocked "not confirmed"
+  draft   = writer(outline) -> done
+}
+"#;
+    let (spec, diagnostics) = compiled(text, &MemoryLoader::default());
+    assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+    let bounds = bounds::compute(&spec);
+    let runs: Vec<(&str, Option<u64>, Option<u64>)> = bounds
+        .steps
+        .iter()
+        .map(|step| (step.name.as_str(), step.runs, step.calls))
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            ("outline", Some(4), Some(4)),
+            ("confirm", Some(4), Some(0)),
+            ("draft", Some(4), Some(8))
+        ]
+    );
+    assert_eq!(bounds.total.calls, Some(12));
+    assert!(bounds.total.summed && !bounds.total.looping);
+}

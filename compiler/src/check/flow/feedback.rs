@@ -193,7 +193,8 @@ pub(crate) fn sources(symbols: &Symbols<'_>) -> Vec<FeedbackSource> {
     found
 }
 
-/// The targets of an `ask` step's `when` and `else` transitions.
+/// The targets of an `ask` step's transitions: whichever is taken, the role step it leads
+/// to is the next to run and sees the answer.
 fn ask_targets(step: &Step) -> Vec<&Target> {
     match &step.next {
         Next::When { arms, otherwise } => arms
@@ -201,7 +202,8 @@ fn ask_targets(step: &Step) -> Vec<&Target> {
             .map(|(_, target)| target)
             .chain(otherwise.as_ref())
             .collect(),
-        Next::Goto(_) | Next::PassFail { .. } => Vec::new(),
+        Next::Goto(target) => vec![target],
+        Next::PassFail { .. } => Vec::new(),
     }
 }
 

@@ -166,6 +166,15 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 }
 
 /// Writes command output (graphs, bounds, explanations) to stdout.
+/// The run's answer (the delivery, in a flow that delivers) as JSON on stdout, so a script
+/// can read it while progress goes to stderr (DESIGN §9.3).
+pub fn print_answer(answer: Option<&serde_json::Value>) -> anyhow::Result<()> {
+    match answer {
+        Some(answer) => print_out(&format!("{}\n", serde_json::to_string_pretty(answer)?)),
+        None => Ok(()),
+    }
+}
+
 pub fn print_out(text: &str) -> anyhow::Result<()> {
     use anyhow::Context as _;
     let mut stdout = std::io::stdout().lock();

@@ -184,6 +184,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         }
     }
     print_err(&format!("{last}\n"));
+    crate::print_answer(outcome.answer.as_ref())?;
     if let Some(directory) = &args.out
         && outcome.delivered.is_none()
         && directory.join("delivery.json").is_file()

@@ -215,6 +215,7 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         }
     };
     print_err(&format!("{}\n", outcome_line(&outcome)));
+    crate::print_answer(outcome.answer.as_ref())?;
 
     if let Some(directory) = &args.record {
         let scenario = Scenario {

@@ -147,6 +147,7 @@ mod tests {
             cost: Some(0.01),
             wall_ms: Some(60_000),
             steps: Some(3),
+            on_exhausted: None,
         }
     }
 

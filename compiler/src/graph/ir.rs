@@ -386,6 +386,10 @@ pub struct BudgetIr {
     pub wall_ms: Option<u64>,
     /// Step executions (`run.step_count`).
     pub steps: Option<u64>,
+    /// `on_exhausted STEP`: the step run once when a budget runs out (its output is the
+    /// run's answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_exhausted: Option<String>,
 }
 
 /// The flow: a directed graph of steps and terminals.

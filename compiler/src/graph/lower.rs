@@ -582,6 +582,7 @@ impl<'a> Lowerer<'a, '_> {
             cost: budget.cost.as_ref().map(|lit| lit.value),
             wall_ms: budget.wall.as_ref().map(|lit| lit.millis),
             steps: budget.steps.as_ref().map(|lit| lit.value),
+            on_exhausted: budget.on_exhausted.as_ref().map(|step| step.name.clone()),
         }
     }
 

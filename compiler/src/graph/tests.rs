@@ -146,6 +146,7 @@ fn example_header_hashes_and_tables() {
             cost: Some(2.5),
             wall_ms: Some(3_600_000),
             steps: Some(40),
+            on_exhausted: None,
         }
     );
     let repair = spec.repair.as_ref();

@@ -372,6 +372,8 @@ pub struct Budget {
     pub cost: Option<NumberLit>,
     pub wall: Option<DurationLit>,
     pub steps: Option<IntLit>,
+    /// `on_exhausted STEP`: the step that runs once when a budget runs out.
+    pub on_exhausted: Option<Ident>,
     pub span: Span,
 }
 

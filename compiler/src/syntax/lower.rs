@@ -101,6 +101,7 @@ fn is_token(rule: Rule) -> bool {
             | Rule::kw_history
             | Rule::kw_last
             | Rule::kw_max
+            | Rule::kw_on_exhausted
             | Rule::kw_else
             | Rule::kw_pass
             | Rule::kw_when
@@ -837,6 +838,7 @@ impl Lowerer<'_> {
             cost: None,
             wall: None,
             steps: None,
+            on_exhausted: None,
             span,
         };
         let mut seen = Vec::new();
@@ -847,6 +849,7 @@ impl Lowerer<'_> {
                 Rule::budget_tokens => "tokens",
                 Rule::budget_cost => "cost",
                 Rule::budget_wall => "wall",
+                Rule::budget_on_exhausted => "on_exhausted",
                 _ => "steps",
             };
             if self.duplicate(&mut seen, key, entry_span, "the budget") {
@@ -857,6 +860,7 @@ impl Lowerer<'_> {
                 Rule::budget_tokens => budget.tokens = self.int(&value),
                 Rule::budget_cost => budget.cost = Some(self.number(&value)),
                 Rule::budget_wall => budget.wall = self.duration(&value),
+                Rule::budget_on_exhausted => budget.on_exhausted = Some(self.ident(&value)),
                 _ => budget.steps = self.int(&value),
             }
         }

@@ -1465,7 +1465,7 @@ fn common_mistakes() {
         ("invariant i: r has tools", "E001 2:20 expected `no`"),
         (
             "budget { tokens 10 money 3 }",
-            "E001 2:20 expected one of `,`, `tokens`, `cost`, `wall`, `steps`, `}`",
+            "E001 2:20 expected one of `,`, `tokens`, `cost`, `wall`, `steps`, `on_exhausted`, `}`",
         ),
         ("models { a: \"x\" }", "E001 2:11 expected `=`"),
         (

@@ -26,6 +26,7 @@ pub mod repair;
 mod rounds;
 pub mod state;
 pub mod step;
+mod summary;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -102,6 +103,8 @@ pub async fn run(
         fired_faults: Vec::new(),
         delivered: None,
         replanning: false,
+        summarizing: false,
+        answer: None,
     };
     let result = scheduler.run_to_end(input).await;
     scheduler.abort_jobs();
@@ -232,6 +235,10 @@ pub(crate) struct Scheduler<'r> {
     delivered: Option<Delivered>,
     /// The current round began with `replan` (its entry step is planning again).
     replanning: bool,
+    /// The `on_exhausted` step is running: no budget stops it, and its call is not retried.
+    summarizing: bool,
+    /// The output of the last role step that ran: the run's answer if it ends well.
+    answer: Option<Value>,
 }
 
 impl std::fmt::Debug for Scheduler<'_> {
@@ -282,6 +289,19 @@ impl<'r> Scheduler<'r> {
                 self.abort_jobs();
                 return Err(error);
             }
+        };
+        let stop = match (&stop.reason, &spec.budget.on_exhausted) {
+            (Reason::BudgetExhausted(which), Some(summary)) => {
+                let which = *which;
+                match self.summarize(summary, which).await {
+                    Ok(stop) | Err(Halt::Stop(stop)) => stop,
+                    Err(Halt::Error(error)) => {
+                        self.abort_jobs();
+                        return Err(error);
+                    }
+                }
+            }
+            _ => stop,
         };
         self.abort_jobs();
         self.finish(stop)
@@ -586,6 +606,23 @@ impl<'r> Scheduler<'r> {
             Outcome::Completed | Outcome::BelowTarget => self.delivered.clone(),
             _ => None,
         };
+        let answer = match stop.outcome {
+            Outcome::Completed | Outcome::BelowTarget => self.answer.take(),
+            _ => None,
+        };
+        // A flow that delivers nothing answers: `answer.json` beside where a delivery goes.
+        if let (None, Some(answer), delivery::DeliveryTarget::Directory(directory)) =
+            (&delivered, &answer, &self.config.delivery)
+        {
+            let path = directory.join("answer.json");
+            let text = serde_json::to_string_pretty(answer).unwrap_or_default() + "\n";
+            crate::harness::snapshot::write_atomically(&path, &text).map_err(|error| {
+                RunError::Delivery(format!(
+                    "cannot write the answer to {}: {error}",
+                    path.display()
+                ))
+            })?;
+        }
         self.current_step = None;
         let event = EventKind::RunFinished {
             outcome: stop.outcome,
@@ -600,6 +637,7 @@ impl<'r> Scheduler<'r> {
             Err(Halt::Stop(_)) => {}
         }
         Ok(RunOutcome {
+            answer,
             outcome: stop.outcome,
             reason: stop.reason,
             message: stop.message,
@@ -621,6 +659,14 @@ impl<'r> Scheduler<'r> {
     /// run for roles that keep `history`.
     fn store(&mut self, step: &str, output: StepOutput) {
         let round = self.state.round;
+        if let Some((_, step_ir)) = self.spec.flow.step(step)
+            && matches!(
+                step_ir.kind,
+                StepKind::Call { .. } | StepKind::Each { .. } | StepKind::Finalize { .. }
+            )
+        {
+            self.answer = Some(output.visible());
+        }
         let visit = 1 + self
             .state
             .runs
@@ -806,6 +852,9 @@ impl<'r> Scheduler<'r> {
     /// Fails the run when a budget ran out (tokens, cost, wall; steps are checked
     /// before a step starts).
     fn check_budget(&mut self) -> Result<(), Halt> {
+        if self.summarizing {
+            return Ok(());
+        }
         self.state.meter.set_elapsed(self.elapsed());
         match self.state.meter.exhausted() {
             Some(BudgetKind::Steps) | None => Ok(()),

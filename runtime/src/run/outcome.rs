@@ -22,6 +22,10 @@ pub struct RunOutcome {
     pub rounds: u64,
     /// Every candidate: id, hash and score.
     pub candidates: Vec<(String, String, Option<f64>)>,
+    /// The run's answer (DESIGN §9.3), for a run that ended `completed` or
+    /// `below_target`: the output of the last role step that ran (the finalizer's
+    /// `Delivery` in a flow that delivers; the summary after a budget ran out).
+    pub answer: Option<serde_json::Value>,
 }
 
 impl RunOutcome {

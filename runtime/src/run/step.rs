@@ -331,7 +331,9 @@ impl Scheduler<'_> {
                 }
             }
         };
-        if unit.retries_used >= role.retry {
+        // The `on_exhausted` summary is one call, whatever the role's `retry`.
+        let retries_allowed = if self.summarizing { 0 } else { role.retry };
+        if unit.retries_used >= retries_allowed {
             let retries = unit.retries_used;
             return Ok(CallUpdate::Failed(if retries == 0 {
                 problem
@@ -341,7 +343,7 @@ impl Scheduler<'_> {
         }
         unit.retries_used += 1;
         let policy = RetryPolicy {
-            retries: role.retry,
+            retries: retries_allowed,
             backoff_ms: role.backoff_ms,
         };
         let delay_ms = policy

@@ -246,7 +246,21 @@ impl<'a> StepGraph<'a> {
         if !bounded_by_budget {
             self.check_loops(symbols, diagnostics);
         }
-        let reachable = self.reachable_from_entry();
+        let mut reachable = self.reachable_from_entry();
+        // The `on_exhausted` step runs when a budget runs out, wherever the run is.
+        if let Some(summary) = symbols
+            .budget
+            .and_then(|budget| budget.on_exhausted.as_ref())
+            && let Some(position) = self
+                .steps
+                .iter()
+                .position(|step| step.name.name == summary.name)
+        {
+            let mut bfs = Bfs::new(&self.graph, NodeIndex::new(position));
+            while let Some(node) = bfs.next(&self.graph) {
+                reachable.insert(node);
+            }
+        }
         self.check_unreachable(&reachable, diagnostics);
         let stuck = self.check_no_terminal(&reachable, diagnostics);
         self.check_gates_finish(&stuck, diagnostics);

@@ -405,6 +405,48 @@ impl Items<'_, '_> {
         }
     }
 
+    /// `on_exhausted STEP`: a step that calls a role without tools (it runs once, whatever
+    /// the budget, so nothing it does may have effects or loop on tools).
+    fn on_exhausted(&mut self, summary: &Ident) {
+        let Some(step) = self.symbols.steps.get(summary.name.as_str()) else {
+            self.step_ref(summary);
+            return;
+        };
+        let StepBody::Call { role, .. } = &step.body else {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E005,
+                    summary.span,
+                    format!(
+                        "`on_exhausted` names step `{}`, which does not call a role",
+                        summary.name
+                    ),
+                )
+                .with_label("not a role call")
+                .with_note(step.name.span, "the step is defined here")
+                .with_help("name a step of the form `summarize = summarizer(...)`"),
+            );
+            return;
+        };
+        if let Some(role_def) = self.symbols.roles.get(role.name.as_str())
+            && let Some(tool) = role_def.tools.first()
+        {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E010,
+                    summary.span,
+                    format!(
+                        "`on_exhausted` step `{}` calls role `{}`, which has tools",
+                        summary.name, role.name
+                    ),
+                )
+                .with_label("runs once after the budget ran out")
+                .with_note(tool.span, "a tool of the role")
+                .with_help("give the summary to a role without tools: it runs whatever the budget, so it may only think"),
+            );
+        }
+    }
+
     fn step_ref(&mut self, step: &Ident) {
         if !self.symbols.steps.contains_key(step.name.as_str()) {
             let names: Vec<&str> = self.symbols.steps.keys().copied().collect();
@@ -520,6 +562,9 @@ impl Items<'_, '_> {
     }
 
     fn budget(&mut self, budget: &Budget) {
+        if let Some(summary) = &budget.on_exhausted {
+            self.on_exhausted(summary);
+        }
         let mut zero = |what: &str, span: Span, value: String| {
             self.diagnostics.push(
                 Diagnostic::new(

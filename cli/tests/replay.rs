@@ -190,3 +190,35 @@ fn an_expectation_the_run_does_not_meet_is_an_error() {
     );
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+/// DESIGN §9.3: the answer goes to stdout as JSON (progress stays on stderr), and `--out`
+/// writes `answer.json` for a flow that delivers nothing.
+#[test]
+fn the_answer_is_json_on_stdout_and_answer_json_in_out() {
+    let out = std::env::temp_dir().join(format!("charter-replay-answer-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let scenario = golden("mention_roles/business_turn");
+    let output = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .args(["--color", "never", "replay"])
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run charter: {error}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let answer: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|error| panic!("stdout is not one JSON value ({error}): {stdout}"));
+    assert!(answer.get("text").is_some(), "{answer}");
+    assert!(
+        !stderr.contains(&stdout),
+        "the answer is not mixed into the progress"
+    );
+    let written = std::fs::read_to_string(out.join("answer.json")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&written).ok(),
+        Some(answer)
+    );
+}

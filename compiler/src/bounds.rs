@@ -529,7 +529,7 @@ impl<'s> Analysis<'s> {
                     Some(max),
                 )
             }
-            StepKind::Gate { .. } => (Some(0), Some(0), None),
+            StepKind::Gate { .. } | StepKind::Branch => (Some(0), Some(0), None),
             StepKind::Ask { .. } => {
                 notes.push(format!(
                     "`{name}` waits for a person: the wall time is unbounded"

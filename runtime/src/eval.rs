@@ -328,6 +328,9 @@ impl Interpreter<'_> {
             BuiltinIr::Sum => ("sum", 1),
             BuiltinIr::Min => ("min", 1),
             BuiltinIr::Max => ("max", 1),
+            BuiltinIr::Mention => ("mention", 1),
+            BuiltinIr::StripMention => ("strip_mention", 1),
+            BuiltinIr::RoleNamed => ("role_named", 2),
         };
         if args.len() != arity {
             return Err(EvalError::Arity {
@@ -386,6 +389,30 @@ impl Interpreter<'_> {
                     .is_some_and(|regex| regex.is_match(text));
                 Ok(Value::Bool(matched))
             }
+            (BuiltinIr::Mention, [text]) => match text {
+                Value::String(text) => Ok(mention(text).map_or(Value::Null, Value::from)),
+                Value::Null => Ok(Value::Null),
+                other => Err(type_error(&what, "a string", other)),
+            },
+            (BuiltinIr::StripMention, [text]) => match text {
+                Value::String(text) => Ok(Value::from(strip_mention(text))),
+                Value::Null => Ok(Value::from("")),
+                other => Err(type_error(&what, "a string", other)),
+            },
+            (BuiltinIr::RoleNamed, [name, Value::Object(names)]) => match name {
+                Value::String(name) => Ok(names
+                    .get(name.as_str())
+                    .or_else(|| {
+                        names
+                            .iter()
+                            .find(|(known, _)| known.eq_ignore_ascii_case(name))
+                            .map(|(_, id)| id)
+                    })
+                    .cloned()
+                    .unwrap_or(Value::Null)),
+                Value::Null => Ok(Value::Null),
+                other => Err(type_error(&what, "a string", other)),
+            },
             (BuiltinIr::Sum, [list]) => {
                 let items = as_list(list, &what)?;
                 let mut total = Num::Int(0);
@@ -564,4 +591,30 @@ fn cached_regex(pattern: &str) -> Result<regex::Regex, EvalError> {
         cache.insert(pattern.to_string(), regex.clone());
     }
     Ok(regex)
+}
+
+/// Characters that end an `@name` besides whitespace (ASCII and full-width punctuation).
+const MENTION_END: [char; 8] = [',', ':', ';', '，', '：', '；', '、', '!'];
+
+/// The `@name` a text starts with (leading whitespace skipped), without the `@`; none
+/// when the text does not start with one.
+pub fn mention(text: &str) -> Option<&str> {
+    let rest = text.trim_start().strip_prefix(['@', '＠'])?;
+    let end = rest
+        .find(|c: char| c.is_whitespace() || MENTION_END.contains(&c))
+        .unwrap_or(rest.len());
+    let name = &rest[..end];
+    (!name.is_empty()).then_some(name)
+}
+
+/// The text without its leading `@name` and the spaces or punctuation after it.
+pub fn strip_mention(text: &str) -> String {
+    let Some(name) = mention(text) else {
+        return text.to_string();
+    };
+    let trimmed = text.trim_start();
+    let at = trimmed.chars().next().map_or(0, char::len_utf8);
+    trimmed[at + name.len()..]
+        .trim_start_matches(|c: char| c.is_whitespace() || MENTION_END.contains(&c))
+        .to_string()
 }

@@ -271,6 +271,9 @@ fn cached_environment(
     let mut environment = Environment::new();
     environment.set_auto_escape_callback(|_| AutoEscape::None);
     environment.set_undefined_behavior(UndefinedBehavior::Chainable);
+    environment.add_filter("strip_mention", |text: String| {
+        crate::eval::strip_mention(&text)
+    });
     environment.add_template_owned(key.0.clone(), key.1.clone())?;
     let environment = Arc::new(environment);
     if let Ok(mut cache) = cache.lock() {

@@ -459,6 +459,8 @@ pub enum StepKind {
     Gate { gate: String, repair: bool },
     /// `finalize role(args)`: the role's output is a `Delivery`.
     Finalize { role: String, args: Vec<ExprIr> },
+    /// `branch`: no call, only its transitions.
+    Branch,
     /// `ask "question" max N`: a human decision point (its output is an `Answer`); `max`
     /// bounds how often the run may ask it.
     Ask {
@@ -625,6 +627,13 @@ pub enum BuiltinIr {
     Sum,
     Min,
     Max,
+    /// `mention(text)`: the `@name` at the start of the text (without the `@`), or none.
+    Mention,
+    /// `strip_mention(text)`: the text without a leading `@name`.
+    StripMention,
+    /// `role_named(name)`: the id of the role whose id or role-file `name` is `name`, or
+    /// none. Lowered with a second argument: the literal table `{name: id}` of the spec.
+    RoleNamed,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

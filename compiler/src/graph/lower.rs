@@ -568,6 +568,21 @@ impl<'a> Lowerer<'a, '_> {
         Ok(invariants)
     }
 
+    /// `{name: id}` for every role: its id, and its role file's display `name`.
+    fn role_names(&self) -> serde_json::Value {
+        let mut names = serde_json::Map::new();
+        for (id, role) in &self.symbols.roles {
+            if let Some(display) = &role.display_name {
+                names.insert(display.value.clone(), serde_json::json!(id));
+            }
+        }
+        // Ids win over display names that happen to equal another role's id.
+        for id in self.symbols.roles.keys() {
+            names.insert((*id).to_string(), serde_json::json!(id));
+        }
+        serde_json::Value::Object(names)
+    }
+
     fn budget(&self, spans: &mut SpecSpans) -> BudgetIr {
         let Some(budget) = self.symbols.budget else {
             return BudgetIr::default();
@@ -780,6 +795,7 @@ impl<'a> Lowerer<'a, '_> {
                 role: role.name.clone(),
                 args: self.exprs(args, &mut scope)?,
             },
+            StepBody::Branch => StepKind::Branch,
             StepBody::Ask { question, max } => StepKind::Ask {
                 question: question.value.clone(),
                 max: max.as_ref().map(|max| max.value),
@@ -856,18 +872,30 @@ impl<'a> Lowerer<'a, '_> {
                 lhs: Box::new(self.expr(lhs, scope)?),
                 rhs: Box::new(self.expr(rhs, scope)?),
             },
-            ExprKind::Call { function, args } => ExprIr::Call {
-                function: match function.name.as_str() {
+            ExprKind::Call { function, args } => {
+                let builtin = match function.name.as_str() {
                     "len" => BuiltinIr::Len,
                     "contains" => BuiltinIr::Contains,
                     "matches" => BuiltinIr::Matches,
                     "sum" => BuiltinIr::Sum,
                     "min" => BuiltinIr::Min,
                     "max" => BuiltinIr::Max,
+                    "mention" => BuiltinIr::Mention,
+                    "strip_mention" => BuiltinIr::StripMention,
+                    "role_named" => BuiltinIr::RoleNamed,
                     other => return Err(internal(format!("unknown function `{other}`"))),
-                },
-                args: self.exprs(args, scope)?,
-            },
+                };
+                let mut args = self.exprs(args, scope)?;
+                if builtin == BuiltinIr::RoleNamed {
+                    args.push(ExprIr::Literal {
+                        value: self.role_names(),
+                    });
+                }
+                ExprIr::Call {
+                    function: builtin,
+                    args,
+                }
+            }
             ExprKind::Quantifier {
                 kind,
                 var,

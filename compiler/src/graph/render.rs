@@ -151,9 +151,17 @@ fn write_expr(expr: &ExprIr, min_prec: u8, out: &mut Formatter<'_>) -> fmt::Resu
                 BuiltinIr::Sum => "sum",
                 BuiltinIr::Min => "min",
                 BuiltinIr::Max => "max",
+                BuiltinIr::Mention => "mention",
+                BuiltinIr::StripMention => "strip_mention",
+                BuiltinIr::RoleNamed => "role_named",
             })?;
             out.write_char('(')?;
-            write_list(args, out)?;
+            // `role_named`'s lowered table of names is not part of what was written.
+            let shown = match function {
+                BuiltinIr::RoleNamed => args.get(..1).unwrap_or(args),
+                _ => args,
+            };
+            write_list(shown, out)?;
             out.write_char(')')?;
         }
         ExprIr::Quantifier {
@@ -286,6 +294,7 @@ fn body_and_options(step: &StepIr) -> (String, Vec<String>) {
             );
         }
         StepKind::Gate { gate, .. } => format!("gate {gate}"),
+        StepKind::Branch => "branch".to_string(),
         StepKind::Finalize { role, args } => format!("finalize {}", call(role, args)),
         StepKind::Ask { question, max } => match max {
             Some(max) => format!("ask {} max {max}", quoted(question)),
@@ -539,7 +548,7 @@ fn drawing(spec: &CompiledSpec) -> Drawing {
             continue;
         };
         let shape = match &step.kind {
-            StepKind::Gate { .. } => Shape::Gate,
+            StepKind::Gate { .. } | StepKind::Branch => Shape::Gate,
             StepKind::Ask { .. } => Shape::Ask,
             StepKind::Finalize { .. } => Shape::Finalize,
             StepKind::Done => Shape::Done,

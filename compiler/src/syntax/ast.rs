@@ -412,6 +412,8 @@ pub enum StepBody {
     Gate { gate: Ident },
     /// `finalize role(args)`
     Finalize { role: Ident, args: Vec<Expr> },
+    /// `branch`: no call; only its `when`/`else` transitions.
+    Branch,
     /// `ask "question" (max N)?`
     Ask {
         question: StringLit,

@@ -102,6 +102,7 @@ fn is_token(rule: Rule) -> bool {
             | Rule::kw_last
             | Rule::kw_max
             | Rule::kw_on_exhausted
+            | Rule::kw_branch
             | Rule::kw_else
             | Rule::kw_pass
             | Rule::kw_when
@@ -935,6 +936,7 @@ impl Lowerer<'_> {
                 let args = self.args(parts.next()?)?;
                 StepBody::Finalize { role, args }
             }
+            Rule::branch_body => StepBody::Branch,
             Rule::ask_body => {
                 let mut parts = values(pair);
                 let question = self.string(&parts.next()?);

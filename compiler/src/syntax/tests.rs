@@ -930,6 +930,7 @@ fn step_string(step: &Step) -> String {
         StepBody::Gate { gate } => format!("gate {}", gate.name),
         StepBody::Finalize { role, args: a } => format!("finalize {}({})", role.name, args(a)),
         StepBody::Ask { question, .. } => format!("ask {:?}", question.value),
+        StepBody::Branch => "branch".to_string(),
     };
     let next = match &step.next {
         Next::Goto(target) => format!("-> {}", target_string(target)),

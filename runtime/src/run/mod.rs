@@ -393,7 +393,11 @@ impl<'r> Scheduler<'r> {
                 self.run_ask(&name, question, *max).await?;
                 None
             }
-            StepKind::Done | StepKind::Blocked { .. } | StepKind::Failed { .. } => None,
+            // A branch calls nothing: only its transitions are evaluated.
+            StepKind::Branch
+            | StepKind::Done
+            | StepKind::Blocked { .. }
+            | StepKind::Failed { .. } => None,
         };
         if node == spec.flow.entry {
             self.replanning = false;

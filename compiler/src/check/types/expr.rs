@@ -8,7 +8,17 @@ use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
 use crate::syntax::ast::{BinaryOp, Expr, ExprKind, Ident, QuantifierKind, UnaryOp};
 
 /// The built-in functions expressions may call.
-pub const BUILTIN_FUNCTIONS: [&str; 6] = ["len", "contains", "matches", "sum", "min", "max"];
+pub const BUILTIN_FUNCTIONS: [&str; 9] = [
+    "len",
+    "contains",
+    "matches",
+    "sum",
+    "min",
+    "max",
+    "mention",
+    "strip_mention",
+    "role_named",
+];
 
 /// Where an expression is, for the help of a name that is not in scope there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -711,6 +721,29 @@ impl Typer<'_> {
                 }
                 Ty::Bool
             }
+            "mention" | "strip_mention" | "role_named" => {
+                let result = if function.name == "strip_mention" {
+                    Ty::String
+                } else {
+                    Ty::optional(Ty::String)
+                };
+                if !self.arity(function, args, 1, span) {
+                    return result;
+                }
+                if let Some(arg) = args.first() {
+                    let ty = self.infer(arg, Some(&Ty::String));
+                    let fits = match ty.strip_optional() {
+                        Ty::String | Ty::Any => true,
+                        // `role_named(mention(text))`: none in, none out.
+                        Ty::None => function.name == "role_named",
+                        _ => false,
+                    };
+                    if !fits {
+                        self.bad_argument(function, arg, &ty, "a string");
+                    }
+                }
+                result
+            }
             "sum" | "min" | "max" => {
                 if !self.arity(function, args, 1, span) {
                     return Ty::Any;
@@ -805,6 +838,11 @@ fn signature(function: &str) -> String {
         "sum" => "`sum(list<int | float>) -> int | float`",
         "min" => "`min(list<T>) -> T`",
         "max" => "`max(list<T>) -> T`",
+        "mention" => "`mention(string) -> string?` (the `@name` a text starts with)",
+        "strip_mention" => "`strip_mention(string) -> string`",
+        "role_named" => {
+            "`role_named(string?) -> string?` (a role's id, by its id or role-file name)"
+        }
         _ => "",
     }
     .to_string()

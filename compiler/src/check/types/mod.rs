@@ -237,6 +237,12 @@ impl<'s, 'a> Checker<'s, 'a> {
                     contract: Some("Delivery".to_string()),
                     is_list: false,
                 },
+                // A branch calls nothing: it has no output to read.
+                StepBody::Branch => StepType {
+                    ty: Ty::None,
+                    contract: None,
+                    is_list: false,
+                },
                 StepBody::Ask { .. } => StepType {
                     ty: Ty::Contract("Answer".to_string()),
                     contract: Some("Answer".to_string()),
@@ -677,7 +683,7 @@ impl<'s, 'a> Checker<'s, 'a> {
                     .with_help("give `max` a positive count, or remove it"),
                 );
             }
-            StepBody::Gate { .. } | StepBody::Ask { .. } => {}
+            StepBody::Gate { .. } | StepBody::Ask { .. } | StepBody::Branch => {}
         }
         if let Next::When { arms, .. } = &step.next {
             let when_items = self

@@ -1,0 +1,115 @@
+//! Routing without a call (DESIGN §9.1, §9.4): `branch` steps, and the built-ins `mention`, `strip_mention` and `role_named` that read an `@name` and find the role it means.
+
+mod support;
+
+use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
+use charter_runtime::eval::{mention, strip_mention};
+use support::replay_prompts;
+
+const SPEC: &str = r#"spec routing version "1.0.0"
+import role "roles/creative.md"
+models { default = "openai:m" }
+contract Request { text: string }
+contract Routing { role: string }
+contract Reply { text: string }
+role router { prompt: """Who should answer: {{ request.text }}""" input: Request output: Routing }
+role business { prompt: """Business: {{ request.text | strip_mention }}""" input: Request output: Reply }
+flow {
+  pick          = branch
+                    when role_named(mention(request.text)) == "creative" -> creative_turn
+                    when role_named(mention(request.text)) == "business" -> business_turn
+                    else -> route
+  route         = router(request) when route.role == "creative" -> creative_turn else -> business_turn
+  creative_turn = creative(request) -> done
+  business_turn = business(request) -> done
+}
+"#;
+
+const CREATIVE: &str = "---
+id: creative
+name: 创意伙伴
+model: default
+input: Request
+output: Reply
+---
+Creative: {{ request.text | strip_mention }}
+";
+
+fn spec() -> CompiledSpec {
+    let mut loader = MemoryLoader::default();
+    loader
+        .files
+        .insert("roles/creative.md".to_string(), CREATIVE.to_string());
+    let compilation = compile("routing.charter", SPEC, &loader);
+    assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
+    compilation.spec.unwrap_or_else(|| panic!("no spec"))
+}
+
+fn turn(text: &str, calls: &str) -> support::WithPrompts {
+    replay_prompts(
+        &spec(),
+        &serde_json::json!({ "text": text }).to_string(),
+        &format!("calls:\n{calls}"),
+    )
+}
+
+#[test]
+fn an_explicit_mention_by_display_name_routes_without_calling_the_router() {
+    let replay = turn(
+        "@创意伙伴 写一个漫画分镜",
+        "  - { step: creative_turn, response: { text: 好的 } }\n",
+    );
+    replay.replayed.assert_ending("completed{done}");
+    assert_eq!(replay.prompts.len(), 1, "no router call");
+    assert_eq!(
+        replay.prompt("creative_turn#1 r1"),
+        "Creative: 写一个漫画分镜"
+    );
+    assert_eq!(
+        replay.replayed.report().outcome.answer,
+        Some(serde_json::json!({"text": "好的"}))
+    );
+}
+
+#[test]
+fn a_mention_by_id_ignores_case_and_punctuation() {
+    let replay = turn(
+        "  @Business: how were sales?",
+        "  - { step: business_turn, response: { text: up } }\n",
+    );
+    replay.replayed.assert_ending("completed{done}");
+    assert_eq!(
+        replay.prompt("business_turn#1 r1"),
+        "Business: how were sales?"
+    );
+}
+
+#[test]
+fn without_a_mention_the_router_decides() {
+    let replay = turn(
+        "draw me a storyboard",
+        "  - { step: route, response: { role: creative } }\n  - { step: creative_turn, response: { text: ok } }\n",
+    );
+    replay.replayed.assert_ending("completed{done}");
+    assert_eq!(replay.prompts.len(), 2);
+}
+
+#[test]
+fn an_unknown_mention_falls_to_the_router() {
+    let replay = turn(
+        "@nobody hello",
+        "  - { step: route, response: { role: business } }\n  - { step: business_turn, response: { text: hi } }\n",
+    );
+    replay.replayed.assert_ending("completed{done}");
+}
+
+#[test]
+fn mention_and_strip_mention_read_the_leading_name() {
+    assert_eq!(mention("@creative draw"), Some("creative"));
+    assert_eq!(mention("  ＠创意伙伴，画一张"), Some("创意伙伴"));
+    assert_eq!(mention("hello @creative"), None);
+    assert_eq!(mention("@ alone"), None);
+    assert_eq!(strip_mention("@creative: draw"), "draw");
+    assert_eq!(strip_mention("  ＠创意伙伴，画一张"), "画一张");
+    assert_eq!(strip_mention("no mention"), "no mention");
+}

@@ -175,10 +175,12 @@ pub enum Code {
     W010,
     /// A finalize role whose template never reads the candidate's id.
     W011,
+    /// A role file's front-matter key Charter does not know, which nothing reads as `meta`.
+    W012,
 }
 
 impl Code {
-    pub const ALL: [Code; 29] = [
+    pub const ALL: [Code; 30] = [
         Code::E000,
         Code::E001,
         Code::E002,
@@ -208,6 +210,7 @@ impl Code {
         Code::W009,
         Code::W010,
         Code::W011,
+        Code::W012,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -241,6 +244,7 @@ impl Code {
             Code::W009 => "W009",
             Code::W010 => "W010",
             Code::W011 => "W011",
+            Code::W012 => "W012",
         }
     }
 

@@ -38,6 +38,7 @@ pub fn explain(code: Code) -> &'static str {
         Code::W009 => W009,
         Code::W010 => W010,
         Code::W011 => W011,
+        Code::W012 => W012,
     }
 }
 
@@ -714,6 +715,34 @@ Right:
       input: Candidate
       output: Delivery
     }
+"#;
+
+const W012: &str = r#"W012: a role file key Charter does not know, read by nothing
+
+A role file's front matter may carry keys of its own (a seed's `workflows`, `skillRules`,
+a display `name`): Charter keeps them as `meta.KEY`, for the role's template and its
+`permit` rules. This key is neither a key Charter knows nor read as `meta.KEY` by the
+role, so it is likely a misspelt key (`tool`, not `tools`) or left over.
+
+Wrong:
+
+    ---
+    id: runner
+    input: Request
+    output: Reply
+    tool: [run_workflow]
+    ---
+
+Right:
+
+    ---
+    id: runner
+    input: Request
+    output: Reply
+    tools: [run_workflow]
+    workflows: [wf_1, wf_2]
+    ---
+    You may run only these workflows: {{ meta.workflows | join(", ") }}
 "#;
 
 #[cfg(test)]

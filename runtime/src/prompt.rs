@@ -190,6 +190,14 @@ impl<'spec> Prompts<'spec> {
         if let Some(history) = extra.history {
             variables.insert("history".to_string(), json_value(history));
         }
+        if !role_ir.meta.is_empty() {
+            let meta: serde_json::Map<String, Value> = role_ir
+                .meta
+                .iter()
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            variables.insert("meta".to_string(), json_value(&Value::Object(meta)));
+        }
         variables.insert(
             "run".to_string(),
             extra.run.map_or(minijinja::Value::from(()), json_value),

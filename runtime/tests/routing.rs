@@ -1,4 +1,4 @@
-//! Routing without a call (DESIGN §9.1, §9.4): `branch` steps, and the built-ins `mention`, `strip_mention` and `role_named` that read an `@name` and find the role it means.
+//! Routing without a call (DESIGN §9.1, §9.4): `branch` steps, the built-ins `mention`, `strip_mention` and `role_named` that read an `@name` and find the role it means, and a role file's own keys as `meta` (§9.2).
 
 mod support;
 
@@ -31,8 +31,9 @@ name: 创意伙伴
 model: default
 input: Request
 output: Reply
+workflows: [wf_9, wf_12]
 ---
-Creative: {{ request.text | strip_mention }}
+Creative: {{ request.text | strip_mention }} ({{ meta.workflows | join(\", \") }})
 ";
 
 fn spec() -> CompiledSpec {
@@ -63,7 +64,8 @@ fn an_explicit_mention_by_display_name_routes_without_calling_the_router() {
     assert_eq!(replay.prompts.len(), 1, "no router call");
     assert_eq!(
         replay.prompt("creative_turn#1 r1"),
-        "Creative: 写一个漫画分镜"
+        "Creative: 写一个漫画分镜 (wf_9, wf_12)",
+        "the role file's own `workflows` key reaches the template as `meta`"
     );
     assert_eq!(
         replay.replayed.report().outcome.answer,

@@ -74,13 +74,57 @@ pub fn check(
     };
     let mut facts = TemplateFacts::default();
     for role in symbols.roles.values() {
-        if let Some(template) =
-            check_role(role, symbols, contracts, &templates, sources, diagnostics)
-        {
+        let template = check_role(role, symbols, contracts, &templates, sources, diagnostics);
+        unread_meta(role, template.as_ref(), diagnostics);
+        if let Some(template) = template {
             facts.roles.insert(role.name.name.clone(), template);
         }
     }
     facts
+}
+
+/// W012: a role file's own front-matter key that the role's template never reads as
+/// `meta.KEY` (nor reads `meta` whole). A template that did not parse reads nothing
+/// knowable, so it gets no warning.
+fn unread_meta(role: &Role, template: Option<&RoleTemplate>, diagnostics: &mut Vec<Diagnostic>) {
+    if role.meta.is_empty() || template.is_some_and(|template| !template.parsed) {
+        return;
+    }
+    let reads = |key: &str| {
+        template.is_some_and(|template| {
+            template.paths.iter().any(|path| {
+                path == "meta"
+                    || path
+                        .strip_prefix("meta.")
+                        .is_some_and(|rest| rest.split('.').next() == Some(key))
+            })
+        })
+    };
+    for entry in &role.meta {
+        if reads(&entry.key) {
+            continue;
+        }
+        let known: Vec<&str> = crate::syntax::role_file::KEYS.to_vec();
+        let help = match did_you_mean(&entry.key, known.iter().copied()) {
+            Some(suggestion) => suggestion,
+            None => format!(
+                "read it in the template as `{{{{ meta.{} }}}}`, or remove it",
+                entry.key
+            ),
+        };
+        diagnostics.push(
+            Diagnostic::new(
+                Code::W012,
+                entry.span,
+                format!(
+                    "role `{}` never reads its front-matter key `{}`",
+                    role.name.name, entry.key
+                ),
+            )
+            .with_label("not a key Charter knows, and not read as `meta`")
+            .with_help(help),
+        );
+    }
 }
 
 /// The template engine shared by every role's check.
@@ -225,6 +269,9 @@ fn check_role(
     provided.extend(ALWAYS_PROVIDED.iter().map(|name| (*name).to_string()));
     if role.history.is_some() {
         provided.push("history".to_string());
+    }
+    if !role.meta.is_empty() {
+        provided.push("meta".to_string());
     }
     let file = match template.location {
         Location::File { file, .. } => Some(file),

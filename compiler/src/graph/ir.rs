@@ -217,6 +217,9 @@ pub struct RoleIr {
     /// `history: [steps] last N`: the earlier outputs of these steps reach the template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryIr>,
+    /// A role file's own front-matter keys (DESIGN §9.2): `meta` to its template.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub meta: BTreeMap<String, serde_json::Value>,
 }
 
 /// `history: [steps] last N` (DESIGN §8.3).

@@ -328,6 +328,11 @@ impl<'a> Lowerer<'a, '_> {
                 steps: history.steps.iter().map(|step| step.name.clone()).collect(),
                 last: history.last.as_ref().map(|last| last.value),
             }),
+            meta: role
+                .meta
+                .iter()
+                .map(|entry| (entry.key.clone(), entry.value.clone()))
+                .collect(),
         })
     }
 

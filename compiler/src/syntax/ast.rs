@@ -219,6 +219,17 @@ pub struct Role {
     pub description: Option<StringLit>,
     /// Role files only: per-tool usage notes rendered into the prompt (`tool_rules`).
     pub tool_rules: Vec<ToolRule>,
+    /// Role files only: front-matter keys Charter does not know, as `meta.KEY` (DESIGN
+    /// §9.2), each with the span of its key.
+    pub meta: Vec<MetaEntry>,
+    pub span: Span,
+}
+
+/// A role file's own front-matter key and its value (as JSON).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetaEntry {
+    pub key: String,
+    pub value: serde_json::Value,
     pub span: Span,
 }
 

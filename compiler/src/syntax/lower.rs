@@ -1339,6 +1339,7 @@ pub(crate) fn empty_role(name: Ident, origin: RoleOrigin, span: Span) -> Role {
         timeout: None,
         retry: None,
         history: None,
+        meta: Vec::new(),
         display_name: None,
         description: None,
         tool_rules: Vec::new(),

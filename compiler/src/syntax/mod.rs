@@ -9,7 +9,7 @@ pub mod ast;
 mod errors;
 mod literals;
 mod lower;
-mod role_file;
+pub(crate) mod role_file;
 
 #[cfg(test)]
 mod tests;

@@ -14,8 +14,8 @@ use super::literals;
 use super::lower::{Lowerer, empty_role};
 use crate::diagnostics::{Code, Diagnostic, FileId, Span, did_you_mean};
 
-/// The front-matter keys a role file may use.
-const KEYS: [&str; 12] = [
+/// The front-matter keys Charter knows (others are the file's own, kept as `meta`).
+pub(crate) const KEYS: [&str; 12] = [
     "id",
     "name",
     "description",
@@ -114,6 +114,27 @@ impl<'de> serde::de::Visitor<'de> for YamlVisitor {
 }
 
 impl Yaml {
+    /// The value as JSON (what a template and a `permit` see as `meta.KEY`).
+    fn to_json(&self) -> serde_json::Value {
+        match self {
+            Yaml::Null => serde_json::Value::Null,
+            Yaml::Bool(flag) => serde_json::Value::Bool(*flag),
+            Yaml::Int(int) => serde_json::Value::from(*int),
+            Yaml::Float(float) => serde_json::Number::from_f64(*float)
+                .map_or(serde_json::Value::Null, serde_json::Value::Number),
+            Yaml::Str(text) => serde_json::Value::from(text.as_str()),
+            Yaml::List(items) => {
+                serde_json::Value::Array(items.iter().map(Yaml::to_json).collect())
+            }
+            Yaml::Map(entries) => serde_json::Value::Object(
+                entries
+                    .iter()
+                    .map(|(key, value)| (key.clone(), value.to_json()))
+                    .collect(),
+            ),
+        }
+    }
+
     fn kind(&self) -> &'static str {
         match self {
             Yaml::Null => "nothing",
@@ -265,21 +286,16 @@ impl RoleFile<'_> {
             yaml: layout.yaml.clone(),
             text: self.text,
         };
-        // Unknown keys.
-        for key in front.values.keys() {
+        // Keys of the file's own (a seed's `workflows`, `skillRules`): kept as `meta.KEY`
+        // (DESIGN §9.2); the checks warn (W012) about those the role never reads.
+        let mut meta = Vec::new();
+        for (key, spanned) in &front.values {
             if !KEYS.contains(&key.as_str()) {
-                let span = self.span_of_key(&front, key);
-                let help = did_you_mean(key, KEYS).or_else(|| {
-                    Some(format!(
-                        "the known keys are {}",
-                        KEYS.map(|k| format!("`{k}`")).join(", ")
-                    ))
+                meta.push(MetaEntry {
+                    key: key.clone(),
+                    value: spanned.value.to_json(),
+                    span: self.span_of_key(&front, key),
                 });
-                self.error(
-                    span,
-                    format!("unknown key `{key}` in role front matter"),
-                    help,
-                );
             }
         }
         let id_span = self.value_span(&front, "id");
@@ -343,6 +359,7 @@ impl RoleFile<'_> {
         role.max_tool_calls = self.int(&front, "max_tool_calls");
         role.retry = self.retry(&front);
         role.tool_rules = self.tool_rules(&front);
+        role.meta = meta;
         let body_span = self.span(layout.body.min(self.text.len()), self.text.len());
         role.prompt = Some(Prompt {
             source: PromptSource::File {

@@ -120,7 +120,7 @@ pub(crate) const PROMPTS: [(&str, &str); 4] = [
 ];
 
 /// The codes this module's checks emit (others' codes are not compared).
-const OWN: [&str; 6] = ["E002", "E003", "E004", "E005", "E013", "E014"];
+const OWN: [&str; 7] = ["E002", "E003", "E004", "E005", "E013", "E014", "W012"];
 
 /// Compiles `text` with the example's prompt files plus `files`, and returns each
 /// diagnostic of our codes as `CODE@snippet` where snippet is the text its primary span
@@ -760,4 +760,33 @@ fn no_panic_on_odd_input() {
             .collect();
         let _ = diagnose(&text.join(" "), &[], false);
     }
+}
+
+/// DESIGN §9.2: a role file's own keys are `meta`; one the role never reads is W012 (with
+/// "did you mean" for a misspelt known key), one it reads as `meta.KEY` is fine.
+#[test]
+fn role_file_keys_of_its_own_are_meta() {
+    let read = "---\nid: creative\nmodel: default\ninput: Task\noutput: StageResult\nworkflows: [wf_1]\n---\nWrite {{ task.goal }} with {{ meta.workflows | join(\", \") }}\n";
+    check_edit_files(&[], &[("roles/creative.md", read)], &[]);
+    let unread = "---\nid: creative\nmodel: default\ninput: Task\noutput: StageResult\ntoolz: [web_search]\n---\nWrite {{ task.goal }}\n";
+    check_edit_files(&[], &[("roles/creative.md", unread)], &["W012@toolz"]);
+    let mut loader = MemoryLoader::default();
+    for (path, content) in PROMPTS.iter().chain(&[("roles/creative.md", unread)]) {
+        loader
+            .files
+            .insert((*path).to_string(), (*content).to_string());
+    }
+    let compilation = compile("spec.charter", EXAMPLE, &loader);
+    let help = compilation
+        .diagnostics
+        .iter()
+        .find(|diagnostic| diagnostic.code.as_str() == "W012")
+        .and_then(|diagnostic| diagnostic.help.clone());
+    assert_eq!(help.as_deref(), Some("did you mean `tools`?"));
+    let meta_elsewhere = "---\nid: creative\nmodel: default\ninput: Task\noutput: StageResult\n---\nWrite {{ meta.workflows }}\n";
+    check_edit_files(
+        &[],
+        &[("roles/creative.md", meta_elsewhere)],
+        &["E014@meta"],
+    );
 }

@@ -75,6 +75,16 @@ impl Compilation {
 }
 
 /// Compiles the spec `text`, shown in diagnostics as `name`.
+/// The milliseconds of a duration written as the language writes it (`250ms`, `20m`,
+/// `4m50s`): one syntax for specs, cassettes and the console. The error says what is wrong
+/// and how durations are written.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    syntax::literals::duration_millis(text).map_err(|error| match error.help {
+        Some(help) => format!("{}; {help}", error.message),
+        None => error.message,
+    })
+}
+
 pub fn compile(name: &str, text: &str, loader: &dyn Loader) -> Compilation {
     let mut sources = Sources::new();
     let spec_file = sources.add(name, text);

@@ -490,42 +490,29 @@ pub mod duration_text {
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    /// Parses `250ms`, `2s`, `20m` or `2h` (a whole number and a unit).
+    /// Parses a duration as the language writes it: `250ms`, `2s`, `20m`, `2h`, or a
+    /// compound form, largest unit first (`4m50s`) — the compiler's one parser.
     pub fn parse(text: &str) -> Result<Duration, String> {
-        let error = || {
-            format!(
-                "invalid duration {text:?}: expected a whole number and a unit, like 250ms, 2s, 20m or 2h"
-            )
-        };
-        let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-        let unit = text.get(digits.len()..).ok_or_else(error)?;
-        if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
-            return Err(error());
-        }
-        let count: u64 = digits.parse().map_err(|_| error())?;
-        let millis_per = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            _ => return Err(error()),
-        };
-        count
-            .checked_mul(millis_per)
+        charter_compiler::parse_duration(text.trim())
             .map(Duration::from_millis)
-            .ok_or_else(error)
+            .map_err(|error| format!("invalid duration {text:?}: {error}"))
     }
 
-    /// Writes a duration in the largest unit that divides it exactly (`90s`, `20m`);
-    /// below a millisecond it is rounded down.
+    /// Writes a duration as the console does, largest unit first (`90s` is `1m30s`,
+    /// `20m`, `2s500ms`); below a millisecond it is rounded down.
     pub fn format(duration: Duration) -> String {
-        let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-        for (unit, per) in [("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
-            if millis != 0 && millis % per == 0 {
-                return format!("{}{unit}", millis / per);
+        let mut millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        if millis == 0 {
+            return "0ms".to_string();
+        }
+        let mut text = String::new();
+        for (unit, per) in [("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)] {
+            if millis >= per {
+                text.push_str(&format!("{}{unit}", millis / per));
+                millis %= per;
             }
         }
-        format!("{millis}ms")
+        text
     }
 
     pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {

@@ -17,7 +17,7 @@ impl LiteralError {
     }
 }
 
-pub(crate) const DURATION_UNITS_HELP: &str = "durations are a whole number glued to a unit: `ms`, `s`, `m` or `h` (e.g. `250ms`, `30s`, `15m`, `2h`)";
+pub(crate) const DURATION_UNITS_HELP: &str = "durations are a whole number glued to a unit: `ms`, `s`, `m` or `h` (e.g. `250ms`, `30s`, `15m`, `2h`), or several, largest unit first (`4m50s`)";
 
 /// The value of a `"..."` string (with the quotes), with escapes processed:
 /// `\"` `\\` `\n` `\t` `\r` `\0` `\u{...}`.
@@ -134,48 +134,73 @@ fn is_blank(line: &str) -> bool {
     line.trim_matches([' ', '\t', '\r']).is_empty()
 }
 
-/// Milliseconds of a duration literal such as `250ms`, `30s`, `15m`, `2h`.
+/// Milliseconds of a duration literal such as `250ms`, `30s`, `15m`, `2h`, or a compound
+/// form with the largest unit first, each unit once (`4m50s`, `1h30m`, `2s500ms`).
 pub(crate) fn duration_millis(text: &str) -> Result<u64, LiteralError> {
-    let number_length = text
-        .bytes()
-        .take_while(|byte| byte.is_ascii_digit() || *byte == b'_' || *byte == b'.')
-        .count();
-    let (number, unit) = text.split_at(number_length.min(text.len()));
-    if number.contains('.') {
-        return Err(LiteralError::new(
-            format!("fractional duration `{text}`"),
-            Some("write a whole number in a smaller unit, e.g. `1500ms` instead of `1.5s`"),
-        ));
-    }
-    let factor: u64 = match unit.trim_start() {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "" => {
-            return Err(LiteralError::new(
-                format!("duration `{text}` has no unit"),
-                Some(DURATION_UNITS_HELP),
-            ));
-        }
-        other => {
-            return Err(LiteralError::new(
-                format!("unknown duration unit `{other}`"),
-                Some(DURATION_UNITS_HELP),
-            ));
-        }
+    let mut rest = text;
+    let mut total: u64 = 0;
+    // The rank of the last unit read: each next one must be smaller.
+    let mut last_rank = usize::MAX;
+    let too_large = || {
+        LiteralError::new(
+            format!("duration `{text}` is too large"),
+            Some(DURATION_UNITS_HELP),
+        )
     };
-    let digits: String = number.chars().filter(|c| *c != '_').collect();
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|value| value.checked_mul(factor))
-        .ok_or_else(|| {
-            LiteralError::new(
-                format!("duration `{text}` is too large"),
+    loop {
+        let number_length = rest
+            .bytes()
+            .take_while(|byte| byte.is_ascii_digit() || *byte == b'_' || *byte == b'.')
+            .count();
+        let (number, after) = rest.split_at(number_length.min(rest.len()));
+        if number.contains('.') {
+            return Err(LiteralError::new(
+                format!("fractional duration `{text}`"),
+                Some("write a whole number in a smaller unit, e.g. `1500ms` instead of `1.5s`"),
+            ));
+        }
+        let unit_length = after
+            .bytes()
+            .take_while(|byte| !byte.is_ascii_digit())
+            .count();
+        let (unit, tail) = after.split_at(unit_length.min(after.len()));
+        let (rank, factor): (usize, u64) = match unit {
+            "h" => (0, 3_600_000),
+            "m" => (1, 60_000),
+            "s" => (2, 1_000),
+            "ms" => (3, 1),
+            "" => {
+                return Err(LiteralError::new(
+                    format!("duration `{text}` has no unit"),
+                    Some(DURATION_UNITS_HELP),
+                ));
+            }
+            other => {
+                return Err(LiteralError::new(
+                    format!("unknown duration unit `{}`", other.trim()),
+                    Some(DURATION_UNITS_HELP),
+                ));
+            }
+        };
+        if number.is_empty() || (last_rank != usize::MAX && rank <= last_rank) {
+            return Err(LiteralError::new(
+                format!("duration `{text}` is not a number and a unit, largest unit first"),
                 Some(DURATION_UNITS_HELP),
-            )
-        })
+            ));
+        }
+        last_rank = rank;
+        let digits: String = number.chars().filter(|c| *c != '_').collect();
+        let part = digits
+            .parse::<u64>()
+            .ok()
+            .and_then(|value| value.checked_mul(factor))
+            .ok_or_else(too_large)?;
+        total = total.checked_add(part).ok_or_else(too_large)?;
+        if tail.is_empty() {
+            return Ok(total);
+        }
+        rest = tail;
+    }
 }
 
 /// The value of a non-negative integer literal (underscores allowed as separators).
@@ -244,6 +269,18 @@ mod tests {
         check_duration("2h", Ok(7_200_000));
         check_duration("1_000ms", Ok(1000));
         check_duration("3d", Err("unknown duration unit `d`"));
+        check_duration("4m50s", Ok(290_000));
+        check_duration("1h30m", Ok(5_400_000));
+        check_duration("2s500ms", Ok(2_500));
+        check_duration(
+            "50s4m",
+            Err("duration `50s4m` is not a number and a unit, largest unit first"),
+        );
+        check_duration(
+            "1m1m",
+            Err("duration `1m1m` is not a number and a unit, largest unit first"),
+        );
+        check_duration("4m50", Err("duration `4m50` has no unit"));
         check_duration("30", Err("duration `30` has no unit"));
         check_duration("1.5s", Err("fractional duration `1.5s`"));
         check_duration(

@@ -7,7 +7,7 @@
 
 pub mod ast;
 mod errors;
-mod literals;
+pub(crate) mod literals;
 mod lower;
 pub(crate) mod role_file;
 

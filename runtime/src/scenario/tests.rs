@@ -233,6 +233,8 @@ fn durations_parse_and_format() {
         ("2h", 7_200_000),
         ("0ms", 0),
         ("1500ms", 1_500),
+        ("4m50s", 290_000),
+        ("1h30m", 5_400_000),
     ] {
         assert_eq!(
             duration_text::parse(text),
@@ -248,6 +250,7 @@ fn durations_parse_and_format() {
         "2.5s",
         "-1s",
         "2d",
+        "50s4m",
         "99999999999999999999h",
     ] {
         assert!(duration_text::parse(bad).is_err(), "{bad}");
@@ -255,11 +258,12 @@ fn durations_parse_and_format() {
     for (millis, text) in [
         (250, "250ms"),
         (2_000, "2s"),
-        (90_000, "90s"),
+        (90_000, "1m30s"),
+        (290_000, "4m50s"),
         (1_200_000, "20m"),
         (7_200_000, "2h"),
         (0, "0ms"),
-        (1_500, "1500ms"),
+        (1_500, "1s500ms"),
     ] {
         assert_eq!(duration_text::format(Duration::from_millis(millis)), text);
     }

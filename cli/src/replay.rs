@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use charter_runtime::models::apply_overrides;
 use charter_runtime::run::{DeliveryTarget, ReplayReport, replay_cassette};
 use charter_runtime::scenario::{Cassette, Recorded, Scenario};
 use charter_runtime::trace::{
@@ -88,9 +89,14 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Failed);
         }
     };
-    let Some(spec) = compile_whole(context, &spec_name, &text, &spec_path, "replayed") else {
+    let Some(mut spec) = compile_whole(context, &spec_name, &text, &spec_path, "replayed") else {
         return Ok(Outcome::Failed);
     };
+    // A recording made with `charter run --model` replays with the same models.
+    if let Err(message) = apply_overrides(&mut spec, &cassette.recorded.overrides) {
+        print_error(context, &format!("bad cassette: {message}"));
+        return Ok(Outcome::Failed);
+    }
     let spec = &spec;
 
     print_err(&format!(
@@ -380,6 +386,7 @@ fn describe(event: &TraceEvent) -> Option<String> {
             "answer in {} ({input_tokens}+{output_tokens} tokens)",
             format_time(*latency_ms)
         ),
+        EventKind::ProviderNote { message, .. } => format!("note: {message}"),
         EventKind::ToolCall { tool, .. } => format!("tool {tool}"),
         EventKind::ToolDenied { tool, allowed } => {
             format!("tool {tool} DENIED (allowed: {})", allowed.join(", "))

@@ -308,9 +308,43 @@ fn short(hash: &str) -> &str {
 pub(crate) struct LiveDisplay {
     /// Items settled and items in all, by (`each` step, round).
     fan_out: BTreeMap<(String, u64), (u64, u64)>,
+    /// The calls in flight, for the heartbeat of a live run.
+    calls: Option<std::sync::Arc<crate::live::LiveCalls>>,
 }
 
 impl LiveDisplay {
+    /// A display that also keeps `calls` up to date (a live run's heartbeat).
+    pub(crate) fn with_calls(calls: std::sync::Arc<crate::live::LiveCalls>) -> Self {
+        LiveDisplay {
+            calls: Some(calls),
+            ..LiveDisplay::default()
+        }
+    }
+
+    /// Tells the calls in flight what `event` started or ended.
+    fn track(&self, event: &TraceEvent) {
+        let Some(calls) = &self.calls else {
+            return;
+        };
+        let mut slot = event.step.clone().unwrap_or_default();
+        if let Some(item) = &event.item {
+            slot.push_str(&format!("[{item}]"));
+        }
+        match &event.kind {
+            EventKind::ModelCall { role, .. } => {
+                let place = format!("{slot}#{}", event.attempt.unwrap_or(1));
+                calls.call_started(&slot, &place, role);
+            }
+            EventKind::ModelResult { .. }
+            | EventKind::Timeout { .. }
+            | EventKind::Retry { .. }
+            | EventKind::ItemDone { .. }
+            | EventKind::StepStarted { .. } => calls.call_ended(&slot),
+            EventKind::RunFinished { .. } => calls.all_ended(),
+            _ => {}
+        }
+    }
+
     /// ` [k/n]` after an item settles, when its step said how many items it calls.
     fn progress(&mut self, event: &TraceEvent) -> String {
         let key = (event.step.clone().unwrap_or_default(), event.round);
@@ -337,6 +371,7 @@ impl LiveDisplay {
 
 impl TraceSink for LiveDisplay {
     fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
+        self.track(event);
         let progress = self.progress(event);
         if let Some(line) = describe(event) {
             let time = format_time(event.t_ms);
@@ -359,12 +394,14 @@ impl TraceSink for LiveDisplay {
 /// One line for the events worth showing live.
 fn describe(event: &TraceEvent) -> Option<String> {
     let line = match &event.kind {
+        // The runtime's phases (`planning`, `evaluating`...) are not the flow's words:
+        // the view names the flow's own steps instead, each as it starts.
         EventKind::RunStarted { .. }
         | EventKind::PlanFrozen { .. }
-        | EventKind::RunFinished { .. } => {
+        | EventKind::RunFinished { .. }
+        | EventKind::Phase { .. } => {
             return None;
         }
-        EventKind::Phase { from, to } => format!("phase {from} -> {to}"),
         EventKind::StepStarted { role, items } => {
             let role = role
                 .as_ref()

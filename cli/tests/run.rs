@@ -465,3 +465,40 @@ async fn model_overrides_reach_the_server_are_recorded_and_replayed() {
     assert!(stderr.contains("alias `fast`"), "{stderr}");
     let _ = std::fs::remove_dir_all(&project);
 }
+
+#[tokio::test]
+async fn the_missing_tool_warning_names_only_tools_of_roles_the_flow_calls() {
+    let server = MockServer::start().await;
+    mount(&server, Duration::ZERO).await;
+    let project = project("missing_tool");
+    let spec = project.join("specs/review_loop.charter");
+    let text = std::fs::read_to_string(&spec).unwrap_or_default().replace(
+        "role finalizer {",
+        "contract Query { text: string }\ncontract Hits { urls: list<string> }\n\
+         tool lookup { input: Query  output: Hits  effect: read }\n\
+         tool archive { input: Query  output: Hits  effect: read }\n\
+         role spare { model: default  prompt: \"\"\"x\"\"\"  input: Request  output: Draft  tools: [archive]  max_tool_calls: 1 }\n\
+         role finalizer {\n  tools: [lookup]\n  max_tool_calls: 1",
+    );
+    let _ = std::fs::write(&spec, text);
+    let run = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/review_loop.charter",
+            "--input",
+            "request.json",
+            "--run-dir",
+            "runs/warn",
+        ],
+    ));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("tool `lookup` has no implementation"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("`archive`"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&project);
+}

@@ -108,7 +108,7 @@ impl Recording {
         for entry in entries {
             match entry {
                 JournalEntry::Call(call) => {
-                    resumed_calls.insert(call.key(), call);
+                    resumed_calls.insert(call.key(), *call);
                 }
                 JournalEntry::Human(human) => {
                     resumed_humans.insert((human.step, human.round, human.attempt), human.answer);
@@ -205,7 +205,7 @@ impl Store {
     }
 
     fn record(&self, call: RecordedCall) {
-        self.journal(&JournalEntry::Call(call.clone()));
+        self.journal(&JournalEntry::Call(Box::new(call.clone())));
         lock(&self.calls).insert(call.key(), call);
     }
 
@@ -409,7 +409,8 @@ impl<H: HumanChannel> HumanChannel for RecordingHumans<H> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum JournalEntry {
-    Call(RecordedCall),
+    /// Boxed: a call is much larger than a human answer.
+    Call(Box<RecordedCall>),
     Human(RecordedHuman),
 }
 

@@ -1228,24 +1228,6 @@ fn builtin_contracts() -> [(&'static str, Vec<FieldIr>); 3] {
     ]
 }
 
-#[cfg(test)]
-mod tests {
-    use super::strip_front_matter;
-
-    #[test]
-    fn front_matter_is_stripped_from_role_files() {
-        assert_eq!(
-            strip_front_matter("---\nid: x\n---\nHello {{ a }}\n"),
-            "Hello {{ a }}\n"
-        );
-        assert_eq!(strip_front_matter("no front matter"), "no front matter");
-        assert_eq!(
-            strip_front_matter("---\nunterminated\n"),
-            "---\nunterminated\n"
-        );
-    }
-}
-
 /// A `models` entry's parameters as the IR holds them (the checker rejected duplicates).
 fn model_params(params: &[ModelParam]) -> ModelParamsIr {
     let mut ir = ModelParamsIr::default();
@@ -1265,4 +1247,22 @@ fn model_params(params: &[ModelParam]) -> ModelParamsIr {
         }
     }
     ir
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_front_matter;
+
+    #[test]
+    fn front_matter_is_stripped_from_role_files() {
+        assert_eq!(
+            strip_front_matter("---\nid: x\n---\nHello {{ a }}\n"),
+            "Hello {{ a }}\n"
+        );
+        assert_eq!(strip_front_matter("no front matter"), "no front matter");
+        assert_eq!(
+            strip_front_matter("---\nunterminated\n"),
+            "---\nunterminated\n"
+        );
+    }
 }

@@ -222,3 +222,41 @@ async fn retry_after_effects_allows_the_retry_and_both_runs_are_traced() {
         .collect();
     assert_eq!(recorded, [1, 1]);
 }
+
+#[tokio::test]
+async fn a_refused_output_mode_is_a_provider_note_in_the_trace_and_the_cassette() {
+    let spec = spec(false);
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(|request: &Request| {
+            let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            if body["response_format"]["type"] == "json_schema" {
+                return ResponseTemplate::new(500).set_body_json(json!({"detail": [{
+                    "loc": ["body", "response_format", "type"],
+                    "msg": "Input should be 'text' or 'json_object'"}]}));
+            }
+            ResponseTemplate::new(200).set_body_json(json!({"choices": [{"index": 0,
+                "message": {"role": "assistant", "content": "{\"url\": \"https://posts.example/1\"}"}}]}))
+        })
+        .mount(&server)
+        .await;
+    let (events, outcome, recording, published) = run_live(&spec, &server).await;
+    assert_eq!(outcome.outcome, Outcome::Completed, "{:?}", outcome.message);
+    assert_eq!(published, 0);
+    let notes: Vec<&TraceEvent> = events
+        .iter()
+        .filter(|event| matches!(event.kind, EventKind::ProviderNote { .. }))
+        .collect();
+    assert_eq!(notes.len(), 1, "{events:?}");
+    let cassette = recording.cassette(Recorded::from_spec(&spec));
+    assert_eq!(cassette.calls[0].notes.len(), 1);
+    assert_eq!(
+        cassette
+            .recorded
+            .models
+            .get("default")
+            .map(|model| model.model.as_str()),
+        None,
+        "a literal model is no alias"
+    );
+}

@@ -562,6 +562,11 @@ fn describe(event: &TraceEvent) -> Option<String> {
         } => {
             if *matches {
                 format!("delivered {candidate}, hash verified")
+            } else if actual_hash.is_empty() {
+                format!(
+                    "delivery of {candidate} REFUSED: no evaluated candidate is `{candidate}` (the gate evaluated {})",
+                    short(expected_hash)
+                )
             } else {
                 format!(
                     "delivery of {candidate} REFUSED: evaluated {}, found {}",

@@ -1120,6 +1120,10 @@ fn recorded_block(recorded: &Recorded, literal: bool) -> Result<String, String> 
         rules: &'a BTreeMap<String, String>,
         #[serde(skip_serializing_if = "BTreeMap::is_empty")]
         rendered: BTreeMap<&'a str, Text<'a>>,
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        models: &'a BTreeMap<String, crate::scenario::RecordedModel>,
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        overrides: &'a BTreeMap<String, String>,
     }
     #[derive(serde::Serialize)]
     #[serde(untagged)]
@@ -1143,6 +1147,8 @@ fn recorded_block(recorded: &Recorded, literal: bool) -> Result<String, String> 
                 (role.as_str(), text)
             })
             .collect(),
+        models: &recorded.models,
+        overrides: &recorded.overrides,
     };
     crate::yaml::to_string(CASSETTE_FILE, &Block { recorded: body })
         .map_err(|error| error.to_string())

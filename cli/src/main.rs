@@ -7,6 +7,7 @@
 mod check;
 mod explain;
 mod graph;
+mod live;
 mod loader;
 mod replay;
 mod run;

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use charter_runtime::models::apply_overrides;
 use charter_runtime::run::{DeliveryTarget, ReplayReport, replay_cassette};
 use charter_runtime::scenario::{Cassette, Recorded, Scenario};
 use charter_runtime::trace::{
@@ -88,9 +89,14 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Failed);
         }
     };
-    let Some(spec) = compile_whole(context, &spec_name, &text, &spec_path, "replayed") else {
+    let Some(mut spec) = compile_whole(context, &spec_name, &text, &spec_path, "replayed") else {
         return Ok(Outcome::Failed);
     };
+    // A recording made with `charter run --model` replays with the same models.
+    if let Err(message) = apply_overrides(&mut spec, &cassette.recorded.overrides) {
+        print_error(context, &format!("bad cassette: {message}"));
+        return Ok(Outcome::Failed);
+    }
     let spec = &spec;
 
     print_err(&format!(
@@ -303,9 +309,43 @@ fn short(hash: &str) -> &str {
 pub(crate) struct LiveDisplay {
     /// Items settled and items in all, by (`each` step, round).
     fan_out: BTreeMap<(String, u64), (u64, u64)>,
+    /// The calls in flight, for the heartbeat of a live run.
+    calls: Option<std::sync::Arc<crate::live::LiveCalls>>,
 }
 
 impl LiveDisplay {
+    /// A display that also keeps `calls` up to date (a live run's heartbeat).
+    pub(crate) fn with_calls(calls: std::sync::Arc<crate::live::LiveCalls>) -> Self {
+        LiveDisplay {
+            calls: Some(calls),
+            ..LiveDisplay::default()
+        }
+    }
+
+    /// Tells the calls in flight what `event` started or ended.
+    fn track(&self, event: &TraceEvent) {
+        let Some(calls) = &self.calls else {
+            return;
+        };
+        let mut slot = event.step.clone().unwrap_or_default();
+        if let Some(item) = &event.item {
+            slot.push_str(&format!("[{item}]"));
+        }
+        match &event.kind {
+            EventKind::ModelCall { role, .. } => {
+                let place = format!("{slot}#{}", event.attempt.unwrap_or(1));
+                calls.call_started(&slot, &place, role);
+            }
+            EventKind::ModelResult { .. }
+            | EventKind::Timeout { .. }
+            | EventKind::Retry { .. }
+            | EventKind::ItemDone { .. }
+            | EventKind::StepStarted { .. } => calls.call_ended(&slot),
+            EventKind::RunFinished { .. } => calls.all_ended(),
+            _ => {}
+        }
+    }
+
     /// ` [k/n]` after an item settles, when its step said how many items it calls.
     fn progress(&mut self, event: &TraceEvent) -> String {
         let key = (event.step.clone().unwrap_or_default(), event.round);
@@ -332,6 +372,7 @@ impl LiveDisplay {
 
 impl TraceSink for LiveDisplay {
     fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
+        self.track(event);
         let progress = self.progress(event);
         if let Some(line) = describe(event) {
             let time = format_time(event.t_ms);
@@ -354,12 +395,14 @@ impl TraceSink for LiveDisplay {
 /// One line for the events worth showing live.
 fn describe(event: &TraceEvent) -> Option<String> {
     let line = match &event.kind {
+        // The runtime's phases (`planning`, `evaluating`...) are not the flow's words:
+        // the view names the flow's own steps instead, each as it starts.
         EventKind::RunStarted { .. }
         | EventKind::PlanFrozen { .. }
-        | EventKind::RunFinished { .. } => {
+        | EventKind::RunFinished { .. }
+        | EventKind::Phase { .. } => {
             return None;
         }
-        EventKind::Phase { from, to } => format!("phase {from} -> {to}"),
         EventKind::StepStarted { role, items } => {
             let role = role
                 .as_ref()
@@ -381,6 +424,7 @@ fn describe(event: &TraceEvent) -> Option<String> {
             "answer in {} ({input_tokens}+{output_tokens} tokens)",
             format_time(*latency_ms)
         ),
+        EventKind::ProviderNote { message, .. } => format!("note: {message}"),
         EventKind::ToolCall { tool, .. } => format!("tool {tool}"),
         EventKind::ToolDenied { tool, allowed } => {
             format!("tool {tool} DENIED (allowed: {})", allowed.join(", "))
@@ -519,6 +563,11 @@ fn describe(event: &TraceEvent) -> Option<String> {
         } => {
             if *matches {
                 format!("delivered {candidate}, hash verified")
+            } else if actual_hash.is_empty() {
+                format!(
+                    "delivery of {candidate} REFUSED: no evaluated candidate is `{candidate}` (the gate evaluated {})",
+                    short(expected_hash)
+                )
             } else {
                 format!(
                     "delivery of {candidate} REFUSED: evaluated {}, found {}",

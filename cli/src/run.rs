@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use charter_compiler::CompiledSpec;
+use charter_runtime::models::{apply_overrides, parse_override};
 use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
 use charter_runtime::providers::LiveSettings;
 use charter_runtime::record::{Journal, Recording, write_atomically, write_recording};
@@ -18,6 +19,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::live::LiveCalls;
 use crate::loader::{compile_whole, display_path, normalize};
 use crate::replay::LiveDisplay;
 use crate::{Context, Outcome, print_err, print_error, summary_line};
@@ -64,6 +66,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     pub run_dir: Option<PathBuf>,
 
+    /// Run model alias ALIAS on PROVIDER:MODEL for this run instead of what the spec's
+    /// `models` block says (e.g. `--model default=openai:qwen2.5:7b`); the alias keeps its
+    /// parameters. Repeat for each alias. A recording notes it, and replays apply it.
+    #[arg(long = "model", value_name = "ALIAS=PROVIDER:MODEL")]
+    pub models: Vec<String>,
+
+    /// Also show each model answer (shortened) as it arrives.
+    #[arg(long)]
+    pub show_output: bool,
+
     /// Continue the run kept in RUN_DIR (its spec, input and tools are read from there).
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["spec", "input"])]
     pub resume: Option<PathBuf>,
@@ -75,6 +87,9 @@ struct RunFile {
     spec: PathBuf,
     input: Value,
     tools: Vec<String>,
+    /// `--model` overrides, `ALIAS=PROVIDER:MODEL`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    models: Vec<String>,
 }
 
 const RUN_FILE: &str = "run.json";
@@ -94,9 +109,25 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Usage);
         }
     };
-    let Some(spec) = compile_whole(context, &spec_name, &text, &run_file.spec, "run") else {
+    let Some(mut spec) = compile_whole(context, &spec_name, &text, &run_file.spec, "run") else {
         return Ok(Outcome::Failed);
     };
+    let mut overrides = std::collections::BTreeMap::new();
+    for given in &run_file.models {
+        match parse_override(given) {
+            Ok((alias, target)) => {
+                overrides.insert(alias, target);
+            }
+            Err(message) => {
+                print_error(context, &message);
+                return Ok(Outcome::Usage);
+            }
+        }
+    }
+    if let Err(message) = apply_overrides(&mut spec, &overrides) {
+        print_error(context, &message);
+        return Ok(Outcome::Usage);
+    }
     let spec = &spec;
     // The input is checked before anything runs or is asked for (API keys included).
     let run_file = match validate_request(spec, &run_file.input) {
@@ -123,11 +154,15 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Usage);
         }
     };
+    // Only roles the flow calls can call a tool: a role file imported but never used
+    // (or a tool only such a role holds) is no reason for a warning.
+    let called = roles_called(spec);
     for name in tools.unimplemented() {
         if spec
             .roles
-            .values()
-            .any(|role| role.tools.iter().any(|tool| tool == name))
+            .iter()
+            .filter(|(role, _)| called.contains(role.as_str()))
+            .any(|(_, role)| role.tools.iter().any(|tool| tool == name))
         {
             print_err(&summary_line(
                 context,
@@ -172,7 +207,11 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         }
     ));
 
-    let mut sinks: Vec<Box<dyn TraceSink>> = vec![Box::new(LiveDisplay::default())];
+    for (alias, target) in &overrides {
+        print_err(&format!("model `{alias}` runs on {target} (--model)\n"));
+    }
+    let calls = LiveCalls::new(args.show_output);
+    let mut sinks: Vec<Box<dyn TraceSink>> = vec![Box::new(LiveDisplay::with_calls(calls.clone()))];
     for path in std::iter::once(run_dir.join(EVENTS_FILE)).chain(args.events.clone()) {
         match JsonlSink::create(&path) {
             Ok(sink) => sinks.push(Box::new(sink)),
@@ -183,7 +222,10 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         }
     }
     let mut sink = ScrubbingSink::new(Fanout(sinks), Scrubber::new(secrets));
-    let config = RunConfig::default();
+    let config = RunConfig {
+        observer: Some(calls.clone()),
+        ..RunConfig::default()
+    };
     let config = match &args.out {
         Some(directory) => config.with_out_dir(directory.clone()),
         None => RunConfig {
@@ -191,6 +233,7 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
             ..config
         },
     };
+    let heartbeat = calls.heartbeat();
     let result = run_live(
         spec,
         run_file.input.clone(),
@@ -200,6 +243,7 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         &mut sink,
         &recording,
     );
+    drop(heartbeat);
     if let Some(error) = recording.journal_error() {
         print_err(&summary_line(
             context,
@@ -224,7 +268,9 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
             input: run_file.input.clone(),
             expect: None,
         };
-        let cassette = recording.cassette(Recorded::from_spec(spec));
+        let mut recorded = Recorded::from_spec(spec);
+        recorded.overrides = overrides.clone();
+        let cassette = recording.cassette(recorded);
         if let Err(error) = write_recording(directory, &scenario, &cassette) {
             print_error(context, &error.to_string());
             return Ok(Outcome::Failed);
@@ -323,6 +369,9 @@ fn prepare(args: &RunArgs, context: Context) -> Result<(PathBuf, RunFile), Outco
         if !args.tools.is_empty() {
             run_file.tools = args.tools.clone();
         }
+        if !args.models.is_empty() {
+            run_file.models = args.models.clone();
+        }
         return Ok((run_dir.clone(), run_file));
     }
     let (Some(spec), Some(input)) = (&args.spec, &args.input) else {
@@ -366,6 +415,7 @@ fn prepare(args: &RunArgs, context: Context) -> Result<(PathBuf, RunFile), Outco
         spec: std::path::absolute(spec).unwrap_or_else(|_| spec.clone()),
         input,
         tools: args.tools.clone(),
+        models: args.models.clone(),
     };
     let written = std::fs::create_dir_all(&run_dir)
         .map_err(|error| error.to_string())
@@ -483,6 +533,27 @@ impl TraceSink for Fanout {
         }
         Ok(())
     }
+}
+
+/// The roles the flow calls: of role, `each`, `finalize` steps and per-item checks' judges.
+fn roles_called(spec: &CompiledSpec) -> std::collections::BTreeSet<&str> {
+    use charter_compiler::graph::StepKind;
+    let mut roles = std::collections::BTreeSet::new();
+    for step in spec.flow.graph.node_weights() {
+        match &step.kind {
+            StepKind::Call { role, .. } | StepKind::Finalize { role, .. } => {
+                roles.insert(role.as_str());
+            }
+            StepKind::Each { role, check, .. } => {
+                roles.insert(role.as_str());
+                if let Some(by) = check.as_ref().and_then(|check| check.by.as_deref()) {
+                    roles.insert(by);
+                }
+            }
+            _ => {}
+        }
+    }
+    roles
 }
 
 /// Asks the person at the terminal: the question on stderr, `y` or `n` (and an optional

@@ -381,3 +381,124 @@ async fn an_input_that_breaks_the_request_contract_is_a_usage_error_listing_the_
     );
     let _ = std::fs::remove_dir_all(&project);
 }
+
+#[tokio::test]
+async fn model_overrides_reach_the_server_are_recorded_and_replayed() {
+    let server = MockServer::start().await;
+    mount(&server, Duration::ZERO).await;
+    let project = project("model_override");
+    let run = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/review_loop.charter",
+            "--input",
+            "request.json",
+            "--run-dir",
+            "runs/local",
+            "--model",
+            "default=openai:qwen2.5:7b",
+            "--show-output",
+            "--record",
+            "golden/review_loop/local",
+        ],
+    ));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("model `default` runs on openai:qwen2.5:7b (--model)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(r#"answered: {"body":"Rust is fast.","title":"Rust"}"#),
+        "--show-output shows the answer:\n{stderr}"
+    );
+    assert!(!stderr.contains("phase "), "{stderr}");
+    let models: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|request| serde_json::from_slice::<Value>(&request.body).ok())
+        .map(|body| body["model"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(!models.is_empty());
+    assert!(
+        models.iter().all(|model| model == "qwen2.5:7b"),
+        "{models:?}"
+    );
+    let cassette = std::fs::read_to_string(project.join("golden/review_loop/local/cassette.yaml"))
+        .unwrap_or_default();
+    assert!(
+        cassette.contains("overrides:") && cassette.contains("default: openai:qwen2.5:7b"),
+        "{cassette}"
+    );
+    let replay = output(charter(
+        &project,
+        &server,
+        &["replay", "golden/review_loop/local"],
+    ));
+    let replayed = String::from_utf8_lossy(&replay.stderr);
+    assert_eq!(replay.status.code(), Some(0), "{replayed}");
+    assert!(!replayed.contains("stale"), "{replayed}");
+    assert!(
+        replayed.contains("call writer on openai:qwen2.5:7b"),
+        "{replayed}"
+    );
+
+    // An alias the spec does not have is a usage error, before anything runs.
+    let unknown = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/review_loop.charter",
+            "--input",
+            "request.json",
+            "--model",
+            "fast=openai:x",
+        ],
+    ));
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert_eq!(unknown.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("alias `fast`"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
+async fn the_missing_tool_warning_names_only_tools_of_roles_the_flow_calls() {
+    let server = MockServer::start().await;
+    mount(&server, Duration::ZERO).await;
+    let project = project("missing_tool");
+    let spec = project.join("specs/review_loop.charter");
+    let text = std::fs::read_to_string(&spec).unwrap_or_default().replace(
+        "role finalizer {",
+        "contract Query { text: string }\ncontract Hits { urls: list<string> }\n\
+         tool lookup { input: Query  output: Hits  effect: read }\n\
+         tool archive { input: Query  output: Hits  effect: read }\n\
+         role spare { model: default  prompt: \"\"\"x\"\"\"  input: Request  output: Draft  tools: [archive]  max_tool_calls: 1 }\n\
+         role finalizer {\n  tools: [lookup]\n  max_tool_calls: 1",
+    );
+    let _ = std::fs::write(&spec, text);
+    let run = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/review_loop.charter",
+            "--input",
+            "request.json",
+            "--run-dir",
+            "runs/warn",
+        ],
+    ));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("tool `lookup` has no implementation"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("`archive`"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&project);
+}

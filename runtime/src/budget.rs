@@ -138,6 +138,7 @@ mod tests {
             model: "m".into(),
             price_in,
             price_out,
+            params: Default::default(),
         }
     }
 

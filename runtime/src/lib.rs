@@ -29,6 +29,7 @@ pub mod eval;
 pub mod feedback;
 pub mod gate;
 pub mod harness;
+pub mod models;
 pub mod prompt;
 pub mod provider;
 pub mod providers;

@@ -101,6 +101,101 @@ pub struct ModelRequest {
     /// On a provider retry after a contract violation: the violations, given back to the
     /// model so it can correct its output.
     pub previous_error: Option<String>,
+    /// The model entry's parameters and the role's `tool_choice`.
+    pub settings: CallSettings,
+    /// Where the call leaves what it did as it goes (tool calls, notes), so that what a
+    /// failed or timed-out attempt ran is still known to the scheduler.
+    pub log: CallLog,
+}
+
+/// How one call is made: the model entry's sampling parameters and output mode, and the
+/// role's `tool_choice`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallSettings {
+    pub params: charter_compiler::graph::ModelParamsIr,
+    pub tool_choice: charter_compiler::graph::ToolChoiceIr,
+}
+
+/// Told of a call's tool calls as they start and end (a live display); never part of the
+/// trace, which only the scheduler writes.
+pub trait CallObserver: Send + Sync {
+    fn tool_started(&self, key: &CallKey, tool: &str);
+    fn tool_finished(&self, key: &CallKey, tool: &str, ok: bool);
+    /// The model's answer to a call (before the contract check).
+    fn model_answered(&self, _key: &CallKey, _answer: &str) {}
+}
+
+/// What one call did so far: the tool calls it made (in order, each once it ended) and
+/// notes (a structured-output fallback). Shared by the call and the job that spawned it,
+/// so it survives an error or a timeout that drops the call. Two logs always compare
+/// equal: a log is a channel, not part of what a request asks.
+#[derive(Clone, Default)]
+pub struct CallLog {
+    entries: Arc<std::sync::Mutex<CallLogEntries>>,
+    observer: Option<Arc<dyn CallObserver>>,
+    key: Option<CallKey>,
+}
+
+/// The contents of a [`CallLog`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallLogEntries {
+    pub tool_calls: Vec<ToolCall>,
+    pub notes: Vec<String>,
+}
+
+impl CallLog {
+    /// A log for the call `key`, telling `observer` (if any) of its tool calls.
+    pub fn new(key: CallKey, observer: Option<Arc<dyn CallObserver>>) -> Self {
+        CallLog {
+            entries: Arc::default(),
+            observer,
+            key: Some(key),
+        }
+    }
+
+    pub fn tool_started(&self, tool: &str) {
+        if let (Some(observer), Some(key)) = (&self.observer, &self.key) {
+            observer.tool_started(key, tool);
+        }
+    }
+
+    /// Keeps a finished tool call (and tells the observer).
+    pub fn tool_finished(&self, call: ToolCall, ok: bool) {
+        if let (Some(observer), Some(key)) = (&self.observer, &self.key) {
+            observer.tool_finished(key, &call.tool, ok);
+        }
+        self.lock().tool_calls.push(call);
+    }
+
+    pub fn note(&self, note: impl Into<String>) {
+        self.lock().notes.push(note.into());
+    }
+
+    /// What the call did so far.
+    pub fn entries(&self) -> CallLogEntries {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CallLogEntries> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl fmt::Debug for CallLog {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("CallLog")
+            .field("entries", &self.entries())
+            .finish()
+    }
+}
+
+impl PartialEq for CallLog {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
 }
 
 impl ModelRequest {

@@ -6,6 +6,8 @@
 //! | the call                                   | recorded                                   |
 //! | ------------------------------------------ | ------------------------------------------ |
 //! | JSON output                                | `response`, `usage`, `latency`, `tool_calls` |
+//! | any call that failed or was dropped after running tools | its `tool_calls` too, so a replay traces them |
+//! | a provider note (an output mode refused)   | `notes`                                    |
 //! | text output                                | `raw` (the scheduler parses and checks it) |
 //! | an HTTP error                              | `error: {status, message, retry_after?}`   |
 //! | no HTTP answer (connection refused, reset, a malformed body) | `error: {status: 503, message}`, transient as it was |
@@ -40,8 +42,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::provider::{
-    BoxFuture, CallKey, HumanChannel, HumanKey, HumanRequest, ModelOutput, ModelRequest,
-    ModelResponse, Provider, ProviderError,
+    BoxFuture, CallKey, CallLog, CallLogEntries, HumanChannel, HumanKey, HumanRequest, ModelOutput,
+    ModelRequest, ModelResponse, Provider, ProviderError, ToolCall,
 };
 use crate::replay::playback;
 use crate::scenario::{
@@ -106,7 +108,7 @@ impl Recording {
         for entry in entries {
             match entry {
                 JournalEntry::Call(call) => {
-                    resumed_calls.insert(call.key(), call);
+                    resumed_calls.insert(call.key(), *call);
                 }
                 JournalEntry::Human(human) => {
                     resumed_humans.insert((human.step, human.round, human.attempt), human.answer);
@@ -203,7 +205,7 @@ impl Store {
     }
 
     fn record(&self, call: RecordedCall) {
-        self.journal(&JournalEntry::Call(call.clone()));
+        self.journal(&JournalEntry::Call(Box::new(call.clone())));
         lock(&self.calls).insert(call.key(), call);
     }
 
@@ -220,14 +222,30 @@ impl Store {
         }
     }
 
+    fn tool_calls(&self, calls: &[ToolCall]) -> Vec<RecordedToolCall> {
+        calls
+            .iter()
+            .map(|tool_call| RecordedToolCall {
+                tool: tool_call.tool.clone(),
+                args: self.scrub(&tool_call.args),
+                result: self.scrub(&tool_call.result),
+            })
+            .collect()
+    }
+
     /// The entry for a call that ended with `result` after `elapsed`, if it is recorded.
     fn entry(
         &self,
         key: &CallKey,
         elapsed: Duration,
         result: &Result<ModelResponse, ProviderError>,
+        log: &CallLogEntries,
     ) -> Option<RecordedCall> {
         let mut call = empty_call(key);
+        call.notes = log.notes.iter().map(|note| self.scrub_text(note)).collect();
+        if result.is_err() {
+            call.tool_calls = self.tool_calls(&log.tool_calls);
+        }
         match result {
             Ok(response) => {
                 match &response.output {
@@ -239,15 +257,7 @@ impl Store {
                     input_tokens: response.usage.input_tokens,
                     output_tokens: response.usage.output_tokens,
                 });
-                call.tool_calls = response
-                    .tool_calls
-                    .iter()
-                    .map(|tool_call| RecordedToolCall {
-                        tool: tool_call.tool.clone(),
-                        args: self.scrub(&tool_call.args),
-                        result: self.scrub(&tool_call.result),
-                    })
-                    .collect();
+                call.tool_calls = self.tool_calls(&response.tool_calls);
             }
             Err(error) if error.is_fatal() => return None,
             Err(ProviderError::TimedOut { after }) => call.latency = Some(*after),
@@ -288,6 +298,7 @@ fn empty_call(key: &CallKey) -> RecordedCall {
         latency: None,
         usage: None,
         tool_calls: Vec::new(),
+        notes: Vec::new(),
         expect_prompt: None,
     }
 }
@@ -310,6 +321,7 @@ struct DropGuard {
     store: Arc<Store>,
     key: Option<CallKey>,
     started: tokio::time::Instant,
+    log: CallLog,
 }
 
 impl Drop for DropGuard {
@@ -320,6 +332,9 @@ impl Drop for DropGuard {
             let elapsed = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
             let mut call = empty_call(&key);
             call.latency = Some(Duration::from_millis(elapsed.saturating_add(1)));
+            let log = self.log.entries();
+            call.tool_calls = self.store.tool_calls(&log.tool_calls);
+            call.notes = log.notes;
             self.store.record(call);
         }
     }
@@ -336,18 +351,22 @@ impl<P: Provider> Provider for RecordingProvider<P> {
             // Answered before the run was stopped: played back at once.
             store.replayed.fetch_add(1, Ordering::SeqCst);
             let (_, result) = playback(previous);
+            crate::replay::playback_log(previous, &result, &request.log);
             return Box::pin(async move { result });
         }
+        let log = request.log.clone();
         let call = self.inner.complete(request);
         Box::pin(async move {
             let mut guard = DropGuard {
                 store: store.clone(),
                 key: Some(key.clone()),
                 started: tokio::time::Instant::now(),
+                log: log.clone(),
             };
             let result = call.await;
             guard.key = None;
-            if let Some(entry) = store.entry(&key, guard.started.elapsed(), &result) {
+            if let Some(entry) = store.entry(&key, guard.started.elapsed(), &result, &log.entries())
+            {
                 store.record(entry);
             }
             result
@@ -390,7 +409,8 @@ impl<H: HumanChannel> HumanChannel for RecordingHumans<H> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum JournalEntry {
-    Call(RecordedCall),
+    /// Boxed: a call is much larger than a human answer.
+    Call(Box<RecordedCall>),
     Human(RecordedHuman),
 }
 

@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::provider::{
-    BoxFuture, CallKey, HumanChannel, HumanKey, HumanRequest, ModelOutput, ModelRequest,
+    BoxFuture, CallKey, CallLog, HumanChannel, HumanKey, HumanRequest, ModelOutput, ModelRequest,
     ModelResponse, Provider, ProviderError, ToolCall, Usage,
 };
 use crate::scenario::{Cassette, Fault, Recorded, RecordedCall};
@@ -192,6 +192,31 @@ pub fn playback(call: &RecordedCall) -> (Duration, Result<ModelResponse, Provide
     )
 }
 
+/// Gives a call's log what the recorded call did on the way: its notes, and, when it
+/// failed or timed out, the tool calls it had made (a successful call returns them in its
+/// response). Done before the recorded latency runs, so a replayed timeout keeps them.
+pub fn playback_log(
+    call: &RecordedCall,
+    outcome: &Result<ModelResponse, ProviderError>,
+    log: &CallLog,
+) {
+    for note in &call.notes {
+        log.note(note.clone());
+    }
+    if outcome.is_err() {
+        for tool_call in &call.tool_calls {
+            log.tool_finished(
+                ToolCall {
+                    tool: tool_call.tool.clone(),
+                    args: tool_call.args.clone(),
+                    result: tool_call.result.clone(),
+                },
+                true,
+            );
+        }
+    }
+}
+
 impl Provider for ReplayProvider {
     fn complete(
         &self,
@@ -199,6 +224,9 @@ impl Provider for ReplayProvider {
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
         Box::pin(async move {
             let (latency, outcome) = self.play(&request)?;
+            if let Some(call) = self.calls.get(&request.key) {
+                playback_log(call, &outcome, &request.log);
+            }
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;
             }

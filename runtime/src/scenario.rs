@@ -86,6 +86,58 @@ pub struct Recorded {
     /// against when the recording is stale, so the diff shows the prompt that changed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rendered: BTreeMap<String, String>,
+    /// Alias -> the model and parameters it ran with. Compared when present: a replay
+    /// under another model or other parameters is stale.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, RecordedModel>,
+    /// Alias -> `provider:model` given with `charter run --model`: a replay runs the
+    /// spec with the same overrides.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub overrides: BTreeMap<String, String>,
+}
+
+/// The model an alias ran on, and the parameters it was called with.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedModel {
+    /// `provider:model`.
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The output mode, when not the default `json_schema`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+// Parameters come from literals in a spec, never NaN.
+impl Eq for RecordedModel {}
+
+impl std::fmt::Display for RecordedModel {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.model)?;
+        if let Some(temperature) = self.temperature {
+            write!(formatter, " temperature {temperature}")?;
+        }
+        if let Some(top_p) = self.top_p {
+            write!(formatter, " top_p {top_p}")?;
+        }
+        if let Some(max_tokens) = self.max_tokens {
+            write!(formatter, " max_tokens {max_tokens}")?;
+        }
+        if let Some(seed) = self.seed {
+            write!(formatter, " seed {seed}")?;
+        }
+        if let Some(output) = &self.output {
+            write!(formatter, " output {output}")?;
+        }
+        Ok(())
+    }
 }
 
 impl Recorded {
@@ -108,6 +160,8 @@ impl Recorded {
                 .map(|(name, rules)| (name.clone(), rules.hash.clone()))
                 .collect(),
             rendered: BTreeMap::new(),
+            models: crate::models::models_used(spec),
+            overrides: BTreeMap::new(),
         }
     }
 
@@ -135,6 +189,20 @@ impl Recorded {
             }
             for name in now.keys().filter(|name| !recorded.contains_key(*name)) {
                 changes.push(format!("{what} {name}: added"));
+            }
+        }
+        if !self.models.is_empty() {
+            for (alias, model) in &self.models {
+                match current.models.get(alias) {
+                    Some(now) if now == model => {}
+                    Some(now) => changes.push(format!("model {alias}: {model} -> {now}")),
+                    None => changes.push(format!("model {alias}: removed")),
+                }
+            }
+            for alias in current.models.keys() {
+                if !self.models.contains_key(alias) {
+                    changes.push(format!("model {alias}: added"));
+                }
             }
         }
         changes
@@ -172,8 +240,13 @@ pub struct RecordedCall {
     pub latency: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<RecordedUsage>,
+    /// The tool calls the call made, in order; for a call that failed or timed out, those
+    /// it made before it did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<RecordedToolCall>,
+    /// What the provider noted during the call (an output mode the server refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// What the call's prompt must (not) contain, checked on replay: how a hand-written
     /// scenario proves that a role saw what it needed (DESIGN §10). Boxed: most calls
     /// have none, and every journal entry holds a call.

@@ -119,6 +119,9 @@ pub enum EventKind {
         output_tokens: u64,
         latency_ms: u64,
     },
+    /// Something the provider changed for the rest of the run, such as a server that
+    /// refused an output mode (the weaker mode it falls back to).
+    ProviderNote { model: String, message: String },
     /// A whitelisted tool was called during a model call.
     ToolCall {
         tool: String,

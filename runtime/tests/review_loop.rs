@@ -278,17 +278,22 @@ fn an_always_invariant_breaks() {
 }
 
 #[test]
-fn a_delivery_naming_another_candidate_is_refused() {
+fn a_delivery_naming_no_candidate_is_a_contract_violation_never_a_delivery() {
+    // The finalizer has `retry: 0`: the violation ends the step.
     let calls = "calls:
   - { step: write, response: { title: T, body: B } }
   - { step: review, response: { relevance: 9, verdict: PASS } }
   - { step: deliver, response: { candidate_id: c7, summary: wrong } }
 ";
     let replayed = run(calls);
-    replayed.assert_ending("failed{delivery_mismatch}");
-    let delivery = &replayed.of_kind("delivery")[0];
-    assert_eq!(delivery["matches"], false);
-    assert_eq!(delivery["candidate"], "c7");
+    replayed.assert_ending("failed{step_failed{deliver}}");
+    let violation = &replayed.of_kind("contract_violation")[0];
+    assert_eq!(violation["violations"][0]["path"], "candidate_id");
+    assert_eq!(
+        violation["violations"][0]["message"],
+        "\"c7\" names no candidate: it must be exactly one of `c1`; the one to deliver is `c1`"
+    );
+    assert!(replayed.of_kind("delivery").is_empty());
     assert!(
         replayed.report().outcome.delivered.is_none(),
         "nothing is presented as delivered"

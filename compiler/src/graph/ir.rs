@@ -173,6 +173,78 @@ pub struct ModelIr {
     pub price_in: Option<f64>,
     /// USD per one million output tokens.
     pub price_out: Option<f64>,
+    /// Sampling parameters and the structured-output mode.
+    #[serde(default, skip_serializing_if = "ModelParamsIr::is_default")]
+    pub params: ModelParamsIr,
+}
+
+/// A `models` entry's parameters: sent where the provider takes them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelParamsIr {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// How output matching the contract is asked for (default `json_schema`).
+    #[serde(default, skip_serializing_if = "OutputModeIr::is_default")]
+    pub output: OutputModeIr,
+}
+
+impl ModelParamsIr {
+    pub fn is_default(&self) -> bool {
+        *self == ModelParamsIr::default()
+    }
+}
+
+/// `output json_schema | json_object | prompt` of a `models` entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputModeIr {
+    /// The server enforces the contract's JSON Schema (`response_format: json_schema`).
+    #[default]
+    JsonSchema,
+    /// The server enforces JSON; the schema is given as instructions.
+    JsonObject,
+    /// Instructions only (servers without structured output).
+    Prompt,
+}
+
+impl OutputModeIr {
+    pub fn is_default(&self) -> bool {
+        *self == OutputModeIr::JsonSchema
+    }
+
+    /// As written in a spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputModeIr::JsonSchema => "json_schema",
+            OutputModeIr::JsonObject => "json_object",
+            OutputModeIr::Prompt => "prompt",
+        }
+    }
+}
+
+/// A role's `tool_choice`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoiceIr {
+    /// The model decides (the default).
+    #[default]
+    Auto,
+    /// The model must call some tool before it answers.
+    Required,
+    /// The model must call this tool before it answers.
+    Tool(String),
+}
+
+impl ToolChoiceIr {
+    pub fn is_auto(&self) -> bool {
+        *self == ToolChoiceIr::Auto
+    }
 }
 
 /// A rules block and its frozen content hash.
@@ -220,6 +292,13 @@ pub struct RoleIr {
     /// A role file's own front-matter keys (DESIGN §9.2): `meta` to its template.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meta: BTreeMap<String, serde_json::Value>,
+    /// `tool_choice: auto | required | TOOL`.
+    #[serde(default, skip_serializing_if = "ToolChoiceIr::is_auto")]
+    pub tool_choice: ToolChoiceIr,
+    /// `retry_after_effects: true`: a provider retry may follow an attempt whose tools had
+    /// a `write` or `external` effect (otherwise the step fails instead of repeating them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retry_after_effects: bool,
 }
 
 /// `history: [steps] last N` (DESIGN §8.3).
@@ -240,6 +319,9 @@ pub struct RoleModelIr {
     pub model: String,
     pub price_in: Option<f64>,
     pub price_out: Option<f64>,
+    /// The alias's parameters (defaults for a literal `"provider:model"`).
+    #[serde(default, skip_serializing_if = "ModelParamsIr::is_default")]
+    pub params: ModelParamsIr,
 }
 
 /// A role's prompt template (minijinja source, not rendered).

@@ -16,9 +16,10 @@ use super::schema::contract_schema;
 use crate::check::{Checked, Symbols};
 use crate::diagnostics::Sources;
 use crate::syntax::ast::{
-    Action, BinaryOp, Effect, Expr, ExprKind, FailTarget, Gate, GateRule, InvariantKind, ModelRef,
-    Next, NumberLit, Prompt, PromptSource, QuantifierKind, RangeLit, RepairPattern, Role,
-    RoleOrigin, Severity, SpecFile, StepBody, Target, TypeExpr, TypeKind, UnaryOp,
+    Action, BinaryOp, Effect, Expr, ExprKind, FailTarget, Gate, GateRule, InvariantKind,
+    ModelParam, ModelRef, Next, NumberLit, OutputMode, Prompt, PromptSource, QuantifierKind,
+    RangeLit, RepairPattern, Role, RoleOrigin, Severity, SpecFile, StepBody, Target, TypeExpr,
+    TypeKind, UnaryOp,
 };
 
 type Result<T> = std::result::Result<T, InternalError>;
@@ -245,6 +246,7 @@ impl<'a> Lowerer<'a, '_> {
                     model,
                     price_in: entry.price.as_ref().map(|price| price.input.value),
                     price_out: entry.price.as_ref().map(|price| price.output.value),
+                    params: model_params(&entry.params),
                 },
             );
         }
@@ -333,6 +335,12 @@ impl<'a> Lowerer<'a, '_> {
                 .iter()
                 .map(|entry| (entry.key.clone(), entry.value.clone()))
                 .collect(),
+            tool_choice: match role.tool_choice.as_ref().map(|choice| choice.name.as_str()) {
+                None | Some("auto") => ToolChoiceIr::Auto,
+                Some("required") => ToolChoiceIr::Required,
+                Some(tool) => ToolChoiceIr::Tool(tool.to_string()),
+            },
+            retry_after_effects: role.retry_after_effects.unwrap_or(false),
         })
     }
 
@@ -353,6 +361,7 @@ impl<'a> Lowerer<'a, '_> {
                 model,
                 price_in: entry.price.as_ref().map(|price| price.input.value),
                 price_out: entry.price.as_ref().map(|price| price.output.value),
+                params: model_params(&entry.params),
             })
         };
         match &role.model {
@@ -366,6 +375,7 @@ impl<'a> Lowerer<'a, '_> {
                         model,
                         price_in: None,
                         price_out: None,
+                        params: ModelParamsIr::default(),
                     })
                 } else {
                     alias_model(&literal.value)
@@ -1250,6 +1260,27 @@ fn builtin_contracts() -> [(&'static str, Vec<FieldIr>); 3] {
             ],
         ),
     ]
+}
+
+/// A `models` entry's parameters as the IR holds them (the checker rejected duplicates).
+fn model_params(params: &[ModelParam]) -> ModelParamsIr {
+    let mut ir = ModelParamsIr::default();
+    for param in params {
+        match param {
+            ModelParam::Temperature(value) => ir.temperature = Some(value.value),
+            ModelParam::TopP(value) => ir.top_p = Some(value.value),
+            ModelParam::MaxTokens(value) => ir.max_tokens = Some(value.value),
+            ModelParam::Seed(value) => ir.seed = Some(value.value),
+            ModelParam::Output(mode, _) => {
+                ir.output = match mode {
+                    OutputMode::JsonSchema => OutputModeIr::JsonSchema,
+                    OutputMode::JsonObject => OutputModeIr::JsonObject,
+                    OutputMode::Prompt => OutputModeIr::Prompt,
+                }
+            }
+        }
+    }
+    ir
 }
 
 #[cfg(test)]

@@ -137,6 +137,7 @@ fn example_header_hashes_and_tables() {
             model: "gpt-4o-mini".into(),
             price_in: Some(0.15),
             price_out: Some(0.60),
+            params: Default::default(),
         })
     );
     assert_eq!(
@@ -942,4 +943,39 @@ flow {
     );
     assert_eq!(bounds.total.calls, Some(12));
     assert!(bounds.total.summed && !bounds.total.looping);
+}
+
+#[test]
+fn model_parameters_tool_choice_and_retry_after_effects_lower_to_the_ir() {
+    let text = EXAMPLE
+        .replace(
+            "default = \"openai:gpt-4o-mini\" price 0.15 / 0.60",
+            "default = \"openai:gpt-4o-mini\" price 0.15 / 0.60 temperature 0.2 top_p 0.9 max_tokens 800 seed 7 output json_object",
+        )
+        .replace(
+            "  max_tool_calls: 8\n",
+            "  max_tool_calls: 8\n  tool_choice: web_search\n  retry_after_effects: true\n",
+        );
+    let (spec, _) = compiled(&text, &example_loader());
+    let params = ModelParamsIr {
+        temperature: Some(0.2),
+        top_p: Some(0.9),
+        max_tokens: Some(800),
+        seed: Some(7),
+        output: OutputModeIr::JsonObject,
+    };
+    assert_eq!(
+        spec.models.get("default").map(|model| &model.params),
+        Some(&params)
+    );
+    let executor = spec.roles.get("executor").expect("executor");
+    assert_eq!(executor.model.params, params);
+    assert_eq!(
+        executor.tool_choice,
+        ToolChoiceIr::Tool("web_search".into())
+    );
+    assert!(executor.retry_after_effects);
+    let planner = spec.roles.get("planner").expect("planner");
+    assert_eq!(planner.tool_choice, ToolChoiceIr::Auto);
+    assert!(!planner.retry_after_effects);
 }

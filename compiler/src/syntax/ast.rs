@@ -97,7 +97,27 @@ pub struct ModelEntry {
     pub target: StringLit,
     /// USD per one million input and output tokens.
     pub price: Option<Price>,
+    /// `temperature 0.2 top_p 0.9 max_tokens 800 seed 7 output json_object`, as written.
+    pub params: Vec<ModelParam>,
     pub span: Span,
+}
+
+/// One parameter of a `models` entry.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelParam {
+    Temperature(NumberLit),
+    TopP(NumberLit),
+    MaxTokens(IntLit),
+    Seed(IntLit),
+    Output(OutputMode, Span),
+}
+
+/// How a model is asked for output that matches the role's contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputMode {
+    JsonSchema,
+    JsonObject,
+    Prompt,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -214,6 +234,10 @@ pub struct Role {
     pub retry: Option<Retry>,
     /// `history: [steps] last N`: earlier outputs of these steps reach the template.
     pub history: Option<History>,
+    /// `tool_choice: auto | required | TOOL`.
+    pub tool_choice: Option<Ident>,
+    /// `retry_after_effects: true`: a provider retry may repeat `write`/`external` tools.
+    pub retry_after_effects: Option<bool>,
     /// Role files only: the human-readable `name` and `description` from the front matter.
     pub display_name: Option<StringLit>,
     pub description: Option<StringLit>,

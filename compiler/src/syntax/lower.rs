@@ -103,6 +103,12 @@ fn is_token(rule: Rule) -> bool {
             | Rule::kw_max
             | Rule::kw_on_exhausted
             | Rule::kw_branch
+            | Rule::kw_temperature
+            | Rule::kw_top_p
+            | Rule::kw_max_tokens
+            | Rule::kw_seed
+            | Rule::kw_tool_choice
+            | Rule::kw_retry_after_effects
             | Rule::kw_else
             | Rule::kw_pass
             | Rule::kw_when
@@ -340,28 +346,54 @@ impl Lowerer<'_> {
             let mut children = values(entry);
             let alias = self.ident(&children.next()?);
             let target = self.string(&children.next()?);
-            let price = match children.next() {
-                Some(price) => {
-                    let price_span = self.span(&price);
-                    let mut numbers = values(price);
+            let mut price = None;
+            let mut params = Vec::new();
+            for child in children {
+                if child.as_rule() == Rule::price {
+                    let price_span = self.span(&child);
+                    let mut numbers = values(child);
                     let input = self.number(&numbers.next()?);
                     let output = self.number(&numbers.next()?);
-                    Some(Price {
+                    price = Some(Price {
                         input,
                         output,
                         span: price_span,
-                    })
+                    });
+                } else if let Some(param) = self.model_param(child) {
+                    params.push(param);
                 }
-                None => None,
-            };
+            }
             entries.push(ModelEntry {
                 alias,
                 target,
                 price,
+                params,
                 span: entry_span,
             });
         }
         Some(ModelsBlock { entries, span })
+    }
+
+    /// One `model_param` of a `models` entry (`temperature 0.2`, `output json_object`).
+    fn model_param(&mut self, pair: Pair<'_, Rule>) -> Option<ModelParam> {
+        let span = self.span(&pair);
+        let mut parts = pair.into_inner();
+        let keyword = parts.next()?.as_rule();
+        let value = parts.next()?;
+        Some(match keyword {
+            Rule::kw_temperature => ModelParam::Temperature(self.number(&value)),
+            Rule::kw_top_p => ModelParam::TopP(self.number(&value)),
+            Rule::kw_max_tokens => ModelParam::MaxTokens(self.int(&value)?),
+            Rule::kw_seed => ModelParam::Seed(self.int(&value)?),
+            _ => {
+                let mode = match value.into_inner().next()?.as_rule() {
+                    Rule::kw_json_object => OutputMode::JsonObject,
+                    Rule::kw_prompt => OutputMode::Prompt,
+                    _ => OutputMode::JsonSchema,
+                };
+                ModelParam::Output(mode, span)
+            }
+        })
     }
 
     fn rules_block(&mut self, pair: Pair<'_, Rule>) -> Option<RulesBlock> {
@@ -583,6 +615,8 @@ impl Lowerer<'_> {
                 Rule::prop_max_tool_calls => "max_tool_calls",
                 Rule::prop_timeout => "timeout",
                 Rule::prop_history => "history",
+                Rule::prop_tool_choice => "tool_choice",
+                Rule::prop_retry_after_effects => "retry_after_effects",
                 _ => "retry",
             };
             if self.duplicate(&mut seen, key, property_span, &owner) {
@@ -622,6 +656,12 @@ impl Lowerer<'_> {
                     role.max_tool_calls = self.int(&values(property).next()?);
                 }
                 Rule::prop_timeout => role.timeout = self.duration(&values(property).next()?),
+                Rule::prop_tool_choice => {
+                    role.tool_choice = Some(self.ident(&values(property).next()?));
+                }
+                Rule::prop_retry_after_effects => {
+                    role.retry_after_effects = Some(values(property).next()?.as_str() == "true");
+                }
                 Rule::prop_history => {
                     let mut parts = values(property);
                     let steps = self.ident_list(parts.next()?);
@@ -1340,6 +1380,8 @@ pub(crate) fn empty_role(name: Ident, origin: RoleOrigin, span: Span) -> Role {
         retry: None,
         history: None,
         meta: Vec::new(),
+        tool_choice: None,
+        retry_after_effects: None,
         display_name: None,
         description: None,
         tool_rules: Vec::new(),

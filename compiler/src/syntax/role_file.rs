@@ -15,7 +15,7 @@ use super::lower::{Lowerer, empty_role};
 use crate::diagnostics::{Code, Diagnostic, FileId, Span, did_you_mean};
 
 /// The front-matter keys Charter knows (others are the file's own, kept as `meta`).
-pub(crate) const KEYS: [&str; 12] = [
+pub(crate) const KEYS: [&str; 14] = [
     "id",
     "name",
     "description",
@@ -28,14 +28,16 @@ pub(crate) const KEYS: [&str; 12] = [
     "rules",
     "max_tool_calls",
     "tool_rules",
+    "tool_choice",
+    "retry_after_effects",
 ];
 
 /// Any YAML value; spans of nested values are not kept (the value's key line is used).
-/// Booleans and floats are only ever reported as the wrong type, so their values are unread.
+/// Floats are only ever reported as the wrong type, so their values are unread.
 #[derive(Debug)]
 enum Yaml {
     Null,
-    Bool(#[allow(dead_code)] bool),
+    Bool(bool),
     Int(i64),
     Float(#[allow(dead_code)] f64),
     Str(String),
@@ -360,6 +362,20 @@ impl RoleFile<'_> {
         role.retry = self.retry(&front);
         role.tool_rules = self.tool_rules(&front);
         role.meta = meta;
+        role.tool_choice = self.string(&front, "tool_choice").map(|choice| Ident {
+            name: choice.value,
+            span: choice.span,
+        });
+        role.retry_after_effects = match front.values.get("retry_after_effects") {
+            Some(spanned) => match &spanned.value {
+                Yaml::Bool(value) => Some(*value),
+                other => {
+                    self.wrong_type(&front, "retry_after_effects", "`true` or `false`", other);
+                    None
+                }
+            },
+            None => None,
+        };
         let body_span = self.span(layout.body.min(self.text.len()), self.text.len());
         role.prompt = Some(Prompt {
             source: PromptSource::File {

@@ -528,6 +528,7 @@ pub fn replay(
         delivery: DeliveryTarget::Memory,
         faults: cassette.faults.clone(),
         cancel: None,
+        observer: None,
     };
     let replay = Arc::new(ReplayProvider::new(cassette));
     let capture = Arc::new(PromptCapture {
@@ -736,6 +737,22 @@ fn check_scenario(
     let spec = match specs.get(root, &scenario.spec) {
         Ok(spec) => spec,
         Err(problem) => return report.problems.push(problem),
+    };
+    // A recording made with `charter run --model` replays with the same models.
+    let spec = if cassette.recorded.overrides.is_empty() {
+        spec
+    } else {
+        let mut overridden = (*spec).clone();
+        if let Err(message) =
+            crate::models::apply_overrides(&mut overridden, &cassette.recorded.overrides)
+        {
+            return report.problems.push(error_at(
+                cassette_file.clone(),
+                line_of(&cassette_text, "overrides:"),
+                message,
+            ));
+        }
+        Arc::new(overridden)
     };
 
     let expect = scenario.expect.clone().unwrap_or_default();
@@ -1103,6 +1120,10 @@ fn recorded_block(recorded: &Recorded, literal: bool) -> Result<String, String> 
         rules: &'a BTreeMap<String, String>,
         #[serde(skip_serializing_if = "BTreeMap::is_empty")]
         rendered: BTreeMap<&'a str, Text<'a>>,
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        models: &'a BTreeMap<String, crate::scenario::RecordedModel>,
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        overrides: &'a BTreeMap<String, String>,
     }
     #[derive(serde::Serialize)]
     #[serde(untagged)]
@@ -1126,6 +1147,8 @@ fn recorded_block(recorded: &Recorded, literal: bool) -> Result<String, String> 
                 (role.as_str(), text)
             })
             .collect(),
+        models: &recorded.models,
+        overrides: &recorded.overrides,
     };
     crate::yaml::to_string(CASSETTE_FILE, &Block { recorded: body })
         .map_err(|error| error.to_string())

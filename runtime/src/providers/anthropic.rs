@@ -13,6 +13,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use charter_compiler::graph::{OutputModeIr, ToolChoiceIr};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -100,6 +101,7 @@ impl AnthropicProvider {
         let schema = wire_schema(&request);
         let use_tool = schema.is_some()
             && self.config.structured_output != StructuredOutput::Instructions
+            && request.settings.params.output != OutputModeIr::Prompt
             && !request.tools.iter().any(|tool| tool == OUTPUT_TOOL);
         let mut tool_definitions: Vec<Value> = request
             .tools
@@ -138,15 +140,39 @@ impl AnthropicProvider {
             }
             turns += 1;
             let tools_done = tool_loop.exhausted();
+            let params = &request.settings.params;
             let mut body = json!({
                 "model": model_name(&request.model),
-                "max_tokens": self.config.max_tokens,
+                "max_tokens": params.max_tokens.unwrap_or(self.config.max_tokens),
                 "messages": messages,
             });
+            // The Messages API takes no seed.
+            if let Some(temperature) = params.temperature {
+                body["temperature"] = json!(temperature);
+            }
+            if let Some(top_p) = params.top_p {
+                body["top_p"] = json!(top_p);
+            }
             if let Some(system) = &system {
                 body["system"] = json!(system);
             }
-            if !tool_definitions.is_empty() {
+            // A role's `tool_choice` binds until the model has called a tool: until then
+            // the output tool is not offered, so the model cannot answer instead.
+            let forced = match &request.settings.tool_choice {
+                _ if !own_tools || tools_done || !tool_loop.choice_pending() => None,
+                ToolChoiceIr::Auto => None,
+                ToolChoiceIr::Required => Some(json!({"type": "any"})),
+                ToolChoiceIr::Tool(name) => Some(json!({"type": "tool", "name": name})),
+            };
+            if let Some(forced) = forced {
+                let own: Vec<Value> = tool_definitions
+                    .iter()
+                    .filter(|tool| tool.get("name").and_then(Value::as_str) != Some(OUTPUT_TOOL))
+                    .cloned()
+                    .collect();
+                body["tools"] = Value::Array(own);
+                body["tool_choice"] = forced;
+            } else if !tool_definitions.is_empty() {
                 body["tools"] = Value::Array(tool_definitions.clone());
                 body["tool_choice"] = match (use_tool, own_tools && !tools_done) {
                     (true, true) => json!({"type": "any"}),
@@ -247,7 +273,7 @@ impl AnthropicProvider {
             .await
             .map_err(|error| send_error(&error, key))?;
         if !(200..300).contains(&status) {
-            return Err(status_error(status, &headers, &text, key));
+            return Err(status_error(status, &headers, &text, key, &self.endpoint));
         }
         serde_json::from_str(&text).map_err(|error| malformed(&error.to_string(), &text, key))
     }

@@ -24,7 +24,7 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
 
 use crate::provider::{
-    BoxFuture, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, ToolCall,
+    BoxFuture, CallLog, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, ToolCall,
 };
 use crate::tools::ToolBox;
 
@@ -203,16 +203,27 @@ pub(crate) fn redact(key: Option<&ApiKey>, text: &str) -> String {
 }
 
 /// The most of an error body quoted in a message, in characters.
-const BODY_EXCERPT: usize = 500;
+const BODY_EXCERPT: usize = 300;
 
-/// The error for an HTTP answer with a non-success status.
+/// The error for an HTTP answer with a non-success status from `url`. A 404 names the
+/// URL (a base URL without its version path is the usual cause).
 pub(crate) fn status_error(
     status: u16,
     headers: &HeaderMap,
     body: &str,
     key: Option<&ApiKey>,
+    url: &str,
 ) -> ProviderError {
-    let message = redact(key, &error_message(body));
+    let mut message = redact(key, &error_message(body));
+    if status == 404 {
+        let hint = if url.ends_with("/chat/completions") {
+            "OpenAI-compatible servers usually serve under `/v1`: set OPENAI_BASE_URL to e.g. \
+             `http://localhost:8080/v1`"
+        } else {
+            "the Anthropic base URL is given without `/v1` (`/v1/messages` is appended)"
+        };
+        message = format!("{url} answered 404 ({message}); is the base URL right? {hint}");
+    }
     if (status == 429 || status == 503)
         && let Some(retry_after) = retry_after(headers, SystemTime::now())
     {
@@ -225,7 +236,9 @@ pub(crate) fn status_error(
     ProviderError::from_status(status, message)
 }
 
-/// What an error body says: the `error.message` both APIs use, else the body's start.
+/// What an error body says: the `error.message` both APIs use (or FastAPI's `detail`),
+/// else the body's start; shortened, with the server's file paths left out (a traceback
+/// tells the user nothing and tells everyone how the server is laid out).
 pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let message = parsed.as_ref().and_then(|value| {
@@ -233,18 +246,32 @@ pub(crate) fn error_message(body: &str) -> String {
             .pointer("/error/message")
             .or_else(|| value.get("message"))
             .or_else(|| value.get("error"))
+            .or_else(|| value.get("detail"))
             .and_then(Value::as_str)
     });
-    match message {
+    let text = match message {
         Some(message) => message.to_string(),
         None => {
             let body = body.trim();
             if body.is_empty() {
-                "(empty body)".to_string()
-            } else {
-                excerpt(body, BODY_EXCERPT)
+                return "(empty body)".to_string();
             }
+            body.to_string()
         }
+    };
+    excerpt(&strip_paths(&text), BODY_EXCERPT)
+}
+
+/// `text` with every file path (two or more components, Unix or Windows) replaced by
+/// `<path>`; URLs are kept.
+pub(crate) fn strip_paths(text: &str) -> String {
+    static PATH: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let pattern = PATH.get_or_init(|| {
+        regex::Regex::new(r#"(^|[\s"'(=,\[])((?:[A-Za-z]:)?(?:[/\\][\w.@+-]+){2,}[/\\]?)"#).ok()
+    });
+    match pattern {
+        Some(pattern) => pattern.replace_all(text, "${1}<path>").into_owned(),
+        None => text.to_string(),
     }
 }
 
@@ -387,6 +414,7 @@ pub(crate) struct ToolLoop<'a> {
     allowed: &'a [String],
     limit: Option<u64>,
     permitted: u64,
+    log: &'a CallLog,
     pub(crate) calls: Vec<ToolCall>,
 }
 
@@ -403,8 +431,14 @@ impl<'a> ToolLoop<'a> {
             allowed: &request.tools,
             limit: request.max_tool_calls,
             permitted: 0,
+            log: &request.log,
             calls: Vec::new(),
         }
+    }
+
+    /// The role's `tool_choice` still binds: no tool has been called yet in this call.
+    pub(crate) fn choice_pending(&self) -> bool {
+        self.calls.is_empty()
     }
 
     /// No further tool call may be made (the model must answer now).
@@ -460,6 +494,7 @@ impl<'a> ToolLoop<'a> {
             self.permitted += 1;
             match args {
                 Ok(args) => {
+                    self.log.tool_started(tool);
                     let result = self.tools.call(tool, args.clone()).await;
                     (args, result.map_err(|error| error.to_string()))
                 }
@@ -476,11 +511,13 @@ impl<'a> ToolLoop<'a> {
                 is_error: true,
             },
         };
-        self.calls.push(ToolCall {
+        let call = ToolCall {
             tool: tool.to_string(),
             args: recorded_args,
             result: answer.content.clone(),
-        });
+        };
+        self.log.tool_finished(call.clone(), !answer.is_error);
+        self.calls.push(call);
         answer
     }
 }

@@ -8,14 +8,25 @@
 //! `max_tool_calls` is reached the next request says `tool_choice: none`. The final
 //! message's content is the output; usage is summed over the turns.
 //!
-//! A server that refuses `response_format` (a 400 or 422 naming it) is asked again at
-//! once with the schema as instructions in a system message, and from then on (in
-//! [`StructuredOutput::Auto`]).
+//! **Output modes.** A model entry's `output` (default `json_schema`) says how output
+//! matching the contract is asked for: `json_schema` sends the schema as
+//! `response_format: {type: json_schema}`; `json_object` sends `{type: json_object}` and
+//! the schema as instructions in a system message; `prompt` sends only the instructions.
+//! When a server refuses the mode (any 4xx/5xx whose body names `response_format` or
+//! `json_schema`), the request is sent again at once in the next weaker mode, which is
+//! kept for that model for the rest of the run, with a note in the call's log (the trace
+//! shows it). Whatever the mode, the scheduler checks the reply against the contract.
+//!
+//! The model entry's `temperature`, `top_p`, `max_tokens` and `seed` are sent as they
+//! are; the role's `tool_choice` applies until the model has called a tool. An assistant
+//! message is never sent with `content: null` (llama-cpp-python refuses it).
 
+use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use charter_compiler::graph::{OutputModeIr, ToolChoiceIr};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -66,8 +77,9 @@ pub struct OpenAiProvider {
     endpoint: String,
     client: reqwest::Client,
     tools: Arc<ToolBox>,
-    /// The server refused `response_format`: use JSON instructions from now on.
-    schema_refused: AtomicBool,
+    /// Per model: the output mode this server was found to accept, when it refused a
+    /// stronger one (`json_schema` -> `json_object` -> `prompt`), for the rest of the run.
+    downgraded: Mutex<BTreeMap<String, OutputModeIr>>,
 }
 
 /// By hand, so that nothing but the configuration's redacted form is shown.
@@ -77,10 +89,7 @@ impl fmt::Debug for OpenAiProvider {
             .debug_struct("OpenAiProvider")
             .field("config", &self.config)
             .field("tools", &self.tools)
-            .field(
-                "schema_refused",
-                &self.schema_refused.load(Ordering::Relaxed),
-            )
+            .field("downgraded", &*self.downgraded())
             .finish()
     }
 }
@@ -94,16 +103,58 @@ impl OpenAiProvider {
             config,
             client,
             tools,
-            schema_refused: AtomicBool::new(false),
+            downgraded: Mutex::new(BTreeMap::new()),
         })
     }
 
-    fn use_schema(&self) -> bool {
-        match self.config.structured_output {
-            StructuredOutput::Schema => true,
-            StructuredOutput::Instructions => false,
-            StructuredOutput::Auto => !self.schema_refused.load(Ordering::Relaxed),
+    fn downgraded(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, OutputModeIr>> {
+        self.downgraded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The output mode of a call: the model entry's, the configuration's, or the weaker
+    /// one this server was found to accept.
+    fn output_mode(&self, request: &ModelRequest) -> OutputModeIr {
+        let asked = match self.config.structured_output {
+            StructuredOutput::Instructions => OutputModeIr::Prompt,
+            _ => request.settings.params.output,
+        };
+        match self.downgraded().get(&request.model) {
+            Some(found) => asked.max(*found),
+            None => asked,
         }
+    }
+
+    /// After `mode` was refused: the next weaker mode, remembered for this model (with a
+    /// note in the call's log the first time), or `None` when there is none to try.
+    fn fall_back(
+        &self,
+        request: &ModelRequest,
+        mode: OutputModeIr,
+        error: &ProviderError,
+    ) -> Option<OutputModeIr> {
+        if self.config.structured_output == StructuredOutput::Schema {
+            return None;
+        }
+        let next = match mode {
+            OutputModeIr::JsonSchema => OutputModeIr::JsonObject,
+            OutputModeIr::JsonObject => OutputModeIr::Prompt,
+            OutputModeIr::Prompt => return None,
+        };
+        let mut downgraded = self.downgraded();
+        let known = downgraded.get(&request.model).copied();
+        if known.is_none_or(|known| known < next) {
+            downgraded.insert(request.model.clone(), next);
+            request.log.note(format!(
+                "the server refused output mode `{}` for model `{}` ({}); using `{}` for the rest of the run",
+                mode.as_str(),
+                request.model,
+                error,
+                next.as_str()
+            ));
+        }
+        Some(next)
     }
 
     async fn run(&self, request: ModelRequest) -> Result<ModelResponse, ProviderError> {
@@ -136,15 +187,13 @@ impl OpenAiProvider {
                 return Err(too_many_turns(turns));
             }
             turns += 1;
-            let tools_done = tool_loop.exhausted();
+            let tools = ToolOffer {
+                definitions: &tool_definitions,
+                done: tool_loop.exhausted(),
+                choice_pending: tool_loop.choice_pending(),
+            };
             let reply = self
-                .send(
-                    &request,
-                    schema.as_ref(),
-                    &messages,
-                    &tool_definitions,
-                    tools_done,
-                )
+                .send(&request, schema.as_ref(), &messages, &tools)
                 .await?;
             if let Some(reported) = &reply.usage {
                 usage.input_tokens = usage
@@ -173,9 +222,10 @@ impl OpenAiProvider {
                     latency: started.elapsed(),
                 });
             }
+            // Never `content: null`: some servers (llama-cpp-python) refuse it.
             messages.push(json!({
                 "role": "assistant",
-                "content": message.content.unwrap_or(Value::Null),
+                "content": message.content.map(content_text).unwrap_or_default(),
                 "tool_calls": tool_calls.iter().map(|call| json!({
                     "id": call.id,
                     "type": "function",
@@ -190,7 +240,11 @@ impl OpenAiProvider {
                     serde_json::from_str::<Value>(&raw).map_err(|error| {
                         (
                             Value::String(raw.clone()),
-                            format!("the arguments are not JSON: {error}"),
+                            format!(
+                                "the arguments of this call to `{}` are not valid JSON ({error}); \
+                                 the tool did not run: call it again with one JSON object",
+                                call.function.name
+                            ),
                         )
                     })
                 };
@@ -204,41 +258,27 @@ impl OpenAiProvider {
         }
     }
 
-    /// One HTTP request; on a refused `response_format` (in `Auto`) asks again at once
-    /// with JSON instructions, and remembers.
+    /// One HTTP request; when the server refuses the output mode (any 4xx/5xx whose body
+    /// names `response_format`), asks again at once in the next weaker mode, and remembers.
     async fn send(
         &self,
         request: &ModelRequest,
         schema: Option<&Value>,
         messages: &[Value],
-        tool_definitions: &[Value],
-        tools_done: bool,
+        tools: &ToolOffer<'_>,
     ) -> Result<ChatResponse, ProviderError> {
-        let use_schema = self.use_schema();
-        let body = self.body(
-            request,
-            schema,
-            use_schema,
-            messages,
-            tool_definitions,
-            tools_done,
-        );
-        match self.post(&body).await {
-            Err(Refusal::Schema(_))
-                if use_schema && self.config.structured_output == StructuredOutput::Auto =>
-            {
-                self.schema_refused.store(true, Ordering::Relaxed);
-                let body = self.body(
-                    request,
-                    schema,
-                    false,
-                    messages,
-                    tool_definitions,
-                    tools_done,
-                );
-                self.post(&body).await.map_err(Refusal::into_error)
+        let mut mode = self.output_mode(request);
+        loop {
+            let body = self.body(request, schema, mode, messages, tools);
+            match self.post(&body).await {
+                Err(Refusal::Schema(error)) if schema.is_some() => {
+                    match self.fall_back(request, mode, &error) {
+                        Some(next) => mode = next,
+                        None => return Err(error),
+                    }
+                }
+                other => return other.map_err(Refusal::into_error),
             }
-            other => other.map_err(Refusal::into_error),
         }
     }
 
@@ -246,13 +286,14 @@ impl OpenAiProvider {
         &self,
         request: &ModelRequest,
         schema: Option<&Value>,
-        use_schema: bool,
+        mode: OutputModeIr,
         messages: &[Value],
-        tool_definitions: &[Value],
-        tools_done: bool,
+        tools: &ToolOffer<'_>,
     ) -> Value {
         let mut all_messages = Vec::with_capacity(messages.len() + 1);
-        if let (Some(schema), false) = (schema, use_schema) {
+        if let Some(schema) = schema
+            && mode != OutputModeIr::JsonSchema
+        {
             all_messages.push(json!({"role": "system", "content": json_instructions(schema)}));
         }
         all_messages.extend(messages.iter().cloned());
@@ -260,19 +301,50 @@ impl OpenAiProvider {
             "model": model_name(&request.model),
             "messages": all_messages,
         });
-        if let (Some(schema), true) = (schema, use_schema) {
-            body["response_format"] = json!({
-                "type": "json_schema",
-                "json_schema": {
-                    "name": schema_name(&request.role),
-                    "schema": schema,
-                    "strict": self.config.strict,
-                }
-            });
+        match (schema, mode) {
+            (Some(schema), OutputModeIr::JsonSchema) => {
+                body["response_format"] = json!({
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": schema_name(&request.role),
+                        "schema": schema,
+                        "strict": self.config.strict,
+                    }
+                });
+            }
+            (Some(_), OutputModeIr::JsonObject) => {
+                body["response_format"] = json!({"type": "json_object"});
+            }
+            _ => {}
         }
-        if !tool_definitions.is_empty() {
-            body["tools"] = Value::Array(tool_definitions.to_vec());
-            body["tool_choice"] = json!(if tools_done { "none" } else { "auto" });
+        let params = &request.settings.params;
+        if let Some(temperature) = params.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        if let Some(top_p) = params.top_p {
+            body["top_p"] = json!(top_p);
+        }
+        if let Some(max_tokens) = params.max_tokens {
+            body["max_tokens"] = json!(max_tokens);
+        }
+        if let Some(seed) = params.seed {
+            body["seed"] = json!(seed);
+        }
+        if !tools.definitions.is_empty() {
+            body["tools"] = Value::Array(tools.definitions.to_vec());
+            body["tool_choice"] = if tools.done {
+                json!("none")
+            } else if tools.choice_pending {
+                match &request.settings.tool_choice {
+                    ToolChoiceIr::Auto => json!("auto"),
+                    ToolChoiceIr::Required => json!("required"),
+                    ToolChoiceIr::Tool(name) => {
+                        json!({"type": "function", "function": {"name": name}})
+                    }
+                }
+            } else {
+                json!("auto")
+            };
         }
         body
     }
@@ -303,10 +375,10 @@ impl OpenAiProvider {
             .await
             .map_err(|error| Refusal::Other(send_error(&error, key)))?;
         if !(200..300).contains(&status) {
-            let error = status_error(status, &headers, &text, key);
+            let error = status_error(status, &headers, &text, key, &self.endpoint);
             let lower = text.to_ascii_lowercase();
             let names_schema = lower.contains("response_format") || lower.contains("json_schema");
-            return Err(if (status == 400 || status == 422) && names_schema {
+            return Err(if status >= 400 && names_schema {
                 Refusal::Schema(error)
             } else {
                 Refusal::Other(error)
@@ -324,6 +396,15 @@ impl Provider for OpenAiProvider {
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
         Box::pin(self.run(request))
     }
+}
+
+/// The tools offered in one request, and how the model is to choose among them.
+struct ToolOffer<'a> {
+    definitions: &'a [Value],
+    /// `max_tool_calls` is reached: `tool_choice: none`.
+    done: bool,
+    /// No tool has been called yet: the role's `tool_choice` applies.
+    choice_pending: bool,
 }
 
 /// A failed request; `Schema` when the server refused `response_format`.

@@ -81,6 +81,7 @@ fn statuses_map_to_transient_throttled_and_permanent_errors() {
         &headers(&[("retry-after", "3")]),
         r#"{"error": {"message": "rate limited"}}"#,
         Some(&key),
+        URL,
     );
     assert_eq!(
         throttled,
@@ -93,14 +94,15 @@ fn statuses_map_to_transient_throttled_and_permanent_errors() {
     assert!(throttled.is_transient());
     assert_eq!(throttled.retry_after(), Some(Duration::from_secs(3)));
     assert_eq!(throttled.status(), Some(429));
-    let plain_429 = status_error(429, &HeaderMap::new(), "", None);
+    let plain_429 = status_error(429, &HeaderMap::new(), "", None, URL);
     assert!(plain_429.is_transient() && plain_429.retry_after().is_none());
-    assert!(status_error(502, &HeaderMap::new(), "bad gateway", None).is_transient());
+    assert!(status_error(502, &HeaderMap::new(), "bad gateway", None, URL).is_transient());
     let denied = status_error(
         401,
         &HeaderMap::new(),
         r#"{"error": {"message": "Incorrect API key provided: sk-test-123"}}"#,
         Some(&key),
+        URL,
     );
     assert!(!denied.is_transient());
     assert_eq!(
@@ -121,7 +123,11 @@ fn error_bodies_are_summarized() {
     assert_eq!(error_message(r#"{"error": "plain"}"#), "plain");
     assert_eq!(error_message("  "), "(empty body)");
     let long = "x".repeat(2000);
-    assert_eq!(error_message(&long).chars().count(), 501);
+    assert_eq!(
+        error_message(&long).chars().count(),
+        301,
+        "300 characters and `…`"
+    );
 }
 
 #[test]
@@ -176,6 +182,8 @@ async fn calls_are_routed_by_provider() {
         tools: Vec::new(),
         max_tool_calls: None,
         previous_error: None,
+        settings: Default::default(),
+        log: Default::default(),
     };
     let answer = providers.complete(request("anthropic:claude")).await;
     assert_eq!(
@@ -263,5 +271,37 @@ flow {
     assert!(
         !shown.contains("sk-o") && !shown.contains("sk-a"),
         "{shown}"
+    );
+}
+
+const URL: &str = "http://127.0.0.1:9/v1/chat/completions";
+
+#[test]
+fn error_bodies_are_shortened_and_keep_no_server_paths() {
+    let body = r#"Traceback (most recent call last):
+  File "/usr/lib/python3.11/site-packages/llama_cpp/server/app.py", line 12, in create
+  File "C:\srv\llama\app.py", line 3
+ValueError: Input should be 'text' or 'json_object' (see https://docs.example.org/errors/a/b)"#;
+    let message = error_message(body);
+    assert!(!message.contains("site-packages"), "{message}");
+    assert!(!message.contains("srv"), "{message}");
+    assert!(message.contains("\"<path>\""), "{message}");
+    assert!(
+        message.contains("https://docs.example.org/errors/a/b"),
+        "{message}"
+    );
+    let long = "x".repeat(5000);
+    assert!(error_message(&long).chars().count() <= 301);
+    let not_found = status_error(
+        404,
+        &HeaderMap::new(),
+        r#"{"detail":"Not Found"}"#,
+        None,
+        URL,
+    );
+    let text = not_found.to_string();
+    assert!(
+        text.contains(URL) && text.contains("/v1") && text.contains("Not Found"),
+        "{text}"
     );
 }

@@ -66,6 +66,8 @@ fn request(attempt: u64) -> ModelRequest {
         tools: vec!["search".into()],
         max_tool_calls: None,
         previous_error: None,
+        settings: Default::default(),
+        log: Default::default(),
     }
 }
 

@@ -25,6 +25,8 @@ fn request(key: CallKey) -> ModelRequest {
         tools: vec!["web_search".into()],
         max_tool_calls: None,
         previous_error: None,
+        settings: Default::default(),
+        log: Default::default(),
     }
 }
 
@@ -247,6 +249,8 @@ fn plan_request(prompt: &str, previous_error: Option<&str>) -> ModelRequest {
     ModelRequest {
         prompt: prompt.into(),
         previous_error: previous_error.map(str::to_string),
+        settings: Default::default(),
+        log: Default::default(),
         ..request(CallKey::new("plan"))
     }
 }

@@ -168,7 +168,7 @@ impl Scheduler<'_> {
                 };
                 return Ok(Some(job));
             }
-            JobBody::Reply(result) => self.on_reply(&mut unit, result)?,
+            JobBody::Reply(result, log) => self.on_reply(&mut unit, result, log)?,
         };
         if judging.is_none() && matches!(update, CallUpdate::Output(_)) {
             // The files the successful attempt wrote belong to the item's output.

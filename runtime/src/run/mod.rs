@@ -152,6 +152,7 @@ pub fn replay_cassette(
         delivery,
         faults: cassette.faults.clone(),
         cancel: None,
+        observer: None,
     };
     let replay = Arc::new(crate::replay::ReplayProvider::new(cassette));
     let outcome = replay_blocking(spec, input, replay.clone(), replay.as_ref(), &config, sink)?;

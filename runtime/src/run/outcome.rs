@@ -57,6 +57,15 @@ pub struct RunConfig {
     /// Set to `true` to cancel the run: in-flight calls are dropped and the run ends
     /// `cancelled{cancelled}` (Ctrl-C in a live run).
     pub cancel: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Told of tool calls as they start and end, and of each model answer (a live
+    /// display); never part of the trace.
+    pub observer: Option<std::sync::Arc<dyn crate::provider::CallObserver>>,
+}
+
+impl std::fmt::Debug for dyn crate::provider::CallObserver {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("CallObserver")
+    }
 }
 
 impl Default for RunConfig {
@@ -65,6 +74,7 @@ impl Default for RunConfig {
             delivery: super::delivery::DeliveryTarget::Memory,
             faults: Vec::new(),
             cancel: None,
+            observer: None,
         }
     }
 }

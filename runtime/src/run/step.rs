@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use charter_compiler::graph::{EffectIr, RoleIr};
+use charter_compiler::graph::{EffectIr, RoleIr, StepKind};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -18,7 +18,8 @@ use super::outcome::RunError;
 use super::{Halt, Scheduler};
 use crate::canonical::{canonical_json, sha256};
 use crate::provider::{
-    CallKey, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, Usage,
+    CallKey, CallLog, CallLogEntries, CallSettings, ModelOutput, ModelRequest, ModelResponse,
+    Provider, ProviderError, ToolCall, Usage,
 };
 use crate::trace::{EventKind, RetryKind};
 use crate::validate::{Validator, parse_output, violations_text};
@@ -104,8 +105,9 @@ pub enum CallFailure {
 pub enum JobBody {
     /// A backoff timer ran out: make the next attempt.
     Wake,
-    /// A provider call finished.
-    Reply(Result<ModelResponse, CallFailure>),
+    /// A provider call finished, with what it did on the way (the tool calls a failed
+    /// or timed-out attempt ran, the provider's notes).
+    Reply(Result<ModelResponse, CallFailure>, CallLogEntries),
 }
 
 /// A message from a job to the scheduler.
@@ -124,6 +126,7 @@ pub fn spawn_call(
     sender: UnboundedSender<JobMessage>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let log = request.log.clone();
         let call = provider.complete(request);
         let result = match timeout_ms {
             Some(limit) => match tokio::time::timeout(Duration::from_millis(limit), call).await {
@@ -134,7 +137,7 @@ pub fn spawn_call(
         };
         let _ = sender.send(JobMessage {
             job,
-            body: JobBody::Reply(result),
+            body: JobBody::Reply(result, log.entries()),
         });
     })
 }
@@ -212,6 +215,7 @@ impl Scheduler<'_> {
                 prompt_hash: sha256(prompt.as_bytes()),
             },
         )?;
+        let log = CallLog::new(key.clone(), self.config.observer.clone());
         let request = ModelRequest {
             key,
             role: unit.role.clone(),
@@ -221,6 +225,11 @@ impl Scheduler<'_> {
             tools: role.tools.clone(),
             max_tool_calls: role.max_tool_calls,
             previous_error: unit.validation_error.clone(),
+            settings: CallSettings {
+                params: role.model.params.clone(),
+                tool_choice: role.tool_choice.clone(),
+            },
+            log,
         };
         let job = self.next_job();
         let handle = spawn_call(
@@ -241,6 +250,7 @@ impl Scheduler<'_> {
         &mut self,
         unit: &mut CallUnit,
         result: Result<ModelResponse, CallFailure>,
+        log: CallLogEntries,
     ) -> Result<CallUpdate, Halt> {
         let spec = self.spec;
         let Some(role) = spec.roles.get(&unit.role) else {
@@ -249,6 +259,22 @@ impl Scheduler<'_> {
                 unit.role
             ))));
         };
+        let model = format!("{}:{}", role.model.provider, role.model.model);
+        for message in &log.notes {
+            self.emit_call(
+                unit,
+                EventKind::ProviderNote {
+                    model: model.clone(),
+                    message: message.clone(),
+                },
+            )?;
+        }
+        // What a failed attempt ran is recorded like what a successful one ran: a retry
+        // must not hide (or silently repeat) its side effects.
+        let mut effects = Vec::new();
+        if result.is_err() && !log.tool_calls.is_empty() {
+            effects = self.tool_calls(unit, role, &log.tool_calls)?;
+        }
         // A server that said when to come back (`Retry-After`) is not asked sooner.
         let retry_after_ms = match &result {
             Err(CallFailure::Provider(error)) => error
@@ -292,7 +318,15 @@ impl Scheduler<'_> {
                         latency_ms: u64::try_from(response.latency.as_millis()).unwrap_or(u64::MAX),
                     },
                 )?;
-                self.tool_calls(unit, role, &response)?;
+                effects = self.tool_calls(unit, role, &response.tool_calls)?;
+                if let Some(observer) = &self.config.observer {
+                    let key = self.call_key(unit);
+                    let answer = match &response.output {
+                        ModelOutput::Json(value) => canonical_json(value),
+                        ModelOutput::Text(text) => text.clone(),
+                    };
+                    observer.model_answered(&key, &answer);
+                }
                 let parsed = match response.output {
                     ModelOutput::Json(value) => Ok(value),
                     ModelOutput::Text(text) => {
@@ -301,7 +335,10 @@ impl Scheduler<'_> {
                 };
                 let validator = Validator::for_spec(spec);
                 let answered = parsed.as_ref().ok().cloned();
-                match parsed.and_then(|value| validator.validate(&role.output, &value)) {
+                let checked = parsed
+                    .and_then(|value| validator.validate(&role.output, &value))
+                    .and_then(|output| self.names_a_candidate(unit, output));
+                match checked {
                     Ok(output) => {
                         self.check_budget()?;
                         unit.validation_error = None;
@@ -333,6 +370,18 @@ impl Scheduler<'_> {
         };
         // The `on_exhausted` summary is one call, whatever the role's `retry`.
         let retries_allowed = if self.summarizing { 0 } else { role.retry };
+        if unit.retries_used < retries_allowed && !effects.is_empty() && !role.retry_after_effects {
+            return Ok(CallUpdate::Failed(format!(
+                "{problem}; not retried: this attempt ran {} (a `write`/`external` effect a \
+                 retry would repeat; `retry_after_effects: true` on role `{}` allows it)",
+                effects
+                    .iter()
+                    .map(|tool| format!("`{tool}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                unit.role
+            )));
+        }
         if unit.retries_used >= retries_allowed {
             let retries = unit.retries_used;
             return Ok(CallUpdate::Failed(if retries == 0 {
@@ -369,20 +418,77 @@ impl Scheduler<'_> {
         self.state.meter.charge(&role.model, usage);
     }
 
-    /// Records the tool calls of a response: a tool outside the role's whitelist (or past
+    /// A `finalize` step's `Delivery.candidate_id` must name an existing candidate: a
+    /// malformed id (`415386`, `c1,`) is a contract violation, re-asked with the
+    /// correction like any other; a well-formed id of another candidate than `best` is
+    /// left for the finalize step to refuse (`delivery_mismatch`).
+    fn names_a_candidate(
+        &self,
+        unit: &CallUnit,
+        output: Value,
+    ) -> Result<Value, Vec<crate::validate::Violation>> {
+        let finalizing = self
+            .spec
+            .flow
+            .step(&unit.step)
+            .is_some_and(|(_, step)| matches!(step.kind, StepKind::Finalize { .. }));
+        if !finalizing || self.state.candidates.is_empty() {
+            return Ok(output);
+        }
+        let proposed = output
+            .get("candidate_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if self.state.candidates.iter().any(|c| c.id() == proposed) {
+            return Ok(output);
+        }
+        let ids: Vec<&str> = self.state.candidates.iter().map(|c| c.id()).collect();
+        let best = self
+            .state
+            .best()
+            .map(|best| format!("; the one to deliver is `{}`", best.id()))
+            .unwrap_or_default();
+        Err(vec![crate::validate::Violation {
+            path: "candidate_id".to_string(),
+            message: format!(
+                "{} names no candidate: it must be exactly one of {}{best}",
+                serde_json::to_string(proposed).unwrap_or_default(),
+                ids.iter()
+                    .map(|id| format!("`{id}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }])
+    }
+
+    /// The key of the attempt `unit` has in flight.
+    fn call_key(&self, unit: &CallUnit) -> CallKey {
+        CallKey {
+            step: unit.step.clone(),
+            round: self.state.round,
+            item: unit.item.clone(),
+            attempt: unit.attempt,
+            role: unit.key_role.clone(),
+        }
+    }
+
+    /// Records the tool calls of an attempt: a tool outside the role's whitelist (or past
     /// `max_tool_calls`) is `tool_denied` and not executed; a permitted call's result is
-    /// checked against the tool's output contract (tool outputs are untrusted data).
+    /// checked against the tool's output contract (tool outputs are untrusted data), unless
+    /// the call was answered with an error (the tool did not run or failed). Returns the
+    /// permitted tools whose effect is `write` or `external`, in order, each once.
     fn tool_calls(
         &mut self,
         unit: &mut CallUnit,
         role: &RoleIr,
-        response: &ModelResponse,
-    ) -> Result<(), Halt> {
+        calls: &[ToolCall],
+    ) -> Result<Vec<String>, Halt> {
         unit.artifacts.clear();
         let spec = self.spec;
         let validator = Validator::for_spec(spec);
         let mut executed = 0u64;
-        for call in &response.tool_calls {
+        let mut effects: Vec<String> = Vec::new();
+        for call in calls {
             let whitelisted = role.tools.iter().any(|tool| tool == &call.tool);
             let within_limit = role.max_tool_calls.is_none_or(|max| executed < max);
             let tool = spec
@@ -400,6 +506,9 @@ impl Scheduler<'_> {
                 continue;
             };
             executed += 1;
+            if tool.effect != EffectIr::Read && !effects.contains(&call.tool) {
+                effects.push(call.tool.clone());
+            }
             if tool.effect == EffectIr::Write
                 && let (Some(Value::String(path)), Some(Value::String(content))) =
                     (call.args.get("path"), call.args.get("content"))
@@ -414,7 +523,9 @@ impl Scheduler<'_> {
                     result: call.result.clone(),
                 },
             )?;
-            if let Err(violations) = validator.validate(&tool.output, &call.result) {
+            if !is_error_answer(&call.result)
+                && let Err(violations) = validator.validate(&tool.output, &call.result)
+            {
                 self.emit_call(
                     unit,
                     EventKind::ContractViolation {
@@ -425,8 +536,16 @@ impl Scheduler<'_> {
                 )?;
             }
         }
-        Ok(())
+        Ok(effects)
     }
+}
+
+/// A tool call answered with an error (`{"error": "..."}`, what the tool loop tells the
+/// model when the tool failed or did not run), not with the tool's output.
+fn is_error_answer(result: &Value) -> bool {
+    result.as_object().is_some_and(|object| {
+        object.len() == 1 && object.get("error").is_some_and(Value::is_string)
+    })
 }
 
 #[cfg(test)]

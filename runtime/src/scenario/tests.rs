@@ -314,3 +314,54 @@ fn stale_recordings_list_what_changed() {
     };
     assert!(hand_written.stale_against(&current).is_empty());
 }
+
+#[test]
+fn a_replay_under_other_model_parameters_or_an_override_is_stale() {
+    let spec = |params: &str| {
+        crate::testing::compile_spec(
+            crate::testing::EXPR_SPEC
+                .replace("EXPR", "review.score > 1")
+                .replace(
+                    "role reviewer { model: \"openai:gpt-4o-mini\"",
+                    &format!(
+                        "models {{ default = \"openai:gpt-4o-mini\" {params} }}\nrole reviewer {{ model: default"
+                    ),
+                )
+                .as_str(),
+        )
+    };
+    let recorded = Recorded::from_spec(&spec("temperature 0.2 seed 7"));
+    assert_eq!(
+        recorded.models.get("default").map(ToString::to_string),
+        Some("openai:gpt-4o-mini temperature 0.2 seed 7".to_string())
+    );
+    let mut now = Recorded::from_spec(&spec("temperature 0.7 seed 7"));
+    now.spec_hash = recorded.spec_hash.clone();
+    assert_eq!(
+        recorded.stale_against(&now),
+        [
+            "model default: openai:gpt-4o-mini temperature 0.2 seed 7 -> openai:gpt-4o-mini temperature 0.7 seed 7"
+        ]
+    );
+    // Recorded under `--model default=openai:qwen2.5:7b`: the same override replays clean.
+    let mut overridden = spec("temperature 0.2 seed 7");
+    let overrides = [("default".to_string(), "openai:qwen2.5:7b".to_string())].into();
+    crate::models::apply_overrides(&mut overridden, &overrides)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let mut recorded = Recorded::from_spec(&overridden);
+    recorded.overrides = overrides.clone();
+    let mut replayed = spec("temperature 0.2 seed 7");
+    assert_eq!(
+        recorded
+            .stale_against(&Recorded::from_spec(&replayed))
+            .len(),
+        1
+    );
+    crate::models::apply_overrides(&mut replayed, &recorded.overrides)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(
+        recorded
+            .stale_against(&Recorded::from_spec(&replayed))
+            .is_empty()
+    );
+}

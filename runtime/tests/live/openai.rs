@@ -256,7 +256,10 @@ async fn bad_tool_arguments_are_told_to_the_model() {
     let not_json = response.tool_calls[0].result["error"]
         .as_str()
         .unwrap_or_default();
-    assert!(not_json.contains("not JSON"), "{not_json}");
+    assert!(
+        not_json.contains("are not valid JSON") && not_json.contains("did not run"),
+        "{not_json}"
+    );
     let broken = response.tool_calls[1].result["error"]
         .as_str()
         .unwrap_or_default();
@@ -428,7 +431,7 @@ async fn a_schema_violating_answer_is_returned_for_validation() {
 }
 
 #[tokio::test]
-async fn a_refused_response_format_falls_back_to_instructions_once_and_for_all() {
+async fn a_refused_json_schema_falls_back_to_json_object_once_and_for_all() {
     let server = MockServer::start().await;
     mount_once(
         &server,
@@ -453,7 +456,7 @@ async fn a_refused_response_format_falls_back_to_instructions_once_and_for_all()
     assert_eq!(sent.len(), 3, "one refusal, then one request per call");
     assert!(sent[0].get("response_format").is_some());
     for body in &sent[1..] {
-        assert!(body.get("response_format").is_none());
+        assert_eq!(body["response_format"], json!({"type": "json_object"}));
         assert_eq!(body["messages"][0]["role"], "system");
         let instructions = body["messages"][0]["content"].as_str().unwrap_or_default();
         assert!(

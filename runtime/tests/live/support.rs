@@ -50,6 +50,8 @@ pub fn request(model: &str) -> ModelRequest {
         tools: vec!["search".into()],
         max_tool_calls: Some(2),
         previous_error: None,
+        settings: Default::default(),
+        log: Default::default(),
     }
 }
 

@@ -9,8 +9,8 @@ use crate::check::types::ty::number;
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
 use crate::syntax::ast::{
     Action, Budget, Contract, FailTarget, Gate, GateRule, Ident, Invariant, InvariantKind, Item,
-    ModelRef, Next, RangeLit, Repair, RepairPattern, Role, SpecFile, StepBody, StringLit, Target,
-    Tool, TypeExpr, TypeKind,
+    ModelEntry, ModelParam, ModelRef, Next, RangeLit, Repair, RepairPattern, Role, SpecFile,
+    StepBody, StringLit, Target, Tool, TypeExpr, TypeKind,
 };
 
 /// The model providers Charter can call.
@@ -60,6 +60,7 @@ pub fn check(spec: &SpecFile, symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagn
             Item::Models(block) => {
                 for entry in &block.entries {
                     checker.model_literal(&entry.target);
+                    checker.model_params(entry);
                 }
             }
             Item::Rules(_) => {}
@@ -270,6 +271,56 @@ impl Items<'_, '_> {
         }
     }
 
+    /// A `models` entry's parameters: each at most once (E003), each in its range (E013).
+    fn model_params(&mut self, entry: &ModelEntry) {
+        let mut seen: Vec<&str> = Vec::new();
+        for param in &entry.params {
+            let (name, span) = match param {
+                ModelParam::Temperature(value) => ("temperature", value.span),
+                ModelParam::TopP(value) => ("top_p", value.span),
+                ModelParam::MaxTokens(value) => ("max_tokens", value.span),
+                ModelParam::Seed(value) => ("seed", value.span),
+                ModelParam::Output(_, span) => ("output", *span),
+            };
+            if seen.contains(&name) {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        Code::E003,
+                        span,
+                        format!("model `{}` sets `{name}` twice", entry.alias.name),
+                    )
+                    .with_label("second setting")
+                    .with_help("keep one of the two"),
+                );
+                continue;
+            }
+            seen.push(name);
+            let out_of_range = match param {
+                ModelParam::Temperature(value) if !(0.0..=2.0).contains(&value.value) => {
+                    Some("`temperature` runs from 0 to 2")
+                }
+                ModelParam::TopP(value) if !(0.0..=1.0).contains(&value.value) => {
+                    Some("`top_p` runs from 0 to 1")
+                }
+                ModelParam::MaxTokens(value) if value.value == 0 => {
+                    Some("`max_tokens` must be at least 1")
+                }
+                _ => None,
+            };
+            if let Some(help) = out_of_range {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        Code::E013,
+                        span,
+                        format!("`{name}` of model `{}` is out of range", entry.alias.name),
+                    )
+                    .with_label("out of range")
+                    .with_help(help),
+                );
+            }
+        }
+    }
+
     fn model_literal(&mut self, literal: &StringLit) {
         match literal.value.split_once(':') {
             None => self.diagnostics.push(
@@ -379,6 +430,9 @@ impl Items<'_, '_> {
                 );
             }
         }
+        if let Some(choice) = &role.tool_choice {
+            self.tool_choice(role, choice);
+        }
         for rule in &role.tool_rules {
             if !role.tools.iter().any(|tool| tool.name == rule.tool.name) {
                 let names: Vec<&str> = role.tools.iter().map(|tool| tool.name.as_str()).collect();
@@ -445,6 +499,53 @@ impl Items<'_, '_> {
                 .with_help("give the summary to a role without tools: it runs whatever the budget, so it may only think"),
             );
         }
+    }
+
+    /// `tool_choice: auto | required | TOOL`: a named tool must be one of the role's, and
+    /// a role without tools cannot be made to call one.
+    fn tool_choice(&mut self, role: &Role, choice: &Ident) {
+        let names: Vec<&str> = role.tools.iter().map(|tool| tool.name.as_str()).collect();
+        if choice.name == "auto" {
+            return;
+        }
+        if names.is_empty() {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E002,
+                    choice.span,
+                    format!(
+                        "role `{}` has no tools, so `tool_choice: {}` cannot be met",
+                        role.name.name, choice.name
+                    ),
+                )
+                .with_label("no tool to call")
+                .with_help("give the role `tools`, or remove `tool_choice`"),
+            );
+            return;
+        }
+        if choice.name == "required" || names.contains(&choice.name.as_str()) {
+            return;
+        }
+        let mut candidates = vec!["auto", "required"];
+        candidates.extend(names.iter().copied());
+        let help = did_you_mean(&choice.name, candidates.iter().copied()).unwrap_or_else(|| {
+            format!(
+                "write `auto`, `required` or one of the role's tools: {}",
+                quoted(&names)
+            )
+        });
+        self.diagnostics.push(
+            Diagnostic::new(
+                Code::E002,
+                choice.span,
+                format!(
+                    "`tool_choice` names `{}`, which is not in the tools of role `{}`",
+                    choice.name, role.name.name
+                ),
+            )
+            .with_label("not `auto`, `required` or one of this role's tools")
+            .with_help(help),
+        );
     }
 
     fn step_ref(&mut self, step: &Ident) {

@@ -12,6 +12,7 @@
 //!   which routes a call by its model's provider.
 //! - [`record`]: `Recording` wraps a live provider and human channel and writes a cassette.
 //! - [`secrets`]: `Scrubber` and `ScrubbingSink` keep secret values out of cassettes and traces.
+//! - [`limits`]: the size and time limits of live runs (bodies, tool outputs, `Retry-After`).
 //! - [`tools`]: the `Tool` trait, `CommandTool` (JSON over stdin/stdout) and `ToolBox`.
 //! - [`trace`]: trace events, `TraceSink`, and the terminal outcome and reason.
 //! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
@@ -28,6 +29,7 @@ pub mod dag;
 pub mod eval;
 pub mod gate;
 pub mod harness;
+pub mod limits;
 pub mod prompt;
 pub mod provider;
 pub mod providers;

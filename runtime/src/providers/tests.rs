@@ -81,6 +81,7 @@ fn statuses_map_to_transient_throttled_and_permanent_errors() {
         &headers(&[("retry-after", "3")]),
         r#"{"error": {"message": "rate limited"}}"#,
         Some(&key),
+        &Limits::default(),
     );
     assert_eq!(
         throttled,
@@ -93,20 +94,43 @@ fn statuses_map_to_transient_throttled_and_permanent_errors() {
     assert!(throttled.is_transient());
     assert_eq!(throttled.retry_after(), Some(Duration::from_secs(3)));
     assert_eq!(throttled.status(), Some(429));
-    let plain_429 = status_error(429, &HeaderMap::new(), "", None);
+    let plain_429 = status_error(429, &HeaderMap::new(), "", None, &Limits::default());
     assert!(plain_429.is_transient() && plain_429.retry_after().is_none());
-    assert!(status_error(502, &HeaderMap::new(), "bad gateway", None).is_transient());
+    assert!(
+        status_error(
+            502,
+            &HeaderMap::new(),
+            "bad gateway",
+            None,
+            &Limits::default()
+        )
+        .is_transient()
+    );
     let denied = status_error(
         401,
         &HeaderMap::new(),
         r#"{"error": {"message": "Incorrect API key provided: sk-test-123"}}"#,
         Some(&key),
+        &Limits::default(),
     );
     assert!(!denied.is_transient());
     assert_eq!(
         denied.to_string(),
         "provider error 401: Incorrect API key provided: <redacted>"
     );
+}
+
+#[test]
+fn a_retry_after_is_cut_to_the_cap() {
+    let hour = headers(&[("retry-after", "3600")]);
+    let throttled = status_error(503, &hour, "", None, &Limits::default());
+    assert_eq!(throttled.retry_after(), Some(Duration::from_secs(60)));
+    let limits = Limits {
+        max_retry_after: Duration::from_secs(5),
+        ..Limits::default()
+    };
+    let throttled = status_error(429, &hour, "", None, &limits);
+    assert_eq!(throttled.retry_after(), Some(Duration::from_secs(5)));
 }
 
 #[test]

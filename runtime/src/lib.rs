@@ -12,6 +12,8 @@
 //!   which routes a call by its model's provider.
 //! - [`record`]: `Recording` wraps a live provider and human channel and writes a cassette.
 //! - [`secrets`]: `Scrubber` and `ScrubbingSink` keep secret values out of cassettes and traces.
+//! - [`files`]: every file write (atomic, exclusive temporary files, no symlink followed)
+//!   and bounded reads of regular files.
 //! - [`limits`]: the size and time limits of live runs (bodies, tool outputs, `Retry-After`).
 //! - [`tools`]: the `Tool` trait, `CommandTool` (JSON over stdin/stdout) and `ToolBox`.
 //! - [`trace`]: trace events, `TraceSink`, and the terminal outcome and reason.
@@ -27,6 +29,7 @@ pub mod candidate;
 pub mod canonical;
 pub mod dag;
 pub mod eval;
+pub mod files;
 pub mod gate;
 pub mod harness;
 pub mod limits;

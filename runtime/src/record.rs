@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
-use std::io::Write;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -39,6 +39,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::files::{self, LineFile};
 use crate::provider::{
     BoxFuture, CallKey, HumanChannel, HumanRequest, ModelOutput, ModelRequest, ModelResponse,
     Provider, ProviderError,
@@ -396,7 +397,7 @@ pub enum JournalEntry {
 /// every answer it had received.
 pub struct Journal {
     path: PathBuf,
-    file: Mutex<fs::File>,
+    file: Mutex<LineFile>,
 }
 
 impl fmt::Debug for Journal {
@@ -417,11 +418,10 @@ impl Journal {
             path: path.to_path_buf(),
             source,
         };
-        let text = match fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(error) => return Err(io(error)),
-        };
+        // Opened once, never through a symlink, and read from the same handle.
+        let mut file = files::open_append(path).map_err(io)?;
+        let mut text = Vec::new();
+        file.read_to_end(&mut text).map_err(io)?;
         let mut entries = Vec::new();
         let mut kept = 0usize;
         let mut lines = text.split_inclusive(|byte| *byte == b'\n').peekable();
@@ -450,14 +450,7 @@ impl Journal {
                 }
             }
         }
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(io)?;
-        if kept < text.len() {
-            file.set_len(kept as u64).map_err(io)?;
-        }
+        let file = LineFile::resume(file, kept as u64).map_err(io)?;
         Ok((
             Journal {
                 path: path.to_path_buf(),
@@ -480,8 +473,8 @@ impl Journal {
             serde_json::to_string(entry).map_err(|error| io(std::io::Error::other(error)))?;
         line.push('\n');
         let mut file = lock(&self.file);
-        file.write_all(line.as_bytes()).map_err(io)?;
-        file.sync_data().map_err(io)
+        file.append_line(line.as_bytes()).map_err(io)?;
+        file.sync().map_err(io)
     }
 }
 
@@ -516,27 +509,13 @@ pub fn write_recording(
     Ok(())
 }
 
-/// Writes `text` to `path` through a temporary file and a rename.
+/// Writes `text` to `path` through [`files::write_atomically`] (an exclusive temporary
+/// file, synced, renamed; a symlink at `path` is an error).
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), RecordError> {
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let io = |source| RecordError::Io {
+    files::write_atomically(path, text.as_bytes()).map_err(|source| RecordError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let result = (|| {
-        let mut file = fs::File::create(&temporary)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&temporary, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temporary);
-    }
-    result.map_err(io)
+    })
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -202,6 +202,30 @@ impl Store {
         self.scrubber.value(value)
     }
 
+    /// `response` with every known secret replaced in its output and tool calls.
+    fn scrub_response(&self, mut response: ModelResponse) -> ModelResponse {
+        response.output = match response.output {
+            ModelOutput::Json(value) => ModelOutput::Json(self.scrub(&value)),
+            ModelOutput::Text(text) => ModelOutput::Text(self.scrub_text(&text)),
+        };
+        for tool_call in &mut response.tool_calls {
+            tool_call.args = self.scrub(&tool_call.args);
+            tool_call.result = self.scrub(&tool_call.result);
+        }
+        response
+    }
+
+    /// `error` with every known secret replaced in its message.
+    fn scrub_error(&self, mut error: ProviderError) -> ProviderError {
+        if let ProviderError::Transient { message, .. }
+        | ProviderError::Permanent { message, .. }
+        | ProviderError::Throttled { message, .. } = &mut error
+        {
+            *message = self.scrub_text(message);
+        }
+        error
+    }
+
     fn record(&self, call: RecordedCall) {
         self.journal(&JournalEntry::Call(call.clone()));
         lock(&self.calls).insert(call.key(), call);
@@ -349,7 +373,12 @@ impl<P: Provider> Provider for RecordingProvider<P> {
             if let Some(entry) = store.entry(&key, guard.started.elapsed(), &result) {
                 store.record(entry);
             }
+            // The run goes on with the answer as recorded: a secret a model quoted never
+            // reaches the run's state, so no delivery, answer or trace can hold it, and a
+            // replay of the recording sees what the live run saw.
             result
+                .map(|response| store.scrub_response(response))
+                .map_err(|error| store.scrub_error(error))
         })
     }
 }
@@ -374,10 +403,11 @@ impl<H: HumanChannel> HumanChannel for RecordingHumans<H> {
                 return Ok(answer.clone());
             }
             let answer = self.inner.ask(request).await?;
+            let answer = self.store.scrub(&answer);
             self.store.record_human(RecordedHuman {
                 step: slot.0,
                 round: slot.1,
-                answer: self.store.scrub(&answer),
+                answer: answer.clone(),
             });
             Ok(answer)
         })

@@ -78,6 +78,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .map_err(|error| error.error)
 }
 
+/// Creates a new directory in `parent` (created if needed) named `<prefix><random>`,
+/// exclusively: two processes started in the same millisecond never share one.
+pub fn create_unique_dir(parent: &Path, prefix: &str) -> io::Result<std::path::PathBuf> {
+    std::fs::create_dir_all(parent)?;
+    let directory = tempfile::Builder::new()
+        .prefix(prefix)
+        .rand_bytes(8)
+        .permissions(std::fs::Permissions::from_mode(0o755))
+        .tempdir_in(parent)?;
+    Ok(directory.keep())
+}
+
 /// Opens `path` to append to it (and to read it), created if missing; a symlink at
 /// `path` is an error.
 pub fn open_append(path: &Path) -> io::Result<File> {

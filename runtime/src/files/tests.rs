@@ -168,3 +168,17 @@ fn a_full_disk_leaves_no_partial_line() {
     assert_eq!(file.file.bytes, b"{\"seq\":0,\"kind\":\"a\"}\n");
     assert_eq!(file.len(), 21);
 }
+
+#[test]
+fn unique_directories_never_collide() {
+    let (dir, _) = scratch("unique");
+    let runs = dir.join("runs");
+    let made: std::collections::BTreeSet<PathBuf> = (0..200)
+        .map(|_| {
+            create_unique_dir(&runs, "1700000000000-").unwrap_or_else(|error| panic!("{error}"))
+        })
+        .collect();
+    assert_eq!(made.len(), 200);
+    assert!(made.iter().all(|path| path.is_dir()));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -30,8 +30,8 @@ use crate::{Context, Outcome, print_err, print_error, summary_line};
 /// it arrives, so a run that was killed continues with `--resume RUN_DIR` without asking
 /// the model again for any answered call, with the same --out, --events and --record;
 /// a resume refuses a spec, prompt or input that changed since (unless --force). Ctrl-C
-/// ends the run `cancelled`. Exit status: 0 completed, 3 another terminal state, 1 an
-/// error, 2 a usage error.
+/// and SIGTERM end the run `cancelled`. Exit status: 0 completed, 3 another terminal
+/// state, 1 an error, 2 a usage error.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Example: charter run specs/seeds/closed_loop.charter --input request.json --record golden/closed_loop/live --tool search='python3 tools/search.py'"
@@ -531,7 +531,7 @@ fn tool_box(spec: &CompiledSpec, tools: &[String]) -> Result<ToolBox, String> {
     Ok(tool_box)
 }
 
-/// Runs the spec on a tokio runtime with a real clock; Ctrl-C cancels it.
+/// Runs the spec on a tokio runtime with a real clock; Ctrl-C or SIGTERM cancels it.
 fn run_live(
     spec: &CompiledSpec,
     input: Value,
@@ -549,8 +549,16 @@ fn run_live(
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         config.cancel = Some(cancelled);
         let on_interrupt = recording.clone();
+        // SIGTERM (CI cancellation, `timeout`, `docker stop`) is handled like Ctrl-C.
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .map_err(|error| format!("cannot handle SIGTERM: {error}"))?;
         let watcher = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            let interrupted = tokio::select! {
+                signal = tokio::signal::ctrl_c() => signal.is_ok(),
+                signal = terminate.recv() => signal.is_some(),
+            };
+            if interrupted {
                 // Calls dropped by the cancel are not answers to keep in the journal.
                 on_interrupt.cancel();
                 let _ = cancel.send(true);

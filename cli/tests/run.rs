@@ -429,6 +429,29 @@ async fn a_resume_refuses_a_changed_spec_or_input_unless_forced() {
 }
 
 #[tokio::test]
+async fn sigterm_ends_the_run_cancelled_with_a_complete_trace() {
+    let server = MockServer::start().await;
+    mount(&server, Duration::from_secs(30)).await;
+    let project = project("sigterm");
+    let mut child = start_until_finalizer(&project, &server, &RUN_KILLED[..6]).await;
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(killed.success());
+    let status = child.wait().unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(status.code(), Some(3), "ended by the signal: {status:?}");
+    let events =
+        std::fs::read_to_string(project.join("runs/killed/events.jsonl")).unwrap_or_default();
+    let last = events.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("\"kind\":\"run_finished\"") && last.contains("cancelled"),
+        "{last}"
+    );
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
 async fn a_resume_does_not_write_through_a_symlinked_trace() {
     let server = MockServer::start().await;
     mount(&server, Duration::from_secs(30)).await;

@@ -10,7 +10,9 @@ use charter_runtime::trace::{
 };
 use clap::Args;
 
-use crate::loader::{ReadError, compile_whole, display_path, normalize, read_text};
+use crate::loader::{
+    ReadError, compile_whole, display_path, normalize, project_root_above, read_text_in,
+};
 use crate::{Context, Outcome, print_err, print_error, summary_line};
 
 /// Replay a recorded scenario (`scenario.yaml` + `cassette.yaml`) deterministically, in
@@ -70,7 +72,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     let root = project_root(&args.scenario);
     let spec_path = root.join(&scenario.spec);
     let spec_name = display_path(&normalize(&spec_path));
-    let text = match read_text(&spec_path, &spec_name) {
+    let text = match read_text_in(&spec_path, &spec_name, Some(&project_root_above(&root))) {
         Ok(text) => text,
         Err(error) => {
             let reason = match error {

@@ -9,6 +9,9 @@
 //! - an existing symlink at the target is an error ([`symlink_in_the_way`]), for atomic
 //!   writes and for files opened to append or truncate (`O_NOFOLLOW`, which also refuses a
 //!   dangling link that would create a file elsewhere);
+//! - a file a spec or scenario names is read only inside the project root, after
+//!   following symlinks, and only if it is a regular file within a size limit
+//!   ([`read_source`]); the errors say why without quoting the file;
 //! - a JSON-lines file ([`LineFile`]) gets each line whole or not at all: a write that
 //!   fails part way (a full disk) is cut back, so no partial last line is left.
 
@@ -151,6 +154,82 @@ pub fn read_limited(file: File, path: &Path, limit: u64) -> io::Result<String> {
             format!("{} is not UTF-8 text", path.display()),
         )
     })
+}
+
+/// The most bytes of a spec, a role file, a prompt file or a scenario file read.
+pub const MAX_SOURCE_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Why a source file (a spec, an imported role, a prompt file) was not read. No variant
+/// holds anything of the file's contents.
+#[derive(Debug)]
+pub enum SourceError {
+    /// Nothing is there.
+    Missing,
+    /// It resolves (after symlinks) outside the project root.
+    Outside,
+    /// A directory.
+    Directory,
+    /// Not a regular file (a device, a FIFO, a socket).
+    NotRegular,
+    /// Larger than the limit.
+    TooLarge { limit: u64 },
+    /// The system's reason.
+    Io(io::Error),
+}
+
+impl SourceError {
+    /// A one-line reason naming the file as `shown` (and the root as `root_shown`).
+    pub fn message(&self, shown: &str, root_shown: &str) -> String {
+        match self {
+            SourceError::Missing => format!("no such file `{shown}`"),
+            SourceError::Outside => {
+                format!("`{shown}` is outside the project root `{root_shown}`")
+            }
+            SourceError::Directory => format!("`{shown}` is a directory, not a file"),
+            SourceError::NotRegular => format!("`{shown}` is not a regular file"),
+            SourceError::TooLarge { limit } => format!(
+                "`{shown}` is larger than the limit of {}",
+                crate::limits::describe_bytes(usize::try_from(*limit).unwrap_or(usize::MAX))
+            ),
+            SourceError::Io(error) => format!("cannot read `{shown}`: {error}"),
+        }
+    }
+}
+
+/// Reads the file at `path` as bytes, if it resolves (after following symlinks) inside
+/// `root` when a root is given, is a regular file, and holds at most `limit` bytes.
+pub fn read_source(path: &Path, root: Option<&Path>, limit: u64) -> Result<Vec<u8>, SourceError> {
+    let resolved = match std::fs::canonicalize(path) {
+        Ok(resolved) => resolved,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Err(SourceError::Missing),
+        Err(error) => return Err(SourceError::Io(error)),
+    };
+    if let Some(root) = root {
+        let root = std::fs::canonicalize(root).map_err(SourceError::Io)?;
+        if !resolved.starts_with(&root) {
+            return Err(SourceError::Outside);
+        }
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(no_follow())
+        .open(&resolved)
+        .map_err(SourceError::Io)?;
+    let metadata = file.metadata().map_err(SourceError::Io)?;
+    if metadata.is_dir() {
+        return Err(SourceError::Directory);
+    }
+    if !metadata.is_file() {
+        return Err(SourceError::NotRegular);
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(SourceError::Io)?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+        return Err(SourceError::TooLarge { limit });
+    }
+    Ok(bytes)
 }
 
 /// A file cut back to a length, with its write position there (so a failed write can be

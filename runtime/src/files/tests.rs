@@ -182,3 +182,34 @@ fn unique_directories_never_collide() {
     assert!(made.iter().all(|path| path.is_dir()));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sources_are_read_only_inside_the_root() {
+    let (dir, _) = scratch("sources");
+    let root = dir.join("run");
+    let outside_file = dir.join("outside.txt");
+    std::fs::write(&outside_file, "TOP-SECRET-CONTENT").unwrap_or_else(|error| panic!("{error}"));
+    std::fs::write(root.join("inside.md"), "inside").unwrap_or_else(|error| panic!("{error}"));
+    symlink(&outside_file, root.join("link.md")).unwrap_or_else(|error| panic!("{error}"));
+    let read = |relative: &str| read_source(&root.join(relative), Some(&root), 100);
+    assert_eq!(read("inside.md").ok(), Some(b"inside".to_vec()));
+    for outside in ["../outside.txt", "link.md", "./../run/../outside.txt"] {
+        let error = read(outside).err();
+        assert!(
+            matches!(error, Some(SourceError::Outside)),
+            "{outside}: {error:?}"
+        );
+        let message = error
+            .map(|error| error.message(outside, "run"))
+            .unwrap_or_default();
+        assert!(!message.contains("TOP-SECRET"), "{message}");
+    }
+    assert!(matches!(read("missing.md"), Err(SourceError::Missing)));
+    assert!(matches!(read("."), Err(SourceError::Directory)));
+    let too_large = read_source(&root.join("inside.md"), Some(&root), 3).err();
+    assert!(
+        matches!(too_large, Some(SourceError::TooLarge { limit: 3 })),
+        "{too_large:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -331,9 +331,11 @@ impl SpecCache {
 pub fn compile_spec(root: &Path, relative: &str) -> Result<Arc<CompiledSpec>, Problem> {
     let path = root.join(relative);
     let shown = clean_relative(relative);
-    let text = std::fs::read_to_string(&path).map_err(|error| Problem {
+    // `spec:` may name only a file inside the project (after symlinks): a regular file
+    // within the size limit. The reason quotes nothing of the file.
+    let text = read_source_text(&path, root, &shown).map_err(|message| Problem {
         kind: ProblemKind::Error,
-        message: format!("cannot read the spec `{shown}`: {error}"),
+        message: format!("cannot read the spec: {message}"),
         detail: None,
         location: Location {
             file: shown.clone(),
@@ -425,17 +427,19 @@ impl Loader for FsLoader {
             "{}/{relative_path}",
             self.directory.to_string_lossy()
         ));
-        match std::fs::read_to_string(self.root.join(&shown)) {
-            Ok(text) => Ok(LoadedFile {
-                display_name: shown,
-                text,
-            }),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                Err(format!("no such file `{shown}`"))
-            }
-            Err(error) => Err(format!("cannot read `{shown}`: {error}")),
-        }
+        read_source_text(&self.root.join(&shown), &self.root, &shown).map(|text| LoadedFile {
+            display_name: shown,
+            text,
+        })
     }
+}
+
+/// A file a spec or scenario names, read as text only inside `root`
+/// ([`crate::files::read_source`]); the error is a one-line reason naming it as `shown`.
+fn read_source_text(path: &Path, root: &Path, shown: &str) -> Result<String, String> {
+    let bytes = crate::files::read_source(path, Some(root), crate::files::MAX_SOURCE_BYTES)
+        .map_err(|error| error.message(shown, "."))?;
+    String::from_utf8(bytes).map_err(|_| format!("`{shown}` is not UTF-8 text"))
 }
 
 /// Runs the harness over the project at `root`: every selected scenario, results in

@@ -10,6 +10,8 @@ use charter_runtime::trace::{
 };
 use clap::Args;
 
+use charter_runtime::escape::{MAX_LINE_CHARS, one_line};
+
 use crate::loader::{
     ReadError, compile_whole, display_path, normalize, project_root_above, read_text_in,
 };
@@ -65,7 +67,13 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     let cassette = match Cassette::read(&args.scenario.join("cassette.yaml")) {
         Ok(cassette) => cassette,
         Err(error) => {
-            print_error(context, &format!("bad cassette: {error}"));
+            print_error(
+                context,
+                &format!(
+                    "bad cassette: {}",
+                    one_line(&error.to_string(), MAX_LINE_CHARS)
+                ),
+            );
             return Ok(Outcome::Failed);
         }
     };
@@ -174,7 +182,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     let outcome = &report.outcome;
     let mut last = format!("outcome: {} ({})", outcome.outcome, outcome.reason);
     if let Some(message) = &outcome.message {
-        last.push_str(&format!(": {message}"));
+        last.push_str(&format!(": {}", one_line(message, MAX_LINE_CHARS)));
     }
     if let Some(delivered) = &outcome.delivered {
         last.push_str(&format!(
@@ -343,6 +351,9 @@ impl TraceSink for LiveDisplay {
             if let Some(attempt) = event.attempt {
                 place.push_str(&format!("#{attempt}"));
             }
+            // What a cassette or a model said is shown escaped and cut (DESIGN §15).
+            let place = one_line(&place, 200);
+            let line = one_line(&line, MAX_LINE_CHARS);
             print_err(&format!(
                 "{time:>9}  r{:<2} {place:<24} {line}{progress}\n",
                 event.round

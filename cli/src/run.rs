@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use charter_compiler::CompiledSpec;
-use charter_runtime::files;
 use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
 use charter_runtime::providers::LiveSettings;
 use charter_runtime::record::{Journal, Recording, write_atomically, write_recording};
@@ -14,6 +13,7 @@ use charter_runtime::scenario::{Recorded, Scenario};
 use charter_runtime::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
 use charter_runtime::tools::{CommandTool, ToolBox};
 use charter_runtime::trace::{JsonlSink, Outcome as RunState, TraceSink};
+use charter_runtime::{escape, files};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -574,7 +574,10 @@ fn run_live(
 fn outcome_line(outcome: &RunOutcome) -> String {
     let mut line = format!("outcome: {} ({})", outcome.outcome, outcome.reason);
     if let Some(message) = &outcome.message {
-        line.push_str(&format!(": {message}"));
+        line.push_str(&format!(
+            ": {}",
+            escape::one_line(message, escape::MAX_LINE_CHARS)
+        ));
     }
     if let Some(delivered) = &outcome.delivered {
         line.push_str(&format!(

@@ -12,6 +12,7 @@
 //!   which routes a call by its model's provider.
 //! - [`record`]: `Recording` wraps a live provider and human channel and writes a cassette.
 //! - [`secrets`]: `Scrubber` and `ScrubbingSink` keep secret values out of cassettes and traces.
+//! - [`escape`]: text from files made safe for a terminal or a CI log.
 //! - [`files`]: every file write (atomic, exclusive temporary files, no symlink followed)
 //!   and bounded reads of regular files.
 //! - [`limits`]: the size and time limits of live runs (bodies, tool outputs, `Retry-After`).
@@ -28,6 +29,7 @@ pub mod budget;
 pub mod candidate;
 pub mod canonical;
 pub mod dag;
+pub mod escape;
 pub mod eval;
 pub mod files;
 pub mod gate;

@@ -303,6 +303,27 @@ impl ScenarioReport {
     pub fn id(&self) -> String {
         format!("{}/{}", self.spec, self.scenario)
     }
+
+    /// The report with every text that came from files (names, messages, details) made
+    /// safe to show: control characters escaped, long values cut (DESIGN §15). Every
+    /// front (table, details, JUnit, GitHub annotations) shows reports in this form.
+    pub fn escaped(mut self) -> Self {
+        use crate::escape::{MAX_BLOCK_CHARS, MAX_LINE_CHARS, block, one_line};
+        let line = |text: &str| one_line(text, MAX_LINE_CHARS);
+        self.spec = line(&self.spec);
+        self.scenario = line(&self.scenario);
+        self.description = self.description.as_deref().map(line);
+        self.accepted = self.accepted.iter().map(|text| line(text)).collect();
+        for problem in self.problems.iter_mut().chain(self.notes.iter_mut()) {
+            problem.message = line(&problem.message);
+            problem.location.file = line(&problem.location.file);
+            problem.detail = problem
+                .detail
+                .as_deref()
+                .map(|detail| block(detail, MAX_BLOCK_CHARS));
+        }
+        self
+    }
 }
 
 /// Compiled specs by path, so scenarios of one spec compile it once.
@@ -470,7 +491,9 @@ pub fn verify_project(
     if workers <= 1 {
         return Ok(scenarios
             .iter()
-            .map(|(reference, file)| verify_scenario(root, reference, file, config, &mut specs))
+            .map(|(reference, file)| {
+                verify_scenario(root, reference, file, config, &mut specs).escaped()
+            })
             .collect());
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -487,7 +510,8 @@ pub fn verify_project(
                         let Some((reference, file)) = scenarios.get(index) else {
                             break;
                         };
-                        let report = verify_scenario(root, reference, file, config, &mut specs);
+                        let report =
+                            verify_scenario(root, reference, file, config, &mut specs).escaped();
                         done.push((index, report));
                     }
                     done

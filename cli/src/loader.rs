@@ -4,6 +4,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use charter_compiler::{CompiledSpec, LoadedFile, Loader, compile, render};
+use charter_runtime::files;
 
 use crate::{Context, print_err, print_error};
 
@@ -13,9 +14,14 @@ pub const SPEC_EXTENSION: &str = "charter";
 /// Reads files relative to one spec file's directory. Display names are that directory
 /// as the user wrote it joined with the relative path, normalized (`a/b/../c` -> `a/c`),
 /// so diagnostics point at paths the user can open.
+///
+/// Files are read only inside the spec's project root ([`project_root`]), after
+/// following symlinks, and only regular files within the size limit; the reason a file
+/// is refused quotes nothing of it.
 #[derive(Debug)]
 pub struct FsLoader {
     directory: PathBuf,
+    root: PathBuf,
 }
 
 impl FsLoader {
@@ -26,8 +32,32 @@ impl FsLoader {
                 .parent()
                 .map(Path::to_path_buf)
                 .unwrap_or_default(),
+            root: project_root(spec_path),
         }
     }
+}
+
+/// The project root of the spec at `spec_path`: see [`project_root_above`], from the
+/// spec's directory.
+pub fn project_root(spec_path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(spec_path).unwrap_or_else(|_| spec_path.to_path_buf());
+    project_root_above(absolute.parent().unwrap_or(Path::new("/")))
+}
+
+/// The project root for files found in `directory`, which files they name must resolve
+/// inside: the nearest ancestor (or `directory` itself) that holds a `specs/` directory,
+/// else the nearest that holds `golden/`, else `directory` (a lone spec).
+pub fn project_root_above(directory: &Path) -> PathBuf {
+    let directory = std::path::absolute(directory).unwrap_or_else(|_| directory.to_path_buf());
+    let holding = |name: &str| {
+        directory
+            .ancestors()
+            .find(|ancestor| ancestor.join(name).is_dir())
+            .map(Path::to_path_buf)
+    };
+    holding("specs")
+        .or_else(|| holding("golden"))
+        .unwrap_or(directory)
 }
 
 impl Loader for FsLoader {
@@ -38,7 +68,7 @@ impl Loader for FsLoader {
         }
         let path = self.directory.join(relative);
         let display_name = display_path(&normalize(&path));
-        match read_text(&path, &display_name) {
+        match read_text_in(&path, &display_name, Some(&self.root)) {
             Ok(text) => Ok(LoadedFile { display_name, text }),
             Err(ReadError::Missing) => Err(format!("no such file `{display_name}`")),
             Err(ReadError::Other(message)) => Err(message),
@@ -81,18 +111,22 @@ pub enum ReadError {
 /// Reads a UTF-8 text file, with messages that say what is wrong and name the file as
 /// `shown`: a directory, bytes that are not UTF-8 (with the line and column of the first),
 /// or the system's reason.
+///
+/// Only regular files within [`files::MAX_SOURCE_BYTES`] are read.
 pub fn read_text(path: &Path, shown: &str) -> Result<String, ReadError> {
-    if path.is_dir() {
-        return Err(ReadError::Other(format!(
-            "`{shown}` is a directory, not a file"
-        )));
-    }
-    let bytes = match std::fs::read(path) {
+    read_text_in(path, shown, None)
+}
+
+/// [`read_text`], and when `root` is given, only a file that resolves (after symlinks)
+/// inside it.
+pub fn read_text_in(path: &Path, shown: &str, root: Option<&Path>) -> Result<String, ReadError> {
+    let bytes = match files::read_source(path, root, files::MAX_SOURCE_BYTES) {
         Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ReadError::Missing);
+        Err(files::SourceError::Missing) => return Err(ReadError::Missing),
+        Err(error) => {
+            let root_shown = root.map(display_path).unwrap_or_default();
+            return Err(ReadError::Other(error.message(shown, &root_shown)));
         }
-        Err(error) => return Err(ReadError::Other(format!("cannot read `{shown}`: {error}"))),
     };
     String::from_utf8(bytes).map_err(|error| {
         let valid = error.as_bytes().get(..error.utf8_error().valid_up_to());

@@ -11,7 +11,11 @@ use charter_runtime::trace::{
 };
 use clap::Args;
 
-use crate::loader::{ReadError, compile_whole, display_path, normalize, read_text};
+use charter_runtime::escape::{MAX_LINE_CHARS, one_line};
+
+use crate::loader::{
+    ReadError, compile_whole, display_path, normalize, project_root_above, read_text_in,
+};
 use crate::{Context, Outcome, print_err, print_error, summary_line};
 
 /// Replay a recorded scenario (`scenario.yaml` + `cassette.yaml`) deterministically, in
@@ -64,14 +68,20 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     let cassette = match Cassette::read(&args.scenario.join("cassette.yaml")) {
         Ok(cassette) => cassette,
         Err(error) => {
-            print_error(context, &format!("bad cassette: {error}"));
+            print_error(
+                context,
+                &format!(
+                    "bad cassette: {}",
+                    one_line(&error.to_string(), MAX_LINE_CHARS)
+                ),
+            );
             return Ok(Outcome::Failed);
         }
     };
     let root = project_root(&args.scenario);
     let spec_path = root.join(&scenario.spec);
     let spec_name = display_path(&normalize(&spec_path));
-    let text = match read_text(&spec_path, &spec_name) {
+    let text = match read_text_in(&spec_path, &spec_name, Some(&project_root_above(&root))) {
         Ok(text) => text,
         Err(error) => {
             let reason = match error {
@@ -178,7 +188,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     let outcome = &report.outcome;
     let mut last = format!("outcome: {} ({})", outcome.outcome, outcome.reason);
     if let Some(message) = &outcome.message {
-        last.push_str(&format!(": {message}"));
+        last.push_str(&format!(": {}", one_line(message, MAX_LINE_CHARS)));
     }
     if let Some(delivered) = &outcome.delivered {
         last.push_str(&format!(
@@ -383,6 +393,9 @@ impl TraceSink for LiveDisplay {
             if let Some(attempt) = event.attempt {
                 place.push_str(&format!("#{attempt}"));
             }
+            // What a cassette or a model said is shown escaped and cut (DESIGN §15).
+            let place = one_line(&place, 200);
+            let line = one_line(&line, MAX_LINE_CHARS);
             print_err(&format!(
                 "{time:>9}  r{:<2} {place:<24} {line}{progress}\n",
                 event.round

@@ -1,4 +1,4 @@
-//! `charter run SPEC --input FILE [--out DIR] [--events FILE] [--record DIR] [--tool NAME=COMMAND]... [--run-dir DIR]` and `charter run --resume RUN_DIR`: a live run against real providers, shown live, journaled for resume, optionally recorded as a scenario.
+//! `charter run SPEC --input FILE [--out DIR] [--events FILE] [--record DIR] [--tool NAME=COMMAND]... [--run-dir DIR]` and `charter run --resume RUN_DIR [--force]`: a live run against real providers, shown live, journaled for resume, optionally recorded as a scenario.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use charter_runtime::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
 use charter_runtime::tools::{CommandTool, ToolBox};
 use charter_runtime::trace::{JsonlSink, Outcome as RunState, TraceSink};
 use charter_runtime::validate::{Violation, validate_request};
+use charter_runtime::{escape, files};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -30,8 +31,10 @@ use crate::{Context, Outcome, print_err, print_error, summary_line};
 /// ANTHROPIC_BASE_URL; they never reach a trace, a journal or a recording. The phases
 /// are shown on stderr as they happen. Every answer is journaled in the run directory as
 /// it arrives, so a run that was killed continues with `--resume RUN_DIR` without asking
-/// the model again for any answered call. Ctrl-C ends the run `cancelled`. Exit status:
-/// 0 completed, 3 another terminal state, 1 an error, 2 a usage error.
+/// the model again for any answered call, with the same --out, --events and --record;
+/// a resume refuses a spec, prompt or input that changed since (unless --force). Ctrl-C
+/// and SIGTERM end the run `cancelled`. Exit status: 0 completed, 3 another terminal
+/// state, 1 an error, 2 a usage error.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Example: charter run specs/seeds/closed_loop.charter --input request.json --record golden/closed_loop/live --tool search='python3 tools/search.py'"
@@ -62,7 +65,7 @@ pub struct RunArgs {
     #[arg(long = "tool", value_name = "NAME=COMMAND")]
     pub tools: Vec<String>,
 
-    /// Where the run keeps its journal and trace (default `.charter/runs/<time>`).
+    /// Where the run keeps its journal and trace (default `.charter/runs/<time>-<random>`).
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     pub run_dir: Option<PathBuf>,
 
@@ -76,20 +79,79 @@ pub struct RunArgs {
     #[arg(long)]
     pub show_output: bool,
 
-    /// Continue the run kept in RUN_DIR (its spec, input and tools are read from there).
+    /// Continue the run kept in RUN_DIR (its spec, input, tools, --model, --out, --events
+    /// and --record are read from there; any given again replace them).
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["spec", "input"])]
     pub resume: Option<PathBuf>,
+
+    /// With --resume: continue even though the spec, a prompt or the input changed since
+    /// the run started (the journal's answers were given to the old ones).
+    #[arg(long, requires = "resume")]
+    pub force: bool,
 }
 
-/// `run.json` in a run directory: what to run again on `--resume`.
+/// `run.json` in a run directory: what to run again on `--resume`, and the hashes a
+/// resume checks. Written after the secrets are scrubbed from it: the input is named by
+/// its file (and hash), not copied; a tool command keeps `<redacted>` for a secret.
 #[derive(Debug, Serialize, Deserialize)]
 struct RunFile {
     spec: PathBuf,
-    input: Value,
+    input: PathBuf,
     tools: Vec<String>,
     /// `--model` overrides, `ALIAS=PROVIDER:MODEL`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     models: Vec<String>,
+    #[serde(default)]
+    out: Option<PathBuf>,
+    #[serde(default)]
+    events: Option<PathBuf>,
+    #[serde(default)]
+    record: Option<PathBuf>,
+    #[serde(default)]
+    hashes: RunHashes,
+}
+
+/// What a journal's answers were given to: the spec, its prompts, rules and files, and
+/// the input.
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct RunHashes {
+    spec: String,
+    prompts: std::collections::BTreeMap<String, String>,
+    rules: std::collections::BTreeMap<String, String>,
+    sources: std::collections::BTreeMap<String, String>,
+    input: String,
+}
+
+impl RunHashes {
+    fn of(spec: &CompiledSpec, input: &Value) -> Self {
+        let recorded = Recorded::from_spec(spec);
+        RunHashes {
+            spec: recorded.spec_hash,
+            prompts: recorded.prompts,
+            rules: recorded.rules,
+            sources: spec.source_hashes.clone(),
+            input: charter_runtime::canonical::hash_value(input),
+        }
+    }
+
+    /// What changed from `self` (as the run started) to `now`, in words.
+    fn changes(&self, now: &RunHashes) -> Vec<String> {
+        let mut changed = Vec::new();
+        if self.spec != now.spec || self.sources != now.sources || self.rules != now.rules {
+            changed.push("the spec".to_string());
+        }
+        let roles: std::collections::BTreeSet<&String> =
+            self.prompts.keys().chain(now.prompts.keys()).collect();
+        for role in roles {
+            if self.prompts.get(role) != now.prompts.get(role) {
+                changed.push(format!("the prompt of `{role}`"));
+            }
+        }
+        if self.input != now.input {
+            changed.push("the input".to_string());
+        }
+        changed
+    }
 }
 
 const RUN_FILE: &str = "run.json";
@@ -97,7 +159,11 @@ const JOURNAL_FILE: &str = "calls.jsonl";
 const EVENTS_FILE: &str = "events.jsonl";
 
 pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
-    let (run_dir, run_file) = match prepare(args, context) {
+    let Prepared {
+        run_dir,
+        mut run_file,
+        input,
+    } = match prepare(args, context) {
         Ok(prepared) => prepared,
         Err(outcome) => return Ok(outcome),
     };
@@ -130,8 +196,8 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     }
     let spec = &spec;
     // The input is checked before anything runs or is asked for (API keys included).
-    let run_file = match validate_request(spec, &run_file.input) {
-        Ok(_) => run_file,
+    let input = match validate_request(spec, &input) {
+        Ok(_) => input,
         Err(violations) => {
             report_bad_input(context, args, &run_dir, spec, &violations);
             return Ok(Outcome::Usage);
@@ -182,6 +248,35 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     };
     let mut secrets = settings.secrets();
     secrets.extend(secrets_by_name(variables));
+    let scrubber = Scrubber::new(secrets.clone());
+
+    let hashes = RunHashes::of(spec, &input);
+    if args.resume.is_some() {
+        let changed = run_file.hashes.changes(&hashes);
+        if !changed.is_empty() && !args.force {
+            print_error(
+                context,
+                &format!(
+                    "{} changed since the run in `{}` started; its journal answered the old \
+                     ones (start a new run, or give --force to continue anyway)",
+                    changed.join(", "),
+                    display_path(&run_dir)
+                ),
+            );
+            return Ok(Outcome::Usage);
+        }
+    }
+    run_file.hashes = hashes;
+    if let Err(error) = write_run_file(&run_dir, &run_file, &scrubber) {
+        print_error(
+            context,
+            &format!(
+                "cannot write `{}`: {error}",
+                display_path(&run_dir.join(RUN_FILE))
+            ),
+        );
+        return Ok(Outcome::Failed);
+    }
 
     let (journal, entries) = match Journal::open(&run_dir.join(JOURNAL_FILE)) {
         Ok(opened) => opened,
@@ -212,7 +307,7 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     }
     let calls = LiveCalls::new(args.show_output);
     let mut sinks: Vec<Box<dyn TraceSink>> = vec![Box::new(LiveDisplay::with_calls(calls.clone()))];
-    for path in std::iter::once(run_dir.join(EVENTS_FILE)).chain(args.events.clone()) {
+    for path in std::iter::once(run_dir.join(EVENTS_FILE)).chain(run_file.events.clone()) {
         match JsonlSink::create(&path) {
             Ok(sink) => sinks.push(Box::new(sink)),
             Err(error) => {
@@ -221,12 +316,12 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
             }
         }
     }
-    let mut sink = ScrubbingSink::new(Fanout(sinks), Scrubber::new(secrets));
+    let mut sink = ScrubbingSink::new(Fanout(sinks), scrubber.clone());
     let config = RunConfig {
         observer: Some(calls.clone()),
         ..RunConfig::default()
     };
-    let config = match &args.out {
+    let config = match &run_file.out {
         Some(directory) => config.with_out_dir(directory.clone()),
         None => RunConfig {
             delivery: DeliveryTarget::Memory,
@@ -236,7 +331,7 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     let heartbeat = calls.heartbeat();
     let result = run_live(
         spec,
-        run_file.input.clone(),
+        input.clone(),
         provider,
         &humans,
         config,
@@ -261,11 +356,11 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     print_err(&format!("{}\n", outcome_line(&outcome)));
     crate::print_answer(outcome.answer.as_ref())?;
 
-    if let Some(directory) = &args.record {
+    if let Some(directory) = &run_file.record {
         let scenario = Scenario {
             spec: scenario_spec(&run_file.spec, directory),
             description: Some(format!("recorded live run of {}", spec.name)),
-            input: run_file.input.clone(),
+            input: scrubber.value(&input),
             expect: None,
         };
         let mut recorded = Recorded::from_spec(spec);
@@ -284,40 +379,16 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     })
 }
 
-/// Lists the input's violations of the request contract (exit 2: nothing was run). A run
-/// directory made for this run is removed again, so no run is left to `--resume`.
-fn report_bad_input(
-    context: Context,
-    args: &RunArgs,
-    run_dir: &Path,
-    spec: &CompiledSpec,
-    violations: &[Violation],
-) {
-    let source = args
-        .input
-        .as_deref()
-        .map_or_else(|| display_path(&run_dir.join(RUN_FILE)), display_path);
-    let contract = spec.request.as_deref().unwrap_or("Request");
-    let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
-    print_error(
-        context,
-        &format!(
-            "the input `{source}` does not match the request contract `{contract}`:\n{}",
-            listed.join("\n")
-        ),
-    );
-    print_err(&format!(
-        "help: nothing was run; give an input that is a `{contract}` (fields with a default may be left out)\n"
-    ));
-    if args.resume.is_none() {
-        let _ = std::fs::remove_file(run_dir.join(RUN_FILE));
-        let _ = std::fs::remove_dir(run_dir);
-    }
+/// What `prepare` found: the run directory, what to run, and the input it read.
+struct Prepared {
+    run_dir: PathBuf,
+    run_file: RunFile,
+    input: Value,
 }
 
-/// The run directory and what to run: from the arguments (written to `run.json`), or
-/// from `run.json` on `--resume`.
-fn prepare(args: &RunArgs, context: Context) -> Result<(PathBuf, RunFile), Outcome> {
+/// The run directory and what to run: from the arguments, or from `run.json` on
+/// `--resume` (where arguments given again replace what it holds).
+fn prepare(args: &RunArgs, context: Context) -> Result<Prepared, Outcome> {
     // Usage errors come before anything is run, asked for or checked (such as API keys).
     for given in &args.tools {
         if given
@@ -333,7 +404,54 @@ fn prepare(args: &RunArgs, context: Context) -> Result<(PathBuf, RunFile), Outco
             return Err(Outcome::Usage);
         }
     }
+    let (run_dir, mut run_file) = match &args.resume {
+        Some(run_dir) => (run_dir.clone(), read_run_file(run_dir, context)?),
+        None => {
+            let (Some(spec), Some(input)) = (&args.spec, &args.input) else {
+                print_error(context, "give a SPEC and --input FILE, or --resume RUN_DIR");
+                return Err(Outcome::Usage);
+            };
+            let run_file = RunFile {
+                spec: absolute(spec),
+                input: absolute(input),
+                tools: args.tools.clone(),
+                models: args.models.clone(),
+                out: None,
+                events: None,
+                record: None,
+                hashes: RunHashes::default(),
+            };
+            (PathBuf::new(), run_file)
+        }
+    };
+    // Given again (or for the first time), an option replaces what the run kept.
+    if !args.tools.is_empty() {
+        run_file.tools = args.tools.clone();
+    }
+    if !args.models.is_empty() {
+        run_file.models = args.models.clone();
+    }
     if let Some(out) = &args.out {
+        run_file.out = Some(absolute(out));
+    }
+    if let Some(events) = &args.events {
+        run_file.events = Some(absolute(events));
+    }
+    if let Some(record) = &args.record {
+        run_file.record = Some(absolute(record));
+    }
+    if let Some(tool) = run_file.tools.iter().find(|tool| tool.contains(REDACTED)) {
+        let name = tool.split_once('=').map_or(tool.as_str(), |(name, _)| name);
+        print_error(
+            context,
+            &format!(
+                "the command of tool `{name}` held a secret, which `run.json` does not keep; \
+                 give it again with --tool {name}=COMMAND"
+            ),
+        );
+        return Err(Outcome::Usage);
+    }
+    if let Some(out) = &run_file.out {
         let usable = if out.exists() && !out.is_dir() {
             Err("it exists and is not a directory".to_string())
         } else {
@@ -342,98 +460,121 @@ fn prepare(args: &RunArgs, context: Context) -> Result<(PathBuf, RunFile), Outco
         if let Err(error) = usable {
             print_error(
                 context,
-                &format!("--out `{}` cannot be used: {error}", display_path(out)),
+                &format!(
+                    "--out `{}` cannot be used: {error}",
+                    display_path(args.out.as_deref().unwrap_or(out))
+                ),
             );
             return Err(Outcome::Usage);
         }
     }
-    if let Some(run_dir) = &args.resume {
-        let path = run_dir.join(RUN_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|error| {
-            print_error(
-                context,
-                &format!(
-                    "`{}` is not a run directory: {error}",
-                    display_path(run_dir)
-                ),
-            );
-            Outcome::Usage
-        })?;
-        let mut run_file: RunFile = serde_json::from_str(&text).map_err(|error| {
-            print_error(
-                context,
-                &format!("`{}` cannot be read: {error}", display_path(&path)),
-            );
-            Outcome::Usage
-        })?;
-        if !args.tools.is_empty() {
-            run_file.tools = args.tools.clone();
-        }
-        if !args.models.is_empty() {
-            run_file.models = args.models.clone();
-        }
-        return Ok((run_dir.clone(), run_file));
-    }
-    let (Some(spec), Some(input)) = (&args.spec, &args.input) else {
-        print_error(context, "give a SPEC and --input FILE, or --resume RUN_DIR");
-        return Err(Outcome::Usage);
-    };
-    let input_text = std::fs::read_to_string(input).map_err(|error| {
-        print_error(
-            context,
-            &format!("cannot read `{}`: {error}", display_path(input)),
-        );
-        Outcome::Usage
-    })?;
-    let input: Value = serde_json::from_str(&input_text).map_err(|error| {
-        print_error(
-            context,
-            &format!("`{}` is not JSON: {error}", display_path(input)),
-        );
-        Outcome::Usage
-    })?;
-    let run_dir = args.run_dir.clone().unwrap_or_else(|| {
-        let millis = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|since| since.as_millis())
-            .unwrap_or_default();
-        PathBuf::from(".charter")
-            .join("runs")
-            .join(millis.to_string())
-    });
-    if run_dir.join(JOURNAL_FILE).exists() || run_dir.join(EVENTS_FILE).exists() {
-        let shown = display_path(&run_dir);
-        print_error(
-            context,
-            &format!(
-                "`{shown}` already holds a run; continue it with `--resume {shown}`, or give another --run-dir"
-            ),
-        );
-        return Err(Outcome::Usage);
-    }
-    let run_file = RunFile {
-        spec: std::path::absolute(spec).unwrap_or_else(|_| spec.clone()),
-        input,
-        tools: args.tools.clone(),
-        models: args.models.clone(),
-    };
-    let written = std::fs::create_dir_all(&run_dir)
-        .map_err(|error| error.to_string())
-        .and_then(|()| serde_json::to_string_pretty(&run_file).map_err(|error| error.to_string()))
-        .and_then(|text| {
-            write_atomically(&run_dir.join(RUN_FILE), &text).map_err(|error| error.to_string())
+    let input = read_input(&run_file.input, context)?;
+    if args.resume.is_some() {
+        return Ok(Prepared {
+            run_dir,
+            run_file,
+            input,
         });
-    if let Err(error) = written {
+    }
+    let run_dir = match &args.run_dir {
+        Some(run_dir) => {
+            if run_dir.join(JOURNAL_FILE).exists() || run_dir.join(EVENTS_FILE).exists() {
+                let shown = display_path(run_dir);
+                print_error(
+                    context,
+                    &format!(
+                        "`{shown}` already holds a run; continue it with `--resume {shown}`, or give another --run-dir"
+                    ),
+                );
+                return Err(Outcome::Usage);
+            }
+            std::fs::create_dir_all(run_dir).map(|()| run_dir.clone())
+        }
+        // Time, then random: runs started in the same millisecond get directories of
+        // their own (created exclusively), still sorted by when they started.
+        None => {
+            let millis = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|since| since.as_millis())
+                .unwrap_or_default();
+            files::create_unique_dir(
+                &PathBuf::from(".charter").join("runs"),
+                &format!("{millis}-"),
+            )
+        }
+    };
+    match run_dir {
+        Ok(run_dir) => Ok(Prepared {
+            run_dir,
+            run_file,
+            input,
+        }),
+        Err(error) => {
+            print_error(
+                context,
+                &format!("cannot prepare the run directory: {error}"),
+            );
+            Err(Outcome::Usage)
+        }
+    }
+}
+
+const REDACTED: &str = "<redacted>";
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// `run.json` of the run in `run_dir`.
+fn read_run_file(run_dir: &Path, context: Context) -> Result<RunFile, Outcome> {
+    let path = run_dir.join(RUN_FILE);
+    let text = files::read_regular(&path, RUN_FILE_LIMIT).map_err(|error| {
         print_error(
             context,
             &format!(
-                "cannot prepare the run directory `{}`: {error}",
-                display_path(&run_dir)
+                "`{}` is not a run directory: {error}",
+                display_path(run_dir)
             ),
         );
-        return Err(Outcome::Usage);
-    }
-    Ok((run_dir, run_file))
+        Outcome::Usage
+    })?;
+    serde_json::from_str(&text).map_err(|error| {
+        print_error(
+            context,
+            &format!("`{}` cannot be read: {error}", display_path(&path)),
+        );
+        Outcome::Usage
+    })
+}
+
+/// The most of `run.json` read (it names files; it holds no input).
+const RUN_FILE_LIMIT: u64 = 1024 * 1024;
+
+/// The run's input, a JSON file.
+fn read_input(path: &Path, context: Context) -> Result<Value, Outcome> {
+    let text = files::read_regular(path, charter_runtime::limits::DEFAULT_MAX_BYTES as u64)
+        .map_err(|error| {
+            print_error(
+                context,
+                &format!("cannot read `{}`: {error}", display_path(path)),
+            );
+            Outcome::Usage
+        })?;
+    serde_json::from_str(&text).map_err(|error| {
+        print_error(
+            context,
+            &format!("`{}` is not JSON: {error}", display_path(path)),
+        );
+        Outcome::Usage
+    })
+}
+
+/// Writes `run.json` (atomically, through the scrubber).
+fn write_run_file(run_dir: &Path, run_file: &RunFile, scrubber: &Scrubber) -> Result<(), String> {
+    let value = serde_json::to_value(run_file).map_err(|error| error.to_string())?;
+    let text =
+        serde_json::to_string_pretty(&scrubber.value(&value)).map_err(|error| error.to_string())?;
+    write_atomically(&run_dir.join(RUN_FILE), &text).map_err(|error| error.to_string())
 }
 
 /// The tools given as `NAME=COMMAND`.
@@ -450,7 +591,7 @@ fn tool_box(spec: &CompiledSpec, tools: &[String]) -> Result<ToolBox, String> {
     Ok(tool_box)
 }
 
-/// Runs the spec on a tokio runtime with a real clock; Ctrl-C cancels it.
+/// Runs the spec on a tokio runtime with a real clock; Ctrl-C or SIGTERM cancels it.
 fn run_live(
     spec: &CompiledSpec,
     input: Value,
@@ -468,8 +609,16 @@ fn run_live(
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         config.cancel = Some(cancelled);
         let on_interrupt = recording.clone();
+        // SIGTERM (CI cancellation, `timeout`, `docker stop`) is handled like Ctrl-C.
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .map_err(|error| format!("cannot handle SIGTERM: {error}"))?;
         let watcher = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            let interrupted = tokio::select! {
+                signal = tokio::signal::ctrl_c() => signal.is_ok(),
+                signal = terminate.recv() => signal.is_some(),
+            };
+            if interrupted {
                 // Calls dropped by the cancel are not answers to keep in the journal.
                 on_interrupt.cancel();
                 let _ = cancel.send(true);
@@ -485,7 +634,10 @@ fn run_live(
 fn outcome_line(outcome: &RunOutcome) -> String {
     let mut line = format!("outcome: {} ({})", outcome.outcome, outcome.reason);
     if let Some(message) = &outcome.message {
-        line.push_str(&format!(": {message}"));
+        line.push_str(&format!(
+            ": {}",
+            escape::one_line(message, escape::MAX_LINE_CHARS)
+        ));
     }
     if let Some(delivered) = &outcome.delivered {
         line.push_str(&format!(
@@ -535,27 +687,6 @@ impl TraceSink for Fanout {
     }
 }
 
-/// The roles the flow calls: of role, `each`, `finalize` steps and per-item checks' judges.
-fn roles_called(spec: &CompiledSpec) -> std::collections::BTreeSet<&str> {
-    use charter_compiler::graph::StepKind;
-    let mut roles = std::collections::BTreeSet::new();
-    for step in spec.flow.graph.node_weights() {
-        match &step.kind {
-            StepKind::Call { role, .. } | StepKind::Finalize { role, .. } => {
-                roles.insert(role.as_str());
-            }
-            StepKind::Each { role, check, .. } => {
-                roles.insert(role.as_str());
-                if let Some(by) = check.as_ref().and_then(|check| check.by.as_deref()) {
-                    roles.insert(by);
-                }
-            }
-            _ => {}
-        }
-    }
-    roles
-}
-
 /// Asks the person at the terminal: the question on stderr, `y` or `n` (and an optional
 /// note after it) on stdin. No answer (end of input) is an error: the run cannot decide.
 struct TerminalHumans;
@@ -593,4 +724,56 @@ impl HumanChannel for TerminalHumans {
             }
         })
     }
+}
+
+/// Lists the input's violations of the request contract (exit 2: nothing was run). A run
+/// directory made for this run is removed again, so no run is left to `--resume`.
+fn report_bad_input(
+    context: Context,
+    args: &RunArgs,
+    run_dir: &Path,
+    spec: &CompiledSpec,
+    violations: &[Violation],
+) {
+    let source = args
+        .input
+        .as_deref()
+        .map_or_else(|| display_path(&run_dir.join(RUN_FILE)), display_path);
+    let contract = spec.request.as_deref().unwrap_or("Request");
+    let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    print_error(
+        context,
+        &format!(
+            "the input `{source}` does not match the request contract `{contract}`:\n{}",
+            listed.join("\n")
+        ),
+    );
+    print_err(&format!(
+        "help: nothing was run; give an input that is a `{contract}` (fields with a default may be left out)\n"
+    ));
+    if args.resume.is_none() {
+        let _ = std::fs::remove_file(run_dir.join(RUN_FILE));
+        let _ = std::fs::remove_dir(run_dir);
+    }
+}
+
+/// The roles the flow calls: of role, `each`, `finalize` steps and per-item checks' judges.
+fn roles_called(spec: &CompiledSpec) -> std::collections::BTreeSet<&str> {
+    use charter_compiler::graph::StepKind;
+    let mut roles = std::collections::BTreeSet::new();
+    for step in spec.flow.graph.node_weights() {
+        match &step.kind {
+            StepKind::Call { role, .. } | StepKind::Finalize { role, .. } => {
+                roles.insert(role.as_str());
+            }
+            StepKind::Each { role, check, .. } => {
+                roles.insert(role.as_str());
+                if let Some(by) = check.as_ref().and_then(|check| check.by.as_deref()) {
+                    roles.insert(by);
+                }
+            }
+            _ => {}
+        }
+    }
+    roles
 }

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use charter_runtime::escape;
 use charter_runtime::harness::report::{
     JunitCase, details, github_annotations, github_error, junit_case, junit_xml, summary, table,
 };
@@ -92,6 +93,14 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
             Err(problem) => {
                 spec_errors += 1;
                 failed = true;
+                // What the spec file holds is shown escaped and cut (DESIGN §15).
+                let mut problem = problem.clone();
+                problem.message = escape::one_line(&problem.message, escape::MAX_LINE_CHARS);
+                problem.location.file =
+                    escape::one_line(&problem.location.file, escape::MAX_LINE_CHARS);
+                problem.detail = problem
+                    .detail
+                    .map(|detail| escape::block(&detail, escape::MAX_BLOCK_CHARS));
                 print_err(problem.detail.as_deref().unwrap_or(&problem.message));
                 annotations.push(github_error(
                     &problem.location.file,

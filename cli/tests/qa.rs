@@ -468,3 +468,106 @@ fn bounds_are_shown_even_when_warnings_are_denied() {
         stdout(&output)
     );
 }
+
+/// What a file outside the project holds: no output may quote it.
+const OUTSIDE_CONTENT: &str = "OUTSIDE-CANARY-CONTENT: not for any output";
+
+/// A project in `directory/project` (it holds `specs/`) beside a file outside it,
+/// `directory/outside.md`; the spec `specs/x.charter` is `spec`.
+fn confined_project(directory: &Path, spec: &str) -> PathBuf {
+    write(directory, "outside.md", OUTSIDE_CONTENT);
+    let project = directory.join("project");
+    write(&project, "specs/x.charter", spec);
+    project
+}
+
+fn spec_with_prompt_file(path: &str) -> String {
+    format!(
+        r#"spec x version "1"
+contract Request {{ goal: string }}
+contract Reply {{ text: string }}
+role writer {{ model: "openai:m" prompt: file("{path}") input: Request output: Reply }}
+flow {{
+  write = writer(request) -> done
+}}
+"#
+    )
+}
+
+#[test]
+fn files_a_spec_names_outside_the_project_are_refused_without_quoting_them() {
+    let directory = scratch("confined_check");
+    let cases = [
+        ("a `../` path", spec_with_prompt_file("../../outside.md")),
+        (
+            "an imported role",
+            spec_with_prompt_file("p.md").replace(
+                "contract Request",
+                "import role \"../../outside.md\"\ncontract Request",
+            ),
+        ),
+    ];
+    for (what, spec) in cases {
+        let project = confined_project(&directory, &spec);
+        let output = charter(&project, &["--color", "never", "check", "specs/x.charter"]);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{what}: {text}");
+        assert!(
+            text.contains("E016") && text.contains("is outside the project root"),
+            "{what}: {text}"
+        );
+        assert!(!text.contains("OUTSIDE-CANARY"), "{what}: {text}");
+    }
+    // A symlink inside the project that leads out is refused the same way.
+    let project = confined_project(&directory, &spec_with_prompt_file("link.md"));
+    std::os::unix::fs::symlink(directory.join("outside.md"), project.join("specs/link.md"))
+        .expect("cannot make a link");
+    let output = charter(&project, &["--color", "never", "check", "specs/x.charter"]);
+    let text = stderr(&output);
+    assert!(text.contains("is outside the project root"), "{text}");
+    assert!(!text.contains("OUTSIDE-CANARY"), "{text}");
+}
+
+#[test]
+fn a_prompt_file_over_the_size_limit_is_refused() {
+    let directory = scratch("confined_size");
+    let project = confined_project(&directory, &spec_with_prompt_file("big.md"));
+    // One byte over 10 MB (the limit), written once; the old reader took it whole.
+    write(&project, "specs/big.md", vec![b'a'; 10 * 1024 * 1024 + 1]);
+    let output = charter(&project, &["--color", "never", "check", "specs/x.charter"]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("larger than the limit of 10 MB"), "{text}");
+}
+
+#[test]
+fn a_scenario_spec_outside_the_project_is_refused_without_quoting_it() {
+    let directory = scratch("confined_verify");
+    let project = confined_project(&directory, &spec_with_prompt_file("p.md"));
+    let outside = directory.join("outside.md");
+    for spec in ["../outside.md".to_string(), outside.display().to_string()] {
+        write(
+            &project,
+            "golden/x/s/scenario.yaml",
+            format!("spec: {spec}\ninput: {{ goal: g }}\n"),
+        );
+        write(
+            &project,
+            "golden/x/s/cassette.yaml",
+            "version: 1\nrecorded: { spec_hash: \"sha256:x\" }\ncalls: []\n",
+        );
+        for args in [
+            vec!["--color", "never", "verify", "."],
+            vec!["--color", "never", "replay", "golden/x/s"],
+        ] {
+            let output = charter(&project, &args);
+            let text = format!("{}{}", stdout(&output), stderr(&output));
+            assert_ne!(output.status.code(), Some(0), "{spec} {args:?}: {text}");
+            assert!(
+                text.contains("outside the project root"),
+                "{spec} {args:?}: {text}"
+            );
+            assert!(!text.contains("OUTSIDE-CANARY"), "{spec} {args:?}: {text}");
+        }
+    }
+}

@@ -329,6 +329,212 @@ async fn a_run_dir_that_holds_a_run_needs_resume() {
     }
 }
 
+/// Starts `charter run ARGS...` in `project` and waits until the run is waiting for the
+/// finalizer's (slow) answer.
+async fn start_until_finalizer(
+    project: &Path,
+    server: &MockServer,
+    args: &[&str],
+) -> std::process::Child {
+    let child = charter(project, server, args)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let started = Instant::now();
+    while requests_for(server, "finalizer").await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run never reached the finalizer"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child
+}
+
+const RUN_KILLED: [&str; 12] = [
+    "run",
+    "specs/review_loop.charter",
+    "--input",
+    "request.json",
+    "--run-dir",
+    "runs/killed",
+    "--out",
+    "out",
+    "--record",
+    "golden/review_loop/live",
+    "--events",
+    "trace.jsonl",
+];
+
+#[tokio::test]
+async fn a_resume_keeps_out_record_and_events() {
+    let server = MockServer::start().await;
+    mount(&server, Duration::from_secs(30)).await;
+    let project = project("resume-keeps");
+    let mut child = start_until_finalizer(&project, &server, &RUN_KILLED).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let resumed = output(charter(
+        &project,
+        &server,
+        &["run", "--resume", "runs/killed"],
+    ));
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    assert!(project.join("out/delivery.json").is_file(), "{stderr}");
+    assert!(
+        project
+            .join("golden/review_loop/live/cassette.yaml")
+            .is_file(),
+        "{stderr}"
+    );
+    let events = std::fs::read_to_string(project.join("trace.jsonl")).unwrap_or_default();
+    assert!(events.contains("run_finished"), "{events}");
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
+async fn a_resume_refuses_a_changed_spec_or_input_unless_forced() {
+    let server = MockServer::start().await;
+    mount(&server, Duration::from_secs(30)).await;
+    let project = project("resume-changed");
+    let mut child = start_until_finalizer(&project, &server, &RUN_KILLED[..6]).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let spec = project.join("specs/review_loop.charter");
+    let text = std::fs::read_to_string(&spec).unwrap_or_default();
+    let edited = text.replace("Write a short post about", "Write a long post about");
+    assert_ne!(text, edited);
+    let _ = std::fs::write(&spec, &edited);
+    let _ = std::fs::write(project.join("request.json"), r#"{"goal": "go"}"#);
+    let refused = output(charter(
+        &project,
+        &server,
+        &["run", "--resume", "runs/killed"],
+    ));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the prompt of `writer`, the input changed since the run"),
+        "{stderr}"
+    );
+    let forced = output(charter(
+        &project,
+        &server,
+        &["run", "--resume", "runs/killed", "--force"],
+    ));
+    let stderr = String::from_utf8_lossy(&forced.stderr);
+    assert_eq!(forced.status.code(), Some(0), "{stderr}");
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
+async fn sigterm_ends_the_run_cancelled_with_a_complete_trace() {
+    let server = MockServer::start().await;
+    mount(&server, Duration::from_secs(30)).await;
+    let project = project("sigterm");
+    let mut child = start_until_finalizer(&project, &server, &RUN_KILLED[..6]).await;
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(killed.success());
+    let status = child.wait().unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(status.code(), Some(3), "ended by the signal: {status:?}");
+    let events =
+        std::fs::read_to_string(project.join("runs/killed/events.jsonl")).unwrap_or_default();
+    let last = events.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("\"kind\":\"run_finished\"") && last.contains("cancelled"),
+        "{last}"
+    );
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
+async fn a_resume_does_not_write_through_a_symlinked_trace() {
+    let server = MockServer::start().await;
+    mount(&server, Duration::from_secs(30)).await;
+    let project = project("resume-symlink");
+    let mut child = start_until_finalizer(&project, &server, &RUN_KILLED[..6]).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let canary = project.join("canary.txt");
+    let _ = std::fs::write(&canary, "canary");
+    let events = project.join("runs/killed/events.jsonl");
+    let _ = std::fs::remove_file(&events);
+    std::os::unix::fs::symlink(&canary, &events).unwrap_or_else(|error| panic!("{error}"));
+    let resumed = output(charter(
+        &project,
+        &server,
+        &["run", "--resume", "runs/killed"],
+    ));
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert_ne!(resumed.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("symbolic link"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&canary).ok().as_deref(),
+        Some("canary")
+    );
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
+async fn no_file_written_holds_a_secret_from_an_answer_the_input_or_a_tool() {
+    let server = MockServer::start().await;
+    // The writer quotes the key; the reviewer passes it (the fixture's gate looks for
+    // `sk-` keys of another shape).
+    for_role("writer")
+        .respond_with(chat(
+            json!({"title": "Rust", "body": format!("the key is {SECRET}")}),
+        ))
+        .mount(&server)
+        .await;
+    mount(&server, Duration::ZERO).await;
+    let project = project("secrets");
+    // A tool for `--tool` to name (no role calls it).
+    let spec = project.join("specs/review_loop.charter");
+    let text = std::fs::read_to_string(&spec).unwrap_or_default();
+    let _ = std::fs::write(
+        &spec,
+        format!("{text}\ntool search {{ input: Request  output: Request  effect: read }}\n"),
+    );
+    let _ = std::fs::write(
+        project.join("request.json"),
+        json!({"goal": format!("rust {SECRET}")}).to_string(),
+    );
+    let tool = format!("search=echo {SECRET} >/dev/null; echo '{{}}'");
+    let run = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/review_loop.charter",
+            "--input",
+            "request.json",
+            "--tool",
+            &tool,
+            "--out",
+            "out",
+            "--record",
+            "golden/review_loop/live",
+        ],
+    ));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(project.join("out/delivery.json").is_file(), "{stderr}");
+    for (path, text) in files(&project) {
+        if path.ends_with("request.json") {
+            continue; // the user's own file
+        }
+        assert!(
+            !text.contains(SECRET),
+            "the key leaked into {}",
+            path.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&project);
+}
+
 /// DESIGN §8.6: the input is checked against the request contract before anything runs,
 /// even before the key check; every violation is listed and no run directory is left.
 #[tokio::test]

@@ -325,6 +325,56 @@ fn a_changed_trace_leaves_a_pending_snapshot_insta_can_read() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+#[test]
+fn values_from_a_cassette_reach_the_terminal_and_junit_escaped_and_cut() {
+    let root = project("escaped", "happy_path");
+    // A spec hash that tries to start a workflow command on a line of its own and to
+    // colour the terminal, then goes on for a megabyte.
+    let crafted = format!(
+        "spec_hash: \"sha256:x\\n::error::pwned\\e[31m{}\"",
+        "y".repeat(1024 * 1024)
+    );
+    let cassette = root.join("golden/closed_loop/happy_path/cassette.yaml");
+    let text = std::fs::read_to_string(&cassette).unwrap_or_default();
+    let Some(line) = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("spec_hash:"))
+    else {
+        panic!("the cassette has no spec_hash");
+    };
+    edit(&cassette, line.trim_start(), &crafted);
+    let junit = root.join("junit.xml");
+    let junit_arg = junit.display().to_string();
+    let verified = verify(&root, &["--junit", &junit_arg]);
+    assert_eq!(verified.code, Some(1), "{}", verified.stderr);
+    for (what, output) in [("stdout", &verified.stdout), ("stderr", &verified.stderr)] {
+        assert!(
+            !output.lines().any(|line| line.starts_with("::")),
+            "a workflow command on {what}"
+        );
+        assert!(!output.contains('\u{1b}'), "an escape character on {what}");
+        assert!(
+            output.len() < 100_000,
+            "{what} holds {} bytes",
+            output.len()
+        );
+    }
+    assert!(
+        verified
+            .stdout
+            .contains("sha256:x\\n::error::pwned\\x1b[31m"),
+        "{}",
+        &verified.stdout[..verified.stdout.len().min(3000)]
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap_or_default();
+    assert!(
+        xml.len() < 100_000,
+        "the JUnit file holds {} bytes",
+        xml.len()
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 /// DESIGN §10: a hand-written call may state what its prompt must (not) contain. In
 /// `repair_succeeds` the round-2 executor is rerun with the evaluator's issues: a text
 /// the feedback holds passes, a text it does not hold fails the scenario at that call,

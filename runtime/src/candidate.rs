@@ -13,7 +13,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -173,19 +172,11 @@ pub fn write_delivery(
         },
         "summary": summary,
     });
-    let temporary = dir.join(format!(".{DELIVERY_FILE}.{}.tmp", std::process::id()));
-    let written = (|| {
-        let mut file = fs::File::create(&temporary)?;
-        file.write_all(canonical_json(&document).as_bytes())?;
-        file.write_all(b"\n")?;
-        file.sync_all()?;
-        fs::rename(&temporary, &path)
-    })();
-    if let Err(error) = written {
-        let _ = fs::remove_file(&temporary);
-        return Err(io_error(error));
-    }
-    let text = fs::read_to_string(&path).map_err(io_error)?;
+    let mut text = canonical_json(&document);
+    text.push('\n');
+    crate::files::write_atomically(&path, text.as_bytes()).map_err(io_error)?;
+    // Read back as written: never through a symlink, and no more than was written.
+    let text = crate::files::read_regular(&path, text.len() as u64).map_err(io_error)?;
     let unreadable = |message: String| DeliveryError::Unreadable {
         path: path.clone(),
         message,

@@ -12,6 +12,10 @@
 //!   which routes a call by its model's provider.
 //! - [`record`]: `Recording` wraps a live provider and human channel and writes a cassette.
 //! - [`secrets`]: `Scrubber` and `ScrubbingSink` keep secret values out of cassettes and traces.
+//! - [`escape`]: text from files made safe for a terminal or a CI log.
+//! - [`files`]: every file write (atomic, exclusive temporary files, no symlink followed)
+//!   and bounded reads of regular files.
+//! - [`limits`]: the size and time limits of live runs (bodies, tool outputs, `Retry-After`).
 //! - [`tools`]: the `Tool` trait, `CommandTool` (JSON over stdin/stdout) and `ToolBox`.
 //! - [`trace`]: trace events, `TraceSink`, and the terminal outcome and reason.
 //! - [`prompt`]: `render_prompt(spec, role, inputs, feedback)` with minijinja.
@@ -25,10 +29,13 @@ pub mod budget;
 pub mod candidate;
 pub mod canonical;
 pub mod dag;
+pub mod escape;
 pub mod eval;
 pub mod feedback;
+pub mod files;
 pub mod gate;
 pub mod harness;
+pub mod limits;
 pub mod models;
 pub mod prompt;
 pub mod provider;

@@ -32,7 +32,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
-use std::io::Write;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -41,6 +41,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::files::{self, LineFile};
 use crate::provider::{
     BoxFuture, CallKey, CallLog, CallLogEntries, HumanChannel, HumanKey, HumanRequest, ModelOutput,
     ModelRequest, ModelResponse, Provider, ProviderError, ToolCall,
@@ -202,6 +203,30 @@ impl Store {
 
     fn scrub(&self, value: &Value) -> Value {
         self.scrubber.value(value)
+    }
+
+    /// `response` with every known secret replaced in its output and tool calls.
+    fn scrub_response(&self, mut response: ModelResponse) -> ModelResponse {
+        response.output = match response.output {
+            ModelOutput::Json(value) => ModelOutput::Json(self.scrub(&value)),
+            ModelOutput::Text(text) => ModelOutput::Text(self.scrub_text(&text)),
+        };
+        for tool_call in &mut response.tool_calls {
+            tool_call.args = self.scrub(&tool_call.args);
+            tool_call.result = self.scrub(&tool_call.result);
+        }
+        response
+    }
+
+    /// `error` with every known secret replaced in its message.
+    fn scrub_error(&self, mut error: ProviderError) -> ProviderError {
+        if let ProviderError::Transient { message, .. }
+        | ProviderError::Permanent { message, .. }
+        | ProviderError::Throttled { message, .. } = &mut error
+        {
+            *message = self.scrub_text(message);
+        }
+        error
     }
 
     fn record(&self, call: RecordedCall) {
@@ -369,7 +394,12 @@ impl<P: Provider> Provider for RecordingProvider<P> {
             {
                 store.record(entry);
             }
+            // The run goes on with the answer as recorded: a secret a model quoted never
+            // reaches the run's state, so no delivery, answer or trace can hold it, and a
+            // replay of the recording sees what the live run saw.
             result
+                .map(|response| store.scrub_response(response))
+                .map_err(|error| store.scrub_error(error))
         })
     }
 }
@@ -394,11 +424,12 @@ impl<H: HumanChannel> HumanChannel for RecordingHumans<H> {
                 return Ok(answer.clone());
             }
             let answer = self.inner.ask(request).await?;
+            let answer = self.store.scrub(&answer);
             self.store.record_human(RecordedHuman {
                 step: slot.0,
                 round: slot.1,
                 attempt: slot.2,
-                answer: self.store.scrub(&answer),
+                answer: answer.clone(),
             });
             Ok(answer)
         })
@@ -419,7 +450,7 @@ pub enum JournalEntry {
 /// every answer it had received.
 pub struct Journal {
     path: PathBuf,
-    file: Mutex<fs::File>,
+    file: Mutex<LineFile>,
 }
 
 impl fmt::Debug for Journal {
@@ -440,11 +471,10 @@ impl Journal {
             path: path.to_path_buf(),
             source,
         };
-        let text = match fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(error) => return Err(io(error)),
-        };
+        // Opened once, never through a symlink, and read from the same handle.
+        let mut file = files::open_append(path).map_err(io)?;
+        let mut text = Vec::new();
+        file.read_to_end(&mut text).map_err(io)?;
         let mut entries = Vec::new();
         let mut kept = 0usize;
         let mut lines = text.split_inclusive(|byte| *byte == b'\n').peekable();
@@ -473,14 +503,7 @@ impl Journal {
                 }
             }
         }
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(io)?;
-        if kept < text.len() {
-            file.set_len(kept as u64).map_err(io)?;
-        }
+        let file = LineFile::resume(file, kept as u64).map_err(io)?;
         Ok((
             Journal {
                 path: path.to_path_buf(),
@@ -503,8 +526,8 @@ impl Journal {
             serde_json::to_string(entry).map_err(|error| io(std::io::Error::other(error)))?;
         line.push('\n');
         let mut file = lock(&self.file);
-        file.write_all(line.as_bytes()).map_err(io)?;
-        file.sync_data().map_err(io)
+        file.append_line(line.as_bytes()).map_err(io)?;
+        file.sync().map_err(io)
     }
 }
 
@@ -539,27 +562,13 @@ pub fn write_recording(
     Ok(())
 }
 
-/// Writes `text` to `path` through a temporary file and a rename.
+/// Writes `text` to `path` through [`files::write_atomically`] (an exclusive temporary
+/// file, synced, renamed; a symlink at `path` is an error).
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), RecordError> {
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let io = |source| RecordError::Io {
+    files::write_atomically(path, text.as_bytes()).map_err(|source| RecordError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let result = (|| {
-        let mut file = fs::File::create(&temporary)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&temporary, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temporary);
-    }
-    result.map_err(io)
+    })
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use charter_compiler::graph::{CompiledSpec, ContractIr, EffectIr, ToolIr};
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::provider::BoxFuture;
 use crate::validate::{Validator, Violation, violations_text};
@@ -107,19 +107,32 @@ const STDERR_TAIL: usize = 2000;
 /// would in a terminal), in the current directory and with the current environment. It
 /// gets the call's arguments as one JSON value on stdin (then stdin is closed) and must
 /// print one JSON value on stdout and exit 0. A non-zero exit (with the end of its
-/// stderr), output that is not JSON, or a command that cannot be started is a
-/// [`ToolError::Failed`]. When the call is dropped (a timeout, a cancelled run) the
-/// process is killed.
+/// stderr), output that is not JSON or longer than the limit (10 MB unless
+/// [`CommandTool::with_max_output_bytes`] says otherwise), or a command that cannot be
+/// started is a [`ToolError::Failed`].
+///
+/// The command runs in a process group of its own, and the whole group is killed when the
+/// command exits (a child it left in the background does not outlive the call, nor keep
+/// its stdout open), when its output passes the limit, and when the call is dropped (a
+/// timeout, a cancelled run).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommandTool {
     command: String,
+    max_output_bytes: usize,
 }
 
 impl CommandTool {
     pub fn new(command: impl Into<String>) -> Self {
         CommandTool {
             command: command.into(),
+            max_output_bytes: crate::limits::DEFAULT_MAX_BYTES,
         }
+    }
+
+    /// The same command, reading at most `limit` bytes of its stdout.
+    pub fn with_max_output_bytes(mut self, limit: usize) -> Self {
+        self.max_output_bytes = limit;
+        self
     }
 
     pub fn command(&self) -> &str {
@@ -133,13 +146,18 @@ impl CommandTool {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|error| {
                 ToolError::Failed(format!("cannot start `{}`: {error}", self.command))
             })?;
+        // Kills the whole group when the call ends, however it ends.
+        let group = ProcessGroup::of(child.id());
         let input = args.to_string();
         let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
         // Write stdin while reading stdout: a command that prints before it has read all
         // of its input must not block on a full pipe.
         let write = async move {
@@ -150,15 +168,42 @@ impl CommandTool {
                 let _ = stdin.shutdown().await;
             }
         };
-        let ((), output) = tokio::join!(write, child.wait_with_output());
-        let output = output.map_err(|error| {
+        let limit = self.max_output_bytes;
+        let read_stdout = async {
+            let read = read_at_most(stdout, limit).await;
+            if matches!(read, Ok((_, true))) {
+                // Past the limit: stop the command rather than let it block on the pipe.
+                group.kill();
+            }
+            read
+        };
+        let read_stderr = read_at_most(stderr, limit);
+        let exit = async {
+            let status = child.wait().await;
+            // Whatever the command left behind holds its pipes open: end it, so reading
+            // them ends now rather than when the last of them exits.
+            group.kill();
+            status
+        };
+        let ((), status, stdout, stderr) = tokio::join!(write, exit, read_stdout, read_stderr);
+        let could_not_run = |error: std::io::Error| {
             ToolError::Failed(format!("`{}` could not be run: {error}", self.command))
-        })?;
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
+        };
+        let (stdout, stdout_cut) = stdout.map_err(could_not_run)?;
+        if stdout_cut {
+            return Err(ToolError::Failed(format!(
+                "`{}` printed more than the limit of {}",
+                self.command,
+                crate::limits::describe_bytes(limit)
+            )));
+        }
+        let status = status.map_err(could_not_run)?;
+        let (stderr, _) = stderr.map_err(could_not_run)?;
+        if !status.success() {
+            let stderr = String::from_utf8_lossy(&stderr);
             let stderr = stderr.trim();
             let tail = tail(stderr, STDERR_TAIL);
-            let status = match output.status.code() {
+            let status = match status.code() {
                 Some(code) => format!("exit status {code}"),
                 None => "a signal".to_string(),
             };
@@ -168,7 +213,7 @@ impl CommandTool {
                 format!("`{}` ended with {status}: {tail}", self.command)
             }));
         }
-        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stdout = String::from_utf8_lossy(&stdout);
         if stdout.trim().is_empty() {
             return Err(ToolError::Failed(format!(
                 "`{}` printed nothing (a tool must print one JSON value)",
@@ -181,6 +226,55 @@ impl CommandTool {
                 self.command
             ))
         })
+    }
+}
+
+/// Reads `pipe` to its end or to `limit` bytes, whichever comes first; `true` when there
+/// was more than `limit` (the rest is not read).
+async fn read_at_most(
+    pipe: Option<impl tokio::io::AsyncRead + Unpin>,
+    limit: usize,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut bytes = Vec::new();
+    let Some(pipe) = pipe else {
+        return Ok((bytes, false));
+    };
+    let most = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    pipe.take(most).read_to_end(&mut bytes).await?;
+    let cut = bytes.len() > limit;
+    bytes.truncate(limit);
+    Ok((bytes, cut))
+}
+
+/// A tool command's process group, killed (`SIGKILL` to the group) on [`kill`] and on
+/// drop, so no process the command started outlives its call.
+///
+/// [`kill`]: ProcessGroup::kill
+struct ProcessGroup {
+    leader: Option<rustix::process::Pid>,
+}
+
+impl ProcessGroup {
+    /// The group led by the process `id` (the command was started with `process_group(0)`).
+    fn of(id: Option<u32>) -> Self {
+        ProcessGroup {
+            leader: id
+                .and_then(|id| i32::try_from(id).ok())
+                .and_then(rustix::process::Pid::from_raw),
+        }
+    }
+
+    fn kill(&self) {
+        if let Some(leader) = self.leader {
+            // The group may be gone already (every member exited): nothing to do then.
+            let _ = rustix::process::kill_process_group(leader, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 

@@ -12,14 +12,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Number, Value};
 
+use crate::files::LineFile;
 use crate::validate::Violation;
 
 /// One trace record.
@@ -599,17 +598,19 @@ impl TraceSink for MemorySink {
 
 /// Writes each event as one JSON line to a file, flushed per event, so a crashed or
 /// cancelled run leaves every event it appended.
+/// Each line is written whole or not at all (a write that fails part way, on a full disk,
+/// is cut back), and the file is never opened through a symlink.
 #[derive(Debug)]
 pub struct JsonlSink {
     path: PathBuf,
-    file: File,
+    file: LineFile,
 }
 
 impl JsonlSink {
-    /// Creates (or truncates) the file at `path`.
+    /// Creates (or truncates) the file at `path`; a symlink at `path` is an error.
     pub fn create(path: impl AsRef<Path>) -> Result<Self, TraceError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::create(&path).map_err(|source| TraceError::Io {
+        let file = LineFile::create(&path).map_err(|source| TraceError::Io {
             path: path.clone(),
             source,
         })?;
@@ -626,8 +627,7 @@ impl TraceSink for JsonlSink {
         let mut line = event.to_json_line()?;
         line.push('\n');
         self.file
-            .write_all(line.as_bytes())
-            .and_then(|()| self.file.flush())
+            .append_line(line.as_bytes())
             .map_err(|source| TraceError::Io {
                 path: self.path.clone(),
                 source,

@@ -55,12 +55,21 @@ impl YamlError {
 pub fn from_str<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, YamlError> {
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
+    options.budget = Some(budget());
     serde_saphyr::from_str_with_options(text, options).map_err(|error| {
         if is_blank(text) {
             // saphyr would say `1:1: unexpected end of input`.
             return YamlError::at(file, None, None, "the file is empty");
         }
         let location = error.location();
+        if let Some(breach) = budget_breach(&error) {
+            return YamlError::at(
+                file,
+                location.map(|location| location.line()),
+                location.map(|location| location.column()),
+                budget_message(breach),
+            );
+        }
         let message = error.without_snippet().to_string();
         YamlError::at(
             file,
@@ -69,6 +78,63 @@ pub fn from_str<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, YamlEr
             strip_position(&message),
         )
     })
+}
+
+/// The most a scenario or cassette may make the parser do. Tighter than saphyr's
+/// defaults where only an attack needs more (anchors, aliases and merge keys, which a
+/// few hundred bytes can multiply), as generous as its defaults for plain content (a
+/// recorded answer may be large).
+fn budget() -> serde_saphyr::Budget {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_aliases = MAX_ALIASES;
+    budget.max_anchors = MAX_ALIASES;
+    budget.max_merge_keys = MAX_ALIASES;
+    budget.max_recorded_anchor_events = MAX_ANCHOR_COPIES;
+    budget.max_recorded_anchor_bytes = 1024 * 1024;
+    budget.max_nodes = MAX_NODES;
+    budget
+}
+
+/// The most anchors, aliases and merge keys in one file.
+const MAX_ALIASES: usize = 1_000;
+/// The most events the parser may copy for anchors (what aliases replay).
+const MAX_ANCHOR_COPIES: usize = 20_000;
+/// The most nodes in one file, aliases counted each time they are used.
+const MAX_NODES: usize = 250_000;
+
+/// The budget breach under an error's wrappers (an alias's use, a snippet), if any.
+fn budget_breach(error: &serde_saphyr::Error) -> Option<&serde_saphyr::budget::BudgetBreach> {
+    let mut error = error;
+    loop {
+        match error {
+            serde_saphyr::Error::Budget { breach, .. } => return Some(breach),
+            serde_saphyr::Error::AliasError { error: inner, .. }
+            | serde_saphyr::Error::WithSnippet { error: inner, .. } => error = inner,
+            _ => return None,
+        }
+    }
+}
+
+/// What a budget breach means, in words (saphyr's message is Rust debug text).
+fn budget_message(breach: &serde_saphyr::budget::BudgetBreach) -> String {
+    use serde_saphyr::budget::BudgetBreach;
+    let what = match breach {
+        BudgetBreach::Nodes { .. } => {
+            format!("more than {MAX_NODES} values (aliases count each time they are used)")
+        }
+        BudgetBreach::Aliases { .. } => format!("more than {MAX_ALIASES} aliases"),
+        BudgetBreach::Anchors { .. } => format!("more than {MAX_ALIASES} anchors"),
+        BudgetBreach::MergeKeys { .. } => format!("more than {MAX_ALIASES} merge keys (`<<`)"),
+        BudgetBreach::RecordedAnchorEvents { .. } | BudgetBreach::RecordedAnchorBytes { .. } => {
+            "anchors that expand too far when their aliases are used".to_string()
+        }
+        BudgetBreach::AliasAnchorRatio { .. } => {
+            "far more aliases than anchors (an expansion bomb)".to_string()
+        }
+        BudgetBreach::Depth { .. } => "values nested too deeply".to_string(),
+        _ => "more than the parser's limits allow".to_string(),
+    };
+    format!("the file is too large or complex to read: it holds {what}")
 }
 
 /// Whether `text` holds nothing but blank lines and comments.
@@ -181,6 +247,65 @@ mod tests {
             }
         }
     }
+
+    /// A few hundred bytes of anchors whose aliases multiply by 8 per level.
+    fn alias_bomb() -> String {
+        let mut bomb = String::from("a0: &a0 {k0: 1, k1: 2, k2: 3, k3: 4, k4: 5, k5: 6}\n");
+        for level in 1..12 {
+            let previous = format!("*a{}", level - 1);
+            let list = [previous.as_str(); 8].join(", ");
+            bomb.push_str(&format!("a{level}: &a{level} [{list}]\n"));
+        }
+        bomb
+    }
+
+    /// The same with merge keys.
+    fn merge_bomb() -> String {
+        let mut bomb = String::from("m0: &m0 {k0: 1, k1: 2, k2: 3, k3: 4}\n");
+        for level in 1..12 {
+            let previous = format!("*m{}", level - 1);
+            let list = [previous.as_str(); 4].join(", ");
+            bomb.push_str(&format!(
+                "m{level}: &m{level} {{<<: [{list}], x{level}: [{list}]}}\n"
+            ));
+        }
+        bomb
+    }
+
+    #[test]
+    fn expansion_bombs_stop_early_with_a_plain_message() {
+        for bomb in [alias_bomb(), merge_bomb()] {
+            let error = from_str::<serde_json::Value>("bomb.yaml", &bomb).err();
+            let message = error.map(|error| error.to_string()).unwrap_or_default();
+            // Stopped by the anchor budget (saphyr's default stopped it only at 250,000
+            // nodes, after a few hundred milliseconds and ~100 MB), in words.
+            assert!(
+                message.contains(
+                    "the file is too large or complex to read: it holds anchors that expand too far"
+                ),
+                "{message}"
+            );
+            assert!(
+                !message.contains('{') && !message.contains("(used"),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn ordinary_anchors_and_merge_keys_still_read() {
+        let text = "base: &base {a: 1, b: 2}\nitems:\n".to_string()
+            + &(0..90)
+                .map(|index| format!("  - {{<<: *base, c: {index}}}\n"))
+                .collect::<String>();
+        let value = from_str::<serde_json::Value>("ok.yaml", &text);
+        assert_eq!(
+            value
+                .ok()
+                .and_then(|value| value["items"].as_array().map(Vec::len)),
+            Some(90)
+        );
+    }
 }
 
 /// Text written as a YAML block literal (`|`), line breaks kept, so long multi-line text
@@ -202,7 +327,9 @@ pub fn call_lines(text: &str) -> Vec<u64> {
         #[serde(default)]
         calls: Vec<serde_saphyr::Spanned<serde_json::Value>>,
     }
-    serde_saphyr::from_str::<Calls>(text)
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget());
+    serde_saphyr::from_str_with_options::<Calls>(text, options)
         .map(|calls| {
             calls
                 .calls

@@ -96,6 +96,28 @@ fn rate_limit_and_server_error_then_success() {
 }
 
 #[test]
+fn a_retry_after_past_the_roles_timeout_fails_the_call_instead_of_waiting() {
+    // The writer's timeout is 2m; the server asks for 5m.
+    let calls =
+        "calls:\n  - { step: write, attempt: 1, error: { status: 429, retry_after: 5m } }\n";
+    let replayed = run(calls);
+    replayed.assert_ending("failed{step_failed{write}}");
+    assert!(replayed.of_kind("retry").is_empty());
+    let finished = &replayed.of_kind("run_finished")[0];
+    assert!(
+        finished["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("longer than the role's timeout of 120000 ms"),
+        "{finished}"
+    );
+    assert!(
+        finished["t_ms"].as_u64().unwrap_or(u64::MAX) < 60_000,
+        "{finished}"
+    );
+}
+
+#[test]
 fn a_permanent_provider_error_is_not_retried() {
     let calls = "calls:\n  - { step: write, error: { status: 401, message: bad key } }\n";
     let replayed = run(calls);

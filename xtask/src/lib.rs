@@ -1,6 +1,7 @@
 //! The repository's own automation behind `cargo xtask`: the CI gate (`verify`), the
-//! never-panics fuzz harness (`fuzz`, `mutate`), the benchmark (`bench`) and the
-//! generator of large valid specs they share (`gen`).
+//! never-panics fuzz harness (`fuzz`, `mutate`), the benchmark (`bench`), the generator
+//! of large valid specs they share (`gen`), and the mutation measurement of the runtime's
+//! tests (`mutants`).
 
 pub mod bench;
 pub mod bench_live;
@@ -10,6 +11,7 @@ pub mod fuzz;
 #[path = "gen.rs"]
 pub mod generator;
 pub mod golden;
+pub mod mutants;
 pub mod mutate;
 pub mod rng;
 pub mod verify;

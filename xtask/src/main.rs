@@ -1,4 +1,4 @@
-//! The repository's own automation: `cargo xtask verify | fuzz | bench | gen`.
+//! The repository's own automation: `cargo xtask verify | fuzz | bench | gen | mutants`.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Command, ExitCode, Stdio};
@@ -17,7 +17,7 @@ use xtask::verify::{Partition, VerifyConfig, format_duration, verify};
 #[command(
     name = "cargo xtask",
     bin_name = "cargo xtask",
-    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask verify --partition 1/2 --junit verify.xml\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   release-build compile times vs the targets\n  cargo xtask gen --lines 500 > big.charter"
+    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask verify --partition 1/2 --junit verify.xml\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   release-build compile times vs the targets\n  cargo xtask gen --lines 500 > big.charter\n  cargo xtask mutants --shard 1/8 --minutes 45"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -66,6 +66,46 @@ enum Task {
     Bench(BenchArgs),
     /// Print the generated benchmark spec (to try it with `charter check`)
     Gen(GenArgs),
+    /// Mutation testing of the runtime's policies and mechanics (needs cargo-mutants)
+    ///
+    /// Runs `cargo mutants` (install it with `cargo install cargo-mutants`; it is not part
+    /// of the CI gate) over gate, repair, budget, candidate, dag and run/, testing each
+    /// mutant with `cargo test -p charter-runtime` (which includes the goldens). Stops at
+    /// --minutes and reports what finished: caught, missed (listed), timeouts, unviable,
+    /// and the share of viable mutants caught. The report is in target/mutants/.
+    Mutants(MutantsArgs),
+}
+
+#[derive(Debug, Args)]
+struct MutantsArgs {
+    /// Only shard K of N of the mutants (e.g. 1/8), a deterministic sample
+    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
+    shard: Option<(u32, u32)>,
+    /// Stop after this many minutes and report what finished
+    #[arg(long, value_name = "N", default_value_t = 60)]
+    minutes: u64,
+    /// Seconds one mutant's tests may take
+    #[arg(long, value_name = "SECS", default_value_t = 180)]
+    test_timeout: u64,
+}
+
+/// `K/N` with 1 <= K <= N.
+fn parse_shard(text: &str) -> Result<(u32, u32), String> {
+    let (shard, of) = text
+        .split_once('/')
+        .ok_or_else(|| format!("`{text}` is not K/N"))?;
+    let shard: u32 = shard
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not K/N"))?;
+    let of: u32 = of
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not K/N"))?;
+    if shard == 0 || shard > of {
+        return Err(format!("`{text}`: K must be between 1 and N"));
+    }
+    Ok((shard, of))
 }
 
 #[derive(Debug, Args)]
@@ -182,6 +222,18 @@ fn main() -> ExitCode {
                 bench_in_release(&root, config)
             }
         }
+        Task::Mutants(args) => xtask::mutants::mutants(
+            &root,
+            &xtask::mutants::MutantsConfig {
+                shard: args.shard,
+                time_limit: Duration::from_secs(args.minutes.saturating_mul(60)),
+                test_timeout: args.test_timeout,
+            },
+        )
+        .map(|summary| {
+            println!("mutants: {}", summary.text());
+            true
+        }),
         Task::Gen(args) => {
             let mut config = GenConfig {
                 lines: args.lines,

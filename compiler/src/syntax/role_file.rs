@@ -260,7 +260,7 @@ impl RoleFile<'_> {
         let values: BTreeMap<String, serde_saphyr::Spanned<Yaml>> = if yaml_text.trim().is_empty() {
             BTreeMap::new()
         } else {
-            match serde_saphyr::from_str(yaml_text) {
+            match serde_saphyr::from_str_with_options(yaml_text, front_matter_options()) {
                 Ok(values) => values,
                 Err(error) => {
                     let at = error
@@ -271,7 +271,13 @@ impl RoleFile<'_> {
                         .map_or(layout.yaml.start, |offset| {
                             (layout.yaml.start + offset).min(layout.yaml.end)
                         });
-                    let reason = yaml_reason(&error.to_string());
+                    let reason = if is_budget_breach(&error) {
+                        "it is too large or complex to read (anchors, aliases and merge keys \
+                         count each time they are used)"
+                            .to_string()
+                    } else {
+                        yaml_reason(&error.to_string())
+                    };
                     let span = self.span(at, at);
                     self.error(
                         span,
@@ -720,6 +726,34 @@ fn offset_of(text: &str, line: u64, column: u64) -> Option<usize> {
         .nth(column)
         .map_or(line_text.len(), |(index, _)| index);
     Some(line_start + within)
+}
+
+/// Front matter is a small map: a parser budget far below saphyr's defaults, so a few
+/// hundred bytes of anchors, aliases or merge keys cannot make it expand for seconds.
+fn front_matter_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_aliases = 100;
+    budget.max_anchors = 100;
+    budget.max_merge_keys = 100;
+    budget.max_recorded_anchor_events = 10_000;
+    budget.max_recorded_anchor_bytes = 1024 * 1024;
+    budget.max_nodes = 50_000;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
+/// Whether `error` (under its wrappers) is a parser budget breach.
+fn is_budget_breach(error: &serde_saphyr::Error) -> bool {
+    let mut error = error;
+    loop {
+        match error {
+            serde_saphyr::Error::Budget { .. } => return true,
+            serde_saphyr::Error::AliasError { error: inner, .. }
+            | serde_saphyr::Error::WithSnippet { error: inner, .. } => error = inner,
+            _ => return false,
+        }
+    }
 }
 
 /// saphyr's message without its `error: line N column M: ` prefix (the diagnostic says

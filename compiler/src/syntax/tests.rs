@@ -1215,6 +1215,20 @@ fn malformed_role_files() {
         diagnostics.contains("malformed front matter"),
         "{diagnostics}"
     );
+    // An alias bomb (each level 8 copies of the last) stops early, said in words.
+    let mut bomb = String::from("---\nid: r\nx0: &x0 {a: 1, b: 2, c: 3}\n");
+    for level in 1..10 {
+        let previous = format!("*x{}", level - 1);
+        let list = [previous.as_str(); 8].join(", ");
+        bomb.push_str(&format!("x{level}: &x{level} [{list}]\n"));
+    }
+    bomb.push_str("---\n");
+    let (_, diagnostics, _) = import_role(&bomb);
+    assert!(
+        diagnostics
+            .contains("malformed front matter in role file: it is too large or complex to read"),
+        "{diagnostics}"
+    );
 }
 
 #[test]

@@ -170,3 +170,52 @@ fn evaluations_become_trace_events() {
     assert_eq!(line["rules"][0]["holds"], false);
     assert_eq!(line["scores"][0]["value"], 4.0);
 }
+
+/// The quality gate of `LOOP_SPEC` with its two score lines replaced by `scores` (and the
+/// repair line of their codes by `repair`) and its `pass when` by `pass_when`, evaluated
+/// on a clean candidate.
+fn evaluate_variant(scores: &str, repair: &str, pass_when: &str) -> GateEvaluation {
+    let text = LOOP_SPEC
+        .replace(
+            "  LOW_RELEVANCE, INCOMPLETE -> rerun execute with feedback\n",
+            repair,
+        )
+        .replace(
+            "  score relevance    weight 2: review.relevance     below 6 LOW_RELEVANCE\n  score completeness weight 1: review.completeness  below 6 INCOMPLETE\n",
+            scores,
+        )
+        .replace("pass when score >= 7.0", pass_when);
+    let spec = compile_spec(&text);
+    let Some(gate) = spec.gates.get("quality") else {
+        panic!("no gate")
+    };
+    evaluate_gate(
+        "quality",
+        gate,
+        &env(&["ok"], "fine", review(9, 9, Some("n"))),
+    )
+}
+
+#[test]
+fn a_gate_without_scores_or_weights_has_no_score() {
+    // Without scores there is no weighted mean (not 0/0).
+    let unscored = evaluate_variant("", "", "pass when true");
+    assert_eq!(unscored.score, None, "{unscored:#?}");
+    assert!(unscored.passed, "{unscored:#?}");
+    // Weights that are all zero (the compiler refuses them, E013, but `evaluate_gate`
+    // takes any IR) give no weighted mean either, never 0/0.
+    let spec = spec();
+    let Some(gate) = spec.gates.get("quality") else {
+        panic!("no gate")
+    };
+    let mut weightless = gate.clone();
+    for score in &mut weightless.scores {
+        score.weight = 0.0;
+    }
+    let evaluation = evaluate_gate(
+        "quality",
+        &weightless,
+        &env(&["ok"], "fine", review(9, 9, Some("n"))),
+    );
+    assert_eq!(evaluation.score, None, "{evaluation:#?}");
+}

@@ -303,6 +303,27 @@ impl ScenarioReport {
     pub fn id(&self) -> String {
         format!("{}/{}", self.spec, self.scenario)
     }
+
+    /// The report with every text that came from files (names, messages, details) made
+    /// safe to show: control characters escaped, long values cut (DESIGN §15). Every
+    /// front (table, details, JUnit, GitHub annotations) shows reports in this form.
+    pub fn escaped(mut self) -> Self {
+        use crate::escape::{MAX_BLOCK_CHARS, MAX_LINE_CHARS, block, one_line};
+        let line = |text: &str| one_line(text, MAX_LINE_CHARS);
+        self.spec = line(&self.spec);
+        self.scenario = line(&self.scenario);
+        self.description = self.description.as_deref().map(line);
+        self.accepted = self.accepted.iter().map(|text| line(text)).collect();
+        for problem in self.problems.iter_mut().chain(self.notes.iter_mut()) {
+            problem.message = line(&problem.message);
+            problem.location.file = line(&problem.location.file);
+            problem.detail = problem
+                .detail
+                .as_deref()
+                .map(|detail| block(detail, MAX_BLOCK_CHARS));
+        }
+        self
+    }
 }
 
 /// Compiled specs by path, so scenarios of one spec compile it once.
@@ -331,9 +352,11 @@ impl SpecCache {
 pub fn compile_spec(root: &Path, relative: &str) -> Result<Arc<CompiledSpec>, Problem> {
     let path = root.join(relative);
     let shown = clean_relative(relative);
-    let text = std::fs::read_to_string(&path).map_err(|error| Problem {
+    // `spec:` may name only a file inside the project (after symlinks): a regular file
+    // within the size limit. The reason quotes nothing of the file.
+    let text = read_source_text(&path, root, &shown).map_err(|message| Problem {
         kind: ProblemKind::Error,
-        message: format!("cannot read the spec `{shown}`: {error}"),
+        message: format!("cannot read the spec: {message}"),
         detail: None,
         location: Location {
             file: shown.clone(),
@@ -425,17 +448,19 @@ impl Loader for FsLoader {
             "{}/{relative_path}",
             self.directory.to_string_lossy()
         ));
-        match std::fs::read_to_string(self.root.join(&shown)) {
-            Ok(text) => Ok(LoadedFile {
-                display_name: shown,
-                text,
-            }),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                Err(format!("no such file `{shown}`"))
-            }
-            Err(error) => Err(format!("cannot read `{shown}`: {error}")),
-        }
+        read_source_text(&self.root.join(&shown), &self.root, &shown).map(|text| LoadedFile {
+            display_name: shown,
+            text,
+        })
     }
+}
+
+/// A file a spec or scenario names, read as text only inside `root`
+/// ([`crate::files::read_source`]); the error is a one-line reason naming it as `shown`.
+fn read_source_text(path: &Path, root: &Path, shown: &str) -> Result<String, String> {
+    let bytes = crate::files::read_source(path, Some(root), crate::files::MAX_SOURCE_BYTES)
+        .map_err(|error| error.message(shown, "."))?;
+    String::from_utf8(bytes).map_err(|_| format!("`{shown}` is not UTF-8 text"))
 }
 
 /// Runs the harness over the project at `root`: every selected scenario, results in
@@ -466,7 +491,9 @@ pub fn verify_project(
     if workers <= 1 {
         return Ok(scenarios
             .iter()
-            .map(|(reference, file)| verify_scenario(root, reference, file, config, &mut specs))
+            .map(|(reference, file)| {
+                verify_scenario(root, reference, file, config, &mut specs).escaped()
+            })
             .collect());
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -483,7 +510,8 @@ pub fn verify_project(
                         let Some((reference, file)) = scenarios.get(index) else {
                             break;
                         };
-                        let report = verify_scenario(root, reference, file, config, &mut specs);
+                        let report =
+                            verify_scenario(root, reference, file, config, &mut specs).escaped();
                         done.push((index, report));
                     }
                     done

@@ -4,7 +4,6 @@
 //! `trace.snap.new` files the harness writes; the contents are compared as insta compares
 //! them (trailing whitespace at the end and `\r\n` ignored).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The number of lines before the contents of a snapshot file (its header).
@@ -55,26 +54,11 @@ pub fn pending_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Writes `text` to `path` through a temporary file in the same directory and a rename,
-/// so the file is never seen half-written.
+/// Writes `text` to `path` through [`crate::files::write_atomically`] (an exclusive
+/// temporary file and a rename; a symlink at `path` is an error), so the file is never
+/// seen half-written.
 pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let directory = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = directory.join(format!(".{name}.{}.tmp", std::process::id()));
-    let written = std::fs::File::create(&temporary).and_then(|mut file| {
-        file.write_all(text.as_bytes())?;
-        file.sync_all()
-    });
-    match written.and_then(|()| std::fs::rename(&temporary, path)) {
-        Ok(()) => Ok(()),
-        Err(error) => {
-            let _ = std::fs::remove_file(&temporary);
-            Err(error)
-        }
-    }
+    crate::files::write_atomically(path, text.as_bytes())
 }
 
 /// A YAML scalar as insta's emitter writes it: plain unless plain could be misread (empty,

@@ -19,9 +19,10 @@ use serde_json::{Value, json};
 
 use super::{
     ApiKey, StructuredOutput, ToolLoop, correction, http_client, json_instructions, malformed,
-    model_name, output_from_text, send_error, status_error, too_many_turns, trim_base_url,
-    wire_schema,
+    model_name, output_from_text, read_body, send_error, status_error, too_many_turns,
+    trim_base_url, wire_schema,
 };
+use crate::limits::Limits;
 use crate::provider::{
     BoxFuture, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, Usage,
 };
@@ -51,6 +52,8 @@ pub struct AnthropicConfig {
     pub max_tokens: u64,
     /// How long to wait for a TCP/TLS connection.
     pub connect_timeout: Duration,
+    /// The body size limit, the total deadline of each request and the `Retry-After` cap.
+    pub limits: Limits,
 }
 
 impl AnthropicConfig {
@@ -61,6 +64,7 @@ impl AnthropicConfig {
             structured_output: StructuredOutput::Auto,
             max_tokens: 4096,
             connect_timeout: Duration::from_secs(10),
+            limits: Limits::default(),
         }
     }
 }
@@ -87,7 +91,7 @@ impl fmt::Debug for AnthropicProvider {
 impl AnthropicProvider {
     /// A provider calling `config.base_url`, running tool calls through `tools`.
     pub fn new(config: AnthropicConfig, tools: Arc<ToolBox>) -> Result<Self, ProviderError> {
-        let client = http_client(config.connect_timeout)?;
+        let client = http_client(config.connect_timeout, &config.limits)?;
         Ok(AnthropicProvider {
             endpoint: format!("{}/v1/messages", trim_base_url(&config.base_url)),
             config,
@@ -268,12 +272,16 @@ impl AnthropicProvider {
             .map_err(|error| send_error(&error, key))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let text = response
-            .text()
-            .await
-            .map_err(|error| send_error(&error, key))?;
+        let text = read_body(response, self.config.limits.max_body_bytes, key).await?;
         if !(200..300).contains(&status) {
-            return Err(status_error(status, &headers, &text, key, &self.endpoint));
+            return Err(status_error(
+                status,
+                &headers,
+                &text,
+                key,
+                &self.endpoint,
+                &self.config.limits,
+            ));
         }
         serde_json::from_str(&text).map_err(|error| malformed(&error.to_string(), &text, key))
     }

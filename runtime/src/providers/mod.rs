@@ -4,10 +4,14 @@
 //! `ANTHROPIC_API_KEY` and passes them to the constructors, so tests point a provider at
 //! a local mock server.
 //!
-//! **Timeouts.** A provider sets only a connect timeout. The whole call (every turn of
-//! its tool loop) is bounded by the caller: the scheduler wraps each call in
-//! `tokio::time::timeout` with the role's `timeout`, and dropping the future drops the
-//! HTTP request (and kills a running tool command).
+//! **Timeouts and limits.** A provider sets a connect timeout and a total deadline on
+//! each HTTP request ([`Limits::request_timeout`]), reads at most
+//! [`Limits::max_body_bytes`] of a body (a larger one is a permanent error, found while
+//! reading, so an endless body costs at most the limit) and cuts a `Retry-After` to
+//! [`Limits::max_retry_after`]. The whole call (every turn of its tool loop) is also
+//! bounded by the caller: the scheduler wraps each call in `tokio::time::timeout` with the
+//! role's `timeout`, and dropping the future drops the HTTP request (and kills a running
+//! tool command's process group).
 //!
 //! **Errors.** 429, 408 and 5xx answers and connection failures are transient; a 429 or
 //! 503 with `Retry-After` (seconds or an HTTP date) is [`ProviderError::Throttled`] and
@@ -23,6 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
 
+use crate::limits::{Limits, describe_bytes};
 use crate::provider::{
     BoxFuture, CallLog, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, ToolCall,
 };
@@ -155,10 +160,15 @@ pub(crate) fn trim_base_url(base_url: &str) -> String {
     base_url.trim_end_matches('/').to_string()
 }
 
-/// An HTTP client with a connect timeout and no overall timeout (the caller bounds calls).
-pub(crate) fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
+/// An HTTP client with a connect timeout and a total deadline per request (the caller
+/// also bounds whole calls with the role's `timeout`).
+pub(crate) fn http_client(
+    connect_timeout: Duration,
+    limits: &Limits,
+) -> Result<reqwest::Client, ProviderError> {
     reqwest::Client::builder()
         .connect_timeout(connect_timeout)
+        .timeout(limits.request_timeout)
         .build()
         .map_err(|error| ProviderError::Permanent {
             status: None,
@@ -181,6 +191,45 @@ pub(crate) fn send_error(error: &reqwest::Error, key: Option<&ApiKey>) -> Provid
             message,
         }
     }
+}
+
+/// A response's body as text, read chunk by chunk and given up as soon as it would pass
+/// `limit` bytes (a `Content-Length` over the limit is refused before reading): a larger
+/// body is a permanent error, since asking again would only bring it again.
+pub(crate) async fn read_body(
+    mut response: reqwest::Response,
+    limit: usize,
+    key: Option<&ApiKey>,
+) -> Result<String, ProviderError> {
+    let status = response.status().as_u16();
+    let too_large = || ProviderError::Permanent {
+        status: Some(status),
+        message: format!(
+            "the response body is larger than the limit of {}",
+            describe_bytes(limit)
+        ),
+    };
+    if response
+        .content_length()
+        .is_some_and(|length| length > u64::try_from(limit).unwrap_or(u64::MAX))
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| send_error(&error, key))?
+    {
+        if body.len().saturating_add(chunk.len()) > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(match String::from_utf8(body) {
+        Ok(text) => text,
+        Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+    })
 }
 
 /// An error and its sources, `a: b: c` (reqwest's own message hides the cause).
@@ -213,6 +262,7 @@ pub(crate) fn status_error(
     body: &str,
     key: Option<&ApiKey>,
     url: &str,
+    limits: &Limits,
 ) -> ProviderError {
     let mut message = redact(key, &error_message(body));
     if status == 404 {
@@ -229,7 +279,8 @@ pub(crate) fn status_error(
     {
         return ProviderError::Throttled {
             status,
-            retry_after,
+            // A server cannot park a run for an hour: the wait is cut to the cap.
+            retry_after: retry_after.min(limits.max_retry_after),
             message,
         };
     }

@@ -33,9 +33,10 @@ use serde_json::{Value, json};
 
 use super::{
     ApiKey, StructuredOutput, ToolLoop, correction, http_client, json_instructions, malformed,
-    model_name, output_from_text, send_error, status_error, too_many_turns, trim_base_url,
-    wire_schema,
+    model_name, output_from_text, read_body, send_error, status_error, too_many_turns,
+    trim_base_url, wire_schema,
 };
+use crate::limits::Limits;
 use crate::provider::{BoxFuture, ModelRequest, ModelResponse, Provider, ProviderError, Usage};
 use crate::tools::ToolBox;
 
@@ -57,6 +58,8 @@ pub struct OpenAiConfig {
     /// How long to wait for a TCP/TLS connection (the call as a whole is bounded by the
     /// role's `timeout`, applied by the caller).
     pub connect_timeout: Duration,
+    /// The body size limit, the total deadline of each request and the `Retry-After` cap.
+    pub limits: Limits,
 }
 
 impl OpenAiConfig {
@@ -67,6 +70,7 @@ impl OpenAiConfig {
             structured_output: StructuredOutput::Auto,
             strict: false,
             connect_timeout: Duration::from_secs(10),
+            limits: Limits::default(),
         }
     }
 }
@@ -97,7 +101,7 @@ impl fmt::Debug for OpenAiProvider {
 impl OpenAiProvider {
     /// A provider calling `config.base_url`, running tool calls through `tools`.
     pub fn new(config: OpenAiConfig, tools: Arc<ToolBox>) -> Result<Self, ProviderError> {
-        let client = http_client(config.connect_timeout)?;
+        let client = http_client(config.connect_timeout, &config.limits)?;
         Ok(OpenAiProvider {
             endpoint: format!("{}/chat/completions", trim_base_url(&config.base_url)),
             config,
@@ -370,12 +374,18 @@ impl OpenAiProvider {
             .map_err(|error| Refusal::Other(send_error(&error, key)))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let text = response
-            .text()
+        let text = read_body(response, self.config.limits.max_body_bytes, key)
             .await
-            .map_err(|error| Refusal::Other(send_error(&error, key)))?;
+            .map_err(Refusal::Other)?;
         if !(200..300).contains(&status) {
-            let error = status_error(status, &headers, &text, key, &self.endpoint);
+            let error = status_error(
+                status,
+                &headers,
+                &text,
+                key,
+                &self.endpoint,
+                &self.config.limits,
+            );
             let lower = text.to_ascii_lowercase();
             let names_schema = lower.contains("response_format") || lower.contains("json_schema");
             return Err(if status >= 400 && names_schema {

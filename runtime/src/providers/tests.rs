@@ -82,6 +82,7 @@ fn statuses_map_to_transient_throttled_and_permanent_errors() {
         r#"{"error": {"message": "rate limited"}}"#,
         Some(&key),
         URL,
+        &Limits::default(),
     );
     assert_eq!(
         throttled,
@@ -94,21 +95,45 @@ fn statuses_map_to_transient_throttled_and_permanent_errors() {
     assert!(throttled.is_transient());
     assert_eq!(throttled.retry_after(), Some(Duration::from_secs(3)));
     assert_eq!(throttled.status(), Some(429));
-    let plain_429 = status_error(429, &HeaderMap::new(), "", None, URL);
+    let plain_429 = status_error(429, &HeaderMap::new(), "", None, URL, &Limits::default());
     assert!(plain_429.is_transient() && plain_429.retry_after().is_none());
-    assert!(status_error(502, &HeaderMap::new(), "bad gateway", None, URL).is_transient());
+    assert!(
+        status_error(
+            502,
+            &HeaderMap::new(),
+            "bad gateway",
+            None,
+            URL,
+            &Limits::default()
+        )
+        .is_transient()
+    );
     let denied = status_error(
         401,
         &HeaderMap::new(),
         r#"{"error": {"message": "Incorrect API key provided: sk-test-123"}}"#,
         Some(&key),
         URL,
+        &Limits::default(),
     );
     assert!(!denied.is_transient());
     assert_eq!(
         denied.to_string(),
         "provider error 401: Incorrect API key provided: <redacted>"
     );
+}
+
+#[test]
+fn a_retry_after_is_cut_to_the_cap() {
+    let hour = headers(&[("retry-after", "3600")]);
+    let throttled = status_error(503, &hour, "", None, URL, &Limits::default());
+    assert_eq!(throttled.retry_after(), Some(Duration::from_secs(60)));
+    let limits = Limits {
+        max_retry_after: Duration::from_secs(5),
+        ..Limits::default()
+    };
+    let throttled = status_error(429, &hour, "", None, URL, &limits);
+    assert_eq!(throttled.retry_after(), Some(Duration::from_secs(5)));
 }
 
 #[test]
@@ -298,6 +323,7 @@ ValueError: Input should be 'text' or 'json_object' (see https://docs.example.or
         r#"{"detail":"Not Found"}"#,
         None,
         URL,
+        &Limits::default(),
     );
     let text = not_found.to_string();
     assert!(

@@ -140,6 +140,21 @@ async fn record_script() -> (Recording, Vec<Result<ModelResponse, ProviderError>
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_run_gets_the_answer_as_scrubbed() {
+    // A model that quotes the key: the answer the scheduler gets (and so the delivery and
+    // every answer file built from it) holds `<redacted>`, as the recording does.
+    let (_, results) = record_script().await;
+    let first = results.first().and_then(|result| result.as_ref().ok());
+    assert_eq!(
+        first.map(|response| &response.output),
+        Some(&ModelOutput::Json(json!({"text": "done with <redacted>"})))
+    );
+    for result in &results {
+        assert!(!format!("{result:?}").contains(SECRET), "{result:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn every_outcome_is_recorded_by_key_and_scrubbed() {
     let (recording, _) = record_script().await;
     let cassette = recording.cassette(Recorded {
@@ -255,8 +270,8 @@ async fn human_answers_are_recorded() {
         })
         .await;
     assert_eq!(
-        answer.map(|answer| answer["approved"].clone()),
-        Ok(json!(true))
+        answer.map(|answer| answer["note"].clone()),
+        Ok(json!("ok <redacted>"))
     );
     let cassette = recording.cassette(Recorded::default());
     assert_eq!(

@@ -38,7 +38,7 @@ fn table() -> RepairIr {
             arm(&["EXEC"], rerun("execute", false)),
             arm(&["EXEC_FB"], rerun("execute", true)),
             arm(&["PLAN"], rerun("plan", false)),
-            arm(&["REPLAN"], ActionIr::Replan),
+            arm(&["REPLAN", "ALSO_REPLAN"], ActionIr::Replan),
             arm(
                 &["ASK"],
                 ActionIr::Ask {
@@ -139,6 +139,14 @@ fn reruns_merge_to_the_most_upstream_step_with_feedback_if_any_asked() {
     check(
         &["EXEC_FB", "PLAN"],
         Some((rerun("plan", true), &["EXEC_FB", "PLAN"])),
+    );
+}
+
+#[test]
+fn two_replans_are_one_replan_answering_both_issues() {
+    check(
+        &["REPLAN", "ALSO_REPLAN"],
+        Some((ActionIr::Replan, &["REPLAN", "ALSO_REPLAN"])),
     );
 }
 

@@ -21,7 +21,7 @@ use crate::provider::{
     CallKey, CallLog, CallLogEntries, CallSettings, ModelOutput, ModelRequest, ModelResponse,
     Provider, ProviderError, ToolCall, Usage,
 };
-use crate::trace::{EventKind, RetryKind};
+use crate::trace::{BudgetKind, EventKind, RetryKind};
 use crate::validate::{Validator, parse_output, violations_text};
 
 /// The provider-retry policy of one role: how many retries, and the first delay (doubling).
@@ -370,6 +370,28 @@ impl Scheduler<'_> {
         };
         // The `on_exhausted` summary is one call, whatever the role's `retry`.
         let retries_allowed = if self.summarizing { 0 } else { role.retry };
+        // A `Retry-After` counts against the role's timeout and the wall budget: a wait
+        // past either is not made (the provider has already cut it to its cap).
+        if let Some(wait_ms) = retry_after_ms {
+            if let Some(limit_ms) = role.timeout_ms
+                && wait_ms > limit_ms
+            {
+                return Ok(CallUpdate::Failed(format!(
+                    "{problem} (the server asks to wait {wait_ms} ms, longer than the role's \
+                     timeout of {limit_ms} ms)"
+                )));
+            }
+            self.state.meter.set_elapsed(self.elapsed());
+            if unit.retries_used < retries_allowed
+                && self
+                    .state
+                    .meter
+                    .wall_left()
+                    .is_some_and(|left| Duration::from_millis(wait_ms) > left)
+            {
+                return Err(self.budget_stop(BudgetKind::Wall));
+            }
+        }
         if unit.retries_used < retries_allowed && !effects.is_empty() && !role.retry_after_effects {
             return Ok(CallUpdate::Failed(format!(
                 "{problem}; not retried: this attempt ran {} (a `write`/`external` effect a \

@@ -172,3 +172,116 @@ fn tails_cut_at_character_boundaries() {
     assert_eq!(tail("abc", 10), "abc");
     assert_eq!(tail("", 3), "");
 }
+
+/// A scratch directory of its own for one test.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("charter-tools-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|error| panic!("{error}"));
+    dir
+}
+
+/// Whether process `pid` is still running (a zombie waiting for its parent is not).
+fn running(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+/// Waits (up to a minute, polling) for `pid` to stop running; whether it did.
+async fn ends(pid: &str) -> bool {
+    for _ in 0..600 {
+        if !running(pid) {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// The process id a command wrote to `file`.
+fn pid_in(file: &std::path::Path) -> String {
+    std::fs::read_to_string(file)
+        .unwrap_or_else(|error| panic!("{}: {error}", file.display()))
+        .trim()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_child_left_in_the_background_does_not_hold_the_call_or_outlive_it() {
+    let dir = scratch("background");
+    let pid_file = dir.join("pid");
+    let command = format!(
+        r#"sleep 100 & echo $! > '{}'; echo '{{"urls": []}}'"#,
+        pid_file.display()
+    );
+    // On the old code the call waited for the sleep (it held stdout open): 100 s.
+    let result = tokio::time::timeout(
+        std::time::Duration::from_secs(50),
+        run_command(&command, json!({"text": "q"})),
+    )
+    .await;
+    assert_eq!(result, Ok(Ok(json!({"urls": []}))));
+    let pid = pid_in(&pid_file);
+    assert!(
+        ends(&pid).await,
+        "the background `sleep` {pid} outlived the call"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_dropped_call_kills_the_whole_process_group() {
+    let dir = scratch("dropped");
+    let pid_file = dir.join("pid");
+    let ready = dir.join("ready");
+    let command = format!(
+        "sleep 100 & echo $! > '{}'; touch '{}'; wait",
+        pid_file.display(),
+        ready.display()
+    );
+    let tools = tool_box()
+        .with("search", CommandTool::new(command))
+        .unwrap_or_else(|error| panic!("{error}"));
+    {
+        let call = tools.call("search", json!({"text": "q"}));
+        tokio::pin!(call);
+        // Run the call until the command has started its child, then drop it (as a
+        // timeout or a cancelled run does).
+        loop {
+            tokio::select! {
+                result = &mut call => panic!("the command ended: {result:?}"),
+                () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {
+                    if ready.exists() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let pid = pid_in(&pid_file);
+    assert!(
+        ends(&pid).await,
+        "the `sleep` {pid} outlived its dropped call"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn output_past_the_limit_stops_the_command() {
+    // 64 MB at most, should the limit not hold; the limit is 1 KB.
+    let tools = tool_box()
+        .with(
+            "search",
+            CommandTool::new("yes | head -c 67108864").with_max_output_bytes(1024),
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    let text = failure_text(tools.call("search", json!({"text": "q"})).await);
+    assert!(
+        text.contains("printed more than the limit of 1 KB"),
+        "{text}"
+    );
+}

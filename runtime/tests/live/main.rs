@@ -3,6 +3,7 @@
 mod anthropic;
 mod dialects;
 mod effects;
+mod limits;
 mod load;
 mod openai;
 mod run;

@@ -621,7 +621,7 @@ impl<'r> Scheduler<'r> {
         {
             let path = directory.join("answer.json");
             let text = serde_json::to_string_pretty(answer).unwrap_or_default() + "\n";
-            crate::harness::snapshot::write_atomically(&path, &text).map_err(|error| {
+            crate::files::write_atomically(&path, text.as_bytes()).map_err(|error| {
                 RunError::Delivery(format!(
                     "cannot write the answer to {}: {error}",
                     path.display()

@@ -439,7 +439,12 @@ fn describe(event: &TraceEvent) -> Option<String> {
         ),
         EventKind::ProviderNote { message, .. } => format!("note: {message}"),
         EventKind::ToolCall { tool, .. } => format!("tool {tool}"),
-        EventKind::ToolDenied { tool, allowed } => {
+        EventKind::ToolDenied {
+            tool,
+            rule: Some(rule),
+            ..
+        } => format!("tool {tool} DENIED by `{rule}`"),
+        EventKind::ToolDenied { tool, allowed, .. } => {
             format!("tool {tool} DENIED (allowed: {})", allowed.join(", "))
         }
         EventKind::ContractViolation {

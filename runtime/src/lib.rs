@@ -37,6 +37,7 @@ pub mod gate;
 pub mod harness;
 pub mod limits;
 pub mod models;
+pub mod permit;
 pub mod prompt;
 pub mod provider;
 pub mod providers;

@@ -114,6 +114,10 @@ pub struct ModelRequest {
 pub struct CallSettings {
     pub params: charter_compiler::graph::ModelParamsIr,
     pub tool_choice: charter_compiler::graph::ToolChoiceIr,
+    /// The role's `permit` rules: a call whose arguments break one is refused unrun.
+    pub permits: Vec<charter_compiler::graph::PermitIr>,
+    /// The role file's own front-matter keys, as `meta` to the permits.
+    pub meta: Value,
 }
 
 /// Told of a call's tool calls as they start and end (a live display); never part of the

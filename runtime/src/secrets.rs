@@ -192,6 +192,7 @@ mod tests {
             EventKind::ToolDenied {
                 tool: "x".into(),
                 allowed: vec![],
+                rule: None,
             },
         );
         for event in [&leaky, &clean] {

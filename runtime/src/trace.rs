@@ -128,7 +128,13 @@ pub enum EventKind {
         result: Value,
     },
     /// A tool call outside the role's whitelist: refused, never executed.
-    ToolDenied { tool: String, allowed: Vec<String> },
+    ToolDenied {
+        tool: String,
+        allowed: Vec<String>,
+        /// The `permit` rule the call's arguments broke (none: outside the whitelist).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rule: Option<String>,
+    },
     /// An output (or, with `tool`, a tool's output) broke its contract.
     ContractViolation {
         contract: String,

@@ -115,3 +115,46 @@ fn mention_and_strip_mention_read_the_leading_name() {
     assert_eq!(strip_mention("  ＠创意伙伴，画一张"), "画一张");
     assert_eq!(strip_mention("no mention"), "no mention");
 }
+
+/// DESIGN §9.2: a traced tool call whose arguments break a `permit` rule is `tool_denied`
+/// naming the rule, like a call outside the whitelist.
+#[test]
+fn a_call_breaking_a_permit_is_denied_naming_the_rule() {
+    let text = r#"spec permits version "1.0.0"
+models { default = "openai:m" }
+contract Request { text: string }
+contract Reply { text: string }
+contract WorkflowRun { workflow_id: string }
+contract RunTicket { run_id: string }
+tool run_workflow { input: WorkflowRun  output: RunTicket  effect: external }
+role runner {
+  prompt: """Run what {{ request.text }} asks."""
+  input: Request
+  output: Reply
+  tools: [run_workflow]
+  max_tool_calls: 2
+  permit run_workflow when contains(["wf_1", "wf_2"], args.workflow_id)
+}
+flow { answer = runner(request) -> done }
+"#;
+    let compilation = compile("permits.charter", text, &MemoryLoader::default());
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+    let calls = "calls:
+  - step: answer
+    tool_calls:
+      - { tool: run_workflow, args: { workflow_id: wf_9 }, result: { error: refused } }
+      - { tool: run_workflow, args: { workflow_id: wf_1 }, result: { run_id: R-1 } }
+    response: { text: started wf_1 }
+";
+    let replay = replay_prompts(&spec, r#"{"text": "run wf_9 then wf_1"}"#, calls);
+    replay.replayed.assert_ending("completed{done}");
+    let denied = replay.replayed.of_kind("tool_denied");
+    assert_eq!(denied.len(), 1, "{}", replay.replayed.jsonl);
+    assert_eq!(
+        denied[0]["rule"],
+        "permit run_workflow when contains([\"wf_1\", \"wf_2\"], args.workflow_id)"
+    );
+    assert_eq!(replay.replayed.of_kind("tool_call").len(), 1);
+}

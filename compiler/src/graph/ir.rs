@@ -289,6 +289,9 @@ pub struct RoleIr {
     /// `history: [steps] last N`: the earlier outputs of these steps reach the template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryIr>,
+    /// `permit TOOL when EXPR` rules, in source order (DESIGN §9.2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permits: Vec<PermitIr>,
     /// A role file's own front-matter keys (DESIGN §9.2): `meta` to its template.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meta: BTreeMap<String, serde_json::Value>,
@@ -299,6 +302,15 @@ pub struct RoleIr {
     /// a `write` or `external` effect (otherwise the step fails instead of repeating them).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retry_after_effects: bool,
+}
+
+/// `permit TOOL when EXPR`: `condition` sees `args` (the call's arguments) and `meta`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PermitIr {
+    pub tool: String,
+    pub condition: ExprIr,
+    /// The rule as written (`permit run_workflow when ...`), for `tool_denied`.
+    pub rule: String,
 }
 
 /// `history: [steps] last N` (DESIGN §8.3).

@@ -330,6 +330,23 @@ impl<'a> Lowerer<'a, '_> {
                 steps: history.steps.iter().map(|step| step.name.clone()).collect(),
                 last: history.last.as_ref().map(|last| last.value),
             }),
+            permits: role
+                .permits
+                .iter()
+                .map(|permit| {
+                    // `args` and `meta` are the only names a permit sees.
+                    let mut scope = Scope {
+                        locals: vec!["args".to_string(), "meta".to_string()],
+                        ..Scope::default()
+                    };
+                    let condition = self.expr(&permit.condition, &mut scope)?;
+                    Ok(PermitIr {
+                        tool: permit.tool.name.clone(),
+                        rule: format!("permit {} when {condition}", permit.tool.name),
+                        condition,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
             meta: role
                 .meta
                 .iter()

@@ -234,6 +234,8 @@ pub struct Role {
     pub retry: Option<Retry>,
     /// `history: [steps] last N`: earlier outputs of these steps reach the template.
     pub history: Option<History>,
+    /// `permit TOOL when EXPR` rules, in source order (DESIGN §9.2).
+    pub permits: Vec<Permit>,
     /// `tool_choice: auto | required | TOOL`.
     pub tool_choice: Option<Ident>,
     /// `retry_after_effects: true`: a provider retry may repeat `write`/`external` tools.
@@ -254,6 +256,15 @@ pub struct Role {
 pub struct MetaEntry {
     pub key: String,
     pub value: serde_json::Value,
+    pub span: Span,
+}
+
+/// `permit TOOL when EXPR`: a call of `tool` is made only when `condition` holds, with
+/// `args` (the call's arguments) and `meta` (the role file's own keys) in scope.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Permit {
+    pub tool: Ident,
+    pub condition: Expr,
     pub span: Span,
 }
 

@@ -103,6 +103,7 @@ fn is_token(rule: Rule) -> bool {
             | Rule::kw_max
             | Rule::kw_on_exhausted
             | Rule::kw_branch
+            | Rule::kw_permit
             | Rule::kw_temperature
             | Rule::kw_top_p
             | Rule::kw_max_tokens
@@ -617,9 +618,11 @@ impl Lowerer<'_> {
                 Rule::prop_history => "history",
                 Rule::prop_tool_choice => "tool_choice",
                 Rule::prop_retry_after_effects => "retry_after_effects",
+                Rule::prop_permit => "permit",
                 _ => "retry",
             };
-            if self.duplicate(&mut seen, key, property_span, &owner) {
+            // `permit` is repeatable: one rule per condition.
+            if rule != Rule::prop_permit && self.duplicate(&mut seen, key, property_span, &owner) {
                 continue;
             }
             match rule {
@@ -661,6 +664,16 @@ impl Lowerer<'_> {
                 }
                 Rule::prop_retry_after_effects => {
                     role.retry_after_effects = Some(values(property).next()?.as_str() == "true");
+                }
+                Rule::prop_permit => {
+                    let mut parts = values(property);
+                    let tool = self.ident(&parts.next()?);
+                    let condition = self.expr(parts.next()?)?;
+                    role.permits.push(Permit {
+                        tool,
+                        condition,
+                        span: property_span,
+                    });
                 }
                 Rule::prop_history => {
                     let mut parts = values(property);
@@ -1379,6 +1392,7 @@ pub(crate) fn empty_role(name: Ident, origin: RoleOrigin, span: Span) -> Role {
         timeout: None,
         retry: None,
         history: None,
+        permits: Vec::new(),
         meta: Vec::new(),
         tool_choice: None,
         retry_after_effects: None,

@@ -461,6 +461,8 @@ pub const DEFAULT_MAX_TURNS: u64 = 16;
 /// were denied from the same rules (whitelist, then the count of permitted calls), so it
 /// records `tool_denied` for exactly the calls refused here.
 pub(crate) struct ToolLoop<'a> {
+    /// The role's `permit` rules and its `meta`: a call breaking a rule is refused unrun.
+    settings: &'a crate::provider::CallSettings,
     tools: &'a ToolBox,
     allowed: &'a [String],
     limit: Option<u64>,
@@ -479,6 +481,7 @@ impl<'a> ToolLoop<'a> {
     pub(crate) fn new(tools: &'a ToolBox, request: &'a ModelRequest) -> Self {
         ToolLoop {
             tools,
+            settings: &request.settings,
             allowed: &request.tools,
             limit: request.max_tool_calls,
             permitted: 0,
@@ -528,6 +531,18 @@ impl<'a> ToolLoop<'a> {
                 args,
                 Err(format!(
                     "tool `{tool}` is not allowed for this role ({allowed}); the call was refused"
+                )),
+            )
+        } else if let Some(rule) = args.as_ref().ok().and_then(|args| {
+            crate::permit::refused_by(&self.settings.permits, tool, args, &self.settings.meta)
+        }) {
+            let args = match args {
+                Ok(args) | Err((args, _)) => args,
+            };
+            (
+                args,
+                Err(format!(
+                    "tool `{tool}` was refused: its arguments do not meet `{rule}`; the call was not made"
                 )),
             )
         } else if self.exhausted() {

@@ -228,6 +228,8 @@ impl Scheduler<'_> {
             settings: CallSettings {
                 params: role.model.params.clone(),
                 tool_choice: role.tool_choice.clone(),
+                permits: role.permits.clone(),
+                meta: meta_value(role),
             },
             log,
         };
@@ -523,10 +525,26 @@ impl Scheduler<'_> {
                     EventKind::ToolDenied {
                         tool: call.tool.clone(),
                         allowed: role.tools.clone(),
+                        rule: None,
                     },
                 )?;
                 continue;
             };
+            // A call whose arguments break a `permit` rule was refused unrun, like one
+            // outside the whitelist.
+            if let Some(rule) =
+                crate::permit::refused_by(&role.permits, &call.tool, &call.args, &meta_value(role))
+            {
+                self.emit_call(
+                    unit,
+                    EventKind::ToolDenied {
+                        tool: call.tool.clone(),
+                        allowed: role.tools.clone(),
+                        rule: Some(rule.to_string()),
+                    },
+                )?;
+                continue;
+            }
             executed += 1;
             if tool.effect != EffectIr::Read && !effects.contains(&call.tool) {
                 effects.push(call.tool.clone());
@@ -568,6 +586,19 @@ fn is_error_answer(result: &Value) -> bool {
     result.as_object().is_some_and(|object| {
         object.len() == 1 && object.get("error").is_some_and(Value::is_string)
     })
+}
+
+/// A role file's own front-matter keys as one record (`meta`), `null` when it has none.
+fn meta_value(role: &RoleIr) -> Value {
+    if role.meta.is_empty() {
+        return Value::Null;
+    }
+    Value::Object(
+        role.meta
+            .iter()
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+    )
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ fn every_kind() -> Vec<EventKind> {
         EventKind::ToolDenied {
             tool: "publish".into(),
             allowed: vec!["web_search".into()],
+            rule: None,
         },
         EventKind::ContractViolation {
             contract: "Plan".into(),

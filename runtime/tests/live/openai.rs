@@ -616,3 +616,50 @@ async fn a_failing_command_tool_is_told_to_the_model_and_the_call_goes_on() {
         .unwrap_or_default();
     assert!(told.contains("index offline"), "{told}");
 }
+
+/// DESIGN §9.2: a call whose arguments break a `permit` rule is refused like one outside
+/// the whitelist: the tool never runs, and the model is told which rule it broke.
+#[tokio::test]
+async fn a_call_breaking_a_permit_is_refused_unrun_naming_the_rule() {
+    let text = crate::support::SPEC.replace(
+        "tools: [search] max_tool_calls: 2",
+        "tools: [search] max_tool_calls: 2 permit search when args.text != \"secret plans\"",
+    );
+    let compilation = charter_runtime::compiler::compile(
+        "live.charter",
+        &text,
+        &charter_runtime::compiler::MemoryLoader::default(),
+    );
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+    let server = MockServer::start().await;
+    mount_once(
+        &server,
+        tool_calls(&[
+            ("call_1", "search", r#"{"text": "secret plans"}"#),
+            ("call_2", "search", r#"{"text": "rust"}"#),
+        ]),
+    )
+    .await;
+    mount_once(&server, answer(r#"{"text": "done"}"#, 5, 1)).await;
+    let (provider, counts) = provider(&server);
+    let mut request = request(MODEL);
+    request.settings.permits = spec.roles["writer"].permits.clone();
+    let response = provider
+        .complete(request)
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(counts.search(), 1, "only the permitted call ran");
+    let refused = response.tool_calls[0].result["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        refused.contains("permit search when args.text != \"secret plans\""),
+        "{refused}"
+    );
+    assert_eq!(
+        response.tool_calls[1].result["urls"][0],
+        "https://docs.example/rust"
+    );
+}

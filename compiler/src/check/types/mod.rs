@@ -33,7 +33,7 @@ pub use ty::{Bounds, ContractInfo, Contracts, FieldInfo, Ty};
 use crate::check::Symbols;
 use crate::check::types::expr::{NonValues, Place, Typer};
 use crate::check::types::ty::{Mismatch, candidate_fields, number};
-use crate::diagnostics::{Code, Diagnostic, Span};
+use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
 use crate::syntax::ast::{
     BinaryOp, Expr, ExprKind, FailTarget, Gate, GateRule, Ident, InvariantKind, Item, Next, Role,
     SpecFile, Step, StepBody, Target, UnaryOp,
@@ -117,6 +117,9 @@ pub fn check(
     checker.step_candidates = checker.step_candidate_items();
 
     checker.defaults(spec);
+    for role in symbols.roles.values() {
+        checker.permits(role);
+    }
     let per_item = checker.per_item_gates();
     for gate in symbols.gates.values() {
         let bounds = checker.gate(gate, per_item.get(gate.name.name.as_str()));
@@ -445,6 +448,47 @@ impl<'s, 'a> Checker<'s, 'a> {
     }
 
     /// A typer whose scope holds the names every expression sees.
+    /// `permit TOOL when EXPR`: TOOL is one of the role's tools, and EXPR is a condition
+    /// on `args` (the tool's input contract) and `meta` (the role file's own keys).
+    fn permits(&mut self, role: &Role) {
+        for permit in &role.permits {
+            let tool = &permit.tool;
+            let args = if role.tools.iter().any(|held| held.name == tool.name) {
+                self.symbols
+                    .tools
+                    .get(tool.name.as_str())
+                    .and_then(|definition| definition.input.as_ref())
+                    .filter(|input| self.symbols.is_contract(&input.name))
+                    .map_or(Ty::Any, |input| Ty::Contract(input.name.clone()))
+            } else {
+                let names: Vec<&str> = role.tools.iter().map(|held| held.name.as_str()).collect();
+                let help = did_you_mean(&tool.name, names.iter().copied()).unwrap_or_else(|| {
+                    format!(
+                        "add `{}` to the role's `tools`, or remove this rule",
+                        tool.name
+                    )
+                });
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        Code::E002,
+                        tool.span,
+                        format!(
+                            "`permit` names `{}`, which is not in the tools of role `{}`",
+                            tool.name, role.name.name
+                        ),
+                    )
+                    .with_label("not one of this role's tools")
+                    .with_help(help),
+                );
+                Ty::Any
+            };
+            let mut typer = self.typer(Place::Default, Ty::Any);
+            typer.push("args", args);
+            typer.push("meta", Ty::Any);
+            typer.expect_bool(&permit.condition, "a `permit` condition");
+        }
+    }
+
     fn typer(&mut self, place: Place, candidate_items: Ty) -> Typer<'_> {
         let mut typer = Typer {
             contracts: self.contracts,

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::support::NoHumans;
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
-use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
 use charter_runtime::providers::{OpenAiConfig, OpenAiProvider};
 use charter_runtime::record::Recording;
 use charter_runtime::run::{DeliveryTarget, RunConfig, replay_cassette, run};
@@ -39,20 +39,6 @@ flow {{ post = poster(request) -> done }}
     match compilation.spec {
         Some(spec) if !compilation.has_errors() => spec,
         _ => panic!("{:?}", compilation.diagnostics),
-    }
-}
-
-struct NoHumans;
-
-impl HumanChannel for NoHumans {
-    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
-        Box::pin(async move {
-            Err(ProviderError::NoHumanAnswer {
-                step: request.step,
-                round: request.round,
-                attempt: request.attempt,
-            })
-        })
     }
 }
 

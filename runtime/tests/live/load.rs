@@ -4,8 +4,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::NoHumans;
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
-use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
 use charter_runtime::providers::{ApiKey, OpenAiConfig, OpenAiProvider};
 use charter_runtime::run::{RunConfig, run};
 use charter_runtime::tools::ToolBox;
@@ -15,20 +15,6 @@ use wiremock::matchers::{body_partial_json, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const RUNS: usize = 200;
-
-struct NoHumans;
-
-impl HumanChannel for NoHumans {
-    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
-        Box::pin(async move {
-            Err(ProviderError::NoHumanAnswer {
-                step: request.step,
-                round: request.round,
-                attempt: request.attempt,
-            })
-        })
-    }
-}
 
 fn chat(content: Value) -> ResponseTemplate {
     ResponseTemplate::new(200)

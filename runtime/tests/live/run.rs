@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
-use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, Provider, ProviderError};
+use charter_runtime::provider::Provider;
 use charter_runtime::providers::{ApiKey, OpenAiConfig, OpenAiProvider};
 use charter_runtime::record::{Journal, Recording, write_recording};
 use charter_runtime::run::{
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::support::{SECRET, assert_no_secret};
+use crate::support::{NoHumans, SECRET, assert_no_secret};
 
 fn review_loop() -> CompiledSpec {
     let path = format!(
@@ -38,21 +38,6 @@ fn review_loop() -> CompiledSpec {
 
 fn input() -> Value {
     json!({"goal": "rust"})
-}
-
-/// No `ask` step in these runs.
-struct NoHumans;
-
-impl HumanChannel for NoHumans {
-    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
-        Box::pin(async move {
-            Err(ProviderError::NoHumanAnswer {
-                step: request.step,
-                round: request.round,
-                attempt: request.attempt,
-            })
-        })
-    }
 }
 
 fn chat(content: Value) -> ResponseTemplate {

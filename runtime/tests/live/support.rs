@@ -135,3 +135,24 @@ pub fn assert_searched_then_answered(response: &ModelResponse, counts: &Counts) 
     );
     assert_eq!(counts.search(), 1);
 }
+
+/// A human channel for runs with no `ask` step: any question is an error naming it.
+pub struct NoHumans;
+
+impl charter_runtime::provider::HumanChannel for NoHumans {
+    fn ask(
+        &self,
+        request: charter_runtime::provider::HumanRequest,
+    ) -> charter_runtime::provider::BoxFuture<
+        '_,
+        Result<Value, charter_runtime::provider::ProviderError>,
+    > {
+        Box::pin(async move {
+            Err(charter_runtime::provider::ProviderError::NoHumanAnswer {
+                step: request.step,
+                round: request.round,
+                attempt: request.attempt,
+            })
+        })
+    }
+}

@@ -65,33 +65,17 @@ impl Judged {
         event
     }
 
-    /// The issues as feedback carries them: `{code, severity, gate, rule, message,
-    /// detail?, items}` (`item`: the work item of a per-item check).
+    /// The issues as feedback carries them: the `gate` event's issues as JSON,
+    /// `{code, severity, gate, rule, message, detail?, items}` (`item`: the work item of a
+    /// per-item check), so feedback and the trace show one shape.
     pub fn issues(&self, item: Option<&str>) -> Vec<Value> {
-        self.evaluation
-            .issues
-            .iter()
-            .map(|issue| {
-                let mut items = self.items.get(&issue.code).cloned().unwrap_or_default();
-                if items.is_empty()
-                    && let Some(item) = item
-                {
-                    items.push(item.to_string());
-                }
-                crate::feedback::issue(crate::feedback::IssueFields {
-                    code: &issue.code,
-                    severity: match issue.severity {
-                        IssueSeverity::Error => "error",
-                        IssueSeverity::Warning => "warn",
-                    },
-                    gate: Some(&self.evaluation.gate),
-                    rule: &issue.rule,
-                    message: &issue.message,
-                    detail: issue.detail.as_ref(),
-                    items: &items,
-                })
-            })
-            .collect()
+        match self.event("", "", item) {
+            EventKind::Gate { issues, .. } => issues
+                .iter()
+                .filter_map(|issue| serde_json::to_value(issue).ok())
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 }
 

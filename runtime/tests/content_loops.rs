@@ -60,13 +60,14 @@ fn compile_text(text: &str) -> CompiledSpec {
         .unwrap_or_else(|| panic!("no compiled spec"))
 }
 
+fn spec_text(rounds: u64, arms: &str, history: &str) -> String {
+    SPEC.replace("ROUNDS", &rounds.to_string())
+        .replace("ARMS", arms)
+        .replace("HISTORY", history)
+}
+
 fn spec(rounds: u64, arms: &str, history: &str) -> CompiledSpec {
-    compile_text(
-        &SPEC
-            .replace("ROUNDS", &rounds.to_string())
-            .replace("ARMS", arms)
-            .replace("HISTORY", history),
-    )
+    compile_text(&spec_text(rounds, arms, history))
 }
 
 fn outline(round: u64) -> String {
@@ -505,5 +506,114 @@ fn a_stage_retry_shows_the_worker_the_checkers_verdict_on_its_own_item() {
     assert!(
         !replay.prompt("work[B]#1 r1").contains("Feedback"),
         "the other item runs without feedback"
+    );
+}
+
+/// [`SPEC`] with a noter after a passing gate; the reviewer and the noter see whole outputs.
+fn spec_with_noter(rounds: u64) -> CompiledSpec {
+    let text = spec_text(rounds, FIX, "")
+        .replace("Review: {{ draft.text }}", "Review: {{ draft }}")
+        .replace(
+            "judge   = gate quality      pass -> done",
+            "judge   = gate quality      pass -> note",
+        )
+        .replace(
+            "flow {",
+            "contract Note { text: string }\nrole noter {\n  prompt: \"Draft: {{ draft }} Review: {{ verdict }}\"\n  input: Draft, Verdict  output: Note\n}\nflow {",
+        )
+        .replace(
+            "fail -> repair\n}",
+            "fail -> repair\n  note    = noter(draft, review) -> done\n}",
+        );
+    compile_text(&text)
+}
+
+#[test]
+fn a_late_overwrite_alters_only_the_candidate_and_only_after_its_gate() {
+    // The tamper fires once, after `judge`, on the gate's subject only: the step after
+    // the gate sees the overwritten draft and an untouched review; the reviewer, before
+    // the gate, saw the draft as written.
+    let calls = [
+        outline(1),
+        draft(1, "DRAFT-ONE", 80),
+        review(1, 8, &[], "fine"),
+        "  - { step: note, response: { text: noted } }\n".to_string(),
+        "faults:\n  - { tamper: { after: judge } }\n".to_string(),
+    ]
+    .concat();
+    let replay = run(&spec_with_noter(1), &calls);
+    replay.replayed.assert_ending("completed{gate_passed}");
+    assert!(
+        !replay.prompt("review#1 r1").contains("tampered_after"),
+        "nothing is altered before the gate it names"
+    );
+    let note = replay.prompt("note#1 r1");
+    let (draft, review) = note
+        .split_once("Review:")
+        .unwrap_or_else(|| panic!("no review in:\n{note}"));
+    assert!(
+        draft.contains("tampered_after") && draft.contains("DRAFT-ONE"),
+        "the candidate was overwritten after `judge`: {note}"
+    );
+    assert!(
+        review.contains("fine") && !review.contains("tampered_after"),
+        "the judge's output is not the gate's subject: {note}"
+    );
+}
+
+#[test]
+fn a_late_overwrite_fires_once_even_when_its_gate_runs_again() {
+    let calls = [
+        outline(1),
+        draft(1, "DRAFT-ONE", 80),
+        review(1, 4, &["too vague"], "be concrete"),
+        draft(2, "DRAFT-TWO", 70),
+        review(2, 8, &[], "fine"),
+        "  - { step: note, round: 2, response: { text: noted } }\n".to_string(),
+        "faults:\n  - { tamper: { after: judge } }\n".to_string(),
+    ]
+    .concat();
+    let replay = run(&spec_with_noter(2), &calls);
+    replay.replayed.assert_ending("completed{gate_passed}");
+    let note = replay.prompt("note#1 r2");
+    assert!(
+        note.contains("DRAFT-TWO") && !note.contains("tampered_after"),
+        "the second pass of `judge` fires nothing: {note}"
+    );
+}
+
+/// A run that starts by asking a person.
+const ASK_FIRST: &str = r#"spec ask_first version "1.0.0"
+models { default = "openai:m" }
+contract Request { topic: string }
+contract Draft { text: string }
+role writer {
+  prompt: "Write {{ request.topic }}."
+  input: Request  output: Draft
+}
+flow {
+  confirm = ask "Write about it?"  when confirm.approved -> draft  else -> blocked "not confirmed"
+  draft   = writer(request)        -> done
+}
+"#;
+
+#[test]
+fn a_run_that_opens_with_a_question_is_planning_while_it_asks() {
+    let replay = replay_prompts(
+        &compile_text(ASK_FIRST),
+        r#"{"topic": "t"}"#,
+        "calls:\n  - { step: draft, response: { text: done } }\nhumans:\n  - { step: confirm, answer: { approved: true } }\n",
+    );
+    replay.replayed.assert_ending("completed{done}");
+    let phases: Vec<String> = replay
+        .replayed
+        .of_kind("phase")
+        .iter()
+        .map(|event| format!("{}->{}", event["from"], event["to"]).replace('"', ""))
+        .collect();
+    assert_eq!(
+        phases,
+        ["received->planning", "planning->executing"],
+        "the question is asked while planning; the writer then executes"
     );
 }

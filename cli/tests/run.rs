@@ -708,3 +708,61 @@ async fn the_missing_tool_warning_names_only_tools_of_roles_the_flow_calls() {
     assert!(!stderr.contains("`archive`"), "{stderr}");
     let _ = std::fs::remove_dir_all(&project);
 }
+
+#[tokio::test]
+async fn a_default_run_directory_is_never_one_that_exists() {
+    // Runs started in the same millisecond once shared `.charter/runs/<ms>` and mixed
+    // their journals. Every name a millisecond clock could give in the next 20 seconds is
+    // taken here: the new run must make a directory of its own.
+    const TAKEN: u128 = 20_000;
+    let server = MockServer::start().await;
+    mount(&server, Duration::ZERO).await;
+    let project = project("unique-dirs");
+    let runs = project.join(".charter/runs");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_millis())
+        .unwrap_or_default();
+    for millis in now..now + TAKEN {
+        let _ = std::fs::create_dir_all(runs.join(millis.to_string()));
+    }
+    let run = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/review_loop.charter",
+            "--input",
+            "request.json",
+        ],
+    ));
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let journals: Vec<PathBuf> = std::fs::read_dir(&runs)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.join("events.jsonl").exists())
+        .collect();
+    let count = std::fs::read_dir(&runs).into_iter().flatten().count();
+    assert_eq!(
+        usize::try_from(TAKEN + 1).ok(),
+        Some(count),
+        "a directory of its own"
+    );
+    assert_eq!(journals.len(), 1, "{journals:?}");
+    let name = journals[0]
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    assert!(
+        name.parse::<u128>().is_err(),
+        "not a bare millisecond name another run could take: {name}"
+    );
+    let _ = std::fs::remove_dir_all(&project);
+}

@@ -127,6 +127,13 @@ pub enum EventKind {
         args: Value,
         result: Value,
     },
+    /// A tool call cut by its tool's `timeout` (DESIGN §9.2): the model (or the `tool`
+    /// step) got an error instead of a result, and the tool's process group was killed.
+    ToolTimeout {
+        tool: String,
+        args: Value,
+        timeout_ms: u64,
+    },
     /// A tool call outside the role's whitelist: refused, never executed.
     ToolDenied {
         tool: String,
@@ -243,6 +250,8 @@ pub enum RetryKind {
     Provider,
     /// An `each` item failed its per-item check.
     Stage,
+    /// A `tool` step's call failed or timed out and runs again (the tool's `retry`).
+    Tool,
     /// A gate failed and a repair round begins.
     Repair,
 }

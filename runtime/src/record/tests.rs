@@ -81,6 +81,7 @@ fn script() -> Vec<Step> {
         tool: "search".into(),
         args: json!({"text": SECRET}),
         result: json!({"urls": [format!("https://x.example/?key={SECRET}")]}),
+        latency: None,
     }];
     vec![
         (Some(Duration::from_millis(1200)), Ok(with_tools)),
@@ -182,16 +183,16 @@ async fn every_outcome_is_recorded_by_key_and_scrubbed() {
     assert_eq!(
         calls[2].error,
         Some(RecordedError {
-            status: 429,
+            status: Some(429),
             message: Some("slow down".into()),
             retry_after: Some(Duration::from_secs(2)),
         })
     );
-    assert_eq!(calls[3].error.as_ref().map(|error| error.status), Some(500));
+    assert_eq!(calls[3].error.as_ref().map(|error| error.status), Some(Some(500)));
     assert_eq!(
         calls[4].error,
         Some(RecordedError {
-            status: NO_ANSWER_STATUS,
+            status: Some(NO_ANSWER_STATUS),
             message: Some("connection refused (key <redacted>)".into()),
             retry_after: None,
         })

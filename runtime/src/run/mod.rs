@@ -27,6 +27,7 @@ mod rounds;
 pub mod state;
 pub mod step;
 mod summary;
+mod tool_step;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -394,6 +395,11 @@ impl<'r> Scheduler<'r> {
                 self.run_ask(&name, question, *max).await?;
                 None
             }
+            StepKind::Tool { tool, args } => {
+                let output = self.run_tool_step(&name, tool, args).await?;
+                self.store(&name, StepOutput::Single(output));
+                None
+            }
             // A branch calls nothing: only its transitions are evaluated.
             StepKind::Branch
             | StepKind::Done
@@ -667,7 +673,10 @@ impl<'r> Scheduler<'r> {
         if let Some((_, step_ir)) = self.spec.flow.step(step)
             && matches!(
                 step_ir.kind,
-                StepKind::Call { .. } | StepKind::Each { .. } | StepKind::Finalize { .. }
+                StepKind::Call { .. }
+                    | StepKind::Each { .. }
+                    | StepKind::Finalize { .. }
+                    | StepKind::Tool { .. }
             )
         {
             self.answer = Some(output.visible());

@@ -31,8 +31,8 @@ use serde::Serialize;
 
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::graph::render::step_body;
-use crate::graph::{ToolIr, 
-    ActionIr, CompiledSpec, ExprIr, NameIr, RoleIr, StepKind, TransitionIr, TypeIr,
+use crate::graph::{
+    ActionIr, CompiledSpec, ExprIr, NameIr, RoleIr, StepKind, ToolIr, TransitionIr, TypeIr,
 };
 
 /// The worst case of a run, per step and in total. `None` in a count or time means

@@ -408,7 +408,10 @@ pub trait Provider: Send + Sync {
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         Box::pin(async move {
             Ok(ToolResponse {
-                result: Err(format!("tool `{}` is not available in this run", request.tool)),
+                result: Err(format!(
+                    "tool `{}` is not available in this run",
+                    request.tool
+                )),
                 latency: Duration::ZERO,
             })
         })

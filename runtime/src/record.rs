@@ -409,7 +409,11 @@ impl<P: Provider> Provider for RecordingProvider<P> {
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         let key = request.key.clone();
         let store = self.store.clone();
-        if let Some(previous) = store.resumed_calls.get(&key).filter(|call| call.tool.is_some()) {
+        if let Some(previous) = store
+            .resumed_calls
+            .get(&key)
+            .filter(|call| call.tool.is_some())
+        {
             // Answered before the run was stopped: played back at once, not run again.
             store.replayed.fetch_add(1, Ordering::SeqCst);
             let (_, response) = crate::replay::playback_tool(previous);

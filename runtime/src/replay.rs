@@ -240,10 +240,7 @@ pub fn playback_tool(call: &RecordedCall) -> (Duration, ToolResponse) {
 }
 
 impl Provider for ReplayProvider {
-    fn run_tool(
-        &self,
-        request: ToolRequest,
-    ) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
+    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         Box::pin(async move {
             let key = request.key;
             let call = self

@@ -287,7 +287,11 @@ impl RecordedCall {
             if self.result.is_some() && self.error.is_some() {
                 return Some("has both `result` and `error`".to_string());
             }
-            if self.error.as_ref().is_some_and(|error| error.status.is_some()) {
+            if self
+                .error
+                .as_ref()
+                .is_some_and(|error| error.status.is_some())
+            {
                 return Some("a tool's `error` has a `message`, not a `status`".to_string());
             }
             return None;
@@ -298,7 +302,11 @@ impl RecordedCall {
                     .to_string(),
             );
         }
-        if self.error.as_ref().is_some_and(|error| error.status.is_none()) {
+        if self
+            .error
+            .as_ref()
+            .is_some_and(|error| error.status.is_none())
+        {
             return Some("a model call's `error` needs a `status` (429, 500, ...)".to_string());
         }
         None

@@ -404,10 +404,9 @@ impl ToolBox {
         name: &str,
         args: Value,
     ) -> (Result<Value, ToolError>, std::time::Duration) {
-        let (timeout, retry, backoff_ms) = self
-            .declared
-            .get(name)
-            .map_or((None, 0, 0), |tool| (tool.timeout_ms, tool.retry, tool.backoff_ms));
+        let (timeout, retry, backoff_ms) = self.declared.get(name).map_or((None, 0, 0), |tool| {
+            (tool.timeout_ms, tool.retry, tool.backoff_ms)
+        });
         let mut attempt = 0u64;
         loop {
             let started = tokio::time::Instant::now();
@@ -431,7 +430,9 @@ impl ToolBox {
             let latency = started.elapsed();
             let retriable = matches!(
                 result,
-                Err(ToolError::Failed(_) | ToolError::TimedOut { .. } | ToolError::InvalidResult { .. })
+                Err(ToolError::Failed(_)
+                    | ToolError::TimedOut { .. }
+                    | ToolError::InvalidResult { .. })
             );
             if !retriable || attempt >= retry {
                 return (result, latency);

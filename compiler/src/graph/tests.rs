@@ -1008,7 +1008,9 @@ fn tool_steps_lower_with_their_tool_limits_and_count_no_model_call() {
     let (spec, diagnostics) = compiled(TOOL_STEP, &MemoryLoader::default());
     // The tools are used by steps only: no W002.
     assert!(
-        diagnostics.iter().all(|diagnostic| diagnostic.code != Code::W002),
+        diagnostics
+            .iter()
+            .all(|diagnostic| diagnostic.code != Code::W002),
         "{diagnostics:?}"
     );
     let (_, check) = spec.flow.step("check").expect("the step `check`");

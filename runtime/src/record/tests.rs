@@ -188,7 +188,10 @@ async fn every_outcome_is_recorded_by_key_and_scrubbed() {
             retry_after: Some(Duration::from_secs(2)),
         })
     );
-    assert_eq!(calls[3].error.as_ref().map(|error| error.status), Some(Some(500)));
+    assert_eq!(
+        calls[3].error.as_ref().map(|error| error.status),
+        Some(Some(500))
+    );
     assert_eq!(
         calls[4].error,
         Some(RecordedError {

@@ -101,11 +101,9 @@ impl Scheduler<'_> {
         let timed = async move {
             let call = provider.run_tool(request);
             match timeout_ms {
-                Some(timeout_ms) => {
-                    tokio::time::timeout(Duration::from_millis(timeout_ms), call)
-                        .await
-                        .ok()
-                }
+                Some(timeout_ms) => tokio::time::timeout(Duration::from_millis(timeout_ms), call)
+                    .await
+                    .ok(),
                 None => Some(call.await),
             }
         };
@@ -194,7 +192,10 @@ impl Scheduler<'_> {
     }
 
     /// Awaits `future` unless the wall budget runs out or the run is cancelled first.
-    async fn bounded<T>(&mut self, future: impl std::future::Future<Output = T>) -> Result<T, Halt> {
+    async fn bounded<T>(
+        &mut self,
+        future: impl std::future::Future<Output = T>,
+    ) -> Result<T, Halt> {
         let deadline = self.wall_deadline;
         let limited = async move {
             match deadline {

@@ -129,7 +129,10 @@ pub fn assert_searched_then_answered(response: &ModelResponse, counts: &Counts) 
         .tool_calls
         .iter()
         .map(|call| {
-            assert!(call.latency.is_some(), "a live tool call keeps how long it ran");
+            assert!(
+                call.latency.is_some(),
+                "a live tool call keeps how long it ran"
+            );
             ToolCall {
                 latency: None,
                 ..call.clone()

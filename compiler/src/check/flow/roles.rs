@@ -15,10 +15,9 @@ pub(super) fn step_role(body: &StepBody) -> Option<&str> {
         StepBody::Call { role, .. }
         | StepBody::Each { role, .. }
         | StepBody::Finalize { role, .. } => Some(role.name.as_str()),
-        StepBody::Gate { .. }
-        | StepBody::Ask { .. }
-        | StepBody::Branch
-        | StepBody::Tool { .. } => None,
+        StepBody::Gate { .. } | StepBody::Ask { .. } | StepBody::Branch | StepBody::Tool { .. } => {
+            None
+        }
     }
 }
 

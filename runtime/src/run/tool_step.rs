@@ -41,9 +41,12 @@ impl Scheduler<'_> {
             retries: tool_ir.retry,
             backoff_ms: tool_ir.backoff_ms,
         };
-        let mut attempt = 0u64;
+        // Tries of this run of the step (the retry count); the key's attempt counts every
+        // call of the step in the round, as for a role (a loop may run the step again).
+        let mut tries = 0u64;
         loop {
-            attempt += 1;
+            tries += 1;
+            let attempt = self.state.next_attempt(step, None, None);
             let key = CallKey {
                 step: step.to_string(),
                 round: self.state.round,
@@ -55,15 +58,15 @@ impl Scheduler<'_> {
                 Attempt::Done(value) => return Ok(value),
                 Attempt::Failed(error) => error,
             };
-            if attempt > policy.retries {
-                let tries = if attempt == 1 {
+            if tries > policy.retries {
+                let after = if tries == 1 {
                     String::new()
                 } else {
-                    format!(" after {attempt} attempts")
+                    format!(" after {tries} attempts")
                 };
-                return Err(self.step_failure(format!("tool `{tool}` failed{tries}: {error}")));
+                return Err(self.step_failure(format!("tool `{tool}` failed{after}: {error}")));
             }
-            let delay_ms = policy.delay_ms(attempt);
+            let delay_ms = policy.delay_ms(tries);
             self.append(
                 Some(step.to_string()),
                 None,

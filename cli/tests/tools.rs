@@ -289,7 +289,13 @@ async fn a_tool_call_cut_by_its_timeout_leaves_no_process_behind() {
         )
     );
     let tools = [run_workflow, CLEAN_AUDIT.to_string()];
-    let ran = run(&project, &server, "run wf_9 now", &tools, &[]);
+    let ran = run(
+        &project,
+        &server,
+        "run wf_9 now",
+        &tools,
+        &["--record", "golden/workflow_runner/cut"],
+    );
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert_eq!(ran.status.code(), Some(0), "{stderr}");
     assert_eq!(pids(&pid_file).len(), 3, "the tool did not start: {stderr}");
@@ -303,6 +309,18 @@ async fn a_tool_call_cut_by_its_timeout_leaves_no_process_behind() {
     let answer = reply(&trace);
     assert_eq!(answer["status"], "timed_out", "{answer}");
     assert!(stderr.contains("TIMED OUT"), "{stderr}");
+    // The recording keeps how long the tool ran: its replay times out the same way.
+    let replayed = output(charter(
+        &project,
+        &server,
+        &["replay", "golden/workflow_runner/cut"],
+    ));
+    let replay_stderr = String::from_utf8_lossy(&replayed.stderr);
+    assert_eq!(replayed.status.code(), Some(0), "{replay_stderr}");
+    assert!(
+        replay_stderr.contains("tool run_workflow TIMED OUT after 2s"),
+        "{replay_stderr}"
+    );
     let _ = std::fs::remove_dir_all(&project);
 }
 
@@ -321,7 +339,13 @@ async fn a_tool_step_cut_by_its_timeout_is_retried_then_fails_and_leaves_no_proc
             .to_string(),
         format!("check_reply={}", sleeper(&pid_file, r#"{"problems": []}"#)),
     ];
-    let ran = run(&project, &server, "run wf_9 now", &tools, &[]);
+    let ran = run(
+        &project,
+        &server,
+        "run wf_9 now",
+        &tools,
+        &["--record", "golden/workflow_runner/cut"],
+    );
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert_eq!(ran.status.code(), Some(3), "{stderr}");
     // Two attempts, three processes each.
@@ -335,6 +359,20 @@ async fn a_tool_step_cut_by_its_timeout_is_retried_then_fails_and_leaves_no_proc
     assert_eq!(retries[0]["retry"], "tool");
     let finished = of_kind(&trace, "run_finished");
     assert_eq!(finished[0]["reason"], "step_failed{audit}", "{trace:?}");
+    // Both cut attempts are recorded with only their latency, and replay as timeouts.
+    let replayed = output(charter(
+        &project,
+        &server,
+        &["replay", "golden/workflow_runner/cut"],
+    ));
+    let replay_stderr = String::from_utf8_lossy(&replayed.stderr);
+    assert_eq!(replayed.status.code(), Some(3), "{replay_stderr}");
+    assert_eq!(
+        replay_stderr.matches("tool check_reply TIMED OUT after 1s").count(),
+        2,
+        "{replay_stderr}"
+    );
+    assert!(replay_stderr.contains("step_failed{audit}"), "{replay_stderr}");
     let _ = std::fs::remove_dir_all(&project);
 }
 

@@ -278,7 +278,8 @@ Right:
 const E010: &str = r#"E010: invariant violated
 
 An `invariant` that can be decided from the spec alone does not hold: `R has no tools`
-while role `R` lists tools, or `only R uses T` while another role lists tool `T`.
+while role `R` lists tools, or `only R uses T` while another role lists tool `T` or a
+`tool` step calls `T` (`post = tool T(...)`) with no role at all.
 Invariants state what must never change; fix the roles, not the invariant.
 
 Wrong:

@@ -197,6 +197,31 @@ fn check_invariants(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
                         )),
                     );
                 }
+                // A `tool` step uses the tool with no role at all.
+                for step in symbols.steps.values() {
+                    let StepBody::Tool { tool: called, .. } = &step.body else {
+                        continue;
+                    };
+                    if called.name != tool.name {
+                        continue;
+                    }
+                    diagnostics.push(
+                        Diagnostic::new(
+                            Code::E010,
+                            called.span,
+                            format!(
+                                "step `{}` calls tool `{}`, but invariant `{}` allows only `{}` to use it",
+                                step.name.name, tool.name, invariant.name.name, role.name
+                            ),
+                        )
+                        .with_label("a `tool` step uses the tool without the role")
+                        .with_note(invariant.span, "the invariant is declared here")
+                        .with_help(format!(
+                            "let `{}` call `{}` in a role step, or drop the invariant",
+                            role.name, tool.name
+                        )),
+                    );
+                }
             }
             InvariantKind::Always(_) => {}
         }

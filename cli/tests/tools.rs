@@ -368,11 +368,16 @@ async fn a_tool_step_cut_by_its_timeout_is_retried_then_fails_and_leaves_no_proc
     let replay_stderr = String::from_utf8_lossy(&replayed.stderr);
     assert_eq!(replayed.status.code(), Some(3), "{replay_stderr}");
     assert_eq!(
-        replay_stderr.matches("tool check_reply TIMED OUT after 1s").count(),
+        replay_stderr
+            .matches("tool check_reply TIMED OUT after 1s")
+            .count(),
         2,
         "{replay_stderr}"
     );
-    assert!(replay_stderr.contains("step_failed{audit}"), "{replay_stderr}");
+    assert!(
+        replay_stderr.contains("step_failed{audit}"),
+        "{replay_stderr}"
+    );
     let _ = std::fs::remove_dir_all(&project);
 }
 

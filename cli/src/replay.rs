@@ -416,11 +416,12 @@ fn describe(event: &TraceEvent) -> Option<String> {
         | EventKind::Phase { .. } => {
             return None;
         }
-        EventKind::StepStarted { role, items } => {
-            let role = role
-                .as_ref()
-                .map(|role| format!(" ({role})"))
-                .unwrap_or_default();
+        EventKind::StepStarted { role, items, tool } => {
+            let role = match (role, tool) {
+                (Some(role), _) => format!(" ({role})"),
+                (None, Some(tool)) => format!(" (tool {tool})"),
+                (None, None) => String::new(),
+            };
             match items {
                 Some(1) => format!("step{role}: 1 item"),
                 Some(items) => format!("step{role}: {items} items"),

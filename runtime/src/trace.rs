@@ -103,6 +103,9 @@ pub enum EventKind {
         /// previous round are not counted); each ends with `item_done` or `item_skipped`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         items: Option<u64>,
+        /// For a `tool` step: the tool it calls.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
     },
     /// A model was called.
     ModelCall {

@@ -359,7 +359,11 @@ impl<'r> Scheduler<'r> {
             Some(Ok(list)) => Some(list.to_run()),
             _ => None,
         };
-        self.emit(EventKind::StepStarted { role, items })?;
+        let tool = match &step.kind {
+            StepKind::Tool { tool, .. } => Some(tool.clone()),
+            _ => None,
+        };
+        self.emit(EventKind::StepStarted { role, items, tool })?;
         let next = match &step.kind {
             StepKind::Call { role, args } => {
                 let inputs = self.eval_args(args, &Bindings::default())?;

@@ -231,3 +231,34 @@ fn a_cassette_mixing_tool_and_model_fields_is_refused_with_the_key() {
         "{error}"
     );
 }
+
+#[test]
+fn an_argument_that_breaks_the_input_contract_fails_the_step_without_a_call() {
+    // Versions count from 1: a draft of version 0 cannot be checked.
+    let text = SPEC.replace(
+        "contract WorkflowRef { workflow_id: string  version: int }",
+        "contract WorkflowRef { workflow_id: string  version: int(1..) }",
+    );
+    let compilation = compile("tool_steps.charter", &text, &MemoryLoader::default());
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+    let replay = replay(
+        &spec,
+        INPUT,
+        r#"calls:
+  - { step: make, response: { workflow_id: wf-1, version: 0 } }
+  - { step: check, tool: validate, result: { errors: [] } }
+"#,
+    );
+    replay.assert_ending("failed{step_failed{check}}");
+    let violation = &replay.of_kind("contract_violation")[0];
+    assert_eq!(violation["contract"], "WorkflowRef");
+    assert_eq!(violation["tool"], "validate");
+    assert!(replay.of_kind("tool_call").is_empty(), "{}", replay.jsonl);
+    assert_eq!(
+        replay.report().unused_calls.len(),
+        1,
+        "the recorded tool call was never made"
+    );
+}

@@ -5,7 +5,8 @@
 //! process group is killed when its timeout drops the call); in a replay, the cassette's
 //! `{ step, tool, result }` entry answers after its recorded latency, so a 20-minute
 //! latency against a 15-minute timeout times out at 15 minutes of virtual time. The
-//! result is checked against the tool's output contract (tool outputs are untrusted
+//! argument is checked against the tool's input contract first (one that breaks it fails
+//! the step, with no call); the result is checked against the tool's output contract (tool outputs are untrusted
 //! data); a failure, a timeout or a result that breaks the contract is retried after a
 //! doubling backoff, and the last one fails the step (`step_failed`).
 
@@ -37,6 +38,25 @@ impl Scheduler<'_> {
         };
         let args = self.eval_args(args, &Bindings::default())?;
         let args = args.into_iter().next().unwrap_or(Value::Null);
+        // The argument the step built must fit the tool's input contract (defaults
+        // filled): one that does not would fail the same way on every try, so the tool is
+        // not called at all.
+        let args = match Validator::for_spec(spec).validate(&tool_ir.input, &args) {
+            Ok(filled) => filled,
+            Err(violations) => {
+                let message = format!(
+                    "the arguments of tool `{tool}` break `{}`: {}",
+                    tool_ir.input,
+                    violations_text(&violations)
+                );
+                self.emit(EventKind::ContractViolation {
+                    contract: tool_ir.input.clone(),
+                    tool: Some(tool.to_string()),
+                    violations,
+                })?;
+                return Err(self.step_failure(message));
+            }
+        };
         let policy = step::RetryPolicy {
             retries: tool_ir.retry,
             backoff_ms: tool_ir.backoff_ms,

@@ -419,6 +419,10 @@ async fn a_tool_step_runs_live_is_recorded_and_replays_to_the_same_answer() {
         audits[0]
     );
     assert_eq!(audits[1]["result"], json!({"problems": []}));
+    // The live view shows the tool step's tool as it runs and ends.
+    assert!(stderr.contains("step (tool check_reply)"), "{stderr}");
+    assert!(stderr.contains("tool check_reply failed"), "{stderr}");
+    assert!(stderr.contains("tool check_reply done"), "{stderr}");
     let cassette =
         std::fs::read_to_string(project.join("golden/workflow_runner/live/cassette.yaml"))
             .unwrap_or_default();

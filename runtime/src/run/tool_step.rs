@@ -130,7 +130,16 @@ impl Scheduler<'_> {
                 None => Some(call.await),
             }
         };
+        // A live view shows the tool running (a step may wait on it for minutes).
+        let observer = self.config.observer.clone();
+        if let Some(observer) = &observer {
+            observer.tool_started(&key, tool);
+        }
         let outcome = self.bounded(timed).await?;
+        if let Some(observer) = &observer {
+            let ok = matches!(&outcome, Some(Ok(response)) if response.result.is_ok());
+            observer.tool_finished(&key, tool, ok);
+        }
         let response = match outcome {
             // Cut by the tool's timeout: the call was dropped (a command's process group
             // killed with it).

@@ -262,3 +262,27 @@ fn an_argument_that_breaks_the_input_contract_fails_the_step_without_a_call() {
         "the recorded tool call was never made"
     );
 }
+
+#[test]
+fn a_tool_step_without_a_timeout_is_cut_by_the_wall_budget() {
+    let text = SPEC.replace(
+        "effect: read  timeout: 15m  retry: 1 backoff 2s",
+        "effect: read  retry: 1 backoff 2s",
+    );
+    let compilation = compile("tool_steps.charter", &text, &MemoryLoader::default());
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+    let replay = replay(
+        &spec,
+        INPUT,
+        r#"calls:
+  - { step: make, response: { workflow_id: wf-1, version: 1 } }
+  - { step: check, tool: validate, latency: 2h, result: { errors: [] } }
+"#,
+    );
+    replay.assert_ending("failed{budget_exhausted{wall}}");
+    let budget = &replay.of_kind("budget")[0];
+    assert_eq!(budget["t_ms"], 3_600_000, "{}", replay.jsonl);
+    assert!(replay.of_kind("tool_call").is_empty());
+}

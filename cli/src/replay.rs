@@ -416,11 +416,12 @@ fn describe(event: &TraceEvent) -> Option<String> {
         | EventKind::Phase { .. } => {
             return None;
         }
-        EventKind::StepStarted { role, items } => {
-            let role = role
-                .as_ref()
-                .map(|role| format!(" ({role})"))
-                .unwrap_or_default();
+        EventKind::StepStarted { role, items, tool } => {
+            let role = match (role, tool) {
+                (Some(role), _) => format!(" ({role})"),
+                (None, Some(tool)) => format!(" (tool {tool})"),
+                (None, None) => String::new(),
+            };
             match items {
                 Some(1) => format!("step{role}: 1 item"),
                 Some(items) => format!("step{role}: {items} items"),
@@ -438,7 +439,23 @@ fn describe(event: &TraceEvent) -> Option<String> {
             format_time(*latency_ms)
         ),
         EventKind::ProviderNote { message, .. } => format!("note: {message}"),
-        EventKind::ToolCall { tool, .. } => format!("tool {tool}"),
+        EventKind::ToolCall { tool, result, .. } => match result
+            .as_object()
+            .filter(|object| object.len() == 1)
+            .and_then(|object| object.get("error"))
+            .and_then(serde_json::Value::as_str)
+        {
+            Some(error) => format!("tool {tool} FAILED: {error}"),
+            None => format!("tool {tool}"),
+        },
+        EventKind::ToolTimeout {
+            tool, timeout_ms, ..
+        } => format!(
+            "tool {tool} TIMED OUT after {} (its process group killed)",
+            charter_runtime::scenario::duration_text::format(std::time::Duration::from_millis(
+                *timeout_ms
+            ))
+        ),
         EventKind::ToolDenied {
             tool,
             rule: Some(rule),

@@ -32,7 +32,7 @@ use serde::Serialize;
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::graph::render::step_body;
 use crate::graph::{
-    ActionIr, CompiledSpec, ExprIr, NameIr, RoleIr, StepKind, TransitionIr, TypeIr,
+    ActionIr, CompiledSpec, ExprIr, NameIr, RoleIr, StepKind, ToolIr, TransitionIr, TypeIr,
 };
 
 /// The worst case of a run, per step and in total. `None` in a count or time means
@@ -530,6 +530,16 @@ impl<'s> Analysis<'s> {
                 )
             }
             StepKind::Gate { .. } | StepKind::Branch => (Some(0), Some(0), None),
+            // No model call; the tool's timeout bounds each of its attempts.
+            StepKind::Tool { tool, .. } => {
+                let tool_ir = self.spec.tools.get(tool);
+                if tool_ir.is_some_and(|tool| tool.timeout_ms.is_none()) {
+                    notes.push(format!(
+                        "tool `{tool}` (step `{name}`) has no `timeout`: its wall time is unbounded"
+                    ));
+                }
+                (Some(0), tool_ir.and_then(tool_wall), None)
+            }
             StepKind::Ask { .. } => {
                 notes.push(format!(
                     "`{name}` waits for a person: the wall time is unbounded"
@@ -699,6 +709,22 @@ fn role_wall(role: Option<&RoleIr>) -> Option<u64> {
         timeout
             .saturating_mul(attempts)
             .saturating_add(role.backoff_ms.saturating_mul(backoff_factor)),
+    )
+}
+
+/// The longest a tool step's call can take: every attempt cut at the tool's `timeout`,
+/// with the doubling backoff between them.
+fn tool_wall(tool: &ToolIr) -> Option<u64> {
+    let timeout = tool.timeout_ms?;
+    let attempts = tool.retry.saturating_add(1);
+    let backoff_factor = u32::try_from(tool.retry)
+        .ok()
+        .and_then(|retry| 2u64.checked_pow(retry))
+        .map_or(u64::MAX, |power| power - 1);
+    Some(
+        timeout
+            .saturating_mul(attempts)
+            .saturating_add(tool.backoff_ms.saturating_mul(backoff_factor)),
     )
 }
 

@@ -145,7 +145,10 @@ const E005: &str = r#"E005: role input or output does not match the flow
 A step calls a role with a value whose contract is not the role's input, or feeds a
 step's output to a role that expects something else. An `each` step passes one item of
 a list at a time, so a role that handles one `Task` must be called through `each`, not
-with the whole `Plan`.
+with the whole `Plan`. A `tool` step (`check = tool validate_workflow(ARG)`) passes
+exactly one argument, which must be the tool's `input` contract; a record literal builds
+one from an earlier step's fields:
+`check = tool validate_workflow({workflow_id: create.workflow_id, version: create.version})`.
 
 Wrong:
 
@@ -275,7 +278,8 @@ Right:
 const E010: &str = r#"E010: invariant violated
 
 An `invariant` that can be decided from the spec alone does not hold: `R has no tools`
-while role `R` lists tools, or `only R uses T` while another role lists tool `T`.
+while role `R` lists tools, or `only R uses T` while another role lists tool `T` or a
+`tool` step calls `T` (`post = tool T(...)`) with no role at all.
 Invariants state what must never change; fix the roles, not the invariant.
 
 Wrong:
@@ -496,8 +500,9 @@ Right:
 
 const W002: &str = r#"W002: unused tool
 
-A tool is defined but no role lists it in `tools: [...]`, so no model can ever call it.
-Give it to the role that needs it, or remove it.
+A tool is defined but no role lists it in `tools: [...]` and no `tool` step calls it, so
+it can never run. Give it to the role that needs it, call it from a step
+(`check = tool web_search(query)`), or remove it.
 
 Wrong:
 

@@ -235,12 +235,36 @@ impl Usage {
     }
 }
 
-/// A tool call the model made during the call, with the result it got.
+/// A tool call the model made during the call, with the result it got (an error is
+/// `{"error": "..."}`, what the model was told).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCall {
     pub tool: String,
     pub args: Value,
     pub result: Value,
+    /// How long the tool ran (its last attempt), when known: a call whose latency reached
+    /// its tool's `timeout` timed out (DESIGN §9.2).
+    pub latency: Option<Duration>,
+}
+
+/// One call of a `tool` step (DESIGN §9.1), keyed like a model call: (step, round,
+/// attempt). The scheduler bounds it by the tool's `timeout` and retries it per the
+/// tool's `retry`, so a provider runs exactly one attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolRequest {
+    pub key: CallKey,
+    pub tool: String,
+    /// The arguments, as the step evaluated them (checked against the tool's input
+    /// contract by whoever runs the tool).
+    pub args: Value,
+}
+
+/// What one attempt of a `tool` step gave: the tool's result, or why it has none (what
+/// a model would be told), and how long it ran.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolResponse {
+    pub result: Result<Value, String>,
+    pub latency: Duration,
 }
 
 /// A model's answer.
@@ -370,12 +394,28 @@ impl ProviderError {
     }
 }
 
-/// Answers model calls.
+/// Answers model calls, and the calls of `tool` steps (run live, or played back from a
+/// cassette: they are recorded and replayed like model calls).
 pub trait Provider: Send + Sync {
     fn complete(
         &self,
         request: ModelRequest,
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>>;
+
+    /// Runs one attempt of a `tool` step. A tool that fails is an `Ok` response holding
+    /// the error; `Err` is for what stops the run (a call the cassette does not hold).
+    /// A provider that runs no tools answers that the tool is not available.
+    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
+        Box::pin(async move {
+            Ok(ToolResponse {
+                result: Err(format!(
+                    "tool `{}` is not available in this run",
+                    request.tool
+                )),
+                latency: Duration::ZERO,
+            })
+        })
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Arc<P> {
@@ -385,6 +425,10 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
         (**self).complete(request)
     }
+
+    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
+        (**self).run_tool(request)
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Box<P> {
@@ -393,6 +437,10 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
         request: ModelRequest,
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
         (**self).complete(request)
+    }
+
+    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
+        (**self).run_tool(request)
     }
 }
 

@@ -44,7 +44,7 @@ use serde_json::Value;
 use crate::files::{self, LineFile};
 use crate::provider::{
     BoxFuture, CallKey, CallLog, CallLogEntries, HumanChannel, HumanKey, HumanRequest, ModelOutput,
-    ModelRequest, ModelResponse, Provider, ProviderError, ToolCall,
+    ModelRequest, ModelResponse, Provider, ProviderError, ToolCall, ToolRequest, ToolResponse,
 };
 use crate::replay::playback;
 use crate::scenario::{
@@ -247,13 +247,28 @@ impl Store {
         }
     }
 
+    /// The tool calls of a call as a cassette keeps them: an answer that is an error
+    /// (`{"error": message}`) as `error: {message}`, with how long the tool ran.
     fn tool_calls(&self, calls: &[ToolCall]) -> Vec<RecordedToolCall> {
         calls
             .iter()
-            .map(|tool_call| RecordedToolCall {
-                tool: tool_call.tool.clone(),
-                args: self.scrub(&tool_call.args),
-                result: self.scrub(&tool_call.result),
+            .map(|tool_call| {
+                let error = crate::run::step::error_answer(&tool_call.result);
+                RecordedToolCall {
+                    tool: tool_call.tool.clone(),
+                    args: self.scrub(&tool_call.args),
+                    result: if error.is_some() {
+                        Value::Null
+                    } else {
+                        self.scrub(&tool_call.result)
+                    },
+                    error: error.map(|message| RecordedError {
+                        status: None,
+                        message: Some(self.scrub_text(message)),
+                        retry_after: None,
+                    }),
+                    latency: tool_call.latency,
+                }
             })
             .collect()
     }
@@ -300,7 +315,7 @@ impl Store {
                 });
                 call.latency = Some(elapsed);
                 call.error = Some(RecordedError {
-                    status,
+                    status: Some(status),
                     message: Some(self.scrub_text(&message)),
                     retry_after: error.retry_after(),
                 });
@@ -317,6 +332,8 @@ fn empty_call(key: &CallKey) -> RecordedCall {
         item: key.item.clone(),
         attempt: key.attempt,
         role: key.role.clone(),
+        tool: None,
+        result: None,
         response: None,
         raw: None,
         error: None,
@@ -349,6 +366,29 @@ struct DropGuard {
     log: CallLog,
 }
 
+/// Records a `tool` step call that is dropped before it ends (its timeout fired, or the
+/// run stopped) as a call with only a latency.
+struct ToolDropGuard {
+    store: Arc<Store>,
+    key: Option<CallKey>,
+    tool: String,
+    started: tokio::time::Instant,
+}
+
+impl Drop for ToolDropGuard {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take()
+            && !self.store.cancelled.load(Ordering::SeqCst)
+        {
+            let elapsed = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let mut call = empty_call(&key);
+            call.tool = Some(self.tool.clone());
+            call.latency = Some(Duration::from_millis(elapsed.saturating_add(1)));
+            self.store.record(call);
+        }
+    }
+}
+
 impl Drop for DropGuard {
     fn drop(&mut self) {
         if let Some(key) = self.key.take()
@@ -366,6 +406,56 @@ impl Drop for DropGuard {
 }
 
 impl<P: Provider> Provider for RecordingProvider<P> {
+    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
+        let key = request.key.clone();
+        let store = self.store.clone();
+        if let Some(previous) = store
+            .resumed_calls
+            .get(&key)
+            .filter(|call| call.tool.is_some())
+        {
+            // Answered before the run was stopped: played back at once, not run again.
+            store.replayed.fetch_add(1, Ordering::SeqCst);
+            let (_, response) = crate::replay::playback_tool(previous);
+            return Box::pin(async move { Ok(response) });
+        }
+        let tool = request.tool.clone();
+        let call = self.inner.run_tool(request);
+        Box::pin(async move {
+            let mut guard = ToolDropGuard {
+                store: store.clone(),
+                key: Some(key.clone()),
+                tool: tool.clone(),
+                started: tokio::time::Instant::now(),
+            };
+            let response = call.await;
+            guard.key = None;
+            let response = response?;
+            let result = match response.result {
+                Ok(value) => Ok(store.scrub(&value)),
+                Err(message) => Err(store.scrub_text(&message)),
+            };
+            let mut entry = empty_call(&key);
+            entry.tool = Some(tool);
+            entry.latency = Some(response.latency);
+            match &result {
+                Ok(value) => entry.result = Some(value.clone()),
+                Err(message) => {
+                    entry.error = Some(RecordedError {
+                        status: None,
+                        message: Some(message.clone()),
+                        retry_after: None,
+                    });
+                }
+            }
+            store.record(entry);
+            Ok(ToolResponse {
+                result,
+                latency: response.latency,
+            })
+        })
+    }
+
     fn complete(
         &self,
         request: ModelRequest,

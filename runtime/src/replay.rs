@@ -30,9 +30,9 @@ use serde_json::Value;
 
 use crate::provider::{
     BoxFuture, CallKey, CallLog, HumanChannel, HumanKey, HumanRequest, ModelOutput, ModelRequest,
-    ModelResponse, Provider, ProviderError, ToolCall, Usage,
+    ModelResponse, Provider, ProviderError, ToolCall, ToolRequest, ToolResponse, Usage,
 };
-use crate::scenario::{Cassette, Fault, Recorded, RecordedCall};
+use crate::scenario::{Cassette, Fault, Recorded, RecordedCall, RecordedToolCall};
 
 /// A provider and human channel that plays back a cassette.
 #[derive(Debug)]
@@ -125,6 +125,7 @@ impl ReplayProvider {
         let call = self
             .calls
             .get(key)
+            .filter(|call| call.tool.is_none())
             .ok_or_else(|| ProviderError::NotRecorded { key: key.clone() })?;
         lock(&self.used_calls).insert(key.clone());
         if let Some(expect) = &call.expect_prompt {
@@ -155,11 +156,11 @@ pub fn playback(call: &RecordedCall) -> (Duration, Result<ModelResponse, Provide
             .unwrap_or_else(|| "recorded error".to_string());
         let played = match error.retry_after {
             Some(retry_after) => ProviderError::Throttled {
-                status: error.status,
+                status: error.status.unwrap_or(500),
                 retry_after,
                 message,
             },
-            None => ProviderError::from_status(error.status, message),
+            None => ProviderError::from_status(error.status.unwrap_or(500), message),
         };
         return (latency, Err(played));
     } else {
@@ -172,15 +173,7 @@ pub fn playback(call: &RecordedCall) -> (Duration, Result<ModelResponse, Provide
             output_tokens: usage.output_tokens,
         })
         .unwrap_or_default();
-    let tool_calls = call
-        .tool_calls
-        .iter()
-        .map(|tool_call| ToolCall {
-            tool: tool_call.tool.clone(),
-            args: tool_call.args.clone(),
-            result: tool_call.result.clone(),
-        })
-        .collect();
+    let tool_calls = call.tool_calls.iter().map(played_tool_call).collect();
     (
         latency,
         Ok(ModelResponse {
@@ -205,19 +198,65 @@ pub fn playback_log(
     }
     if outcome.is_err() {
         for tool_call in &call.tool_calls {
-            log.tool_finished(
-                ToolCall {
-                    tool: tool_call.tool.clone(),
-                    args: tool_call.args.clone(),
-                    result: tool_call.result.clone(),
-                },
-                true,
-            );
+            log.tool_finished(played_tool_call(tool_call), true);
         }
     }
 }
 
+/// A recorded tool call as the model was answered: its `result`, or its `error` as
+/// `{"error": message}`; one with neither gave no result (it was cut by its timeout).
+fn played_tool_call(recorded: &RecordedToolCall) -> ToolCall {
+    let result = match (&recorded.error, &recorded.result) {
+        (Some(error), _) => serde_json::json!({
+            "error": error.message.clone().unwrap_or_else(|| "the tool failed".to_string())
+        }),
+        (None, Value::Null) => serde_json::json!({ "error": "the tool gave no result" }),
+        (None, result) => result.clone(),
+    };
+    ToolCall {
+        tool: recorded.tool.clone(),
+        args: recorded.args.clone(),
+        result,
+        latency: recorded.latency,
+    }
+}
+
+/// What a recorded `tool` step call gives back, and after how long: its result, its
+/// error, or (with neither) no result, as a call its timeout cut.
+pub fn playback_tool(call: &RecordedCall) -> (Duration, ToolResponse) {
+    let latency = call.latency.unwrap_or(Duration::ZERO);
+    let result = match (&call.result, &call.error) {
+        (Some(result), _) => Ok(result.clone()),
+        (None, Some(error)) => Err(error
+            .message
+            .clone()
+            .unwrap_or_else(|| "the tool failed".to_string())),
+        (None, None) => Err(format!(
+            "the tool gave no result within {}",
+            crate::scenario::duration_text::format(latency)
+        )),
+    };
+    (latency, ToolResponse { result, latency })
+}
+
 impl Provider for ReplayProvider {
+    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
+        Box::pin(async move {
+            let key = request.key;
+            let call = self
+                .calls
+                .get(&key)
+                .filter(|call| call.tool.as_deref() == Some(request.tool.as_str()))
+                .ok_or_else(|| ProviderError::NotRecorded { key: key.clone() })?;
+            lock(&self.used_calls).insert(key);
+            let (latency, response) = playback_tool(call);
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            Ok(response)
+        })
+    }
+
     fn complete(
         &self,
         request: ModelRequest,

@@ -211,6 +211,10 @@ impl Recorded {
 
 /// One recorded model call. With none of `response`, `raw` and `error`, the call gave no
 /// answer within its `latency` (it timed out when recorded).
+///
+/// With `tool`, the entry is a call of a `tool` step (DESIGN §9.1) instead: `{ step:
+/// validate, tool: validate_workflow, result: {...} }`, or `error: {message}` for a tool
+/// that failed, or only a `latency` for one that was cut by its timeout.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordedCall {
@@ -224,6 +228,12 @@ pub struct RecordedCall {
     /// The judge role of a per-item check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// The tool of a `tool` step's call (the entry is then no model call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// A `tool` step's result, as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
     /// The role's final output, as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<Value>,
@@ -255,6 +265,53 @@ pub struct RecordedCall {
 }
 
 impl RecordedCall {
+    /// What is wrong with the fields this entry combines: a `tool` step's call holds only
+    /// `result`, `error: {message}` and `latency`; a model call no `result`, and its
+    /// `error` a `status`.
+    fn shape_problem(&self) -> Option<String> {
+        if self.tool.is_some() {
+            let model_fields = [
+                ("response", self.response.is_some()),
+                ("raw", self.raw.is_some()),
+                ("usage", self.usage.is_some()),
+                ("tool_calls", !self.tool_calls.is_empty()),
+                ("notes", !self.notes.is_empty()),
+                ("expect_prompt", self.expect_prompt.is_some()),
+                ("role", self.role.is_some()),
+            ];
+            if let Some((field, _)) = model_fields.iter().find(|(_, given)| *given) {
+                return Some(format!(
+                    "a `tool` step's call has no `{field}` (it holds `result`, `error: {{message}}` or only `latency`)"
+                ));
+            }
+            if self.result.is_some() && self.error.is_some() {
+                return Some("has both `result` and `error`".to_string());
+            }
+            if self
+                .error
+                .as_ref()
+                .is_some_and(|error| error.status.is_some())
+            {
+                return Some("a tool's `error` has a `message`, not a `status`".to_string());
+            }
+            return None;
+        }
+        if self.result.is_some() {
+            return Some(
+                "`result` is for a `tool` step's call (add `tool: NAME`); a model call answers with `response`"
+                    .to_string(),
+            );
+        }
+        if self
+            .error
+            .as_ref()
+            .is_some_and(|error| error.status.is_none())
+        {
+            return Some("a model call's `error` needs a `status` (429, 500, ...)".to_string());
+        }
+        None
+    }
+
     pub fn key(&self) -> CallKey {
         CallKey {
             step: self.step.clone(),
@@ -266,12 +323,15 @@ impl RecordedCall {
     }
 }
 
-/// A provider error the call returned.
+/// A provider error the call returned, or why a tool failed (a tool's error has a
+/// `message` and no `status`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordedError {
-    /// The HTTP status (429 and 5xx are transient; other 4xx permanent).
-    pub status: u16,
+    /// The HTTP status (429 and 5xx are transient; other 4xx permanent): required for a
+    /// model call's error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The wait the server asked for (`Retry-After`), replayed as
@@ -327,8 +387,20 @@ pub struct RecordedToolCall {
     pub tool: String,
     #[serde(default)]
     pub args: Value,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub result: Value,
+    /// Why the tool gave no result (`{message}`): the model was told it as an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RecordedError>,
+    /// How long the tool ran. A call whose latency reaches its tool's `timeout` timed out
+    /// (a replay traces `tool_timeout`; without `result` or `error`, the model was told
+    /// the timeout).
+    #[serde(
+        default,
+        with = "duration_text::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub latency: Option<Duration>,
 }
 
 /// A person's answer to an `ask` step.
@@ -473,6 +545,9 @@ impl Cassette {
                     line,
                     format!("call {}: `round` and `attempt` count from 1", call.key()),
                 ));
+            }
+            if let Some(problem) = call.shape_problem() {
+                return Err(error(line, format!("call {}: {problem}", call.key())));
             }
             let answers = [
                 call.response.is_some(),

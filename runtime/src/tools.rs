@@ -64,6 +64,10 @@ pub enum ToolError {
     /// The tool itself failed (a command's non-zero exit, output that is not JSON, ...).
     #[error("{0}")]
     Failed(String),
+    /// The tool ran past its `timeout` and was stopped (a command's whole process group
+    /// killed).
+    #[error("tool `{tool}` timed out after {}", crate::scenario::duration_text::format(std::time::Duration::from_millis(*after_ms)))]
+    TimedOut { tool: String, after_ms: u64 },
 }
 
 /// A tool written as an async closure: `FnTool::new(|args| async move { Ok(args) })`.
@@ -390,7 +394,62 @@ impl ToolBox {
         })
     }
 
-    /// Runs tool `name` on `args`: checks the arguments, runs the tool, checks the result.
+    /// Runs tool `name` on `args` within its declared limits (DESIGN §9.2): each attempt
+    /// is cut at the tool's `timeout` (dropping it kills a command's process group), and
+    /// a failed or timed-out attempt is run again up to `retry` times, after a backoff
+    /// that doubles. Arguments that break the input contract are not retried. Returns the
+    /// last attempt's result and how long that attempt ran.
+    pub async fn call_limited(
+        &self,
+        name: &str,
+        args: Value,
+    ) -> (Result<Value, ToolError>, std::time::Duration) {
+        let (timeout, retry, backoff_ms) = self.declared.get(name).map_or((None, 0, 0), |tool| {
+            (tool.timeout_ms, tool.retry, tool.backoff_ms)
+        });
+        let mut attempt = 0u64;
+        loop {
+            let started = tokio::time::Instant::now();
+            let result = match timeout {
+                Some(timeout_ms) => {
+                    match tokio::time::timeout(
+                        std::time::Duration::from_millis(timeout_ms),
+                        self.call(name, args.clone()),
+                    )
+                    .await
+                    {
+                        Ok(result) => result,
+                        Err(_) => Err(ToolError::TimedOut {
+                            tool: name.to_string(),
+                            after_ms: timeout_ms,
+                        }),
+                    }
+                }
+                None => self.call(name, args.clone()).await,
+            };
+            let latency = started.elapsed();
+            let retriable = matches!(
+                result,
+                Err(ToolError::Failed(_)
+                    | ToolError::TimedOut { .. }
+                    | ToolError::InvalidResult { .. })
+            );
+            if !retriable || attempt >= retry {
+                return (result, latency);
+            }
+            attempt += 1;
+            let delay = backoff_ms.saturating_mul(
+                1u64.checked_shl(u32::try_from(attempt - 1).unwrap_or(u32::MAX))
+                    .unwrap_or(u64::MAX),
+            );
+            if delay > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+            }
+        }
+    }
+
+    /// Runs tool `name` on `args` once, with no limits: checks the arguments, runs the
+    /// tool, checks the result.
     pub async fn call(&self, name: &str, args: Value) -> Result<Value, ToolError> {
         let Some(tool) = self.declared.get(name) else {
             return Err(ToolError::Unknown {

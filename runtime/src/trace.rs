@@ -103,6 +103,9 @@ pub enum EventKind {
         /// previous round are not counted); each ends with `item_done` or `item_skipped`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         items: Option<u64>,
+        /// For a `tool` step: the tool it calls.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
     },
     /// A model was called.
     ModelCall {
@@ -126,6 +129,13 @@ pub enum EventKind {
         tool: String,
         args: Value,
         result: Value,
+    },
+    /// A tool call cut by its tool's `timeout` (DESIGN §9.2): the model (or the `tool`
+    /// step) got an error instead of a result, and the tool's process group was killed.
+    ToolTimeout {
+        tool: String,
+        args: Value,
+        timeout_ms: u64,
     },
     /// A tool call outside the role's whitelist: refused, never executed.
     ToolDenied {
@@ -243,6 +253,8 @@ pub enum RetryKind {
     Provider,
     /// An `each` item failed its per-item check.
     Stage,
+    /// A `tool` step's call failed or timed out and runs again (the tool's `retry`).
+    Tool,
     /// A gate failed and a repair round begins.
     Repair,
 }

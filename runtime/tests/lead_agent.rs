@@ -1,4 +1,4 @@
-//! The `lead_agent` seed spec: a person confirms the plan, the checker judges the design, repair loops back to the creator, and a run that stops repairing still reports through its finalize step.
+//! The `lead_agent` seed spec: a person confirms the plan, the rule engine and the checker judge the design, repair loops back to the creator, and a run that stops repairing still reports through its finalize step.
 
 mod support;
 
@@ -13,9 +13,11 @@ const PLAN: &str = r#"calls:
       nodes: [ { id: n1, kind: ftp_upload, purpose: upload } ]
 "#;
 
+/// The creator's draft in `round`, and the rule engine's clean report on it.
 fn create(round: u64) -> String {
     format!(
-        "  - {{ step: create, round: {round}, response: {{ workflow_id: W-1, version: 1, node_count: 1 }} }}\n"
+        "  - {{ step: create, round: {round}, response: {{ workflow_id: W-1, version: 1, node_count: 1 }} }}\n  \
+         - {{ step: validate, round: {round}, tool: validate_workflow, result: {{ issues: [] }} }}\n"
     )
 }
 

@@ -153,6 +153,19 @@ pub struct ToolIr {
     /// Output contract name (tool outputs are validated against it).
     pub output: String,
     pub effect: EffectIr,
+    /// `timeout: D`: one call of the tool is cut after this long (DESIGN §9.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// `retry: N`: a failed or timed-out call is run again up to N times.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry: u64,
+    /// The wait before the first retry (doubling after), from `retry: N backoff D`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub backoff_ms: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// What a tool does to the world.
@@ -558,6 +571,9 @@ pub enum StepKind {
     Finalize { role: String, args: Vec<ExprIr> },
     /// `branch`: no call, only its transitions.
     Branch,
+    /// `tool NAME(args)`: one tool call, no model; its output is the tool's output
+    /// contract (DESIGN §9.1).
+    Tool { tool: String, args: Vec<ExprIr> },
     /// `ask "question" max N`: a human decision point (its output is an `Answer`); `max`
     /// bounds how often the run may ask it.
     Ask {

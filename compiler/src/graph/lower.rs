@@ -229,6 +229,13 @@ impl<'a> Lowerer<'a, '_> {
                         Effect::Write => EffectIr::Write,
                         Effect::External => EffectIr::External,
                     },
+                    timeout_ms: tool.timeout.as_ref().map(|timeout| timeout.millis),
+                    retry: tool.retry.as_ref().map_or(0, |retry| retry.count.value),
+                    backoff_ms: tool
+                        .retry
+                        .as_ref()
+                        .and_then(|retry| retry.backoff.as_ref())
+                        .map_or(0, |backoff| backoff.millis),
                 },
             );
         }
@@ -828,6 +835,10 @@ impl<'a> Lowerer<'a, '_> {
                 args: self.exprs(args, &mut scope)?,
             },
             StepBody::Branch => StepKind::Branch,
+            StepBody::Tool { tool, args } => StepKind::Tool {
+                tool: tool.name.clone(),
+                args: self.exprs(args, &mut scope)?,
+            },
             StepBody::Ask { question, max } => StepKind::Ask {
                 question: question.value.clone(),
                 max: max.as_ref().map(|max| max.value),

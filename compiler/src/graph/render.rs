@@ -295,6 +295,7 @@ fn body_and_options(step: &StepIr) -> (String, Vec<String>) {
         }
         StepKind::Gate { gate, .. } => format!("gate {gate}"),
         StepKind::Branch => "branch".to_string(),
+        StepKind::Tool { tool, args } => format!("tool {}", call(tool, args)),
         StepKind::Finalize { role, args } => format!("finalize {}", call(role, args)),
         StepKind::Ask { question, max } => match max {
             Some(max) => format!("ask {} max {max}", quoted(question)),
@@ -554,7 +555,7 @@ fn drawing(spec: &CompiledSpec) -> Drawing {
             StepKind::Done => Shape::Done,
             StepKind::Blocked { .. } => Shape::Blocked,
             StepKind::Failed { .. } => Shape::Failed,
-            StepKind::Call { .. } | StepKind::Each { .. } => Shape::Step,
+            StepKind::Call { .. } | StepKind::Each { .. } | StepKind::Tool { .. } => Shape::Step,
         };
         drawing.nodes.push(Node {
             id: node_id(node),

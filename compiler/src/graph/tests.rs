@@ -979,3 +979,76 @@ fn model_parameters_tool_choice_and_retry_after_effects_lower_to_the_ir() {
     assert_eq!(planner.tool_choice, ToolChoiceIr::Auto);
     assert!(!planner.retry_after_effects);
 }
+
+/// A spec whose gate reads a `tool` step (a rule engine) beside a judge.
+const TOOL_STEP: &str = r#"spec tool_step version "1"
+contract Request { goal: string }
+contract Draft { workflow_id: string  version: int }
+contract WorkflowRef { workflow_id: string  version: int }
+contract Report { errors: list<string> = [] }
+contract Out { ok: bool }
+tool validate { input: WorkflowRef  output: Report  effect: read  timeout: 30s  retry: 2 backoff 1s }
+tool lint { input: WorkflowRef  output: Report  effect: read }
+role maker { model: "openai:x" prompt: """go""" input: Request output: Draft timeout: 10s retry: 0 }
+gate valid on make {
+  hard no_errors: len(check.errors) == 0 else DESIGN_ERROR detail check.errors
+  pass when true
+}
+repair { rounds 1  DESIGN_ERROR -> rerun make }
+flow {
+  make  = maker(request) -> check
+  check = tool validate({workflow_id: make.workflow_id, version: make.version}) -> judge
+  judge = gate valid pass -> lint_it fail -> repair
+  lint_it = tool lint({workflow_id: make.workflow_id, version: 1}) -> done
+}
+"#;
+
+#[test]
+fn tool_steps_lower_with_their_tool_limits_and_count_no_model_call() {
+    let (spec, diagnostics) = compiled(TOOL_STEP, &MemoryLoader::default());
+    // The tools are used by steps only: no W002.
+    assert!(
+        diagnostics
+            .iter()
+            .all(|diagnostic| diagnostic.code != Code::W002),
+        "{diagnostics:?}"
+    );
+    let (_, check) = spec.flow.step("check").expect("the step `check`");
+    match &check.kind {
+        StepKind::Tool { tool, args } => {
+            assert_eq!(tool, "validate");
+            assert_eq!(args.len(), 1);
+        }
+        other => panic!("not a tool step: {other:?}"),
+    }
+    let validate = spec.tools.get("validate").expect("the tool");
+    assert_eq!(
+        (validate.timeout_ms, validate.retry, validate.backoff_ms),
+        (Some(30_000), 2, 1_000)
+    );
+    let lint = spec.tools.get("lint").expect("the tool");
+    assert_eq!((lint.timeout_ms, lint.retry), (None, 0));
+    assert_eq!(
+        crate::graph::render::step_body(check),
+        "tool validate({version: make.version, workflow_id: make.workflow_id})"
+    );
+
+    let bounds = bounds::compute(&spec);
+    let check = bounds.steps.iter().find(|step| step.name == "check");
+    // No model call; 3 attempts of 30 s and the backoffs 1 s + 2 s.
+    assert_eq!(check.and_then(|step| step.calls_per_run), Some(0));
+    assert_eq!(check.and_then(|step| step.wall_ms_per_run), Some(93_000));
+    // `lint` has no timeout: the run's wall time is unbounded, and a note says why.
+    assert_eq!(bounds.total.wall_ms, None);
+    assert!(
+        bounds
+            .notes
+            .iter()
+            .any(|note| note.contains("tool `lint` (step `lint_it`) has no `timeout`")),
+        "{:?}",
+        bounds.notes
+    );
+    // Model calls: only `make` (twice: one repair round).
+    assert_eq!(bounds.total.calls, Some(2));
+    assert!(to_mermaid(&spec).contains("tool validate("));
+}

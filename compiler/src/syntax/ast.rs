@@ -185,13 +185,17 @@ pub struct RangeLit {
     pub span: Span,
 }
 
-/// `tool NAME { input: T output: T effect: read|write|external }`
+/// `tool NAME { input: T output: T effect: read|write|external timeout: D retry: N }`
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tool {
     pub name: Ident,
     pub input: Option<Ident>,
     pub output: Option<Ident>,
     pub effect: Option<EffectLit>,
+    /// `timeout: D`: bounds one call of the tool (DESIGN §9.2).
+    pub timeout: Option<DurationLit>,
+    /// `retry: N (backoff D)?`: re-runs of a call that failed or timed out.
+    pub retry: Option<Retry>,
     pub span: Span,
 }
 
@@ -460,6 +464,8 @@ pub enum StepBody {
     Finalize { role: Ident, args: Vec<Expr> },
     /// `branch`: no call; only its `when`/`else` transitions.
     Branch,
+    /// `tool NAME(args)`: calls a tool directly, no model (DESIGN §9.1).
+    Tool { tool: Ident, args: Vec<Expr> },
     /// `ask "question" (max N)?`
     Ask {
         question: StringLit,

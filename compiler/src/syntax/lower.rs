@@ -561,6 +561,8 @@ impl Lowerer<'_> {
             input: None,
             output: None,
             effect: None,
+            timeout: None,
+            retry: None,
             span,
         };
         let mut seen = Vec::new();
@@ -570,15 +572,32 @@ impl Lowerer<'_> {
             let key = match rule {
                 Rule::tool_input => "input",
                 Rule::tool_output => "output",
+                Rule::tool_timeout => "timeout",
+                Rule::tool_retry => "retry",
                 _ => "effect",
             };
             if self.duplicate(&mut seen, key, property_span, &owner) {
+                continue;
+            }
+            if rule == Rule::tool_retry {
+                let mut parts = values(property);
+                let count = self.int(&parts.next()?);
+                let backoff = match parts.next() {
+                    Some(duration) => self.duration(&duration),
+                    None => None,
+                };
+                tool.retry = count.map(|count| Retry {
+                    count,
+                    backoff,
+                    span: property_span,
+                });
                 continue;
             }
             let value = values(property).next()?;
             match rule {
                 Rule::tool_input => tool.input = Some(self.ident(&value)),
                 Rule::tool_output => tool.output = Some(self.ident(&value)),
+                Rule::tool_timeout => tool.timeout = self.duration(&value),
                 _ => {
                     let value_span = self.span(&value);
                     let effect = match value.into_inner().next()?.as_rule() {
@@ -990,6 +1009,12 @@ impl Lowerer<'_> {
                 StepBody::Finalize { role, args }
             }
             Rule::branch_body => StepBody::Branch,
+            Rule::tool_body => {
+                let mut parts = values(pair);
+                let tool = self.ident(&parts.next()?);
+                let args = self.args(parts.next()?)?;
+                StepBody::Tool { tool, args }
+            }
             Rule::ask_body => {
                 let mut parts = values(pair);
                 let question = self.string(&parts.next()?);

@@ -931,6 +931,7 @@ fn step_string(step: &Step) -> String {
         StepBody::Finalize { role, args: a } => format!("finalize {}({})", role.name, args(a)),
         StepBody::Ask { question, .. } => format!("ask {:?}", question.value),
         StepBody::Branch => "branch".to_string(),
+        StepBody::Tool { tool, args: a } => format!("tool {}({})", tool.name, args(a)),
     };
     let next = match &step.next {
         Next::Goto(target) => format!("-> {}", target_string(target)),

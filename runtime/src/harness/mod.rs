@@ -621,6 +621,13 @@ impl Provider for PromptCapture {
         }
         self.inner.complete(request)
     }
+
+    fn run_tool(
+        &self,
+        request: crate::provider::ToolRequest,
+    ) -> BoxFuture<'_, Result<crate::provider::ToolResponse, ProviderError>> {
+        self.inner.run_tool(request)
+    }
 }
 
 /// Removes what depends on the machine from a trace: the project root (as given and

@@ -93,6 +93,8 @@ pub enum StructuredOutput {
 #[derive(Clone, Default)]
 pub struct Providers {
     by_name: BTreeMap<String, Arc<dyn Provider>>,
+    /// What runs the calls of `tool` steps.
+    tools: Option<Arc<ToolBox>>,
 }
 
 impl Providers {
@@ -103,6 +105,13 @@ impl Providers {
     /// Serves models named `name:...` with `provider`.
     pub fn with(mut self, name: impl Into<String>, provider: Arc<dyn Provider>) -> Self {
         self.by_name.insert(name.into(), provider);
+        self
+    }
+
+    /// Runs the calls of `tool` steps with `tools` (one attempt each: the scheduler
+    /// applies the tool's timeout and retries).
+    pub fn with_tools(mut self, tools: Arc<ToolBox>) -> Self {
+        self.tools = Some(tools);
         self
     }
 
@@ -146,6 +155,29 @@ impl Provider for Providers {
                 })
             }
         }
+    }
+
+    fn run_tool(
+        &self,
+        request: crate::provider::ToolRequest,
+    ) -> BoxFuture<'_, Result<crate::provider::ToolResponse, ProviderError>> {
+        Box::pin(async move {
+            let started = tokio::time::Instant::now();
+            let result = match &self.tools {
+                Some(tools) => tools
+                    .call(&request.tool, request.args)
+                    .await
+                    .map_err(|error| error.to_string()),
+                None => Err(format!(
+                    "tool `{}` is not available in this run",
+                    request.tool
+                )),
+            };
+            Ok(crate::provider::ToolResponse {
+                result,
+                latency: started.elapsed(),
+            })
+        })
     }
 }
 
@@ -518,6 +550,7 @@ impl<'a> ToolLoop<'a> {
         args: Result<Value, (Value, String)>,
     ) -> ToolAnswer {
         let whitelisted = self.allowed.iter().any(|allowed| allowed == tool);
+        let mut latency = None;
         let (recorded_args, outcome) = if !whitelisted {
             let allowed = if self.allowed.is_empty() {
                 "this role may call no tools".to_string()
@@ -561,7 +594,8 @@ impl<'a> ToolLoop<'a> {
             match args {
                 Ok(args) => {
                     self.log.tool_started(tool);
-                    let result = self.tools.call(tool, args.clone()).await;
+                    let (result, ran) = self.tools.call_limited(tool, args.clone()).await;
+                    latency = Some(ran);
                     (args, result.map_err(|error| error.to_string()))
                 }
                 Err((raw, reason)) => (raw, Err(reason)),
@@ -581,6 +615,7 @@ impl<'a> ToolLoop<'a> {
             tool: tool.to_string(),
             args: recorded_args,
             result: answer.content.clone(),
+            latency,
         };
         self.log.tool_finished(call.clone(), !answer.is_error);
         self.calls.push(call);

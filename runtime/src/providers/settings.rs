@@ -98,7 +98,7 @@ impl LiveSettings {
     /// A router over every provider these settings serve, running tools through `tools`.
     pub fn providers(&self, tools: Arc<ToolBox>) -> Result<Providers, ProviderError> {
         let available = self.available();
-        let mut providers = Providers::new();
+        let mut providers = Providers::new().with_tools(tools.clone());
         if available.contains("openai") {
             let config = OpenAiConfig::new(
                 self.openai_base_url

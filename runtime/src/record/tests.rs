@@ -81,6 +81,7 @@ fn script() -> Vec<Step> {
         tool: "search".into(),
         args: json!({"text": SECRET}),
         result: json!({"urls": [format!("https://x.example/?key={SECRET}")]}),
+        latency: None,
     }];
     vec![
         (Some(Duration::from_millis(1200)), Ok(with_tools)),
@@ -182,16 +183,19 @@ async fn every_outcome_is_recorded_by_key_and_scrubbed() {
     assert_eq!(
         calls[2].error,
         Some(RecordedError {
-            status: 429,
+            status: Some(429),
             message: Some("slow down".into()),
             retry_after: Some(Duration::from_secs(2)),
         })
     );
-    assert_eq!(calls[3].error.as_ref().map(|error| error.status), Some(500));
+    assert_eq!(
+        calls[3].error.as_ref().map(|error| error.status),
+        Some(Some(500))
+    );
     assert_eq!(
         calls[4].error,
         Some(RecordedError {
-            status: NO_ANSWER_STATUS,
+            status: Some(NO_ANSWER_STATUS),
             message: Some("connection refused (key <redacted>)".into()),
             retry_after: None,
         })
@@ -511,4 +515,132 @@ async fn calls_dropped_by_a_cancel_are_not_recorded() {
     let cut = tokio::time::timeout(Duration::from_secs(1), call).await;
     assert!(cut.is_err());
     assert_eq!(recording.calls(), 0);
+}
+
+/// Runs each `tool` step call by counting it, answering a secret, failing for `attempt 2`
+/// and never answering for `attempt 3`.
+#[derive(Default)]
+struct ToolRunner {
+    calls: Mutex<u64>,
+}
+
+impl Provider for ToolRunner {
+    fn complete(
+        &self,
+        _request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        Box::pin(async {
+            Err(ProviderError::NotRecorded {
+                key: CallKey::new("x"),
+            })
+        })
+    }
+
+    fn run_tool(
+        &self,
+        request: crate::provider::ToolRequest,
+    ) -> BoxFuture<'_, Result<crate::provider::ToolResponse, ProviderError>> {
+        *lock(&self.calls) += 1;
+        Box::pin(async move {
+            let result = match request.key.attempt {
+                2 => Err(format!("engine down ({SECRET})")),
+                3 => std::future::pending().await,
+                _ => Ok(json!({"issues": [], "token": SECRET})),
+            };
+            Ok(crate::provider::ToolResponse {
+                result,
+                latency: Duration::from_millis(40),
+            })
+        })
+    }
+}
+
+fn tool_request(attempt: u64) -> crate::provider::ToolRequest {
+    crate::provider::ToolRequest {
+        key: CallKey::new("validate").attempt(attempt),
+        tool: "validate_workflow".into(),
+        args: json!({"workflow_id": "W-1"}),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn tool_step_calls_are_recorded_scrubbed_journaled_and_resumed_unrun() {
+    let path = temp_path("tool-steps");
+    {
+        let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+        let recording = Recording::journaled([SECRET.to_string()], journal, entries);
+        let provider = recording.provider(ToolRunner::default());
+        let done = provider.run_tool(tool_request(1)).await;
+        assert_eq!(
+            done.map(|response| response.result),
+            Ok(Ok(json!({"issues": [], "token": "<redacted>"})))
+        );
+        let failed = provider.run_tool(tool_request(2)).await;
+        assert_eq!(
+            failed.map(|response| response.result),
+            Ok(Err("engine down (<redacted>)".to_string()))
+        );
+        // Cut by the caller (the step's timeout): recorded with the time it ran.
+        let cut = tokio::time::timeout(Duration::from_secs(15), provider.run_tool(tool_request(3)));
+        assert!(cut.await.is_err());
+        let cassette = recording.cassette(Recorded::default());
+        let entries: Vec<_> = cassette
+            .calls
+            .iter()
+            .map(|call| {
+                (
+                    call.tool.clone(),
+                    call.result.clone(),
+                    call.error.as_ref().and_then(|error| error.message.clone()),
+                    call.latency,
+                )
+            })
+            .collect();
+        let tool = Some("validate_workflow".to_string());
+        assert_eq!(
+            entries,
+            [
+                (
+                    tool.clone(),
+                    Some(json!({"issues": [], "token": "<redacted>"})),
+                    None,
+                    Some(Duration::from_millis(40))
+                ),
+                (
+                    tool.clone(),
+                    None,
+                    Some("engine down (<redacted>)".to_string()),
+                    Some(Duration::from_millis(40))
+                ),
+                (tool, None, None, Some(Duration::from_millis(15_001))),
+            ]
+        );
+        // The cassette loads, and replays each entry as it was.
+        let text = cassette.to_yaml().unwrap_or_else(|error| panic!("{error}"));
+        assert!(!text.contains(SECRET), "{text}");
+        let reloaded =
+            Cassette::from_yaml("cassette.yaml", &text).unwrap_or_else(|error| panic!("{error}"));
+        let replay = ReplayProvider::new(reloaded);
+        let played = replay.run_tool(tool_request(2)).await;
+        assert_eq!(
+            played.map(|response| response.result),
+            Ok(Err("engine down (<redacted>)".to_string()))
+        );
+    }
+    // Resumed: the answered calls come from the journal; the tool does not run again.
+    let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+    let recording = Recording::journaled([SECRET.to_string()], journal, entries);
+    let runner = Arc::new(ToolRunner::default());
+    let provider = recording.provider(runner.clone());
+    let done = provider.run_tool(tool_request(1)).await;
+    assert_eq!(
+        done.map(|response| response.result),
+        Ok(Ok(json!({"issues": [], "token": "<redacted>"})))
+    );
+    assert_eq!(
+        *lock(&runner.calls),
+        0,
+        "no tool already in the journal runs again"
+    );
+    let _ = fs::remove_dir_all(path.parent().unwrap_or(&path));
 }

@@ -111,7 +111,8 @@ async fn errors_raw_output_and_tool_calls_are_played_back() {
         vec![ToolCall {
             tool: "web_search".into(),
             args: json!({"text": "q"}),
-            result: json!({"urls": ["https://a.example"]})
+            result: json!({"urls": ["https://a.example"]}),
+            latency: None,
         }]
     );
 }

@@ -93,7 +93,7 @@ impl Scheduler<'_> {
 }
 
 /// Resolves once `cancel` holds `true` (never, if its sender is gone while it is false).
-async fn cancelled(cancel: &mut tokio::sync::watch::Receiver<bool>) {
+pub(super) async fn cancelled(cancel: &mut tokio::sync::watch::Receiver<bool>) {
     loop {
         if *cancel.borrow_and_update() {
             return;

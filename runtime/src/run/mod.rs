@@ -27,6 +27,7 @@ mod rounds;
 pub mod state;
 pub mod step;
 mod summary;
+mod tool_step;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -358,7 +359,11 @@ impl<'r> Scheduler<'r> {
             Some(Ok(list)) => Some(list.to_run()),
             _ => None,
         };
-        self.emit(EventKind::StepStarted { role, items })?;
+        let tool = match &step.kind {
+            StepKind::Tool { tool, .. } => Some(tool.clone()),
+            _ => None,
+        };
+        self.emit(EventKind::StepStarted { role, items, tool })?;
         let next = match &step.kind {
             StepKind::Call { role, args } => {
                 let inputs = self.eval_args(args, &Bindings::default())?;
@@ -392,6 +397,11 @@ impl<'r> Scheduler<'r> {
             }
             StepKind::Ask { question, max } => {
                 self.run_ask(&name, question, *max).await?;
+                None
+            }
+            StepKind::Tool { tool, args } => {
+                let output = self.run_tool_step(&name, tool, args).await?;
+                self.store(&name, StepOutput::Single(output));
                 None
             }
             // A branch calls nothing: only its transitions are evaluated.
@@ -667,7 +677,10 @@ impl<'r> Scheduler<'r> {
         if let Some((_, step_ir)) = self.spec.flow.step(step)
             && matches!(
                 step_ir.kind,
-                StepKind::Call { .. } | StepKind::Each { .. } | StepKind::Finalize { .. }
+                StepKind::Call { .. }
+                    | StepKind::Each { .. }
+                    | StepKind::Finalize { .. }
+                    | StepKind::Tool { .. }
             )
         {
             self.answer = Some(output.visible());

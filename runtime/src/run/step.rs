@@ -555,6 +555,22 @@ impl Scheduler<'_> {
             {
                 unit.artifacts.insert(path.clone(), content.clone());
             }
+            // A call that ran as long as its tool's `timeout` was cut there: the model
+            // was told so (DESIGN §9.2).
+            if let (Some(timeout_ms), Some(latency)) = (tool.timeout_ms, call.latency)
+                && latency >= std::time::Duration::from_millis(timeout_ms)
+                && (is_error_answer(&call.result) || call.result.is_null())
+            {
+                self.emit_call(
+                    unit,
+                    EventKind::ToolTimeout {
+                        tool: call.tool.clone(),
+                        args: call.args.clone(),
+                        timeout_ms,
+                    },
+                )?;
+                continue;
+            }
             self.emit_call(
                 unit,
                 EventKind::ToolCall {
@@ -583,9 +599,16 @@ impl Scheduler<'_> {
 /// A tool call answered with an error (`{"error": "..."}`, what the tool loop tells the
 /// model when the tool failed or did not run), not with the tool's output.
 fn is_error_answer(result: &Value) -> bool {
-    result.as_object().is_some_and(|object| {
-        object.len() == 1 && object.get("error").is_some_and(Value::is_string)
-    })
+    error_answer(result).is_some()
+}
+
+/// The message of a tool answer that is an error (`{"error": "..."}`).
+pub(crate) fn error_answer(result: &Value) -> Option<&str> {
+    let object = result.as_object()?;
+    if object.len() != 1 {
+        return None;
+    }
+    object.get("error").and_then(Value::as_str)
 }
 
 /// A role file's own front-matter keys as one record (`meta`), `null` when it has none.

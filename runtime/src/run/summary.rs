@@ -23,6 +23,7 @@ impl Scheduler<'_> {
         self.emit(EventKind::StepStarted {
             role: Some(role.clone()),
             items: None,
+            tool: None,
         })?;
         let inputs = self.eval_args(args, &Bindings::default())?;
         match self.single_call(step, role, inputs).await {

@@ -57,7 +57,7 @@ fn the_design_example_loads() {
     assert_eq!(
         cassette.calls[2].error,
         Some(RecordedError {
-            status: 429,
+            status: Some(429),
             message: None,
             retry_after: None
         })

@@ -285,3 +285,86 @@ async fn output_past_the_limit_stops_the_command() {
         "{text}"
     );
 }
+
+const LIMITED: &str = r#"spec t version "1"
+contract Request { goal: string }
+contract Query { text: string }
+contract Hits { urls: list<string> }
+tool flaky { input: Query  output: Hits  effect: read  timeout: 15m  retry: 2 backoff 1s }
+tool once  { input: Query  output: Hits  effect: read  timeout: 15m }
+flow {
+  first  = tool flaky({text: request.goal}) -> second
+  second = tool once({text: request.goal}) -> done
+}
+"#;
+
+/// A tool that takes 20 minutes on its first `slow` calls, fails on the next `failing`,
+/// then answers; counting every call.
+fn scripted(slow: u64, failing: u64, calls: Arc<std::sync::Mutex<u64>>) -> impl Tool {
+    FnTool::new(move |_args| {
+        let calls = calls.clone();
+        async move {
+            let call = {
+                let mut count = calls
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                *count += 1;
+                *count
+            };
+            if call <= slow {
+                tokio::time::sleep(std::time::Duration::from_secs(20 * 60)).await;
+            } else if call <= slow + failing {
+                return Err(ToolError::Failed(format!("failure {call}")));
+            }
+            Ok(json!({"urls": [format!("call {call}")]}))
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_limited_call_is_cut_at_its_timeout_and_retried_with_a_doubling_backoff() {
+    let calls = Arc::new(std::sync::Mutex::new(0));
+    let tools = ToolBox::for_spec(&compile_spec(LIMITED))
+        .with("flaky", scripted(1, 1, calls.clone()))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let started = tokio::time::Instant::now();
+    let (result, latency) = tools.call_limited("flaky", json!({"text": "q"})).await;
+    // A 15-minute timeout, 1 s, a failure, 2 s, then the answer.
+    assert_eq!(result, Ok(json!({"urls": ["call 3"]})));
+    assert_eq!(*calls.lock().unwrap_or_else(|p| p.into_inner()), 3);
+    assert_eq!(
+        started.elapsed(),
+        std::time::Duration::from_secs(15 * 60 + 3)
+    );
+    assert_eq!(
+        latency,
+        std::time::Duration::ZERO,
+        "the last attempt's own time"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_without_retries_reports_its_timeout() {
+    let calls = Arc::new(std::sync::Mutex::new(0));
+    let tools = ToolBox::for_spec(&compile_spec(LIMITED))
+        .with("once", scripted(5, 0, calls.clone()))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let (result, latency) = tools.call_limited("once", json!({"text": "q"})).await;
+    assert_eq!(
+        result,
+        Err(ToolError::TimedOut {
+            tool: "once".into(),
+            after_ms: 900_000
+        })
+    );
+    assert_eq!(
+        result.map_err(|error| error.to_string()),
+        Err("tool `once` timed out after 15m".to_string())
+    );
+    assert_eq!(latency, std::time::Duration::from_secs(15 * 60));
+    assert_eq!(*calls.lock().unwrap_or_else(|p| p.into_inner()), 1);
+    // Arguments that break the input contract are not retried.
+    let (refused, _) = tools.call_limited("once", json!({"words": 1})).await;
+    assert!(matches!(refused, Err(ToolError::InvalidArguments { .. })));
+    assert_eq!(*calls.lock().unwrap_or_else(|p| p.into_inner()), 1);
+}

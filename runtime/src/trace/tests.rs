@@ -21,10 +21,12 @@ fn every_kind() -> Vec<EventKind> {
         EventKind::StepStarted {
             role: Some("planner".into()),
             items: None,
+            tool: None,
         },
         EventKind::StepStarted {
             role: Some("executor".into()),
             items: Some(3),
+            tool: None,
         },
         EventKind::ModelCall {
             role: "planner".into(),

@@ -152,7 +152,7 @@ async fn an_attempt_that_published_and_then_failed_is_traced_and_not_retried() {
     assert_eq!(cassette.calls.len(), 1);
     assert_eq!(
         cassette.calls[0].error.as_ref().map(|error| error.status),
-        Some(500)
+        Some(Some(500))
     );
     assert_eq!(cassette.calls[0].tool_calls.len(), 1);
     assert_eq!(cassette.calls[0].tool_calls[0].tool, "publish");

@@ -125,12 +125,27 @@ pub fn assert_searched_then_answered(response: &ModelResponse, counts: &Counts) 
         response.output,
         ModelOutput::Json(json!({"text": "Rust.", "sources": ["https://docs.example/rust"]}))
     );
+    let tool_calls: Vec<ToolCall> = response
+        .tool_calls
+        .iter()
+        .map(|call| {
+            assert!(
+                call.latency.is_some(),
+                "a live tool call keeps how long it ran"
+            );
+            ToolCall {
+                latency: None,
+                ..call.clone()
+            }
+        })
+        .collect();
     assert_eq!(
-        response.tool_calls,
+        tool_calls,
         [ToolCall {
             tool: "search".into(),
             args: json!({"text": "rust"}),
             result: json!({"urls": ["https://docs.example/rust"]}),
+            latency: None,
         }]
     );
     assert_eq!(counts.search(), 1);

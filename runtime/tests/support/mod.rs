@@ -191,6 +191,16 @@ impl charter_runtime::provider::Provider for PromptLog {
             .push((name, request.prompt.clone()));
         self.replay.complete(request)
     }
+
+    fn run_tool(
+        &self,
+        request: charter_runtime::provider::ToolRequest,
+    ) -> charter_runtime::provider::BoxFuture<
+        '_,
+        Result<charter_runtime::provider::ToolResponse, charter_runtime::provider::ProviderError>,
+    > {
+        self.replay.run_tool(request)
+    }
 }
 
 /// What a replay produced, with the prompt of every call.

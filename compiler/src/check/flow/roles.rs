@@ -15,7 +15,9 @@ pub(super) fn step_role(body: &StepBody) -> Option<&str> {
         StepBody::Call { role, .. }
         | StepBody::Each { role, .. }
         | StepBody::Finalize { role, .. } => Some(role.name.as_str()),
-        StepBody::Gate { .. } | StepBody::Ask { .. } | StepBody::Branch => None,
+        StepBody::Gate { .. } | StepBody::Ask { .. } | StepBody::Branch | StepBody::Tool { .. } => {
+            None
+        }
     }
 }
 
@@ -192,6 +194,31 @@ fn check_invariants(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
                         .with_help(format!(
                             "remove `{}` from `{other_name}`'s tools",
                             tool.name
+                        )),
+                    );
+                }
+                // A `tool` step uses the tool with no role at all.
+                for step in symbols.steps.values() {
+                    let StepBody::Tool { tool: called, .. } = &step.body else {
+                        continue;
+                    };
+                    if called.name != tool.name {
+                        continue;
+                    }
+                    diagnostics.push(
+                        Diagnostic::new(
+                            Code::E010,
+                            called.span,
+                            format!(
+                                "step `{}` calls tool `{}`, but invariant `{}` allows only `{}` to use it",
+                                step.name.name, tool.name, invariant.name.name, role.name
+                            ),
+                        )
+                        .with_label("a `tool` step uses the tool without the role")
+                        .with_note(invariant.span, "the invariant is declared here")
+                        .with_help(format!(
+                            "let `{}` call `{}` in a role step, or drop the invariant",
+                            role.name, tool.name
                         )),
                     );
                 }

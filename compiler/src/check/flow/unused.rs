@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use super::for_each_root;
 use crate::check::Symbols;
 use crate::diagnostics::{Code, Diagnostic};
-use crate::syntax::ast::{GateRule, ModelRef, TypeExpr, TypeKind};
+use crate::syntax::ast::{GateRule, ModelRef, StepBody, TypeExpr, TypeKind};
 
 /// The warnings that look at one definition at a time (W004, W005, W006).
 pub(super) fn check_local(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
@@ -100,6 +100,12 @@ pub(super) fn check_unused(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnost
             }
         }
     }
+    // A `tool` step uses its tool without any role.
+    for step in symbols.steps.values() {
+        if let StepBody::Tool { tool, .. } = &step.body {
+            used_tools.insert(tool.name.as_str());
+        }
+    }
     for (name, tool) in &symbols.tools {
         if !used_tools.contains(name) {
             diagnostics.push(
@@ -108,9 +114,9 @@ pub(super) fn check_unused(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnost
                     tool.name.span,
                     format!("tool `{name}` is never used"),
                 )
-                .with_label("no role lists it in `tools`")
+                .with_label("no role lists it in `tools` and no `tool` step calls it")
                 .with_help(format!(
-                    "add `{name}` to a role's `tools: [...]`, or remove it"
+                    "add `{name}` to a role's `tools: [...]`, call it with `STEP = tool {name}(...)`, or remove it"
                 )),
             );
         }

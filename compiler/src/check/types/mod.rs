@@ -240,6 +240,20 @@ impl<'s, 'a> Checker<'s, 'a> {
                     contract: Some("Delivery".to_string()),
                     is_list: false,
                 },
+                // A tool step's output is its tool's output contract.
+                StepBody::Tool { tool, .. } => {
+                    let ty = self
+                        .symbols
+                        .tools
+                        .get(tool.name.as_str())
+                        .and_then(|tool| tool.output.as_ref())
+                        .map_or(Ty::Any, |output| self.contract_ty(output));
+                    StepType {
+                        contract: ty.contract_name().map(str::to_string),
+                        ty,
+                        is_list: false,
+                    }
+                }
                 // A branch calls nothing: it has no output to read.
                 StepBody::Branch => StepType {
                     ty: Ty::None,
@@ -727,6 +741,10 @@ impl<'s, 'a> Checker<'s, 'a> {
                     .with_help("give `max` a positive count, or remove it"),
                 );
             }
+            StepBody::Tool { tool, args } => {
+                let mut typer = self.typer(Place::Flow, items);
+                tool_call(&mut typer, symbols, tool, args, step);
+            }
             StepBody::Gate { .. } | StepBody::Ask { .. } | StepBody::Branch => {}
         }
         if let Next::When { arms, .. } = &step.next {
@@ -891,6 +909,103 @@ fn call(
             format!("`{}`'s input is declared here", role.name.name),
         ));
     }
+}
+
+/// `NAME = tool TOOL(arg)` (DESIGN §9.1): the tool is declared, and the one argument fits
+/// its input contract (E005).
+fn tool_call(
+    typer: &mut Typer<'_>,
+    symbols: &Symbols<'_>,
+    tool_name: &Ident,
+    args: &[Expr],
+    step: &Step,
+) {
+    let Some(tool) = symbols.tools.get(tool_name.name.as_str()) else {
+        let names: Vec<&str> = symbols.tools.keys().copied().collect();
+        items::unknown("tool", tool_name, names, typer.diagnostics);
+        for arg in args {
+            typer.infer(arg, None);
+        }
+        return;
+    };
+    let Some(input) = tool.input.as_ref() else {
+        for arg in args {
+            typer.infer(arg, None);
+        }
+        return;
+    };
+    let wanted = if symbols.is_contract(&input.name) {
+        Ty::Contract(input.name.clone())
+    } else {
+        Ty::Any
+    };
+    let [arg] = args else {
+        typer.diagnostics.push(
+            Diagnostic::new(
+                Code::E005,
+                step_call_span(tool_name, args, 1),
+                format!(
+                    "tool `{}` takes one `{}` but step `{}` passes {}",
+                    tool.name.name,
+                    input.name,
+                    step.name.name,
+                    plural(args.len(), "argument")
+                ),
+            )
+            .with_label(if args.len() > 1 {
+                "more arguments than the tool takes".to_string()
+            } else {
+                "argument missing".to_string()
+            })
+            .with_note(
+                input.span,
+                format!("`{}`'s input is declared here", tool.name.name),
+            )
+            .with_help(format!(
+                "pass one `{}` record, such as an earlier step's output",
+                input.name
+            )),
+        );
+        for arg in args {
+            typer.infer(arg, None);
+        }
+        return;
+    };
+    let actual = typer.infer(arg, Some(&wanted));
+    let Some(mismatch) = typer.contracts.mismatch(&actual, &wanted) else {
+        return;
+    };
+    let diagnostic = match mismatch {
+        Mismatch::Plain => Diagnostic::new(
+            Code::E005,
+            arg.span,
+            format!(
+                "tool `{}` takes `{}` but this step passes `{actual}`",
+                tool.name.name, input.name
+            ),
+        )
+        .with_label(format!("this is `{actual}`"))
+        .with_help(format!(
+            "pass a `{}` here, or change the `input:` of tool `{}`",
+            input.name, tool.name.name
+        )),
+        Mismatch::Fields(reasons) => Diagnostic::new(
+            Code::E005,
+            arg.span,
+            format!(
+                "tool `{}` takes `{}` but this record does not fit it: {}",
+                tool.name.name,
+                input.name,
+                reasons.join(", ")
+            ),
+        )
+        .with_label(format!("not a `{}`", input.name))
+        .with_help(format!("give exactly the fields of `{}`", input.name)),
+    };
+    typer.diagnostics.push(diagnostic.with_note(
+        input.span,
+        format!("`{}`'s input is declared here", tool.name.name),
+    ));
 }
 
 /// Where an argument-count mismatch shows: the extra arguments, or the role name when

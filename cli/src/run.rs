@@ -361,6 +361,7 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
             spec: scenario_spec(&run_file.spec, directory),
             description: Some(format!("recorded live run of {}", spec.name)),
             input: scrubber.value(&input),
+            turns: None,
             expect: None,
         };
         let mut recorded = Recorded::from_spec(spec);

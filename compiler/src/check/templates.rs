@@ -273,6 +273,9 @@ fn check_role(
     if !role.meta.is_empty() {
         provided.push("meta".to_string());
     }
+    if symbols.session.is_some() {
+        provided.push("session".to_string());
+    }
     let file = match template.location {
         Location::File { file, .. } => Some(file),
         Location::Inline { span } => Some(span.file),

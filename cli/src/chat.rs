@@ -1,6 +1,5 @@
 //! `charter chat SPEC [--session ID] [--tool NAME=COMMAND]... [--model ALIAS=PROVIDER:MODEL]... [--record DIR]`: a conversation at the terminal, one turn per line typed, each turn's answer on stdout, the session saved after every turn that answered.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -221,17 +220,18 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
         ..Recorded::from_spec(spec)
     });
     let mut all_completed = true;
-    let stdin = std::io::stdin();
-    let mut lines = stdin.lock().lines();
     loop {
-        let line = match lines.next() {
-            None => break,
-            Some(Ok(line)) => line,
-            Some(Err(error)) => {
+        // Stdin is locked only while a line is read: an `ask` step of a turn reads its
+        // answer from stdin too.
+        let mut line = String::new();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(error) => {
                 print_error(context, &format!("cannot read stdin: {error}"));
                 return Err(Outcome::Failed);
             }
-        };
+        }
         let message = line.trim();
         if message.is_empty() {
             continue;

@@ -223,6 +223,10 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
             Ok(opened) => Some(opened),
             Err(message) => {
                 print_error(context, &message);
+                // Nothing ran: the run directory made for this run goes again.
+                if args.resume.is_none() {
+                    let _ = std::fs::remove_dir(&run_dir);
+                }
                 return Ok(Outcome::Usage);
             }
         },

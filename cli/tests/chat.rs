@@ -358,3 +358,49 @@ async fn a_recorded_chat_replays_turn_by_turn() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_session_for_a_spec_that_keeps_none_is_a_usage_error() {
+    let server = server().await;
+    let dir = temp_dir("no-session");
+    let _ = std::fs::write(
+        dir.join("plain.charter"),
+        r#"spec plain version "1"
+models { default = "openai:m" }
+contract Request { text: string }
+contract Reply { text: string }
+role talker { model: default prompt: """{{ request.text }}""" input: Request output: Reply }
+flow { talk = talker(request) -> done }
+"#,
+    );
+    let _ = std::fs::write(dir.join("t.json"), r#"{"text": "hi"}"#);
+    for args in [
+        vec!["chat", "plain.charter", "--session", "s"],
+        vec![
+            "run",
+            "plain.charter",
+            "--session",
+            "s",
+            "--input",
+            "t.json",
+        ],
+    ] {
+        let output = typed(charter(&dir, &server, &args), "hello\n");
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("declares no `session`"), "{stderr}");
+    }
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        0
+    );
+    assert!(!dir.join(".charter/sessions").exists());
+    let runs = std::fs::read_dir(dir.join(".charter/runs"))
+        .map(|entries| entries.count())
+        .unwrap_or(0);
+    assert_eq!(
+        runs, 0,
+        "no run directory is left for a run that never started"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

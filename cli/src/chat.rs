@@ -12,7 +12,7 @@ use charter_runtime::record::{Recording, write_recording};
 use charter_runtime::run::{DeliveryTarget, RunConfig};
 use charter_runtime::scenario::{Cassette, Recorded, Scenario, TurnInput};
 use charter_runtime::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
-use charter_runtime::session::{load, save, session_path, validate_id};
+use charter_runtime::session::{load, save_turn, session_path, validate_id};
 use charter_runtime::trace::{Outcome as RunState, TraceSink};
 use charter_runtime::validate::{validate_request, violations_text};
 use clap::Args;
@@ -297,7 +297,7 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
         all_completed &= outcome.outcome == RunState::Completed;
         match (&mut session, &outcome.session) {
             (Some((id, path, state)), Some(next)) => {
-                save(path, next, &scrubber).map_err(|error| {
+                save_turn(path, spec, state.turn_count, next, &scrubber).map_err(|error| {
                     print_error(context, &error.to_string());
                     Outcome::Failed
                 })?;

@@ -389,7 +389,10 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     if let (Some((path, _)), Some(id)) = (&session, &run_file.session) {
         match &outcome.session {
             Some(next) => {
-                if let Err(error) = charter_runtime::session::save(path, next, &scrubber) {
+                let started = next.turn_count.saturating_sub(1);
+                if let Err(error) =
+                    charter_runtime::session::save_turn(path, spec, started, next, &scrubber)
+                {
                     print_error(context, &error.to_string());
                     return Ok(Outcome::Failed);
                 }

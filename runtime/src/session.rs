@@ -55,6 +55,14 @@ pub enum SessionError {
     },
     #[error("cannot write session file {path}: {message}")]
     Write { path: String, message: String },
+    #[error(
+        "session file {path} moved on while this turn ran (it is at turn {found}, this turn followed turn {expected}): another turn of the session was saved meanwhile, so this one is not"
+    )]
+    MovedOn {
+        path: String,
+        found: u64,
+        expected: u64,
+    },
 }
 
 impl Session {
@@ -201,6 +209,27 @@ pub fn load(path: &Path, spec: &CompiledSpec) -> Result<Session, SessionError> {
     let mut fields = fresh.fields;
     fields.extend(session.fields);
     Ok(Session { fields, ..session })
+}
+
+/// Saves `next`, the session after a turn that started from turn `started` (the
+/// `turn_count` it was loaded with), unless the file has moved on since: two turns of one
+/// session run at once must not silently drop one of them.
+pub fn save_turn(
+    path: &Path,
+    spec: &CompiledSpec,
+    started: u64,
+    next: &Session,
+    scrubber: &Scrubber,
+) -> Result<(), SessionError> {
+    let now = load(path, spec)?;
+    if now.turn_count != started {
+        return Err(SessionError::MovedOn {
+            path: path.display().to_string(),
+            found: now.turn_count,
+            expected: started,
+        });
+    }
+    save(path, next, scrubber)
 }
 
 /// Writes `session` to `path` atomically (creating its directory), secrets scrubbed.

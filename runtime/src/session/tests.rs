@@ -212,3 +212,39 @@ fn a_symlink_at_the_session_file_is_never_written_through() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_turn_is_not_saved_over_a_session_that_moved_on() {
+    let spec = compile_spec(SPEC);
+    let dir = temp_dir("moved-on");
+    let path = dir.join("s.json");
+    let scrubber = Scrubber::new(Vec::new());
+    let start = load(&path, &spec).unwrap_or_else(|error| panic!("{error}"));
+    let turn = |session: &Session, text: &str| {
+        session
+            .after_turn(
+                &spec,
+                &json!({"text": text}),
+                &json!({"text": "ok"}),
+                None,
+                &Map::new(),
+            )
+            .unwrap_or_else(|error| panic!("{error}"))
+    };
+    let first = turn(&start, "first");
+    save_turn(&path, &spec, start.turn_count, &first, &scrubber)
+        .unwrap_or_else(|error| panic!("{error}"));
+    // A second turn that also started from the new session, saved after the first.
+    let late = turn(&start, "late");
+    assert!(matches!(
+        save_turn(&path, &spec, start.turn_count, &late, &scrubber),
+        Err(SessionError::MovedOn {
+            found: 1,
+            expected: 0,
+            ..
+        })
+    ));
+    let kept = load(&path, &spec).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(kept.turns[0]["request"]["text"], "first");
+    let _ = std::fs::remove_dir_all(&dir);
+}

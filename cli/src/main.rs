@@ -1,9 +1,10 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
 //!
-//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`), each parsing its
+//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`, `run.rs`, `chat.rs`), each parsing its
 //! arguments and calling a library function; this file holds the `Cli`, the exit codes
 //! and the few printing helpers they share. Only this crate prints.
 
+mod chat;
 mod check;
 mod explain;
 mod graph;
@@ -48,6 +49,7 @@ enum Command {
     Replay(replay::ReplayArgs),
     Verify(verify::VerifyArgs),
     Run(run::RunArgs),
+    Chat(chat::ChatArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(&args, context),
         Command::Verify(args) => verify::run(&args, context),
         Command::Run(args) => run::run(&args, context),
+        Command::Chat(args) => chat::run(&args, context),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

@@ -294,7 +294,41 @@ fn replay(
         Some(directory) => DeliveryTarget::Directory(directory.clone()),
         None => DeliveryTarget::Memory,
     };
-    replay_cassette(spec, scenario.input.clone(), cassette, target, sink)
+    let Some(turns) = &scenario.turns else {
+        return replay_cassette(spec, scenario.input.clone(), cassette, target, sink);
+    };
+    // A conversation: each turn in order, in the session the turn before left; every
+    // turn's answer but the last is printed here (the last with the outcome).
+    let mut session = charter_runtime::session::Session::new(spec)
+        .map_err(|error| charter_runtime::run::RunError::Flow(error.to_string()))?;
+    let mut report: Option<ReplayReport> = None;
+    let count = turns.len();
+    for (index, turn) in turns.iter().enumerate() {
+        if let Some(previous) = &report {
+            crate::print_answer(previous.outcome.answer.as_ref())
+                .map_err(|error| charter_runtime::run::RunError::Flow(error.to_string()))?;
+        }
+        let number = u64::try_from(index + 1).unwrap_or(u64::MAX);
+        print_err(&format!("turn {number} of {count}\n"));
+        let replayed = charter_runtime::run::replay_cassette_in(
+            spec,
+            turn.input.clone(),
+            cassette.for_turn(number),
+            target.clone(),
+            Some(session.clone()),
+            sink,
+        )?;
+        if let Some(next) = &replayed.outcome.session {
+            session = next.clone();
+        }
+        let mut replayed = replayed;
+        if let Some(previous) = report {
+            replayed.unused_calls.splice(0..0, previous.unused_calls);
+            replayed.unused_humans.splice(0..0, previous.unused_humans);
+        }
+        report = Some(replayed);
+    }
+    report.ok_or_else(|| charter_runtime::run::RunError::Flow("`turns` is empty".to_string()))
 }
 
 /// The directory that holds `golden/` above the scenario; the current directory when
@@ -615,6 +649,19 @@ fn describe(event: &TraceEvent) -> Option<String> {
             format!("invariant {invariant} violated: {message}")
         }
         EventKind::Human { question, answer } => format!("asked {question:?}: {answer}"),
+        EventKind::Session {
+            turn, remembered, ..
+        } => {
+            let remembered: Vec<String> = remembered
+                .iter()
+                .map(|(field, value)| format!("{field} = {value}"))
+                .collect();
+            if remembered.is_empty() {
+                format!("turn {turn} kept")
+            } else {
+                format!("turn {turn} kept; remembered {}", remembered.join(", "))
+            }
+        }
     };
     Some(line)
 }

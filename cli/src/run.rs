@@ -1,4 +1,4 @@
-//! `charter run SPEC --input FILE [--out DIR] [--events FILE] [--record DIR] [--tool NAME=COMMAND]... [--run-dir DIR]` and `charter run --resume RUN_DIR [--force]`: a live run against real providers, shown live, journaled for resume, optionally recorded as a scenario.
+//! `charter run SPEC --input FILE [--session ID] [--out DIR] [--events FILE] [--record DIR] [--tool NAME=COMMAND]... [--run-dir DIR]` and `charter run --resume RUN_DIR [--force]`: a live run against real providers, shown live, journaled for resume, optionally recorded as a scenario.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,8 +33,10 @@ use crate::{Context, Outcome, print_err, print_error, summary_line};
 /// it arrives, so a run that was killed continues with `--resume RUN_DIR` without asking
 /// the model again for any answered call, with the same --out, --events and --record;
 /// a resume refuses a spec, prompt or input that changed since (unless --force). Ctrl-C
-/// and SIGTERM end the run `cancelled`. Exit status: 0 completed, 3 another terminal
-/// state, 1 an error, 2 a usage error.
+/// and SIGTERM end the run `cancelled`. With --session ID the run is one turn of a
+/// conversation kept in `.charter/sessions/ID.json` (for a spec with a `session`): the
+/// turn reads it, and a turn that answered saves it back (atomically). Exit status: 0
+/// completed, 3 another terminal state, 1 an error, 2 a usage error.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Example: charter run specs/seeds/closed_loop.charter --input request.json --record golden/closed_loop/live --tool search='python3 tools/search.py'"
@@ -47,6 +49,12 @@ pub struct RunArgs {
     /// The run's input (the `request`), a JSON file.
     #[arg(long, value_name = "FILE", required_unless_present = "resume")]
     pub input: Option<PathBuf>,
+
+    /// Run one turn of the conversation ID: read `.charter/sessions/ID.json` (a new
+    /// session when there is none), and save it after a turn that answered. ID is a
+    /// plain name (letters, digits, `-`, `_`).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
 
     /// Write the delivery (`delivery.json`) into DIR.
     #[arg(long, value_name = "DIR")]
@@ -107,6 +115,12 @@ struct RunFile {
     events: Option<PathBuf>,
     #[serde(default)]
     record: Option<PathBuf>,
+    /// `--session ID`, and the turn of that session this run is (a resume refuses a
+    /// session that has moved on since).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    session_turn: Option<u64>,
     #[serde(default)]
     hashes: RunHashes,
 }
@@ -203,6 +217,22 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Usage);
         }
     };
+
+    let session = match &run_file.session {
+        Some(id) => match open_session(spec, id, &run_file, args.resume.is_some()) {
+            Ok(opened) => Some(opened),
+            Err(message) => {
+                print_error(context, &message);
+                // Nothing ran: the run directory made for this run goes again.
+                if args.resume.is_none() {
+                    let _ = std::fs::remove_dir(&run_dir);
+                }
+                return Ok(Outcome::Usage);
+            }
+        },
+        None => None,
+    };
+    run_file.session_turn = session.as_ref().map(|(_, session)| session.next_turn());
 
     let variables: Vec<(String, String)> = std::env::vars().collect();
     let settings = LiveSettings::from_variables(variables.clone());
@@ -319,6 +349,7 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     let mut sink = ScrubbingSink::new(Fanout(sinks), scrubber.clone());
     let config = RunConfig {
         observer: Some(calls.clone()),
+        session: session.as_ref().map(|(_, session)| session.clone()),
         ..RunConfig::default()
     };
     let config = match &run_file.out {
@@ -355,12 +386,34 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     };
     print_err(&format!("{}\n", outcome_line(&outcome)));
     crate::print_answer(outcome.answer.as_ref())?;
+    if let (Some((path, _)), Some(id)) = (&session, &run_file.session) {
+        match &outcome.session {
+            Some(next) => {
+                let started = next.turn_count.saturating_sub(1);
+                if let Err(error) =
+                    charter_runtime::session::save_turn(path, spec, started, next, &scrubber)
+                {
+                    print_error(context, &error.to_string());
+                    return Ok(Outcome::Failed);
+                }
+                print_err(&format!(
+                    "session {id}: turn {} saved to {}\n",
+                    next.turn_count,
+                    display_path(path)
+                ));
+            }
+            None => print_err(&format!(
+                "session {id}: unchanged (the turn did not answer)\n"
+            )),
+        }
+    }
 
     if let Some(directory) = &run_file.record {
         let scenario = Scenario {
             spec: scenario_spec(&run_file.spec, directory),
             description: Some(format!("recorded live run of {}", spec.name)),
             input: scrubber.value(&input),
+            turns: None,
             expect: None,
         };
         let mut recorded = Recorded::from_spec(spec);
@@ -377,6 +430,51 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     } else {
         Outcome::NotCompleted
     })
+}
+
+/// The directory sessions are kept in, relative to where `charter` runs.
+pub(crate) fn sessions_dir() -> PathBuf {
+    PathBuf::from(".charter").join("sessions")
+}
+
+/// Loads session `id` for `spec` (a new one when it has no file yet): its path and state.
+/// A spec without a `session`, a recording of a session that already has turns, and a
+/// resume of a turn the session has moved past are refused with a sentence that says why.
+fn open_session(
+    spec: &CompiledSpec,
+    id: &str,
+    run_file: &RunFile,
+    resuming: bool,
+) -> Result<(PathBuf, charter_runtime::session::Session), String> {
+    if spec.session.is_none() {
+        return Err(format!(
+            "--session {id}: spec `{}` declares no `session`, so it keeps nothing between \
+             turns (add `session NAME keep N {{ ... }}` to the spec, or run without --session)",
+            spec.name
+        ));
+    }
+    let path = charter_runtime::session::session_path(&sessions_dir(), id)
+        .map_err(|error| error.to_string())?;
+    let session = charter_runtime::session::load(&path, spec).map_err(|error| error.to_string())?;
+    if resuming
+        && run_file
+            .session_turn
+            .is_some_and(|turn| turn != session.next_turn())
+    {
+        return Err(format!(
+            "session {id} has moved on since this run started (it is at turn {}); the turn \
+             was saved already or another turn ran; start a new run instead",
+            session.turn_count
+        ));
+    }
+    if run_file.record.is_some() && session.turn_count > 0 {
+        return Err(format!(
+            "--record starts from a new session, and session {id} already has {} turn(s); \
+             record the whole conversation with `charter chat --record DIR`",
+            session.turn_count
+        ));
+    }
+    Ok((path, session))
 }
 
 /// What `prepare` found: the run directory, what to run, and the input it read.
@@ -419,6 +517,8 @@ fn prepare(args: &RunArgs, context: Context) -> Result<Prepared, Outcome> {
                 out: None,
                 events: None,
                 record: None,
+                session: None,
+                session_turn: None,
                 hashes: RunHashes::default(),
             };
             (PathBuf::new(), run_file)
@@ -439,6 +539,13 @@ fn prepare(args: &RunArgs, context: Context) -> Result<Prepared, Outcome> {
     }
     if let Some(record) = &args.record {
         run_file.record = Some(absolute(record));
+    }
+    if let Some(session) = &args.session {
+        if let Err(error) = charter_runtime::session::validate_id(session) {
+            print_error(context, &error.to_string());
+            return Err(Outcome::Usage);
+        }
+        run_file.session = Some(session.clone());
     }
     if let Some(tool) = run_file.tools.iter().find(|tool| tool.contains(REDACTED)) {
         let name = tool.split_once('=').map_or(tool.as_str(), |(name, _)| name);
@@ -578,7 +685,7 @@ fn write_run_file(run_dir: &Path, run_file: &RunFile, scrubber: &Scrubber) -> Re
 }
 
 /// The tools given as `NAME=COMMAND`.
-fn tool_box(spec: &CompiledSpec, tools: &[String]) -> Result<ToolBox, String> {
+pub(crate) fn tool_box(spec: &CompiledSpec, tools: &[String]) -> Result<ToolBox, String> {
     let mut tool_box = ToolBox::for_spec(spec);
     for given in tools {
         let Some((name, command)) = given.split_once('=') else {
@@ -592,7 +699,7 @@ fn tool_box(spec: &CompiledSpec, tools: &[String]) -> Result<ToolBox, String> {
 }
 
 /// Runs the spec on a tokio runtime with a real clock; Ctrl-C or SIGTERM cancels it.
-fn run_live(
+pub(crate) fn run_live(
     spec: &CompiledSpec,
     input: Value,
     provider: Arc<dyn charter_runtime::provider::Provider>,
@@ -631,7 +738,7 @@ fn run_live(
 }
 
 /// `outcome: completed (gate_passed); delivered c1 (sha256:...) to out/delivery.json`
-fn outcome_line(outcome: &RunOutcome) -> String {
+pub(crate) fn outcome_line(outcome: &RunOutcome) -> String {
     let mut line = format!("outcome: {} ({})", outcome.outcome, outcome.reason);
     if let Some(message) = &outcome.message {
         line.push_str(&format!(
@@ -653,7 +760,7 @@ fn outcome_line(outcome: &RunOutcome) -> String {
 
 /// The spec's path as a scenario in `record_dir` names it: relative to the project root
 /// (the directory holding `golden/`) when the recording is under one, else absolute.
-fn scenario_spec(spec: &Path, record_dir: &Path) -> String {
+pub(crate) fn scenario_spec(spec: &Path, record_dir: &Path) -> String {
     let spec = std::path::absolute(spec).unwrap_or_else(|_| spec.to_path_buf());
     let record_dir = std::path::absolute(record_dir).unwrap_or_else(|_| record_dir.to_path_buf());
     let root = record_dir
@@ -673,7 +780,7 @@ fn scenario_spec(spec: &Path, record_dir: &Path) -> String {
 }
 
 /// Every event to every sink.
-struct Fanout(Vec<Box<dyn TraceSink>>);
+pub(crate) struct Fanout(pub(crate) Vec<Box<dyn TraceSink>>);
 
 impl TraceSink for Fanout {
     fn append(
@@ -689,7 +796,7 @@ impl TraceSink for Fanout {
 
 /// Asks the person at the terminal: the question on stderr, `y` or `n` (and an optional
 /// note after it) on stdin. No answer (end of input) is an error: the run cannot decide.
-struct TerminalHumans;
+pub(crate) struct TerminalHumans;
 
 impl HumanChannel for TerminalHumans {
     fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
@@ -758,7 +865,7 @@ fn report_bad_input(
 }
 
 /// The roles the flow calls: of role, `each`, `finalize` steps and per-item checks' judges.
-fn roles_called(spec: &CompiledSpec) -> std::collections::BTreeSet<&str> {
+pub(crate) fn roles_called(spec: &CompiledSpec) -> std::collections::BTreeSet<&str> {
     use charter_compiler::graph::StepKind;
     let mut roles = std::collections::BTreeSet::new();
     for step in spec.flow.graph.node_weights() {

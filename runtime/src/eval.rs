@@ -54,8 +54,10 @@ pub struct Bindings {
     pub steps: BTreeMap<String, Arc<Value>>,
     pub candidate: Option<Arc<Value>>,
     pub best: Option<Arc<Value>>,
-    /// `{round, step_count, tokens, cost, elapsed}`.
+    /// `{round, step_count, tokens, cost, elapsed, answered_by?}`.
     pub run: Option<Value>,
+    /// The conversation's state (`session`), in a spec that keeps one.
+    pub session: Option<Arc<Value>>,
     pub score: Option<Value>,
     pub item: Option<Value>,
     /// The `by` role's verdict inside a per-item check, by role name.
@@ -81,6 +83,7 @@ impl Bindings {
             NameIr::Candidate => self.candidate = Some(Arc::new(value)),
             NameIr::Best => self.best = Some(Arc::new(value)),
             NameIr::Run => self.run = Some(value),
+            NameIr::Session => self.session = Some(Arc::new(value)),
             NameIr::Score => self.score = Some(value),
             NameIr::Item => self.item = Some(value),
             NameIr::ByRole(role) => {
@@ -101,6 +104,7 @@ impl Env for Bindings {
             NameIr::Candidate => self.candidate.as_deref(),
             NameIr::Best => self.best.as_deref(),
             NameIr::Run => self.run.as_ref(),
+            NameIr::Session => self.session.as_deref(),
             NameIr::Score => self.score.as_ref(),
             NameIr::Item => self.item.as_ref(),
             NameIr::ByRole(role) => self.by_role.get(role),
@@ -177,6 +181,7 @@ pub fn name_text(name: &NameIr) -> &str {
         NameIr::Candidate => "candidate",
         NameIr::Best => "best",
         NameIr::Run => "run",
+        NameIr::Session => "session",
         NameIr::Score => "score",
         NameIr::Item => "item",
         NameIr::Step(name) | NameIr::ByRole(name) | NameIr::Local(name) => name,

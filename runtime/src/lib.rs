@@ -47,6 +47,7 @@ pub mod replay;
 pub mod run;
 pub mod scenario;
 pub mod secrets;
+pub mod session;
 pub mod tools;
 pub mod trace;
 pub mod validate;

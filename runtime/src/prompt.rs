@@ -67,6 +67,8 @@ pub struct PromptContext<'a> {
     pub history: Option<&'a Value>,
     /// `run`: `{round, step_count, tokens, cost, elapsed}`.
     pub run: Option<&'a Value>,
+    /// `session`: the conversation's fields and turns, in a spec that keeps a session.
+    pub session: Option<&'a Value>,
 }
 
 /// Renders the prompt of role `role` of `spec` for `inputs` (one value per input
@@ -189,6 +191,9 @@ impl<'spec> Prompts<'spec> {
         );
         if let Some(history) = extra.history {
             variables.insert("history".to_string(), json_value(history));
+        }
+        if let Some(session) = extra.session {
+            variables.insert("session".to_string(), json_value(session));
         }
         if !role_ir.meta.is_empty() {
             let meta: serde_json::Map<String, Value> = role_ir

@@ -170,6 +170,7 @@ impl Recording {
         cassette.humans = lock(&self.store.humans)
             .iter()
             .map(|((step, round, attempt), answer)| RecordedHuman {
+                turn: 1,
                 step: step.clone(),
                 round: *round,
                 attempt: *attempt,
@@ -327,6 +328,7 @@ impl Store {
 
 fn empty_call(key: &CallKey) -> RecordedCall {
     RecordedCall {
+        turn: 1,
         step: key.step.clone(),
         round: key.round,
         item: key.item.clone(),
@@ -516,6 +518,7 @@ impl<H: HumanChannel> HumanChannel for RecordingHumans<H> {
             let answer = self.inner.ask(request).await?;
             let answer = self.store.scrub(&answer);
             self.store.record_human(RecordedHuman {
+                turn: 1,
                 step: slot.0,
                 round: slot.1,
                 attempt: slot.2,

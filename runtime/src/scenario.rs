@@ -34,10 +34,22 @@ pub struct Scenario {
     pub spec: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// The run's input (the `request`).
+    /// The run's input (the `request`); absent in a conversation, which has `turns`.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub input: Value,
+    /// A conversation (DESIGN §9.4): one input per turn, replayed in order with the
+    /// session carried from turn to turn; the cassette's keys say which turn (`turn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<Vec<TurnInput>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expectation>,
+}
+
+/// One turn of a conversation scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnInput {
+    pub input: Value,
 }
 
 /// Quick assertions on how a scenario's run ends.
@@ -218,6 +230,9 @@ impl Recorded {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordedCall {
+    /// The turn of a conversation the call belongs to (DESIGN §9.4; default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub turn: u64,
     pub step: String,
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub round: u64,
@@ -407,6 +422,9 @@ pub struct RecordedToolCall {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordedHuman {
+    /// The turn of a conversation the answer belongs to (default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub turn: u64,
     pub step: String,
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub round: u64,
@@ -450,7 +468,28 @@ pub struct LoadError(#[from] pub YamlError);
 impl Scenario {
     /// Parses `text`, the content of the file shown as `file`.
     pub fn from_yaml(file: &str, text: &str) -> Result<Scenario, LoadError> {
-        Ok(yaml::from_str(file, text)?)
+        let scenario: Scenario = yaml::from_str(file, text)?;
+        let error = |message: &str| LoadError(YamlError::at(file, None, None, message.to_string()));
+        match (&scenario.turns, scenario.input.is_null()) {
+            (Some(_), false) => Err(error(
+                "a scenario has `input` (one run) or `turns` (a conversation), not both",
+            )),
+            (Some(turns), true) if turns.is_empty() => Err(error(
+                "`turns` is empty: a conversation has at least one turn",
+            )),
+            (None, true) => Err(error(
+                "a scenario needs `input` (the request), or `turns: [{input}, ...]` for a conversation",
+            )),
+            _ => Ok(scenario),
+        }
+    }
+
+    /// The inputs of the runs this scenario makes: one, or one per turn.
+    pub fn inputs(&self) -> Vec<Value> {
+        match &self.turns {
+            Some(turns) => turns.iter().map(|turn| turn.input.clone()).collect(),
+            None => vec![self.input.clone()],
+        }
     }
 
     /// Reads and parses the file at `path`.
@@ -473,6 +512,34 @@ impl Cassette {
             calls: Vec::new(),
             humans: Vec::new(),
             faults: Vec::new(),
+        }
+    }
+
+    /// The part of a conversation's cassette that answers turn `turn`: its calls and human
+    /// answers (keyed as in a one-turn cassette), the recorded block and the faults.
+    pub fn for_turn(&self, turn: u64) -> Cassette {
+        Cassette {
+            version: self.version,
+            recorded: self.recorded.clone(),
+            calls: self
+                .calls
+                .iter()
+                .filter(|call| call.turn == turn)
+                .map(|call| RecordedCall {
+                    turn: 1,
+                    ..call.clone()
+                })
+                .collect(),
+            humans: self
+                .humans
+                .iter()
+                .filter(|human| human.turn == turn)
+                .map(|human| RecordedHuman {
+                    turn: 1,
+                    ..human.clone()
+                })
+                .collect(),
+            faults: self.faults.clone(),
         }
     }
 
@@ -537,13 +604,16 @@ impl Cassette {
                 ),
             ));
         }
-        let mut seen: HashMap<CallKey, usize> = HashMap::new();
+        let mut seen: HashMap<(u64, CallKey), usize> = HashMap::new();
         for (index, call) in self.calls.iter().enumerate() {
             let line = line_of(&positions.calls, index);
-            if call.round == 0 || call.attempt == 0 {
+            if call.round == 0 || call.attempt == 0 || call.turn == 0 {
                 return Err(error(
                     line,
-                    format!("call {}: `round` and `attempt` count from 1", call.key()),
+                    format!(
+                        "call {}: `turn`, `round` and `attempt` count from 1",
+                        call.key()
+                    ),
                 ));
             }
             if let Some(problem) = call.shape_problem() {
@@ -576,21 +646,26 @@ impl Cassette {
                     ),
                 ));
             }
-            if let Some(first) = seen.insert(call.key(), index) {
+            if let Some(first) = seen.insert((call.turn, call.key()), index) {
                 let first_line = line_of(&positions.calls, first)
                     .map(|line| format!(" (first at line {line})"))
                     .unwrap_or_default();
+                let turn = if call.turn == 1 {
+                    String::new()
+                } else {
+                    format!(" in turn {}", call.turn)
+                };
                 return Err(error(
                     line,
-                    format!("duplicate call {}{first_line}", call.key()),
+                    format!("duplicate call {}{turn}{first_line}", call.key()),
                 ));
             }
         }
-        let mut seen_humans: HashMap<(&str, u64, u64), usize> = HashMap::new();
+        let mut seen_humans: HashMap<(u64, &str, u64, u64), usize> = HashMap::new();
         for (index, human) in self.humans.iter().enumerate() {
             let line = line_of(&positions.humans, index);
             if let Some(first) =
-                seen_humans.insert((&human.step, human.round, human.attempt), index)
+                seen_humans.insert((human.turn, &human.step, human.round, human.attempt), index)
             {
                 let first_line = line_of(&positions.humans, first)
                     .map(|line| format!(" (first at line {line})"))

@@ -86,6 +86,10 @@ pub enum EventKind {
         spec: String,
         version: String,
         input: Value,
+        /// The turn of the conversation this run is (1 for the first), in a run given a
+        /// session (DESIGN §9.4).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<u64>,
     },
     /// The content hashes the run is bound to (DESIGN §4 "Frozen plan").
     PlanFrozen {
@@ -221,6 +225,13 @@ pub enum EventKind {
     InvariantViolated { invariant: String, message: String },
     /// A person answered an `ask`.
     Human { question: String, answer: Value },
+    /// A turn answered: what its `remember` assignments gave the session's fields (`none`
+    /// clears an optional field), and how many turns the session keeps now.
+    Session {
+        turn: u64,
+        remembered: BTreeMap<String, Value>,
+        kept: u64,
+    },
     /// The run ended.
     RunFinished {
         outcome: Outcome,

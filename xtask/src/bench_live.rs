@@ -444,6 +444,7 @@ mod tests {
                 spec: "closed_loop".to_string(),
                 version: "1.0.0".to_string(),
                 input: json!({}),
+                turn: None,
             },
         )
     }

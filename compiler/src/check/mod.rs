@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 
 use crate::diagnostics::{Code, Diagnostic, Sources};
 use crate::syntax::ast::{
-    Budget, Contract, Flow, Gate, Ident, Invariant, Item, ModelEntry, Repair, Role, RulesBlock,
-    SpecFile, Step, Tool,
+    Budget, Contract, Flow, Gate, Ident, Invariant, Item, ModelEntry, Remember, Repair, Role,
+    RulesBlock, Session, SpecFile, Step, Tool,
 };
 
 /// The names of the built-in contracts, always in scope.
@@ -38,6 +38,10 @@ pub struct Symbols<'a> {
     pub repair: Option<&'a Repair>,
     pub budget: Option<&'a Budget>,
     pub flow: Option<&'a Flow>,
+    /// The first `session` block (a second one is E003); its fields are also a contract.
+    pub session: Option<&'a Session>,
+    /// Every `remember`, in source order.
+    pub remembers: Vec<&'a Remember>,
 }
 
 impl<'a> Symbols<'a> {
@@ -127,6 +131,24 @@ impl<'a> Symbols<'a> {
                         diagnostics,
                     );
                 }
+                Item::Session(session) => {
+                    if single(
+                        &mut symbols.session,
+                        session,
+                        session.span,
+                        "session",
+                        diagnostics,
+                    ) {
+                        insert(
+                            &mut symbols.contracts,
+                            &session.contract.name,
+                            &session.contract,
+                            "contract",
+                            diagnostics,
+                        );
+                    }
+                }
+                Item::Remember(remember) => symbols.remembers.push(remember),
                 Item::Flow(flow) => {
                     if single(&mut symbols.flow, flow, flow.span, "flow", diagnostics) {
                         for step in &flow.steps {

@@ -273,6 +273,9 @@ fn check_role(
     if !role.meta.is_empty() {
         provided.push("meta".to_string());
     }
+    if symbols.session.is_some() {
+        provided.push("session".to_string());
+    }
     let file = match template.location {
         Location::File { file, .. } => Some(file),
         Location::Inline { span } => Some(span.file),
@@ -370,6 +373,7 @@ fn check_role(
             .with_label("not provided to this template");
             let suggestion = did_you_mean(variable, provided.iter().map(String::as_str));
             diagnostic = diagnostic.with_help(match suggestion {
+                _ if variable == "session" => "`session` exists in a spec that keeps one between turns: declare `session Chat keep 20 { FIELD: TYPE? }`".to_string(),
                 _ if variable == "history" => format!(
                     "add `history: [STEP, ...]` to role `{}` to give its template the earlier outputs of those steps",
                     role.name.name

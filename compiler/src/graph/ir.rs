@@ -55,10 +55,31 @@ pub struct CompiledSpec {
     pub budget: BudgetIr,
     /// The flow graph.
     pub flow: FlowIr,
+    /// The conversation state kept between turns (`session ... keep N`), if declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionIr>,
     /// Where things were written, for diagnostics computed from the IR (bounds). Not
     /// serialized: the runtime does not see source positions.
     #[serde(skip)]
     pub spans: SpecSpans,
+}
+
+/// `session NAME keep N { fields }` and the spec's `remember` assignments (DESIGN §9.4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionIr {
+    /// The contract of the session's fields (in [`CompiledSpec::contracts`]).
+    pub contract: String,
+    /// How many turns `session.turns` keeps.
+    pub keep: u64,
+    /// `remember FIELD = EXPR`, in source order: evaluated after a turn that answered.
+    pub remember: Vec<RememberIr>,
+}
+
+/// `remember FIELD = EXPR`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RememberIr {
+    pub field: String,
+    pub value: ExprIr,
 }
 
 /// Source positions of the parts of a spec that diagnostics over the IR point at.
@@ -694,8 +715,10 @@ pub enum NameIr {
     Candidate,
     /// `best`: the best evaluated candidate.
     Best,
-    /// `run`: `{round, step_count, tokens, cost, elapsed}`.
+    /// `run`: `{round, step_count, tokens, cost, elapsed, answered_by}`.
     Run,
+    /// `session`: the conversation's fields and its last `turns`.
+    Session,
     /// `score`: the gate's weighted mean score.
     Score,
     /// `item`: the item's output, inside a per-item check.

@@ -99,8 +99,28 @@ impl<'a> Lowerer<'a, '_> {
             invariants: self.invariants()?,
             budget,
             flow,
+            session: self.session()?,
             spans,
         })
+    }
+
+    /// The session and its `remember` assignments.
+    fn session(&self) -> Result<Option<SessionIr>> {
+        let Some(session) = self.symbols.session else {
+            return Ok(None);
+        };
+        let mut remember = Vec::new();
+        for entry in &self.symbols.remembers {
+            remember.push(RememberIr {
+                field: entry.field.name.clone(),
+                value: self.expr(&entry.value, &mut Scope::default())?,
+            });
+        }
+        Ok(Some(SessionIr {
+            contract: session.contract.name.name.clone(),
+            keep: session.keep.as_ref().map_or(1, |keep| keep.value),
+            remember,
+        }))
     }
 
     /// The contract of `request`, as the checker decided it.
@@ -980,6 +1000,7 @@ impl<'a> Lowerer<'a, '_> {
             "candidate" => return Some(NameIr::Candidate),
             "best" => return Some(NameIr::Best),
             "run" => return Some(NameIr::Run),
+            "session" if self.symbols.session.is_some() => return Some(NameIr::Session),
             "score" if scope.score => return Some(NameIr::Score),
             _ => {}
         }

@@ -25,6 +25,7 @@ impl Display for NameIr {
             NameIr::Candidate => "candidate",
             NameIr::Best => "best",
             NameIr::Run => "run",
+            NameIr::Session => "session",
             NameIr::Score => "score",
             NameIr::Item => "item",
             NameIr::Step(name) | NameIr::ByRole(name) | NameIr::Local(name) => name,

@@ -73,6 +73,10 @@ pub enum Item {
     Repair(Repair),
     Invariant(Invariant),
     Budget(Budget),
+    /// `session NAME keep N { fields }` (DESIGN §9.4).
+    Session(Session),
+    /// `remember FIELD = EXPR`.
+    Remember(Remember),
     Flow(Flow),
 }
 
@@ -80,6 +84,25 @@ pub enum Item {
 pub struct Import {
     pub path: StringLit,
     pub role: Option<Role>,
+    /// `import role "x.md" { permit TOOL when EXPR }`: rules the spec adds to the role
+    /// (already added to `role.permits`; kept here for their spans).
+    pub permits: Vec<Permit>,
+    pub span: Span,
+}
+
+/// `session NAME keep N { field* }`: the fields are a contract named NAME.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Session {
+    pub contract: Contract,
+    pub keep: Option<IntLit>,
+    pub span: Span,
+}
+
+/// `remember FIELD = EXPR`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remember {
+    pub field: Ident,
+    pub value: Expr,
     pub span: Span,
 }
 

@@ -151,7 +151,7 @@ fn is_operator(name: &str) -> bool {
 }
 
 /// The readable names of the words that start an item.
-const ITEM_NAMES: [&str; 11] = [
+const ITEM_NAMES: [&str; 13] = [
     "`import`",
     "`models`",
     "`rules`",
@@ -162,6 +162,8 @@ const ITEM_NAMES: [&str; 11] = [
     "`repair`",
     "`invariant`",
     "`budget`",
+    "`session`",
+    "`remember`",
     "`flow`",
 ];
 
@@ -186,7 +188,7 @@ fn help(expected: &[&str], found: &str) -> Option<String> {
     }
     if expected == ["an item"] {
         return Some(
-            "an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget` or `flow`"
+            "an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget`, `session`, `remember` or `flow`"
                 .to_string(),
         );
     }
@@ -307,6 +309,10 @@ fn readable(rule: Rule) -> &'static str {
         Rule::repair | Rule::kw_repair | Rule::repair_target => "`repair`",
         Rule::invariant | Rule::kw_invariant => "`invariant`",
         Rule::budget | Rule::kw_budget => "`budget`",
+        Rule::session | Rule::kw_session => "`session`",
+        Rule::kw_keep => "`keep`",
+        Rule::remember | Rule::kw_remember => "`remember`",
+        Rule::import_props => "`{`",
         Rule::flow | Rule::kw_flow => "`flow`",
         Rule::kw_string => "`string`",
         Rule::kw_bool => "`bool`",

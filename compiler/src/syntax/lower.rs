@@ -104,6 +104,9 @@ fn is_token(rule: Rule) -> bool {
             | Rule::kw_on_exhausted
             | Rule::kw_branch
             | Rule::kw_permit
+            | Rule::kw_session
+            | Rule::kw_keep
+            | Rule::kw_remember
             | Rule::kw_temperature
             | Rule::kw_top_p
             | Rule::kw_max_tokens
@@ -327,6 +330,8 @@ impl Lowerer<'_> {
             Rule::repair => Item::Repair(self.repair(pair)?),
             Rule::invariant => Item::Invariant(self.invariant(pair)?),
             Rule::budget => Item::Budget(self.budget(pair)?),
+            Rule::session => Item::Session(self.session(pair)?),
+            Rule::remember => Item::Remember(self.remember(pair)?),
             Rule::flow => Item::Flow(self.flow(pair)?),
             _ => return None,
         })
@@ -334,9 +339,53 @@ impl Lowerer<'_> {
 
     fn import(&mut self, pair: Pair<'_, Rule>) -> Option<Import> {
         let span = self.span(&pair);
-        let path = self.string(&values(pair).next()?);
-        let role = role_file::load(self, &path);
-        Some(Import { path, role, span })
+        let mut children = values(pair);
+        let path = self.string(&children.next()?);
+        let mut permits = Vec::new();
+        if let Some(props) = children.next() {
+            for property in values(props) {
+                let property_span = self.span(&property);
+                let mut parts = values(property);
+                let tool = self.ident(&parts.next()?);
+                let condition = self.expr(parts.next()?)?;
+                permits.push(Permit {
+                    tool,
+                    condition,
+                    span: property_span,
+                });
+            }
+        }
+        let mut role = role_file::load(self, &path);
+        if let Some(role) = &mut role {
+            role.permits.extend(permits.iter().cloned());
+        }
+        Some(Import {
+            path,
+            role,
+            permits,
+            span,
+        })
+    }
+
+    fn session(&mut self, pair: Pair<'_, Rule>) -> Option<Session> {
+        let span = self.span(&pair);
+        let mut children = values(pair);
+        let name = self.ident(&children.next()?);
+        let keep = self.int(&children.next()?);
+        let fields = self.fields(children)?;
+        Some(Session {
+            contract: Contract { name, fields, span },
+            keep,
+            span,
+        })
+    }
+
+    fn remember(&mut self, pair: Pair<'_, Rule>) -> Option<Remember> {
+        let span = self.span(&pair);
+        let mut children = values(pair);
+        let field = self.ident(&children.next()?);
+        let value = self.expr(children.next()?)?;
+        Some(Remember { field, value, span })
     }
 
     fn models(&mut self, pair: Pair<'_, Rule>) -> Option<ModelsBlock> {
@@ -431,6 +480,12 @@ impl Lowerer<'_> {
         let span = self.span(&pair);
         let mut children = values(pair);
         let name = self.ident(&children.next()?);
+        let fields = self.fields(children)?;
+        Some(Contract { name, fields, span })
+    }
+
+    /// A contract's (or a session's) fields; a field whose type is bad is left out.
+    fn fields<'i>(&mut self, children: impl Iterator<Item = Pair<'i, Rule>>) -> Option<Vec<Field>> {
         let mut fields = Vec::new();
         for field in children {
             let field_span = self.span(&field);
@@ -451,7 +506,7 @@ impl Lowerer<'_> {
                 span: field_span,
             });
         }
-        Some(Contract { name, fields, span })
+        Some(fields)
     }
 
     fn type_expr(&mut self, pair: Pair<'_, Rule>) -> Option<TypeExpr> {

@@ -30,7 +30,7 @@ const MAX_SYNTAX_ERRORS: usize = 100;
 
 /// Words that start an item; a line that starts with one of them is where parsing
 /// resumes after a syntax error.
-const ITEM_KEYWORDS: [&str; 11] = [
+const ITEM_KEYWORDS: [&str; 13] = [
     "import",
     "models",
     "rules",
@@ -41,6 +41,8 @@ const ITEM_KEYWORDS: [&str; 11] = [
     "repair",
     "invariant",
     "budget",
+    "session",
+    "remember",
     "flow",
 ];
 
@@ -331,6 +333,8 @@ fn entry_rule(rest: &str) -> Rule {
         "repair" => Rule::repair_entry,
         "invariant" => Rule::invariant_entry,
         "budget" => Rule::budget_entry_point,
+        "session" => Rule::session_entry,
+        "remember" => Rule::remember_entry,
         _ => Rule::item_entry,
     }
 }

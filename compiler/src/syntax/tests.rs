@@ -199,6 +199,8 @@ fn design_example_parses_clean() {
             Item::Repair(_) => "repair",
             Item::Invariant(_) => "invariant",
             Item::Budget(_) => "budget",
+            Item::Session(_) => "session",
+            Item::Remember(_) => "remember",
             Item::Flow(_) => "flow",
         })
         .collect();
@@ -584,7 +586,7 @@ fn helpful_messages() {
     );
     assert_eq!(
         help(&format!("{HEADER}widget x {{}}\n")),
-        "expected an item: an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget` or `flow`"
+        "expected an item: an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget`, `session`, `remember` or `flow`"
     );
 }
 
@@ -1578,5 +1580,45 @@ flow {
             r#"Some("review.problems")"#,
             "Go on? Some(2)",
         ]
+    );
+}
+
+#[test]
+fn session_remember_and_permits_on_an_import_parse() {
+    let text = format!(
+        "{HEADER}import role \"roles/creative.md\" {{ permit web_search when args.q != \"\" }}\n\
+         session Chat keep 20 {{ role: string?  mood: string = \"calm\" }}\n\
+         remember role = run.answered_by\n"
+    );
+    let (spec, diagnostics, _) = parse_with(&text, &example_loader());
+    assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+    let spec = spec.unwrap_or_else(|| panic!("no spec"));
+    let mut items = spec.items.iter();
+    let Some(Item::Import(import)) = items.next() else {
+        panic!("not an import");
+    };
+    assert_eq!(import.permits.len(), 1);
+    assert_eq!(
+        import.role.as_ref().map(|role| role.permits.len()),
+        Some(1),
+        "the import's permits are the role's"
+    );
+    let Some(Item::Session(session)) = items.next() else {
+        panic!("not a session");
+    };
+    assert_eq!(session.contract.name.name, "Chat");
+    assert_eq!(session.keep.as_ref().map(|keep| keep.value), Some(20));
+    assert_eq!(session.contract.fields.len(), 2);
+    let Some(Item::Remember(remember)) = items.next() else {
+        panic!("not a remember");
+    };
+    assert_eq!(remember.field.name, "role");
+}
+
+#[test]
+fn a_session_without_keep_says_what_was_expected() {
+    check(
+        &format!("{HEADER}session Chat {{ role: string? }}\n"),
+        "E001 2:14 expected `keep`",
     );
 }

@@ -540,8 +540,87 @@ pub struct Replayed {
     pub trace: String,
     pub unused_calls: Vec<CallKey>,
     pub unused_humans: Vec<crate::provider::HumanKey>,
+    /// The turn of each of `unused_calls` and `unused_humans`, in order (all 1 outside a
+    /// conversation).
+    pub unused_call_turns: Vec<u64>,
+    pub unused_human_turns: Vec<u64>,
     /// Role -> the rendered prompt of its first call (by call key).
     pub prompts: BTreeMap<String, String>,
+}
+
+/// A replay that failed, and in which turn of a conversation (1 for a single run).
+#[derive(Debug)]
+pub struct ReplayFailure {
+    pub turn: u64,
+    pub error: RunError,
+}
+
+/// Replays a scenario's run, or each turn of its conversation in order with the session
+/// carried from turn to turn (DESIGN §9.4): one trace, whose `run_started` events carry
+/// the turn; the outcome is the last turn's.
+pub fn replay_scenario(
+    spec: &CompiledSpec,
+    scenario: &Scenario,
+    cassette: &Cassette,
+    root: &Path,
+) -> Result<Replayed, ReplayFailure> {
+    let Some(turns) = &scenario.turns else {
+        return replay(spec, scenario.input.clone(), cassette.clone(), root)
+            .map_err(|error| ReplayFailure { turn: 1, error });
+    };
+    let mut session = crate::session::Session::new(spec).map_err(|error| ReplayFailure {
+        turn: 1,
+        error: RunError::Flow(format!("a scenario with `turns` needs a session: {error}")),
+    })?;
+    let mut all: Option<Replayed> = None;
+    for (index, turn) in turns.iter().enumerate() {
+        let number = u64::try_from(index).unwrap_or(u64::MAX).saturating_add(1);
+        let replayed = replay_turn(
+            spec,
+            turn.input.clone(),
+            cassette.for_turn(number),
+            root,
+            Some(session.clone()),
+        )
+        .map_err(|error| ReplayFailure {
+            turn: number,
+            error,
+        })?;
+        if let Some(next) = &replayed.outcome.session {
+            session = next.clone();
+        }
+        all = Some(match all {
+            None => replayed,
+            Some(mut so_far) => {
+                so_far.events.extend(replayed.events);
+                so_far.trace.push_str(&replayed.trace);
+                so_far
+                    .unused_call_turns
+                    .extend(replayed.unused_calls.iter().map(|_| number));
+                so_far.unused_calls.extend(replayed.unused_calls);
+                so_far
+                    .unused_human_turns
+                    .extend(replayed.unused_humans.iter().map(|_| number));
+                so_far.unused_humans.extend(replayed.unused_humans);
+                for (role, prompt) in replayed.prompts {
+                    so_far.prompts.entry(role).or_insert(prompt);
+                }
+                so_far.outcome = replayed.outcome;
+                so_far
+            }
+        });
+    }
+    // Calls recorded for a turn the scenario does not have are never made.
+    let mut replayed = all.ok_or_else(|| ReplayFailure {
+        turn: 1,
+        error: RunError::Flow("`turns` is empty".to_string()),
+    })?;
+    let count = u64::try_from(turns.len()).unwrap_or(u64::MAX);
+    for call in cassette.calls.iter().filter(|call| call.turn > count) {
+        replayed.unused_calls.push(call.key());
+        replayed.unused_call_turns.push(call.turn);
+    }
+    Ok(replayed)
 }
 
 /// Replays `cassette` for `spec` on `input` on a paused clock, delivering in memory,
@@ -552,11 +631,23 @@ pub fn replay(
     cassette: Cassette,
     root: &Path,
 ) -> Result<Replayed, RunError> {
+    replay_turn(spec, input, cassette, root, None)
+}
+
+/// [`replay`] as one turn of a conversation in `session` (none: a single run).
+pub fn replay_turn(
+    spec: &CompiledSpec,
+    input: Value,
+    cassette: Cassette,
+    root: &Path,
+    session: Option<crate::session::Session>,
+) -> Result<Replayed, RunError> {
     let config = RunConfig {
         delivery: DeliveryTarget::Memory,
         faults: cassette.faults.clone(),
         cancel: None,
         observer: None,
+        session,
     };
     let replay = Arc::new(ReplayProvider::new(cassette));
     let capture = Arc::new(PromptCapture {
@@ -590,6 +681,8 @@ pub fn replay(
         outcome,
         events,
         trace,
+        unused_call_turns: replay.unused().iter().map(|_| 1).collect(),
+        unused_human_turns: replay.unused_humans().iter().map(|_| 1).collect(),
         unused_calls: replay.unused(),
         unused_humans: replay.unused_humans(),
         prompts,
@@ -799,36 +892,62 @@ fn check_scenario(
     let calls = cassette.calls.clone();
 
     // A bad input is the scenario's mistake, shown at its `input:`; nothing is replayed.
-    if let Err(violations) = crate::validate::validate_request(&spec, &scenario.input) {
-        let contract = spec.request.as_deref().unwrap_or("Request");
+    let conversation = scenario.turns.is_some();
+    for (index, input) in scenario.inputs().iter().enumerate() {
+        if let Err(violations) = crate::validate::validate_request(&spec, input) {
+            let contract = spec.request.as_deref().unwrap_or("Request");
+            let which = if conversation {
+                format!("the `input` of turn {}", index + 1)
+            } else {
+                "`input`".to_string()
+            };
+            return report.problems.push(error_at(
+                scenario_file.clone(),
+                line_of(
+                    scenario_text,
+                    if conversation { "turns:" } else { "input:" },
+                ),
+                format!(
+                    "{which} does not match the request contract `{contract}`: {}",
+                    violations
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            ));
+        }
+    }
+    if conversation && spec.session.is_none() {
         return report.problems.push(error_at(
             scenario_file.clone(),
-            line_of(scenario_text, "input:"),
+            line_of(scenario_text, "turns:"),
             format!(
-                "`input` does not match the request contract `{contract}`: {}",
-                violations
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                "the scenario is a conversation (`turns`), but spec `{}` declares no `session`",
+                spec.name
             ),
         ));
     }
-    let first = match replay(&spec, scenario.input.clone(), cassette.clone(), root) {
+    let first = match replay_scenario(&spec, scenario, &cassette, root) {
         Ok(replayed) => replayed,
-        Err(error) => {
+        Err(ReplayFailure { turn, error }) => {
             // A prompt that misses its `expect_prompt` is shown at the call that expects it.
             let line = match &error {
                 RunError::PromptExpectation { key, .. } => calls
                     .iter()
-                    .position(|call| call.key() == *key)
+                    .position(|call| call.turn == turn && call.key() == *key)
                     .and_then(|index| crate::yaml::call_lines(&cassette_text).get(index).copied()),
                 _ => None,
+            };
+            let in_turn = if conversation {
+                format!(" (turn {turn})")
+            } else {
+                String::new()
             };
             return report.problems.push(error_at(
                 cassette_file.clone(),
                 line.or(Some(1)),
-                format!("the replay failed: {error}"),
+                format!("the replay failed{in_turn}: {error}"),
             ));
         }
     };
@@ -925,14 +1044,19 @@ fn check_scenario(
     } else {
         crate::yaml::call_lines(&cassette_text)
     };
-    for key in &first.unused_calls {
+    for (key, turn) in first.unused_calls.iter().zip(&first.unused_call_turns) {
         let line = calls
             .iter()
-            .position(|call| call.key() == *key)
+            .position(|call| call.turn == *turn && call.key() == *key)
             .and_then(|index| lines.get(index).copied());
+        let in_turn = if conversation {
+            format!(" in turn {turn}")
+        } else {
+            String::new()
+        };
         report.problems.push(Problem {
             kind: ProblemKind::Unused,
-            message: format!("recorded call {key} was never made"),
+            message: format!("recorded call {key}{in_turn} was never made"),
             detail: None,
             location: Location {
                 file: cassette_file.clone(),
@@ -956,7 +1080,7 @@ fn check_scenario(
 
     // Determinism: a second replay gives the same trace, byte for byte.
     if config.determinism {
-        match replay(&spec, scenario.input.clone(), cassette, root) {
+        match replay_scenario(&spec, scenario, &cassette, root) {
             Ok(second) if second.trace == first.trace => {}
             Ok(second) => report.problems.push(Problem {
                 kind: ProblemKind::Nondeterministic,
@@ -972,7 +1096,7 @@ fn check_scenario(
                     line: Some(1),
                 },
             }),
-            Err(error) => report.problems.push(Problem {
+            Err(ReplayFailure { error, .. }) => report.problems.push(Problem {
                 kind: ProblemKind::Nondeterministic,
                 message: format!("a second replay failed where the first did not: {error}"),
                 detail: None,

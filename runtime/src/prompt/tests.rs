@@ -150,6 +150,7 @@ flow { fix = fixer(request) -> done }
         feedback: Some(&feedback),
         history: Some(&history),
         run: Some(&run),
+        session: None,
     };
     let text = Prompts::new(&spec)
         .render_with("fixer", &[json!({"goal": "g"})], &context)

@@ -281,6 +281,7 @@ async fn human_answers_are_recorded() {
     assert_eq!(
         cassette.humans,
         [RecordedHuman {
+            turn: 1,
             step: "confirm".into(),
             round: 2,
             attempt: 1,
@@ -297,6 +298,7 @@ fn recordings_are_written_whole() {
         spec: "specs/x.charter".into(),
         description: Some("recorded".into()),
         input: json!({"goal": "g"}),
+        turns: None,
         expect: None,
     };
     let mut cassette = Cassette::new(Recorded {

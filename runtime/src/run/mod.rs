@@ -24,6 +24,7 @@ mod jobs;
 pub mod outcome;
 pub mod repair;
 mod rounds;
+mod session;
 pub mod state;
 pub mod step;
 mod summary;
@@ -106,6 +107,7 @@ pub async fn run(
         replanning: false,
         summarizing: false,
         answer: None,
+        session: None,
     };
     let result = scheduler.run_to_end(input).await;
     scheduler.abort_jobs();
@@ -149,11 +151,25 @@ pub fn replay_cassette(
     delivery: DeliveryTarget,
     sink: &mut dyn TraceSink,
 ) -> Result<ReplayReport, RunError> {
+    replay_cassette_in(spec, input, cassette, delivery, None, sink)
+}
+
+/// [`replay_cassette`] as one turn of the conversation `session` (DESIGN §9.4): the
+/// outcome's `session` is the one the next turn replays in.
+pub fn replay_cassette_in(
+    spec: &CompiledSpec,
+    input: Value,
+    cassette: crate::scenario::Cassette,
+    delivery: DeliveryTarget,
+    session: Option<crate::session::Session>,
+    sink: &mut dyn TraceSink,
+) -> Result<ReplayReport, RunError> {
     let config = RunConfig {
         delivery,
         faults: cassette.faults.clone(),
         cancel: None,
         observer: None,
+        session,
     };
     let replay = Arc::new(crate::replay::ReplayProvider::new(cassette));
     let outcome = replay_blocking(spec, input, replay.clone(), replay.as_ref(), &config, sink)?;
@@ -241,6 +257,8 @@ pub(crate) struct Scheduler<'r> {
     summarizing: bool,
     /// The output of the last role step that ran: the run's answer if it ends well.
     answer: Option<Value>,
+    /// The conversation this run is a turn of, as the turn found it.
+    session: Option<crate::session::Session>,
 }
 
 impl std::fmt::Debug for Scheduler<'_> {
@@ -259,11 +277,26 @@ impl<'r> Scheduler<'r> {
         let request = validate_request(spec, &input)
             .map_err(|violations| RunError::Input(violations_text(&violations)))?;
         self.state.request = Arc::new(request.clone());
+        // A spec that keeps a session runs each turn in one; given none, a new one.
+        self.session = match (&self.config.session, &spec.session) {
+            (Some(session), _) => Some(session.clone()),
+            (None, Some(_)) => crate::session::Session::new(spec).ok(),
+            (None, None) => None,
+        };
+        self.state.session = self
+            .session
+            .as_ref()
+            .map(|session| Arc::new(session.value()));
+        let turn = self
+            .session
+            .as_ref()
+            .map(crate::session::Session::next_turn);
         let frozen = (|| {
             self.emit(EventKind::RunStarted {
                 spec: spec.name.clone(),
                 version: spec.version.clone(),
                 input: request,
+                turn,
             })?;
             self.emit(EventKind::PlanFrozen {
                 spec_hash: spec.spec_hash.clone(),
@@ -625,6 +658,10 @@ impl<'r> Scheduler<'r> {
             Outcome::Completed | Outcome::BelowTarget => self.answer.take(),
             _ => None,
         };
+        let session = match &answer {
+            Some(answer) => self.remember(answer)?,
+            None => None,
+        };
         // A flow that delivers nothing answers: `answer.json` beside where a delivery goes.
         if let (None, Some(answer), delivery::DeliveryTarget::Directory(directory)) =
             (&delivered, &answer, &self.config.delivery)
@@ -653,6 +690,8 @@ impl<'r> Scheduler<'r> {
         }
         Ok(RunOutcome {
             answer,
+            answered_by: self.state.answered_by.clone(),
+            session,
             outcome: stop.outcome,
             reason: stop.reason,
             message: stop.message,
@@ -684,6 +723,12 @@ impl<'r> Scheduler<'r> {
             )
         {
             self.answer = Some(output.visible());
+            self.state.answered_by = match &step_ir.kind {
+                StepKind::Call { role, .. }
+                | StepKind::Each { role, .. }
+                | StepKind::Finalize { role, .. } => Some(role.clone()),
+                _ => None,
+            };
         }
         let visit = 1 + self
             .state
@@ -918,6 +963,7 @@ impl<'r> Scheduler<'r> {
             request: Some(self.state.request.clone()),
             steps: self.state.visible_outputs(),
             run: Some(self.state.run_value()),
+            session: self.state.session.clone(),
             ..Bindings::default()
         };
         if let Some(best) = self.state.best() {

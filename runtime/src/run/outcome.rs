@@ -26,6 +26,11 @@ pub struct RunOutcome {
     /// `below_target`: the output of the last role step that ran (the finalizer's
     /// `Delivery` in a flow that delivers; the summary after a budget ran out).
     pub answer: Option<serde_json::Value>,
+    /// The role whose output is the answer (`run.answered_by`), when a role answered.
+    pub answered_by: Option<String>,
+    /// The conversation after this turn (DESIGN §9.4), for a run given a session whose
+    /// turn answered; `None` otherwise (the session is left as it was).
+    pub session: Option<crate::session::Session>,
 }
 
 impl RunOutcome {
@@ -60,6 +65,9 @@ pub struct RunConfig {
     /// Told of tool calls as they start and end, and of each model answer (a live
     /// display); never part of the trace.
     pub observer: Option<std::sync::Arc<dyn crate::provider::CallObserver>>,
+    /// The conversation this run is one turn of (`charter run --session`, `charter
+    /// chat`, a multi-turn scenario); `None` for a run outside a conversation.
+    pub session: Option<crate::session::Session>,
 }
 
 impl std::fmt::Debug for dyn crate::provider::CallObserver {
@@ -75,6 +83,7 @@ impl Default for RunConfig {
             faults: Vec::new(),
             cancel: None,
             observer: None,
+            session: None,
         }
     }
 }

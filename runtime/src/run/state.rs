@@ -290,6 +290,10 @@ pub struct RunState {
     pub gate_passed: bool,
     /// The last `ask` answer was a rejection.
     pub last_ask_rejected: bool,
+    /// The role of the last role step that ran: whose output the answer is.
+    pub answered_by: Option<String>,
+    /// The conversation's state (`session`), in a run that is one turn of one.
+    pub session: Option<Arc<Value>>,
 }
 
 impl RunState {
@@ -313,12 +317,19 @@ impl RunState {
             progress: ProgressTracker::new(no_progress),
             gate_passed: false,
             last_ask_rejected: false,
+            answered_by: None,
+            session: None,
         }
     }
 
-    /// `run` in expressions: `{round, step_count, tokens, cost, elapsed}` (elapsed in ms).
+    /// `run` in expressions: `{round, step_count, tokens, cost, elapsed}` (elapsed in ms),
+    /// and `answered_by` once a role step has run.
     pub fn run_value(&self) -> Value {
-        self.meter.run_value(self.round)
+        let mut value = self.meter.run_value(self.round);
+        if let (Some(role), Value::Object(fields)) = (&self.answered_by, &mut value) {
+            fields.insert("answered_by".to_string(), Value::String(role.clone()));
+        }
+        value
     }
 
     /// The best candidate: the highest score among those evaluated with no hard

@@ -185,10 +185,12 @@ impl Scheduler<'_> {
             .map(crate::feedback::Feedback::to_value);
         let history = self.history_for(&unit.role);
         let run = self.state.run_value();
+        let session = self.state.session.clone();
         let context = crate::prompt::PromptContext {
             feedback: feedback.as_ref(),
             history: history.as_ref(),
             run: Some(&run),
+            session: session.as_deref(),
         };
         let mut prompt = self
             .prompts

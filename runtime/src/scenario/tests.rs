@@ -72,6 +72,7 @@ fn the_design_example_loads() {
     assert_eq!(
         cassette.humans,
         vec![RecordedHuman {
+            turn: 1,
             step: "confirm".into(),
             round: 1,
             attempt: 1,
@@ -119,7 +120,11 @@ fn loading_checks_name_the_file_and_line() {
         ),
         (
             "version: 1\nrecorded: { spec_hash: x }\ncalls:\n  - { step: plan, attempt: 0 }\n",
-            "golden/s/c/cassette.yaml:4: call {step: plan, round: 1, attempt: 0}: `round` and `attempt` count from 1",
+            "golden/s/c/cassette.yaml:4: call {step: plan, round: 1, attempt: 0}: `turn`, `round` and `attempt` count from 1",
+        ),
+        (
+            "version: 1\nrecorded: { spec_hash: x }\ncalls:\n  - { step: plan }\n  - { step: plan, turn: 2 }\n  - { turn: 2, step: plan, attempt: 1 }\n",
+            "golden/s/c/cassette.yaml:6: duplicate call {step: plan, round: 1, attempt: 1} in turn 2 (first at line 5)",
         ),
         (
             "version: 1\nrecorded: { spec_hash: x }\nhumans:\n  - { step: ok, answer: {approved: true} }\n  - { step: ok, round: 1, answer: {approved: false} }\n",
@@ -364,4 +369,46 @@ fn a_replay_under_other_model_parameters_or_an_override_is_stale() {
             .stale_against(&Recorded::from_spec(&replayed))
             .is_empty()
     );
+}
+
+#[test]
+fn a_scenario_is_one_input_or_a_conversation_of_turns() {
+    let scenario =
+        |text: &str| Scenario::from_yaml("scenario.yaml", text).map_err(|error| error.to_string());
+    let conversation = scenario(
+        "spec: s.charter\nturns:\n  - { input: { text: a } }\n  - { input: { text: b } }\n",
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        conversation.inputs(),
+        vec![json!({"text": "a"}), json!({"text": "b"})]
+    );
+    let single =
+        scenario("spec: s.charter\ninput: { text: a }\n").unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(single.inputs(), vec![json!({"text": "a"})]);
+    for (text, said) in [
+        (
+            "spec: s.charter\ninput: { text: a }\nturns: [ { input: { text: b } } ]\n",
+            "not both",
+        ),
+        ("spec: s.charter\nturns: []\n", "at least one turn"),
+        ("spec: s.charter\n", "needs `input`"),
+    ] {
+        let error = scenario(text).err().unwrap_or_default();
+        assert!(error.contains(said), "{text}: {error}");
+    }
+}
+
+#[test]
+fn a_conversation_cassette_answers_each_turn_from_its_own_calls() {
+    let cassette = loaded(
+        "version: 1\nrecorded: { spec_hash: x }\ncalls:\n  - { step: talk, response: { text: one } }\n  - { turn: 2, step: talk, response: { text: two } }\nhumans:\n  - { turn: 2, step: ok, answer: { approved: true } }\n",
+    );
+    let second = cassette.for_turn(2);
+    assert_eq!(second.calls.len(), 1);
+    assert_eq!(second.calls[0].turn, 1, "keyed as in a one-turn cassette");
+    assert_eq!(second.calls[0].response, Some(json!({"text": "two"})));
+    assert_eq!(second.humans.len(), 1);
+    assert!(cassette.for_turn(1).humans.is_empty());
+    assert!(cassette.for_turn(3).calls.is_empty());
 }

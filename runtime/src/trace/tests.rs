@@ -10,6 +10,7 @@ fn every_kind() -> Vec<EventKind> {
             spec: "s".into(),
             version: "1".into(),
             input: json!({"goal": "g"}),
+            turn: None,
         },
         EventKind::PlanFrozen {
             spec_hash: "sha256:aa".into(),

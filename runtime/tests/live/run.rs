@@ -199,6 +199,7 @@ async fn a_recorded_run_replays_to_the_same_outcome_and_events() {
         spec: "runtime/tests/fixtures/review_loop.charter".into(),
         description: Some("recorded against a mock server".into()),
         input: input(),
+        turns: None,
         expect: None,
     };
     write_recording(

@@ -158,6 +158,12 @@ pub(super) fn check_unused(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnost
 /// type of the run's input (`request`) even when no role takes it.
 fn check_contracts(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
     let mut pending: Vec<&str> = vec!["Request"];
+    // The session's fields are read through `session`, never passed to a role.
+    pending.extend(
+        symbols
+            .session
+            .map(|session| session.contract.name.name.as_str()),
+    );
     for role in symbols.roles.values() {
         pending.extend(role.inputs.iter().map(|input| input.name.as_str()));
         pending.extend(role.output.iter().map(|output| output.name.as_str()));

@@ -395,6 +395,10 @@ impl Typer<'_> {
         } else if name.name == "item" {
             diagnostic = diagnostic
                 .with_help("`item` is only in scope in a gate used by an `each ... check` step");
+        } else if name.name == "session" && self.place != Place::Default {
+            diagnostic = diagnostic.with_help(
+                "`session` exists in a spec that keeps one between turns: declare `session Chat keep 20 { FIELD: TYPE? }`",
+            );
         } else {
             let names: Vec<&str> = self.names_in_scope().collect();
             let mut help = did_you_mean(&name.name, names.iter().copied());

@@ -9,8 +9,8 @@ use crate::check::types::ty::number;
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
 use crate::syntax::ast::{
     Action, Budget, Contract, FailTarget, Gate, GateRule, Ident, Invariant, InvariantKind, Item,
-    ModelEntry, ModelParam, ModelRef, Next, RangeLit, Repair, RepairPattern, Role, SpecFile,
-    StepBody, StringLit, Target, Tool, TypeExpr, TypeKind,
+    ModelEntry, ModelParam, ModelRef, Next, RangeLit, Remember, Repair, RepairPattern, Role,
+    Session, SpecFile, StepBody, StringLit, Target, Tool, TypeExpr, TypeKind,
 };
 
 /// The model providers Charter can call.
@@ -71,6 +71,11 @@ pub fn check(spec: &SpecFile, symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagn
             Item::Repair(repair) => checker.repair(repair),
             Item::Invariant(invariant) => checker.invariant(invariant),
             Item::Budget(budget) => checker.budget(budget),
+            Item::Session(session) => {
+                checker.contract(&session.contract);
+                checker.session(session);
+            }
+            Item::Remember(remember) => checker.remember(remember),
             Item::Flow(flow) => {
                 for step in &flow.steps {
                     checker.step_names(&step.body, &step.next);
@@ -659,6 +664,125 @@ impl Items<'_, '_> {
                 }
             }
             InvariantKind::Always(_) => {}
+        }
+    }
+
+    /// A session keeps at least one turn; its fields start empty, so each must be optional
+    /// or have a default; `turns` is the runtime's own.
+    fn session(&mut self, session: &Session) {
+        if let Some(keep) = &session.keep
+            && keep.value == 0
+        {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E013,
+                    keep.span,
+                    "a session that keeps 0 turns remembers no conversation",
+                )
+                .with_label("must be at least 1")
+                .with_help("write `keep N` with the number of turns `session.turns` holds"),
+            );
+        }
+        for field in &session.contract.fields {
+            if field.name.name == "turns" {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        Code::E003,
+                        field.name.span,
+                        "session field `turns` is kept by the runtime",
+                    )
+                    .with_label("`session.turns` is the conversation's last turns")
+                    .with_help("choose another name for this field"),
+                );
+            } else if !field.ty.optional && field.default.is_none() {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        Code::E004,
+                        field.ty.span,
+                        format!(
+                            "session field `{}` has no value before the first turn",
+                            field.name.name
+                        ),
+                    )
+                    .with_label("neither optional nor defaulted")
+                    .with_help(format!(
+                        "make it optional (`{}: T?`) or give it a default (`= ...`)",
+                        field.name.name
+                    )),
+                );
+            }
+        }
+    }
+
+    /// `remember FIELD = EXPR` names a field of the spec's session, once.
+    fn remember(&mut self, remember: &Remember) {
+        let Some(session) = self.symbols.session else {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E002,
+                    remember.field.span,
+                    format!(
+                        "`remember {}` needs a session, and this spec declares none",
+                        remember.field.name
+                    ),
+                )
+                .with_label("no `session` block")
+                .with_help(format!(
+                    "declare one: `session Chat keep 20 {{ {}: string? }}`",
+                    remember.field.name
+                )),
+            );
+            return;
+        };
+        let fields: Vec<&str> = session
+            .contract
+            .fields
+            .iter()
+            .map(|field| field.name.name.as_str())
+            .collect();
+        if !fields.contains(&remember.field.name.as_str()) {
+            let help = match did_you_mean(&remember.field.name, fields.iter().copied()) {
+                Some(help) => help,
+                None => format!(
+                    "add the field to `session {}`, or remember one of: {}",
+                    session.contract.name.name,
+                    fields.join(", ")
+                ),
+            };
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E002,
+                    remember.field.span,
+                    format!(
+                        "session `{}` has no field `{}`",
+                        session.contract.name.name, remember.field.name
+                    ),
+                )
+                .with_label("not a session field")
+                .with_help(help),
+            );
+            return;
+        }
+        if let Some(first) = self
+            .symbols
+            .remembers
+            .iter()
+            .find(|other| other.field.name == remember.field.name)
+            && first.span != remember.span
+        {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E003,
+                    remember.field.span,
+                    format!(
+                        "session field `{}` is remembered twice",
+                        remember.field.name
+                    ),
+                )
+                .with_label("second `remember`")
+                .with_note(first.field.span, "first remembered here")
+                .with_help("keep one `remember` per field"),
+            );
         }
     }
 

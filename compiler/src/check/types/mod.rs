@@ -15,7 +15,10 @@
 //!   evaluated gates (`gate G` steps) whose subject is upstream of the step, when those
 //!   agree (`list<any>` when they do not); a step with no such gate upstream (and
 //!   invariants) uses the subject of every evaluated gate, when those agree.
-//! - `run` is `{round, step_count, tokens, cost, elapsed}`; `score` exists only in a gate's
+//! - `session` (in a spec with a `session` block) is a record of the session's fields plus
+//!   `turns: list<{request, answer, role: string?}>` (DESIGN §9.4); `remember` values are
+//!   typed in the flow's scope and must fit their field.
+//! - `run` is `{round, step_count, tokens, cost, elapsed, answered_by: string?}`; `score` exists only in a gate's
 //!   `pass when`; inside a gate used by `each ... check G by R`, `item` is the each role's
 //!   output and `R` is R's output. Quantifier variables and the `each` variable are the
 //!   element type of the list they range over.
@@ -36,7 +39,7 @@ use crate::check::types::ty::{Mismatch, candidate_fields, number};
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
 use crate::syntax::ast::{
     BinaryOp, Expr, ExprKind, FailTarget, Gate, GateRule, Ident, InvariantKind, Item, Next, Role,
-    SpecFile, Step, StepBody, Target, UnaryOp,
+    Session, SpecFile, Step, StepBody, Target, UnaryOp,
 };
 
 /// How the type of `request` was decided.
@@ -109,10 +112,14 @@ pub fn check(
         request: Ty::Any,
         flow_candidate_items: Ty::Any,
         step_candidates: BTreeMap::new(),
+        session: None,
     };
     checker.steps = checker.step_types();
     let (request, request_source) = checker.request();
     checker.request = request.clone();
+    checker.session = symbols
+        .session
+        .map(|session| session_type(session, symbols, &request));
     checker.flow_candidate_items = checker.flow_candidate_items();
     checker.step_candidates = checker.step_candidate_items();
 
@@ -147,6 +154,7 @@ pub fn check(
             checker.step(step);
         }
     }
+    checker.remembers();
 
     facts.contracts = contracts.clone();
     facts.request = request.contract_name().map(str::to_string);
@@ -196,6 +204,31 @@ struct Checker<'s, 'a> {
     request: Ty,
     flow_candidate_items: Ty,
     step_candidates: BTreeMap<&'a str, Ty>,
+    /// The type of `session`, when the spec declares one.
+    session: Option<Ty>,
+}
+
+/// The type of `session`: the session's fields, and the turns the runtime keeps.
+fn session_type(session: &Session, symbols: &Symbols<'_>, request: &Ty) -> Ty {
+    let mut fields: Vec<(String, Ty)> = session
+        .contract
+        .fields
+        .iter()
+        .map(|field| (field.name.name.clone(), ty::lower(&field.ty, symbols)))
+        .collect();
+    let turn = Ty::Record {
+        name: None,
+        fields: vec![
+            ("request".to_string(), request.clone()),
+            ("answer".to_string(), Ty::Any),
+            ("role".to_string(), Ty::optional(Ty::String)),
+        ],
+    };
+    fields.push(("turns".to_string(), Ty::list(turn)));
+    Ty::Record {
+        name: Some(session.contract.name.name.clone()),
+        fields,
+    }
 }
 
 impl<'s, 'a> Checker<'s, 'a> {
@@ -503,6 +536,35 @@ impl<'s, 'a> Checker<'s, 'a> {
         }
     }
 
+    /// Each `remember FIELD = EXPR`: the value must fit the field (unknown fields were
+    /// reported by the item checks).
+    fn remembers(&mut self) {
+        let symbols = self.symbols;
+        let Some(session) = symbols.session else {
+            return;
+        };
+        for remember in &symbols.remembers {
+            let Some(field) = session
+                .contract
+                .fields
+                .iter()
+                .find(|field| field.name.name == remember.field.name)
+            else {
+                continue;
+            };
+            let wanted = ty::lower(&field.ty, symbols);
+            let items = self.flow_candidate_items.clone();
+            let mut typer = self.typer(Place::Flow, items);
+            let actual = typer.infer(&remember.value, Some(&wanted));
+            typer.expect_fits(
+                &actual,
+                &wanted,
+                remember.value.span,
+                &format!("session field `{}`", field.name.name),
+            );
+        }
+    }
+
     fn typer(&mut self, place: Place, candidate_items: Ty) -> Typer<'_> {
         let mut typer = Typer {
             contracts: self.contracts,
@@ -536,9 +598,13 @@ impl<'s, 'a> Checker<'s, 'a> {
                     ("tokens".to_string(), Ty::Int(Bounds::at_least(0.0))),
                     ("cost".to_string(), Ty::Float(Bounds::at_least(0.0))),
                     ("elapsed".to_string(), Ty::Int(Bounds::at_least(0.0))),
+                    ("answered_by".to_string(), Ty::optional(Ty::String)),
                 ],
             },
         );
+        if let Some(session) = &self.session {
+            typer.push("session", session.clone());
+        }
         typer
     }
 

@@ -60,15 +60,27 @@ impl Scrubber {
 
     /// `value` with every secret replaced in every string (and object key).
     pub fn value(&self, value: &Value) -> Value {
+        self.walk(value, true)
+    }
+
+    /// `value` with every secret replaced in every string, object keys left as they are.
+    pub fn values_only(&self, value: &Value) -> Value {
+        self.walk(value, false)
+    }
+
+    fn walk(&self, value: &Value, keys: bool) -> Value {
         match value {
             Value::String(text) => Value::String(self.text(text)),
             Value::Array(items) => {
-                Value::Array(items.iter().map(|item| self.value(item)).collect())
+                Value::Array(items.iter().map(|item| self.walk(item, keys)).collect())
             }
             Value::Object(object) => Value::Object(
                 object
                     .iter()
-                    .map(|(key, value)| (self.text(key), self.value(value)))
+                    .map(|(key, value)| {
+                        let key = if keys { self.text(key) } else { key.clone() };
+                        (key, self.walk(value, keys))
+                    })
                     .collect(),
             ),
             other => other.clone(),
@@ -129,7 +141,13 @@ impl<S: TraceSink> TraceSink for ScrubbingSink<S> {
         if !self.scrubber.finds_in(&value.to_string()) {
             return self.inner.append(event);
         }
-        let scrubbed: TraceEvent = serde_json::from_value(self.scrubber.value(&value))?;
+        // A secret that is also one of the event's own field names (a short key such as
+        // `x` for a local server is in `next`) would break the event: then only the
+        // values are scrubbed.
+        let scrubbed: TraceEvent = match serde_json::from_value(self.scrubber.value(&value)) {
+            Ok(event) => event,
+            Err(_) => serde_json::from_value(self.scrubber.values_only(&value))?,
+        };
         self.inner.append(&scrubbed)
     }
 }
@@ -139,7 +157,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::trace::{EventKind, MemorySink};
+    use crate::trace::{EventKind, MemorySink, RetryKind};
 
     #[test]
     fn secrets_are_replaced_longest_first_everywhere() {
@@ -151,6 +169,29 @@ mod tests {
         );
         assert_eq!(format!("{scrubber:?}"), "Scrubber(2 secrets)");
         assert!(Scrubber::new([String::new()]).is_empty());
+    }
+
+    #[test]
+    fn a_secret_that_is_part_of_a_field_name_leaves_the_event_whole() {
+        // A local server's dummy key `x` is inside the field name `next`.
+        let mut sink = ScrubbingSink::new(MemorySink::new(), Scrubber::new(["x".to_string()]));
+        let event = TraceEvent::new(
+            0,
+            0,
+            1,
+            EventKind::Retry {
+                retry: RetryKind::Provider,
+                next: 2,
+                delay_ms: 0,
+                reason: "x marks the spot".into(),
+            },
+        );
+        sink.append(&event)
+            .unwrap_or_else(|error| panic!("the event is written: {error}"));
+        let written = serde_json::to_value(&sink.into_inner().events()[0])
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(written["next"], 2);
+        assert_eq!(written["reason"], "<redacted> marks the spot");
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub struct ReplayArgs {
     pub out: Option<PathBuf>,
 }
 
+/// Said when a replay fails and the cassette's hashes differ from the spec's.
+const STALE_NOTE: &str = "note: the cassette was recorded against another version of this spec or \
+     its prompts (see the warnings above); re-record it, or check `spec:` in scenario.yaml\n";
+
 pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     let shown = display_path(&args.scenario);
     if let Some(problem) = usage_problem(args) {
@@ -103,12 +107,11 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Failed);
     };
     // A recording made with `charter run --model` replays with the same models.
-    if let Err(message) = apply_overrides(&mut spec, &cassette.recorded.overrides) {
+    if let Err(message) = apply_overrides(&mut spec, &cassette.overrides()) {
         print_error(context, &format!("bad cassette: {message}"));
         return Ok(Outcome::Failed);
     }
     let spec = &spec;
-
     print_err(&format!(
         "replay {shown}: spec {} {}{}\n",
         spec.name,
@@ -120,7 +123,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             .unwrap_or_default()
     ));
     // A stale recording still replays (it is the harness that fails on it): say what changed.
-    let changes = cassette.recorded.stale_against(&Recorded::from_spec(spec));
+    let changes = cassette.stale_against(&Recorded::from_spec(spec));
     let stale = !changes.is_empty();
     for change in changes {
         print_err(&summary_line(
@@ -128,6 +131,23 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             "warning",
             &format!("stale recording: {change}"),
         ));
+    }
+    // Names the spec does not have: each with "did you mean"; nothing is replayed.
+    let names = charter_runtime::scenario::unknown_names(&cassette, spec);
+    if !names.is_empty() {
+        for problem in &names {
+            print_error(
+                context,
+                &format!(
+                    "bad cassette: {}",
+                    one_line(&problem.message, MAX_LINE_CHARS)
+                ),
+            );
+        }
+        if stale {
+            print_err(STALE_NOTE);
+        }
+        return Ok(Outcome::Failed);
     }
 
     let live = LiveDisplay::default();
@@ -159,12 +179,10 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
                     spec.request.as_deref().unwrap_or("Request")
                 ));
             }
-            if stale {
-                print_err(
-                    "note: the cassette was recorded against another version of this spec or \
-                     its prompts (see the warnings above); re-record it, or check `spec:` in \
-                     scenario.yaml\n",
-                );
+            // The note helps only where the stale hashes can explain the failure: a call
+            // the cassette lacks (a changed flow asks for calls it was not recorded with).
+            if stale && matches!(error, charter_runtime::run::RunError::Unrecorded { .. }) {
+                print_err(STALE_NOTE);
             }
             return Ok(Outcome::Failed);
         }

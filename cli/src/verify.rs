@@ -31,8 +31,14 @@ pub struct VerifyArgs {
     pub dir: PathBuf,
 
     /// Write changed or new snapshots and refresh stale recordings instead of failing.
+    /// Hand-written cassettes (no `recorded` block) stay unpinned unless `--pin`.
     #[arg(long)]
     pub accept: bool,
+
+    /// With `--accept`: also pin hand-written cassettes, writing the spec and prompt
+    /// hashes they replay under into a `recorded` block, so later changes show as stale.
+    #[arg(long, requires = "accept")]
+    pub pin: bool,
 
     /// Only scenarios (`<spec>/<scenario>`) and specs whose path contains PAT.
     #[arg(long, value_name = "PAT")]
@@ -67,6 +73,7 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
     }
     let config = HarnessConfig {
         accept: args.accept,
+        pin: args.pin,
         filter: args.filter.clone(),
         partition: args.partition,
         pending_snapshots: false,

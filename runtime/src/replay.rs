@@ -12,7 +12,7 @@
 //! | `raw`               | `ModelOutput::Text` (the scheduler parses and checks it) |
 //! | `error: {status}`   | `ProviderError::from_status` (429/5xx transient); with `retry_after`, `Throttled` |
 //! | none of them        | `ProviderError::TimedOut` after the latency           |
-//! | not in the cassette | `ProviderError::NotRecorded` naming the key, at once  |
+//! | not in the cassette | `ProviderError::NotRecorded` naming the key (and the closest unused recording), at once |
 //!
 //! A call with `expect_prompt` is checked first, against every message the model would be
 //! shown ([`ModelRequest::messages`]): a `contains` text missing from all of them, or a
@@ -37,7 +37,7 @@ use crate::scenario::{Cassette, Fault, Recorded, RecordedCall};
 /// A provider and human channel that plays back a cassette.
 #[derive(Debug)]
 pub struct ReplayProvider {
-    recorded: Recorded,
+    recorded: Option<Recorded>,
     calls: BTreeMap<CallKey, RecordedCall>,
     humans: BTreeMap<HumanKey, Value>,
     faults: Vec<Fault>,
@@ -69,9 +69,9 @@ impl ReplayProvider {
         }
     }
 
-    /// The hashes the cassette was recorded under.
-    pub fn recorded(&self) -> &Recorded {
-        &self.recorded
+    /// The hashes the cassette was recorded under (none for a hand-written cassette).
+    pub fn recorded(&self) -> Option<&Recorded> {
+        self.recorded.as_ref()
     }
 
     /// The faults to inject (the scheduler applies them).
@@ -122,10 +122,17 @@ impl ReplayProvider {
         request: &ModelRequest,
     ) -> Result<(Duration, Result<ModelResponse, ProviderError>), ProviderError> {
         let key = &request.key;
-        let call = self
-            .calls
-            .get(key)
-            .ok_or_else(|| ProviderError::NotRecorded { key: key.clone() })?;
+        let Some(call) = self.calls.get(key) else {
+            let used = lock(&self.used_calls);
+            let unused = self
+                .calls
+                .keys()
+                .filter(|recorded| !used.contains(*recorded));
+            return Err(ProviderError::NotRecorded {
+                key: key.clone(),
+                closest: crate::scenario::closest_key(key, unused).map(Box::new),
+            });
+        };
         lock(&self.used_calls).insert(key.clone());
         if let Some(expect) = &call.expect_prompt {
             let unmet = expect.unmet(&request.messages().join("\n\n"));

@@ -61,7 +61,11 @@ pub struct Expectation {
 #[serde(deny_unknown_fields)]
 pub struct Cassette {
     pub version: u64,
-    pub recorded: Recorded,
+    /// The hashes the cassette was recorded under. A cassette without them is
+    /// hand-written (*unpinned*, DESIGN §10): it replays with no stale check of spec or
+    /// prompt hashes (each call's `prompt_hash` is still checked where it has one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<Recorded>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<RecordedCall>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -393,11 +397,28 @@ impl Scenario {
 }
 
 impl Cassette {
-    /// An empty cassette recorded under `recorded`.
+    /// The `--model` overrides the cassette was recorded with (none for a hand-written one).
+    pub fn overrides(&self) -> BTreeMap<String, String> {
+        self.recorded
+            .as_ref()
+            .map(|recorded| recorded.overrides.clone())
+            .unwrap_or_default()
+    }
+
+    /// What differs between the hashes the cassette was recorded under and `current`
+    /// (see [`Recorded::stale_against`]); nothing for an unpinned cassette.
+    pub fn stale_against(&self, current: &Recorded) -> Vec<String> {
+        self.recorded
+            .as_ref()
+            .map(|recorded| recorded.stale_against(current))
+            .unwrap_or_default()
+    }
+
+    /// An empty cassette recorded (pinned) under `recorded`.
     pub fn new(recorded: Recorded) -> Self {
         Cassette {
             version: CASSETTE_VERSION,
-            recorded,
+            recorded: Some(recorded),
             calls: Vec::new(),
             humans: Vec::new(),
             faults: Vec::new(),
@@ -622,6 +643,10 @@ pub mod duration_text {
         }
     }
 }
+
+mod names;
+
+pub use names::{Entry, NameProblem, closest_key, unknown_names};
 
 #[cfg(test)]
 mod tests;

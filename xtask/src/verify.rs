@@ -387,6 +387,7 @@ fn golden_stages(
     let started = Instant::now();
     let harness_config = HarnessConfig {
         accept: config.accept,
+        pin: false,
         filter: config.filter.clone(),
         partition: config.partition.map(|partition| harness::Partition {
             index: partition.index as u64,

@@ -49,6 +49,9 @@ pub const SNAPSHOT_FILE: &str = "trace.snap";
 pub struct HarnessConfig {
     /// Write changed or missing snapshots and refresh stale `recorded` blocks.
     pub accept: bool,
+    /// With `accept`: also pin hand-written cassettes (write a `recorded` block into a
+    /// cassette that has none). Without it, `accept` leaves unpinned cassettes unpinned.
+    pub pin: bool,
     /// Only scenarios whose id (`<spec>/<scenario>`) contains this text.
     pub filter: Option<String>,
     /// Only this shard of the scenarios.
@@ -64,6 +67,7 @@ impl Default for HarnessConfig {
     fn default() -> Self {
         HarnessConfig {
             accept: false,
+            pin: false,
             filter: None,
             partition: None,
             pending_snapshots: false,
@@ -222,6 +226,9 @@ pub enum Status {
     Accepted,
     /// Stale, as its `expect: { stale: true }` says it must be.
     ExpectedStale,
+    /// Passed, with a hand-written cassette that has no `recorded` block (DESIGN §10):
+    /// no spec or prompt hashes were compared.
+    Unpinned,
     Pass,
 }
 
@@ -234,6 +241,7 @@ impl Status {
             Status::Failed => "FAIL",
             Status::Accepted => "accepted",
             Status::ExpectedStale => "pass (stale, expected)",
+            Status::Unpinned => "unpinned",
             Status::Pass => "pass",
         }
     }
@@ -242,7 +250,7 @@ impl Status {
     pub fn passed(self) -> bool {
         matches!(
             self,
-            Status::Pass | Status::ExpectedStale | Status::Accepted
+            Status::Pass | Status::ExpectedStale | Status::Accepted | Status::Unpinned
         )
     }
 }
@@ -289,6 +297,8 @@ pub struct ScenarioReport {
     pub events: usize,
     /// The cassette was recorded under other hashes than the spec's now.
     pub stale: bool,
+    /// The cassette has no `recorded` block (hand-written): no hashes were compared.
+    pub unpinned: bool,
     pub status: Status,
     pub problems: Vec<Problem>,
     /// What `accept` wrote, one line each.
@@ -693,6 +703,7 @@ pub fn verify_scenario(
         reason: None,
         events: 0,
         stale: false,
+        unpinned: false,
         status: Status::Pass,
         problems: Vec::new(),
         accepted: Vec::new(),
@@ -719,6 +730,8 @@ fn status_of(report: &ScenarioReport) -> Status {
         Status::Accepted
     } else if report.stale {
         Status::ExpectedStale
+    } else if report.unpinned {
+        Status::Unpinned
     } else {
         Status::Pass
     }
@@ -767,13 +780,12 @@ fn check_scenario(
         Err(problem) => return report.problems.push(problem),
     };
     // A recording made with `charter run --model` replays with the same models.
-    let spec = if cassette.recorded.overrides.is_empty() {
+    let overrides = cassette.overrides();
+    let spec = if overrides.is_empty() {
         spec
     } else {
         let mut overridden = (*spec).clone();
-        if let Err(message) =
-            crate::models::apply_overrides(&mut overridden, &cassette.recorded.overrides)
-        {
+        if let Err(message) = crate::models::apply_overrides(&mut overridden, &overrides) {
             return report.problems.push(error_at(
                 cassette_file.clone(),
                 line_of(&cassette_text, "overrides:"),
@@ -786,10 +798,29 @@ fn check_scenario(
     let expect = scenario.expect.clone().unwrap_or_default();
     let expected_stale = expect.stale == Some(true);
     let current = Recorded::from_spec(&spec);
-    let changes = cassette.recorded.stale_against(&current);
+    let changes = cassette.stale_against(&current);
     report.stale = !changes.is_empty();
+    report.unpinned = cassette.recorded.is_none();
     let recorded = cassette.recorded.clone();
     let calls = cassette.calls.clone();
+
+    // Names the spec does not have (a misspelt step, a wrong judge role): each at its
+    // entry's line, with "did you mean"; nothing is replayed.
+    let names = crate::scenario::unknown_names(&cassette, &spec);
+    if !names.is_empty() {
+        let call_lines = crate::yaml::call_lines(&cassette_text);
+        for problem in names {
+            let line = match problem.entry {
+                crate::scenario::Entry::Call(index) => call_lines.get(index).copied(),
+                crate::scenario::Entry::Human(_) => line_of(&cassette_text, "humans:"),
+                crate::scenario::Entry::Fault(_) => line_of(&cassette_text, "faults:"),
+            };
+            report
+                .problems
+                .push(error_at(cassette_file.clone(), line, problem.message));
+        }
+        return;
+    }
 
     // A bad input is the scenario's mistake, shown at its `input:`; nothing is replayed.
     if let Err(violations) = crate::validate::validate_request(&spec, &scenario.input) {
@@ -810,12 +841,20 @@ fn check_scenario(
     let first = match replay(&spec, scenario.input.clone(), cassette.clone(), root) {
         Ok(replayed) => replayed,
         Err(error) => {
-            // A prompt that misses its `expect_prompt` is shown at the call that expects it.
-            let line = match &error {
-                RunError::PromptExpectation { key, .. } => calls
+            // A prompt that misses its `expect_prompt` is shown at the call that expects
+            // it; a missing call at the closest unused recording, its likely misspelling.
+            let line_of_key = |key: &CallKey| {
+                calls
                     .iter()
                     .position(|call| call.key() == *key)
-                    .and_then(|index| crate::yaml::call_lines(&cassette_text).get(index).copied()),
+                    .and_then(|index| crate::yaml::call_lines(&cassette_text).get(index).copied())
+            };
+            let line = match &error {
+                RunError::PromptExpectation { key, .. } => line_of_key(key),
+                RunError::Unrecorded {
+                    closest: Some(closest),
+                    ..
+                } => line_of_key(closest),
                 _ => None,
             };
             return report.problems.push(error_at(
@@ -838,7 +877,10 @@ fn check_scenario(
                 "stale recording: the cassette was recorded under other hashes ({})",
                 changes.join("; ")
             ),
-            detail: Some(prompt_diffs(&recorded, &first.prompts)),
+            detail: Some(prompt_diffs(
+                recorded.as_ref().map(|recorded| &recorded.rendered),
+                &first.prompts,
+            )),
             location: Location {
                 file: cassette_file.clone(),
                 line: recorded_line,
@@ -860,13 +902,24 @@ fn check_scenario(
         } else {
             report.problems.push(stale);
         }
-    } else if config.accept && !expected_stale && recorded.rendered != first.prompts {
+    } else if config.accept
+        && !expected_stale
+        && (config.pin || recorded.is_some())
+        && recorded.as_ref().map(|recorded| &recorded.rendered) != Some(&first.prompts)
+    {
         // Not stale, but the recorded prompts are not those of this run (a recorded
-        // response changed what a later prompt shows): keep them current for the next diff.
+        // response changed what a later prompt shows): keep them current for the next
+        // diff. A hand-written cassette is pinned only when asked (`--pin`).
+        let what = if recorded.is_some() {
+            format!("refreshed the recorded prompts in {cassette_file}")
+        } else {
+            format!("pinned {cassette_file} (wrote its `recorded` block)")
+        };
         match refresh_recorded(reference, &cassette_text, &current, &first.prompts) {
-            Ok(()) => report
-                .accepted
-                .push(format!("refreshed the recorded prompts in {cassette_file}")),
+            Ok(()) => {
+                report.unpinned = false;
+                report.accepted.push(what);
+            }
             Err(message) => {
                 report
                     .problems
@@ -877,9 +930,13 @@ fn check_scenario(
     if changes.is_empty() && expected_stale {
         report.problems.push(Problem {
             kind: ProblemKind::Expect,
-            message:
+            message: if recorded.is_none() {
+                "the scenario expects a stale recording, but the cassette is unpinned (it has no `recorded` block to compare)"
+                    .to_string()
+            } else {
                 "the scenario expects a stale recording, but the cassette's hashes match the spec"
-                    .to_string(),
+                    .to_string()
+            },
             detail: None,
             location: Location {
                 file: scenario_file.clone(),
@@ -925,7 +982,10 @@ fn check_scenario(
             .and_then(|index| lines.get(index).copied());
         report.problems.push(Problem {
             kind: ProblemKind::Unused,
-            message: format!("recorded call {key} was never made"),
+            message: format!(
+                "recorded call {key} was never made{}",
+                unknown_item_hint(key, &first.events)
+            ),
             detail: None,
             location: Location {
                 file: cassette_file.clone(),
@@ -1060,6 +1120,41 @@ fn check_scenario(
     }
 }
 
+/// For an unused call whose item never ran in its step: `; item `T-02` never ran in step
+/// `work` (its items: …); did you mean `T-002`?`. Items are data (a plan's tasks), so
+/// they are known only from the replay.
+fn unknown_item_hint(key: &CallKey, events: &[TraceEvent]) -> String {
+    let Some(item) = &key.item else {
+        return String::new();
+    };
+    let mut items: Vec<&str> = events
+        .iter()
+        .filter(|event| event.step.as_deref() == Some(key.step.as_str()))
+        .filter_map(|event| event.item.as_deref())
+        .collect();
+    items.sort_unstable();
+    items.dedup();
+    if items.contains(&item.as_str()) {
+        return String::new();
+    }
+    if items.is_empty() {
+        return format!("; step `{}` ran no item", key.step);
+    }
+    let hint = charter_compiler::diagnostics::did_you_mean(item, items.iter().copied())
+        .map(|hint| format!("; {hint}"))
+        .unwrap_or_default();
+    let shown: Vec<String> = items
+        .iter()
+        .take(12)
+        .map(|item| format!("`{item}`"))
+        .collect();
+    format!(
+        "; item `{item}` never ran in step `{}` (its items: {}){hint}",
+        key.step,
+        shown.join(", ")
+    )
+}
+
 /// The 1-based line of the first line of `text` that starts with `prefix`.
 fn line_of(text: &str, prefix: &str) -> Option<u64> {
     text.lines()
@@ -1082,10 +1177,13 @@ fn first_changed_line(old: &str, new: &str) -> Option<u64> {
 }
 
 /// Unified diffs of each rendered prompt that differs from the one recorded.
-fn prompt_diffs(recorded: &Recorded, now: &BTreeMap<String, String>) -> String {
+fn prompt_diffs(
+    rendered: Option<&BTreeMap<String, String>>,
+    now: &BTreeMap<String, String>,
+) -> String {
     let mut out = String::new();
     for (role, prompt) in now {
-        match recorded.rendered.get(role) {
+        match rendered.and_then(|rendered| rendered.get(role)) {
             Some(old) if old == prompt => {}
             Some(old) => out.push_str(&unified_diff(
                 old,
@@ -1119,7 +1217,7 @@ fn refresh_recorded(
         let text = recorded_block(&recorded, literal)?;
         let candidate = replace_recorded_block(cassette_text, &text)?;
         let reads_back = Cassette::from_yaml(CASSETTE_FILE, &candidate)
-            .map(|cassette| cassette.recorded == recorded)
+            .map(|cassette| cassette.recorded.as_ref() == Some(&recorded))
             .unwrap_or(false);
         if reads_back {
             block = Some(candidate);
@@ -1183,13 +1281,26 @@ fn recorded_block(recorded: &Recorded, literal: bool) -> Result<String, String> 
 }
 
 /// `text` with its top-level `recorded:` entry (the key line and the indented lines
-/// under it) replaced by `block`.
+/// under it) replaced by `block`; a cassette without one gets it after its `version:`
+/// line (pinning a hand-written cassette).
 fn replace_recorded_block(text: &str, block: &str) -> Result<String, String> {
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let start = lines
-        .iter()
-        .position(|line| line.starts_with("recorded:"))
-        .ok_or("the cassette has no top-level `recorded:` entry")?;
+    let Some(start) = lines.iter().position(|line| line.starts_with("recorded:")) else {
+        let after = lines
+            .iter()
+            .position(|line| line.starts_with("version:"))
+            .ok_or("the cassette has no top-level `version:` entry")?;
+        let mut out: String = lines.iter().take(after + 1).copied().collect();
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(block);
+        if !block.ends_with('\n') {
+            out.push('\n');
+        }
+        out.extend(lines.iter().skip(after + 1).copied());
+        return Ok(out);
+    };
     let end = lines
         .iter()
         .enumerate()

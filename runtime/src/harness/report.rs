@@ -89,6 +89,7 @@ pub fn summary(reports: &[ScenarioReport]) -> String {
             let word = match status {
                 Status::Pass | Status::ExpectedStale => "passed",
                 Status::Accepted => "accepted",
+                Status::Unpinned => "unpinned (passed)",
                 Status::Failed => "failed",
                 Status::Changed => "changed",
                 Status::Stale => "stale",
@@ -198,7 +199,7 @@ pub fn junit_case(report: &ScenarioReport) -> JunitCase {
         .map(|problem| problem.message.clone())
         .unwrap_or_default();
     let (failure, error) = match report.status {
-        Status::Pass | Status::ExpectedStale | Status::Accepted => (None, None),
+        Status::Pass | Status::ExpectedStale | Status::Accepted | Status::Unpinned => (None, None),
         Status::Error => (None, Some((message, text))),
         _ => (Some((message, text)), None),
     };

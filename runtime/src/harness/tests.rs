@@ -118,7 +118,7 @@ fn the_recorded_block_is_replaced_and_nothing_else() {
         "{replaced}"
     );
     let read = Cassette::from_yaml("c.yaml", &replaced).map(|cassette| cassette.recorded);
-    assert_eq!(read, Ok(recorded), "{replaced}");
+    assert_eq!(read, Ok(Some(recorded)), "{replaced}");
 }
 
 #[test]

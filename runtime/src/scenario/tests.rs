@@ -20,9 +20,10 @@ fn loaded(text: &str) -> Cassette {
 fn the_design_example_loads() {
     let cassette = loaded(EXAMPLE_CASSETTE);
     assert_eq!(cassette.version, 1);
-    assert_eq!(cassette.recorded.spec_hash, "sha256:abc");
+    let recorded = cassette.recorded.clone().unwrap_or_default();
+    assert_eq!(recorded.spec_hash, "sha256:abc");
     assert_eq!(
-        cassette.recorded.prompts.get("planner").map(String::as_str),
+        recorded.prompts.get("planner").map(String::as_str),
         Some("sha256:def")
     );
     let keys: Vec<String> = cassette
@@ -132,6 +133,19 @@ fn loading_checks_name_the_file_and_line() {
 }
 
 #[test]
+fn a_cassette_without_recorded_is_hand_written_and_unpinned() {
+    let cassette = loaded("version: 1\ncalls:\n  - { step: plan, response: {} }\n");
+    assert_eq!(cassette.recorded, None);
+    let current = Recorded {
+        spec_hash: "sha256:now".to_string(),
+        ..Recorded::default()
+    };
+    assert!(cassette.stale_against(&current).is_empty());
+    assert!(cassette.overrides().is_empty());
+    assert!(!cassette.to_yaml().unwrap_or_default().contains("recorded"));
+}
+
+#[test]
 fn format_errors_name_the_file_and_position() {
     let cases = [
         (
@@ -149,7 +163,7 @@ fn format_errors_name_the_file_and_position() {
             ":4:",
             "",
         ),
-        ("version: 1\n", "cassette.yaml", "recorded"),
+        ("calls: []\n", "cassette.yaml", "version"),
         (
             "version: 1\nrecorded: { spec_hash: x }\nfaults: [ { smash: { after: x } } ]\n",
             ":3:",
@@ -364,4 +378,22 @@ fn a_replay_under_other_model_parameters_or_an_override_is_stale() {
             .stale_against(&Recorded::from_spec(&replayed))
             .is_empty()
     );
+}
+
+#[test]
+fn the_closest_unused_recording_is_a_near_name_never_a_far_one() {
+    let missing = CallKey::new("execute").item("T-002");
+    let near = CallKey::new("execute").item("T-02");
+    let other_attempt = CallKey::new("execute").item("T-002").attempt(2);
+    let far = CallKey::new("deliver");
+    assert_eq!(
+        closest_key(&missing, [&far, &other_attempt, &near]),
+        Some(near.clone())
+    );
+    assert_eq!(
+        closest_key(&missing, [&far, &other_attempt]),
+        Some(other_attempt)
+    );
+    assert_eq!(closest_key(&missing, [&far]), None);
+    assert_eq!(closest_key(&CallKey::new("plan"), [&near]), None);
 }

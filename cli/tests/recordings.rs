@@ -1,0 +1,311 @@
+//! Recordings people can write and trust (DESIGN §10): hand-written (unpinned) cassettes, "did you mean" for names a cassette gets wrong, the closest unused recording for a missing call, per-call prompt hashes, and `expect` on delivery, answer and calls.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn all(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+}
+
+/// `charter ARGS` in `dir`, with NO_COLOR.
+fn charter(dir: &Path, args: &[&str]) -> Ran {
+    let output = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run charter: {error}"));
+    let ran = Ran {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    assert!(!ran.stderr.contains("panicked"), "{}", ran.stderr);
+    ran
+}
+
+/// A fresh project holding the closed_loop seed (spec and prompts) and a copy of one of
+/// its golden scenarios, renamed `scenario`.
+fn project(name: &str, from: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("recordings-tests")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&root);
+    let repo = repository();
+    copy_dir(
+        &repo.join("specs/seeds/closed_loop"),
+        &root.join("specs/seeds/closed_loop"),
+    );
+    copy_file(
+        &repo.join("specs/seeds/closed_loop.charter"),
+        &root.join("specs/seeds/closed_loop.charter"),
+    );
+    copy_dir(
+        &repo.join("golden/closed_loop").join(from),
+        &root.join("golden/closed_loop/scenario"),
+    );
+    root
+}
+
+fn copy_file(from: &Path, to: &Path) {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).unwrap_or_else(|error| panic!("{error}"));
+    }
+    std::fs::copy(from, to).unwrap_or_else(|error| panic!("{}: {error}", from.display()));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    let entries = std::fs::read_dir(from).unwrap_or_else(|error| panic!("{error}"));
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let target = to.join(entry.file_name());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            copy_file(&path, &target);
+        }
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+fn edit(path: &Path, from: &str, to: &str) {
+    let text = read(path);
+    assert!(
+        text.contains(from),
+        "{} does not contain {from:?}",
+        path.display()
+    );
+    std::fs::write(path, text.replacen(from, to, 1)).unwrap_or_else(|error| panic!("{error}"));
+}
+
+fn cassette(root: &Path) -> PathBuf {
+    root.join("golden/closed_loop/scenario/cassette.yaml")
+}
+
+/// The cassette without its `recorded:` block: what a person writes by hand.
+fn unpin(root: &Path) {
+    let path = cassette(root);
+    let text = read(&path);
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("recorded:") {
+            skipping = true;
+            continue;
+        }
+        if skipping && (line.starts_with(' ') || line.trim().is_empty()) {
+            continue;
+        }
+        skipping = false;
+        out.push_str(line);
+    }
+    assert!(!out.contains("recorded:"), "{out}");
+    std::fs::write(&path, out).unwrap_or_else(|error| panic!("{error}"));
+}
+
+#[test]
+fn a_hand_written_cassette_replays_unpinned_and_is_pinned_only_with_pin() {
+    let root = project("unpinned", "timeout_then_recovery");
+    unpin(&root);
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.all());
+    assert!(ran.stdout.contains("unpinned"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("1 scenario: 1 unpinned (passed)"),
+        "{}",
+        ran.stdout
+    );
+
+    // A changed prompt template does not make an unpinned cassette stale: only the
+    // trace (which holds the prompt hashes) changes.
+    edit(
+        &root.join("specs/seeds/closed_loop/prompts/planner.md.j2"),
+        "You are",
+        "You, above all, are",
+    );
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(ran.stdout.contains("CHANGED"), "{}", ran.stdout);
+    assert!(!ran.all().contains("STALE"), "{}", ran.all());
+
+    // `--accept` takes the trace and leaves a hand-written cassette as it is written.
+    let before = read(&cassette(&root));
+    let ran = charter(&root, &["verify", "--accept"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.all());
+    assert_eq!(read(&cassette(&root)), before);
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.all());
+    assert!(ran.stdout.contains("1 unpinned (passed)"), "{}", ran.stdout);
+
+    // `--accept --pin` writes the `recorded` block after `version:`, keeping the rest.
+    let ran = charter(&root, &["verify", "--accept", "--pin"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.all());
+    assert!(
+        ran.stdout
+            .contains("pinned golden/closed_loop/scenario/cassette.yaml"),
+        "{}",
+        ran.stdout
+    );
+    let pinned = read(&cassette(&root));
+    assert!(
+        pinned.starts_with("version: 1\nrecorded:\n  spec_hash: sha256:"),
+        "{pinned}"
+    );
+    assert!(
+        pinned.ends_with(before.trim_start_matches("version: 1\n")),
+        "{pinned}"
+    );
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.all());
+    assert!(
+        ran.stdout.contains("1 scenario: 1 passed"),
+        "{}",
+        ran.stdout
+    );
+
+    // Pinned, the same kind of change is now stale.
+    edit(
+        &root.join("specs/seeds/closed_loop/prompts/planner.md.j2"),
+        "You, above all, are",
+        "You are",
+    );
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(ran.stdout.contains("STALE"), "{}", ran.stdout);
+}
+
+#[test]
+fn a_misspelt_step_or_judge_role_in_a_cassette_is_named_with_did_you_mean() {
+    let root = project("misspelt_step", "timeout_then_recovery");
+    unpin(&root);
+    edit(
+        &cassette(&root),
+        "  - step: evaluate\n",
+        "  - step: evalute\n",
+    );
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(
+        ran.stdout.contains(
+            "call {step: evalute, round: 1, attempt: 1}: the spec `closed_loop` has no step `evalute`; did you mean `evaluate`?"
+        ),
+        "{}",
+        ran.stdout
+    );
+    // At the entry's own line.
+    let line = read(&cassette(&root))
+        .lines()
+        .position(|line| line.contains("step: evalute"))
+        .map(|index| index + 1)
+        .unwrap_or_default();
+    assert!(
+        ran.stdout
+            .contains(&format!("golden/closed_loop/scenario/cassette.yaml:{line}")),
+        "{}",
+        ran.stdout
+    );
+    // `charter replay` says the same, and nothing about another version of the spec.
+    let ran = charter(&root, &["replay", "golden/closed_loop/scenario"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(
+        ran.stderr.contains("did you mean `evaluate`?"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("another version"), "{}", ran.stderr);
+
+    edit(
+        &cassette(&root),
+        "  - step: evalute\n",
+        "  - step: evaluate\n    role: evaluator\n",
+    );
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(
+        ran.stdout
+            .contains("`role:` names the judge of a per-item check, and step `evaluate` has none"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn a_missing_call_names_the_closest_unused_recording_and_a_misspelt_item() {
+    let root = project("closest", "timeout_then_recovery");
+    unpin(&root);
+    edit(
+        &cassette(&root),
+        "{ step: execute, item: T-002, attempt: 1, latency: 20m }",
+        "{ step: execute, item: T-02, attempt: 1, latency: 20m }",
+    );
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(
+        ran.stdout.contains(
+            "no recorded call for {step: execute, round: 1, item: T-002, attempt: 1}; the closest unused recording is {step: execute, round: 1, item: T-02, attempt: 1}"
+        ),
+        "{}",
+        ran.stdout
+    );
+    let line = read(&cassette(&root))
+        .lines()
+        .position(|line| line.contains("item: T-02,"))
+        .map(|index| index + 1)
+        .unwrap_or_default();
+    assert!(
+        ran.stdout
+            .contains(&format!("golden/closed_loop/scenario/cassette.yaml:{line}")),
+        "{}",
+        ran.stdout
+    );
+    // `charter replay` of an unpinned cassette does not blame another version of the spec.
+    let ran = charter(&root, &["replay", "golden/closed_loop/scenario"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(
+        ran.stderr.contains("the closest unused recording is"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("another version"), "{}", ran.stderr);
+}
+
+#[test]
+fn an_unused_call_for_an_item_that_never_ran_suggests_the_item() {
+    let root = project("unused_item", "timeout_then_recovery");
+    unpin(&root);
+    // An extra recording for a misspelt item: the run never asks for it.
+    let text = read(&cassette(&root));
+    std::fs::write(
+        cassette(&root),
+        text.replacen(
+            "calls:\n",
+            "calls:\n  - { step: execute, item: T-0001, attempt: 3, latency: 1s }\n",
+            1,
+        ),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(
+        ran.stdout.contains(
+            "item `T-0001` never ran in step `execute` (its items: `T-001`, `T-002`); did you mean `T-001`?"
+        ),
+        "{}",
+        ran.stdout
+    );
+}

@@ -187,6 +187,16 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Failed);
         }
     };
+    for stale in &report.stale_prompts {
+        print_err(&summary_line(
+            context,
+            "warning",
+            &format!(
+                "stale recording: call {} answered another prompt ({} -> {}); re-record it",
+                stale.key, stale.recorded, stale.now
+            ),
+        ));
+    }
     for key in &report.unused_calls {
         print_err(&summary_line(
             context,

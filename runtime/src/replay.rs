@@ -19,6 +19,10 @@
 //! `not_contains` text in one of them, is `ProviderError::PromptExpectation` naming the
 //! key and the texts, at once, and the run stops (the scenario's story depends on it).
 //!
+//! A call with a `prompt_hash` whose rendered prompt hashes differently is played back
+//! all the same and noted ([`ReplayProvider::stale_prompts`]): the harness reports it as
+//! a stale recording naming the key.
+//!
 //! Every call looked up is counted as used (even if its future is then dropped by a
 //! timeout), so [`ReplayProvider::unused`] lists the recorded calls a run never made.
 
@@ -43,6 +47,22 @@ pub struct ReplayProvider {
     faults: Vec<Fault>,
     used_calls: Mutex<BTreeSet<CallKey>>,
     used_humans: Mutex<BTreeSet<HumanKey>>,
+    stale_prompts: Mutex<Vec<StalePrompt>>,
+}
+
+/// A replayed call whose rendered prompt hashes differently from the prompt its recorded
+/// answer was given to (DESIGN §10): the answer belongs to another prompt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StalePrompt {
+    pub key: CallKey,
+    /// The role called.
+    pub role: String,
+    /// The recorded `prompt_hash`.
+    pub recorded: String,
+    /// The hash of the prompt rendered now.
+    pub now: String,
+    /// The prompt rendered now.
+    pub prompt: String,
 }
 
 impl ReplayProvider {
@@ -66,6 +86,7 @@ impl ReplayProvider {
             faults: cassette.faults,
             used_calls: Mutex::new(BTreeSet::new()),
             used_humans: Mutex::new(BTreeSet::new()),
+            stale_prompts: Mutex::new(Vec::new()),
         }
     }
 
@@ -87,6 +108,14 @@ impl ReplayProvider {
             .filter(|key| !used.contains(*key))
             .cloned()
             .collect()
+    }
+
+    /// The calls replayed so far whose prompt differs from the one they were recorded
+    /// for, in key order.
+    pub fn stale_prompts(&self) -> Vec<StalePrompt> {
+        let mut stale = lock(&self.stale_prompts).clone();
+        stale.sort_by(|a, b| a.key.cmp(&b.key));
+        stale
     }
 
     /// Recorded human answers no `ask` has asked for yet, as (step, round, attempt), in order.
@@ -140,6 +169,18 @@ impl ReplayProvider {
                 return Err(ProviderError::PromptExpectation {
                     key: key.clone(),
                     unmet,
+                });
+            }
+        }
+        if let Some(recorded) = &call.prompt_hash {
+            let now = crate::canonical::sha256(request.prompt.as_bytes());
+            if *recorded != now {
+                lock(&self.stale_prompts).push(StalePrompt {
+                    key: key.clone(),
+                    role: request.role.clone(),
+                    recorded: recorded.clone(),
+                    now,
+                    prompt: request.prompt.clone(),
                 });
             }
         }

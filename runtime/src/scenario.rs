@@ -244,6 +244,11 @@ pub struct RecordedCall {
     pub latency: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<RecordedUsage>,
+    /// `sha256:<hex>` of the rendered prompt the call answered (DESIGN §10), written by
+    /// every recording. On replay a call whose prompt hashes differently is stale: the
+    /// answer was given to another prompt (another request, a changed template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_hash: Option<String>,
     /// The tool calls the call made, in order; for a call that failed or timed out, those
     /// it made before it did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -552,6 +552,8 @@ pub struct Replayed {
     pub unused_humans: Vec<crate::provider::HumanKey>,
     /// Role -> the rendered prompt of its first call (by call key).
     pub prompts: BTreeMap<String, String>,
+    /// Calls whose prompt differs from the one their recorded answer was given to.
+    pub stale_prompts: Vec<crate::replay::StalePrompt>,
 }
 
 /// Replays `cassette` for `spec` on `input` on a paused clock, delivering in memory,
@@ -603,6 +605,7 @@ pub fn replay(
         unused_calls: replay.unused(),
         unused_humans: replay.unused_humans(),
         prompts,
+        stale_prompts: replay.stale_prompts(),
     })
 }
 
@@ -888,7 +891,7 @@ fn check_scenario(
         };
         if expected_stale {
             report.notes.push(stale);
-        } else if config.accept {
+        } else if config.accept && first.stale_prompts.is_empty() {
             match refresh_recorded(reference, &cassette_text, &current, &first.prompts) {
                 Ok(()) => report
                     .accepted
@@ -904,6 +907,7 @@ fn check_scenario(
         }
     } else if config.accept
         && !expected_stale
+        && first.stale_prompts.is_empty()
         && (config.pin || recorded.is_some())
         && recorded.as_ref().map(|recorded| &recorded.rendered) != Some(&first.prompts)
     {
@@ -927,7 +931,37 @@ fn check_scenario(
             }
         }
     }
-    if changes.is_empty() && expected_stale {
+    // Calls that answered another prompt (another request, a changed template): stale
+    // whether or not the cassette is pinned, and never absorbed by `--accept`, since the
+    // recorded answer belongs to the other prompt.
+    if !first.stale_prompts.is_empty() {
+        report.stale = true;
+        let lines = crate::yaml::call_lines(&cassette_text);
+        for stale in &first.stale_prompts {
+            let line = calls
+                .iter()
+                .position(|call| call.key() == stale.key)
+                .and_then(|index| lines.get(index).copied());
+            let problem = Problem {
+                kind: ProblemKind::Stale,
+                message: format!(
+                    "stale recording: call {} answered another prompt ({} -> {}); re-record it",
+                    stale.key, stale.recorded, stale.now
+                ),
+                detail: Some(stale_prompt_diff(recorded.as_ref(), stale)),
+                location: Location {
+                    file: cassette_file.clone(),
+                    line,
+                },
+            };
+            if expected_stale {
+                report.notes.push(problem);
+            } else {
+                report.problems.push(problem);
+            }
+        }
+    }
+    if changes.is_empty() && first.stale_prompts.is_empty() && expected_stale {
         report.problems.push(Problem {
             kind: ProblemKind::Expect,
             message: if recorded.is_none() {
@@ -1200,6 +1234,27 @@ fn prompt_diffs(
         out.push_str("(no rendered prompt changed: the spec text changed elsewhere)\n");
     }
     out
+}
+
+/// The diff of a stale call's prompt against the one it was recorded for, when the
+/// cassette holds that text (the role's first rendered prompt, if it hashes to the
+/// call's `prompt_hash`).
+fn stale_prompt_diff(recorded: Option<&Recorded>, stale: &crate::replay::StalePrompt) -> String {
+    let known = recorded
+        .and_then(|recorded| recorded.rendered.get(&stale.role))
+        .filter(|text| crate::canonical::sha256(text.as_bytes()) == stale.recorded);
+    match known {
+        Some(old) => unified_diff(
+            old,
+            &stale.prompt,
+            &format!("prompt of call {} (recorded)", stale.key),
+            &format!("prompt of call {} (now)", stale.key),
+        ),
+        None => format!(
+            "(the cassette holds only the hash of the prompt call {} answered, not its text)\n",
+            stale.key
+        ),
+    }
 }
 
 /// Rewrites the `recorded:` block of the cassette (and nothing else) with `current`

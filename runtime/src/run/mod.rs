@@ -137,6 +137,8 @@ pub struct ReplayReport {
     pub unused_calls: Vec<crate::provider::CallKey>,
     /// Recorded human answers never asked for: (step, round, attempt).
     pub unused_humans: Vec<crate::provider::HumanKey>,
+    /// Calls whose prompt differs from the one their recorded answer was given to.
+    pub stale_prompts: Vec<crate::replay::StalePrompt>,
 }
 
 /// Replays `cassette` for `spec` on `input` on a paused clock: calls and human answers
@@ -160,6 +162,7 @@ pub fn replay_cassette(
         outcome,
         unused_calls: replay.unused(),
         unused_humans: replay.unused_humans(),
+        stale_prompts: replay.stale_prompts(),
     })
 }
 

@@ -134,7 +134,12 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     }
     // Names the spec does not have: each with "did you mean"; nothing is replayed.
     let names = charter_runtime::scenario::unknown_names(&cassette, spec);
-    if !names.is_empty() {
+    let expected_steps = scenario
+        .expect
+        .as_ref()
+        .map(|expect| charter_runtime::scenario::unknown_call_steps(expect, spec))
+        .unwrap_or_default();
+    if !names.is_empty() || !expected_steps.is_empty() {
         for problem in &names {
             print_error(
                 context,
@@ -142,6 +147,12 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
                     "bad cassette: {}",
                     one_line(&problem.message, MAX_LINE_CHARS)
                 ),
+            );
+        }
+        for message in &expected_steps {
+            print_error(
+                context,
+                &format!("bad scenario: {}", one_line(message, MAX_LINE_CHARS)),
             );
         }
         if stale {
@@ -244,17 +255,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     }
 
     if let Some(expect) = &scenario.expect {
-        let mut unmet = Vec::new();
-        if let Some(expected) = expect.outcome
-            && expected != outcome.outcome
-        {
-            unmet.push(format!("outcome {expected}, got {}", outcome.outcome));
-        }
-        if let Some(expected) = &expect.reason
-            && *expected != outcome.reason
-        {
-            unmet.push(format!("reason {expected}, got {}", outcome.reason));
-        }
+        let unmet = charter_runtime::scenario::unmet(expect, outcome, &report.calls_per_step);
         if !unmet.is_empty() {
             print_error(
                 context,

@@ -309,3 +309,56 @@ fn an_unused_call_for_an_item_that_never_ran_suggests_the_item() {
         ran.stdout
     );
 }
+
+#[test]
+fn expect_checks_the_delivered_candidate_the_answer_and_calls_per_step() {
+    let root = project("expect", "max_rounds_best_candidate");
+    let scenario = root.join("golden/closed_loop/scenario/scenario.yaml");
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.all());
+
+    edit(&scenario, "delivered: c2 ", "delivered: c4 ");
+    edit(
+        &scenario,
+        "answer: { candidate_id: c2 }",
+        "answer: { candidate_id: c4, summary: x }",
+    );
+    edit(&scenario, "execute: 8", "execute: 7");
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(
+        ran.stdout.contains(
+            "expected delivered c4, got c2 and answer.candidate_id = \"c4\", got \"c2\" and 7 model calls in step `execute`, got 8"
+        ),
+        "{}",
+        ran.stdout
+    );
+    // `charter replay` checks the same expectations.
+    let ran = charter(&root, &["replay", "golden/closed_loop/scenario"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(
+        ran.stderr
+            .contains("7 model calls in step `execute`, got 8"),
+        "{}",
+        ran.stderr
+    );
+
+    // A step the spec does not have is named before anything runs.
+    edit(&scenario, "execute: 7", "exeucte: 7");
+    let ran = charter(&root, &["verify"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(
+        ran.stdout.contains(
+            "`expect.calls` names step `exeucte`, which the spec `closed_loop` does not have; did you mean `execute`?"
+        ),
+        "{}",
+        ran.stdout
+    );
+    let ran = charter(&root, &["replay", "golden/closed_loop/scenario"]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(
+        ran.stderr.contains("did you mean `execute`?"),
+        "{}",
+        ran.stderr
+    );
+}

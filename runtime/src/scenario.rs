@@ -41,7 +41,7 @@ pub struct Scenario {
 }
 
 /// Quick assertions on how a scenario's run ends.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expectation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,6 +54,16 @@ pub struct Expectation {
     /// its `recorded` block alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale: Option<bool>,
+    /// The id of the candidate the run must deliver (`c2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered: Option<String>,
+    /// What the run's answer must hold: a subset match (records may have more fields;
+    /// lists match item by item).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Value>,
+    /// Model calls per step (every attempt, a per-item check's judge calls included).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub calls: BTreeMap<String, u64>,
 }
 
 /// `cassette.yaml`: what the models (and people) answered in a recorded run.
@@ -649,7 +659,10 @@ pub mod duration_text {
     }
 }
 
+mod expect;
 mod names;
+
+pub use expect::{calls_per_step, subset_difference, unknown_call_steps, unmet};
 
 pub use names::{Entry, NameProblem, closest_key, unknown_names};
 

@@ -824,6 +824,17 @@ fn check_scenario(
         }
         return;
     }
+    let unknown_steps = crate::scenario::unknown_call_steps(&expect, &spec);
+    if !unknown_steps.is_empty() {
+        for message in unknown_steps {
+            report.problems.push(error_at(
+                scenario_file.clone(),
+                line_of(scenario_text, "expect:"),
+                message,
+            ));
+        }
+        return;
+    }
 
     // A bad input is the scenario's mistake, shown at its `input:`; nothing is replayed.
     if let Err(violations) = crate::validate::validate_request(&spec, &scenario.input) {
@@ -980,17 +991,11 @@ fn check_scenario(
     }
 
     // Expectations.
-    let mut unmet = Vec::new();
-    if let Some(outcome) = expect.outcome
-        && outcome != first.outcome.outcome
-    {
-        unmet.push(format!("outcome {outcome}, got {}", first.outcome.outcome));
-    }
-    if let Some(reason) = &expect.reason
-        && *reason != first.outcome.reason
-    {
-        unmet.push(format!("reason {reason}, got {}", first.outcome.reason));
-    }
+    let unmet = crate::scenario::unmet(
+        &expect,
+        &first.outcome,
+        &crate::scenario::calls_per_step(&first.events),
+    );
     if !unmet.is_empty() {
         report.problems.push(Problem {
             kind: ProblemKind::Expect,

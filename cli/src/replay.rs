@@ -162,6 +162,9 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     }
 
     let live = LiveDisplay::default();
+    let totals = charter_runtime::totals::TotalsSink::new(std::sync::Arc::new(spec.clone()));
+    let started = std::time::Instant::now();
+    let live = charter_runtime::trace::Tee(live, totals.clone());
     let report = match &args.events {
         Some(path) => {
             let file = match JsonlSink::create(path) {
@@ -239,6 +242,10 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         }
     }
     print_err(&format!("{last}\n"));
+    print_err(&format!(
+        "{}\n",
+        totals_line(&totals.totals(), started.elapsed(), true)
+    ));
     crate::print_answer(outcome.answer.as_ref())?;
     if let Some(directory) = &args.out
         && outcome.delivered.is_none()
@@ -336,6 +343,28 @@ fn project_root(scenario: &Path) -> PathBuf {
         .and_then(Path::parent)
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Why a delivery was refused, never quoting an empty hash.
+fn delivery_refused(candidate: &str, expected_hash: &str, actual_hash: &str) -> String {
+    match (expected_hash.is_empty(), actual_hash.is_empty()) {
+        (true, true) => {
+            format!("delivery of {candidate} REFUSED: no candidate was evaluated")
+        }
+        (false, true) => format!(
+            "delivery of {candidate} REFUSED: no evaluated candidate is `{candidate}` (the gate evaluated {})",
+            short(expected_hash)
+        ),
+        (true, false) => format!(
+            "delivery of {candidate} REFUSED: it was never evaluated (it hashes to {})",
+            short(actual_hash)
+        ),
+        (false, false) => format!(
+            "delivery of {candidate} REFUSED: evaluated {}, found {}",
+            short(expected_hash),
+            short(actual_hash)
+        ),
+    }
 }
 
 fn short(hash: &str) -> &str {
@@ -610,17 +639,8 @@ fn describe(event: &TraceEvent) -> Option<String> {
         } => {
             if *matches {
                 format!("delivered {candidate}, hash verified")
-            } else if actual_hash.is_empty() {
-                format!(
-                    "delivery of {candidate} REFUSED: no evaluated candidate is `{candidate}` (the gate evaluated {})",
-                    short(expected_hash)
-                )
             } else {
-                format!(
-                    "delivery of {candidate} REFUSED: evaluated {}, found {}",
-                    short(expected_hash),
-                    short(actual_hash)
-                )
+                delivery_refused(candidate, expected_hash, actual_hash)
             }
         }
         EventKind::InvariantViolated { invariant, message } => {
@@ -637,6 +657,26 @@ fn number(value: f64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// `totals: 6 calls, 8,300 tokens (6,400 in, 1,900 out), $0.0176; 3m12s virtual in 4ms`
+/// (a replay), or `…; 1m20s` (a live run, whose clock is the wall clock).
+pub(crate) fn totals_line(
+    totals: &charter_runtime::totals::RunTotals,
+    real: std::time::Duration,
+    virtual_clock: bool,
+) -> String {
+    use charter_runtime::scenario::duration_text::format;
+    let run_time = format(std::time::Duration::from_millis(totals.t_ms));
+    if virtual_clock {
+        format!(
+            "totals: {}; {run_time} virtual in {}",
+            totals.usage_text(),
+            format(real)
+        )
+    } else {
+        format!("totals: {}; {}", totals.usage_text(), format(real))
+    }
+}
+
 fn format_time(ms: u64) -> String {
     if ms < 1000 {
         format!("{ms}ms")
@@ -644,5 +684,39 @@ fn format_time(ms: u64) -> String {
         format!("{}.{:03}s", ms / 1000, ms % 1000)
     } else {
         format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::delivery_refused;
+
+    #[test]
+    fn a_refused_delivery_never_quotes_an_empty_hash() {
+        for (expected, actual, says) in [
+            ("", "", "no candidate was evaluated"),
+            (
+                "sha256:aaaaaaaaaaaaaaaaaaaa",
+                "",
+                "no evaluated candidate is `c1`",
+            ),
+            ("", "sha256:bbbbbbbbbbbbbbbbbbbb", "it was never evaluated"),
+            (
+                "sha256:aaaaaaaaaaaaaaaaaaaa",
+                "sha256:bbbbbbbbbbbbbbbbbbbb",
+                "evaluated sha256:aaaaaaaaaaaa, found sha256:bbbbbbbbbbbb",
+            ),
+        ] {
+            let line = delivery_refused("c1", expected, actual);
+            assert!(line.contains(says), "{line}");
+            assert!(
+                !line.contains(", found ,") && !line.ends_with("found "),
+                "{line}"
+            );
+            assert!(
+                !line.contains("evaluated ,") && !line.contains("evaluated )"),
+                "{line}"
+            );
+        }
     }
 }

@@ -58,6 +58,26 @@ pub struct VerifyArgs {
     pub github: bool,
 }
 
+/// `file` (relative to the project root `root`) as a path from the current directory; a
+/// root outside the current directory leaves it relative to the root.
+fn from_here(root: &Path, file: &str) -> String {
+    let root = if root.is_absolute() {
+        let current = std::env::current_dir().unwrap_or_default();
+        match crate::loader::normalize(root).strip_prefix(crate::loader::normalize(&current)) {
+            Ok(inside) => inside.to_path_buf(),
+            Err(_) => return file.to_string(),
+        }
+    } else {
+        root.to_path_buf()
+    };
+    let shown = display_path(&crate::loader::normalize(&root.join(file)));
+    if shown.is_empty() {
+        file.to_string()
+    } else {
+        shown
+    }
+}
+
 fn parse_partition(text: &str) -> Result<Partition, String> {
     text.parse()
 }
@@ -110,7 +130,7 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
                     .map(|detail| escape::block(&detail, escape::MAX_BLOCK_CHARS));
                 print_err(problem.detail.as_deref().unwrap_or(&problem.message));
                 annotations.push(github_error(
-                    &problem.location.file,
+                    &from_here(root, &problem.location.file),
                     problem.location.line,
                     "spec error",
                     &problem.message,
@@ -132,7 +152,19 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         }
     };
     cases.extend(reports.iter().map(junit_case));
-    annotations.extend(github_annotations(&reports));
+    // Annotations point at files from where verify runs (GitHub resolves them from the
+    // checkout), not from the project root.
+    let located: Vec<_> = reports
+        .iter()
+        .cloned()
+        .map(|mut report| {
+            for problem in &mut report.problems {
+                problem.location.file = from_here(root, &problem.location.file);
+            }
+            report
+        })
+        .collect();
+    annotations.extend(github_annotations(&located));
     failed |= reports.iter().any(|report| !report.status.passed());
 
     let details = details(&reports);

@@ -362,3 +362,53 @@ fn expect_checks_the_delivered_candidate_the_answer_and_calls_per_step() {
         ran.stderr
     );
 }
+
+#[test]
+fn annotations_are_relative_to_where_verify_runs_and_an_erroring_scenario_counts_its_events() {
+    let root = project("annotations", "timeout_then_recovery");
+    unpin(&root);
+    // A call the cassette lacks: the replay stops part way, after some events.
+    edit(
+        &cassette(&root),
+        "  - step: deliver\n",
+        "  - step: deliver\n    round: 2\n",
+    );
+    let parent = root.parent().unwrap_or(&root).to_path_buf();
+    let name = root
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let report = format!("{name}/report.xml");
+    let ran = charter(&parent, &["verify", &name, "--github", "--junit", &report]);
+    assert_eq!(ran.code, Some(1), "{}", ran.all());
+    assert!(
+        ran.stdout.contains(&format!(
+            "::error file={name}/golden/closed_loop/scenario/cassette.yaml,line="
+        )),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains("title=ERROR closed_loop/scenario::"),
+        "{}",
+        ran.stdout
+    );
+    let row = ran
+        .stdout
+        .lines()
+        .find(|line| line.starts_with("closed_loop") && line.contains("ERROR"))
+        .unwrap_or_default()
+        .to_string();
+    let events: usize = row
+        .split_whitespace()
+        .rev()
+        .nth(1)
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(0);
+    assert!(events > 20, "the events emitted before the error: {row}");
+    let xml = read(&root.join("report.xml"));
+    assert!(
+        xml.contains("<error message=\"ERROR: the replay failed: no recorded call for {step: deliver, round: 1, attempt: 1}"),
+        "{xml}"
+    );
+}

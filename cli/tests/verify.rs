@@ -207,7 +207,7 @@ fn junit_and_github_annotations_point_at_the_failure() {
         "{xml}"
     );
     assert!(
-        xml.contains("<failure message=\"expected reason max_rounds, got gate_passed\">"),
+        xml.contains("<failure message=\"FAIL: expected reason max_rounds, got gate_passed\">"),
         "{xml}"
     );
     assert!(xml.contains("failures=\"1\""), "{xml}");

@@ -48,6 +48,7 @@ pub mod run;
 pub mod scenario;
 pub mod secrets;
 pub mod tools;
+pub mod totals;
 pub mod trace;
 pub mod validate;
 pub mod value;

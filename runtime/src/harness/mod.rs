@@ -564,6 +564,17 @@ pub fn replay(
     cassette: Cassette,
     root: &Path,
 ) -> Result<Replayed, RunError> {
+    replay_counting(spec, input, cassette, root).0
+}
+
+/// [`replay`], with the number of trace events the run emitted, which a failed replay
+/// (an unrecorded call) has too.
+pub fn replay_counting(
+    spec: &CompiledSpec,
+    input: Value,
+    cassette: Cassette,
+    root: &Path,
+) -> (Result<Replayed, RunError>, usize) {
     let config = RunConfig {
         delivery: DeliveryTarget::Memory,
         faults: cassette.faults.clone(),
@@ -583,11 +594,17 @@ pub fn replay(
         replay.as_ref(),
         &config,
         &mut sink,
-    )?;
+    );
     let events = sink.into_events();
-    let trace = to_jsonl(&events)
-        .map(|text| normalize_trace(&text, root))
-        .map_err(|error| RunError::Flow(error.to_string()))?;
+    let count = events.len();
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(error) => return (Err(error), count),
+    };
+    let trace = match to_jsonl(&events) {
+        Ok(text) => normalize_trace(&text, root),
+        Err(error) => return (Err(RunError::Flow(error.to_string())), count),
+    };
     let prompts = capture
         .first
         .lock()
@@ -598,7 +615,7 @@ pub fn replay(
                 .collect()
         })
         .unwrap_or_default();
-    Ok(Replayed {
+    let replayed = Replayed {
         outcome,
         events,
         trace,
@@ -606,7 +623,8 @@ pub fn replay(
         unused_humans: replay.unused_humans(),
         prompts,
         stale_prompts: replay.stale_prompts(),
-    })
+    };
+    (Ok(replayed), count)
 }
 
 /// A provider that keeps the rendered prompt of each role's first call (the smallest
@@ -852,7 +870,10 @@ fn check_scenario(
             ),
         ));
     }
-    let first = match replay(&spec, scenario.input.clone(), cassette.clone(), root) {
+    let (first, emitted) = replay_counting(&spec, scenario.input.clone(), cassette.clone(), root);
+    // A replay that failed still counts the events it emitted (the table shows them).
+    report.events = emitted;
+    let first = match first {
         Ok(replayed) => replayed,
         Err(error) => {
             // A prompt that misses its `expect_prompt` is shown at the call that expects

@@ -161,6 +161,16 @@ fn kind_label(kind: ProblemKind) -> &'static str {
     }
 }
 
+/// The status a problem of `kind` gives a scenario.
+fn status_of_kind(kind: ProblemKind) -> Status {
+    match kind {
+        ProblemKind::Error => Status::Error,
+        ProblemKind::Stale => Status::Stale,
+        ProblemKind::Changed | ProblemKind::NewSnapshot => Status::Changed,
+        ProblemKind::Expect | ProblemKind::Unused | ProblemKind::Nondeterministic => Status::Failed,
+    }
+}
+
 fn location_text(problem: &Problem) -> String {
     match problem.location.line {
         Some(line) => format!("{}:{line}", problem.location.file),
@@ -193,10 +203,27 @@ pub fn junit_case(report: &ScenarioReport) -> JunitCase {
         }
         text
     };
-    let message = report
+    // The message names the failure that decided the status (an `expect` miss is not
+    // called stale because the cassette is stale too), with its kind.
+    let deciding = report
         .problems
-        .first()
-        .map(|problem| problem.message.clone())
+        .iter()
+        .find(|problem| status_of_kind(problem.kind) == report.status)
+        .or(report.problems.first());
+    let message = deciding
+        .map(|problem| {
+            let others = report.problems.len() - 1;
+            format!(
+                "{}: {}{}",
+                kind_label(problem.kind),
+                problem.message,
+                if others > 0 {
+                    format!(" (and {others} more)")
+                } else {
+                    String::new()
+                }
+            )
+        })
         .unwrap_or_default();
     let (failure, error) = match report.status {
         Status::Pass | Status::ExpectedStale | Status::Accepted | Status::Unpinned => (None, None),
@@ -314,7 +341,7 @@ pub fn github_annotations(reports: &[ScenarioReport]) -> Vec<String> {
             lines.push(github_error(
                 &problem.location.file,
                 problem.location.line,
-                &format!("{} {}", report.status.label(), report.id()),
+                &format!("{} {}", kind_label(problem.kind), report.id()),
                 &problem.message,
             ));
         }

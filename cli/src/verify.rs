@@ -44,9 +44,11 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "PAT")]
     pub filter: Option<String>,
 
-    /// Only shard K of N (e.g. 2/3): each scenario belongs to exactly one shard, always
-    /// the same one.
-    #[arg(long, value_name = "K/N", value_parser = parse_partition)]
+    /// Only shard K of N: `count:K/N` (the default, also written `K/N`) deals the
+    /// scenarios (and specs) round-robin, so shards differ by at most one; `hash:K/N`
+    /// places each by a hash of its name, so it never moves when others are added. An
+    /// empty shard says so and passes.
+    #[arg(long, value_name = "[count:|hash:]K/N", value_parser = parse_partition)]
     pub partition: Option<Partition>,
 
     /// Also write the results as JUnit XML to FILE.
@@ -197,10 +199,28 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
             .unwrap_or_default()
     ))?;
     if specs.is_empty() && reports.is_empty() {
-        print_err(&format!(
-            "note: nothing to verify: `{}` has no specs/ and no golden/ scenarios\n",
-            display_path(root)
-        ));
+        match args.partition {
+            Some(partition) => {
+                let unsharded = HarnessConfig {
+                    partition: None,
+                    ..config.clone()
+                };
+                let scenarios = charter_runtime::harness::discover(root)
+                    .map(|found| charter_runtime::harness::select(found, &unsharded).len())
+                    .unwrap_or(0);
+                let spec_count = specs_under_count(root, &unsharded);
+                print_err(&format!(
+                    "note: shard {partition} is empty: it holds none of the {scenarios} \
+                     scenario{} and {spec_count} spec{} selected; nothing to verify, so it passes\n",
+                    if scenarios == 1 { "" } else { "s" },
+                    if spec_count == 1 { "" } else { "s" },
+                ));
+            }
+            None => print_err(&format!(
+                "note: nothing to verify: `{}` has no specs/ and no golden/ scenarios\n",
+                display_path(root)
+            )),
+        }
     }
     if args.github {
         for line in &annotations {
@@ -224,6 +244,25 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
     })
 }
 
+/// How many specs `specs_under` would select (without compiling them).
+fn specs_under_count(root: &Path, config: &HarnessConfig) -> usize {
+    let directory = root.join("specs");
+    let Ok(paths) = collect_specs(&[directory]) else {
+        return 0;
+    };
+    paths
+        .iter()
+        .map(|path| display_path(path.strip_prefix(root).unwrap_or(path)))
+        .filter(|relative| {
+            !relative.starts_with("specs/invalid/")
+                && config
+                    .filter
+                    .as_deref()
+                    .is_none_or(|filter| relative.contains(filter))
+        })
+        .count()
+}
+
 /// Every spec under `root/specs` (except the compile-fail cases in `specs/invalid/`) that
 /// the filter and partition keep, with its compilation result, by path relative to `root`.
 fn specs_under(root: &Path, config: &HarnessConfig) -> Vec<(String, Result<(), Problem>)> {
@@ -236,18 +275,21 @@ fn specs_under(root: &Path, config: &HarnessConfig) -> Vec<(String, Result<(), P
     };
     paths
         .iter()
-        .filter_map(|path| {
-            let relative = display_path(path.strip_prefix(root).unwrap_or(path));
-            let invalid = relative.starts_with("specs/invalid/");
-            let kept = config
-                .filter
-                .as_deref()
-                .is_none_or(|filter| relative.contains(filter))
+        .map(|path| display_path(path.strip_prefix(root).unwrap_or(path)))
+        .filter(|relative| {
+            !relative.starts_with("specs/invalid/")
                 && config
-                    .partition
-                    .is_none_or(|partition| partition.keeps(&relative));
-            (!invalid && kept).then_some(relative)
+                    .filter
+                    .as_deref()
+                    .is_none_or(|filter| relative.contains(filter))
         })
+        .enumerate()
+        .filter(|(position, relative)| {
+            config
+                .partition
+                .is_none_or(|partition| partition.keeps(*position, relative))
+        })
+        .map(|(_, relative)| relative)
         .map(|relative| {
             let result = compile_spec(root, &relative).map(|_| ());
             (relative, result)

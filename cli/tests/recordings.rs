@@ -412,3 +412,66 @@ fn annotations_are_relative_to_where_verify_runs_and_an_erroring_scenario_counts
         "{xml}"
     );
 }
+
+/// The `result` rows of a verify table: scenario names.
+fn rows(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|line| line.starts_with("closed_loop "))
+        .filter_map(|line| line.split_whitespace().nth(1).map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn partitions_deal_round_robin_by_default_and_an_empty_shard_passes_saying_so() {
+    let root = project("partition", "happy_path");
+    for name in [
+        "timeout_then_recovery",
+        "malformed_output",
+        "repair_succeeds",
+        "no_progress",
+        "partial_success",
+        "budget_exhausted",
+    ] {
+        copy_dir(
+            &repository().join("golden/closed_loop").join(name),
+            &root.join("golden/closed_loop").join(name),
+        );
+    }
+    let mut seen = Vec::new();
+    let mut sizes = Vec::new();
+    for shard in ["1/3", "count:2/3", "3/3"] {
+        let ran = charter(&root, &["verify", "--partition", shard]);
+        assert_eq!(ran.code, Some(0), "{}", ran.all());
+        let names = rows(&ran.stdout);
+        sizes.push(names.len());
+        seen.extend(names);
+    }
+    assert_eq!(sizes, vec![3, 2, 2], "round-robin: no shard is empty");
+    seen.sort();
+    assert_eq!(seen.len(), 7);
+    seen.dedup();
+    assert_eq!(seen.len(), 7, "every scenario in exactly one shard");
+
+    // By hash: together every scenario exactly once too.
+    let mut hashed = Vec::new();
+    for shard in ["hash:1/3", "hash:2/3", "hash:3/3"] {
+        let ran = charter(&root, &["verify", "--partition", shard]);
+        assert_eq!(ran.code, Some(0), "{}", ran.all());
+        hashed.extend(rows(&ran.stdout));
+    }
+    hashed.sort();
+    hashed.dedup();
+    assert_eq!(hashed.len(), 7);
+
+    let ran = charter(&root, &["verify", "--partition", "9/9"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.all());
+    assert!(
+        ran.stderr.contains(
+            "note: shard count:9/9 is empty: it holds none of the 7 scenarios and 1 spec selected; nothing to verify, so it passes"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("has no specs/"), "{}", ran.stderr);
+}

@@ -76,40 +76,72 @@ impl Default for HarnessConfig {
     }
 }
 
-/// Shard `index` (1-based) of `count`. A scenario belongs to shard `hash(id) % count + 1`
-/// (FNV-1a of `<spec>/<scenario>`), so its shard never changes when other scenarios are
-/// added or removed, and shards 1..=count together hold every scenario exactly once.
+/// How scenarios are spread over shards (DESIGN §11, as nextest does).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PartitionMode {
+    /// Round-robin over the selected scenarios in id order: the i-th (0-based) goes to
+    /// shard `i % count + 1`, so shards differ in size by at most one.
+    #[default]
+    Count,
+    /// By an FNV-1a hash of `<spec>/<scenario>`: a scenario's shard never changes when
+    /// others are added or removed (shards may be uneven, or empty).
+    Hash,
+}
+
+/// Shard `index` (1-based) of `count`; shards 1..=count together hold every selected
+/// scenario exactly once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Partition {
+    pub mode: PartitionMode,
     pub index: u64,
     pub count: u64,
 }
 
 impl Partition {
-    pub fn keeps(self, id: &str) -> bool {
-        stable_hash(id) % self.count + 1 == self.index
+    /// Whether the item at `position` (0-based, among the items the filter kept, in
+    /// order) with id `id` belongs to this shard.
+    pub fn keeps(self, position: usize, id: &str) -> bool {
+        let slot = match self.mode {
+            PartitionMode::Count => position as u64,
+            PartitionMode::Hash => stable_hash(id),
+        };
+        slot % self.count + 1 == self.index
     }
 }
 
 impl FromStr for Partition {
     type Err = String;
 
-    /// `K/N` with `1 <= K <= N`.
+    /// `count:K/N`, `hash:K/N` or `K/N` (count), with `1 <= K <= N`.
     fn from_str(text: &str) -> Result<Partition, String> {
-        let error = || format!("expected K/N with 1 <= K <= N (e.g. 2/4), got `{text}`");
-        let (index, count) = text.split_once('/').ok_or_else(error)?;
+        let error = || {
+            format!(
+                "expected count:K/N, hash:K/N or K/N with 1 <= K <= N (e.g. count:2/4), got `{text}`"
+            )
+        };
+        let (mode, shard) = match text.split_once(':') {
+            Some(("count", shard)) => (PartitionMode::Count, shard),
+            Some(("hash", shard)) => (PartitionMode::Hash, shard),
+            Some(_) => return Err(error()),
+            None => (PartitionMode::Count, text),
+        };
+        let (index, count) = shard.split_once('/').ok_or_else(error)?;
         let index: u64 = index.trim().parse().map_err(|_| error())?;
         let count: u64 = count.trim().parse().map_err(|_| error())?;
         if index == 0 || count == 0 || index > count {
             return Err(error());
         }
-        Ok(Partition { index, count })
+        Ok(Partition { mode, index, count })
     }
 }
 
 impl fmt::Display for Partition {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{}/{}", self.index, self.count)
+        let mode = match self.mode {
+            PartitionMode::Count => "count",
+            PartitionMode::Hash => "hash",
+        };
+        write!(formatter, "{mode}:{}/{}", self.index, self.count)
     }
 }
 
@@ -194,20 +226,24 @@ fn sorted_dirs(directory: &Path) -> Result<Vec<PathBuf>, HarnessError> {
     Ok(dirs)
 }
 
-/// The scenarios `config`'s filter and partition keep, in order.
+/// The scenarios `config`'s filter and partition keep, in order (the partition counts
+/// among the scenarios the filter kept).
 pub fn select(scenarios: Vec<ScenarioRef>, config: &HarnessConfig) -> Vec<ScenarioRef> {
     scenarios
         .into_iter()
         .filter(|scenario| {
-            let id = scenario.id();
             config
                 .filter
                 .as_deref()
-                .is_none_or(|filter| id.contains(filter))
-                && config
-                    .partition
-                    .is_none_or(|partition| partition.keeps(&id))
+                .is_none_or(|filter| scenario.id().contains(filter))
         })
+        .enumerate()
+        .filter(|(position, scenario)| {
+            config
+                .partition
+                .is_none_or(|partition| partition.keeps(*position, &scenario.id()))
+        })
+        .map(|(_, scenario)| scenario)
         .collect()
 }
 

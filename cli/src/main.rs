@@ -75,12 +75,19 @@ pub enum Outcome {
 pub struct Context {
     /// Colour stderr output (diagnostics and summary lines).
     pub color: bool,
+    /// Colour stdout output (verify's diffs and table): `always`, or `auto` with stdout a
+    /// terminal and no NO_COLOR.
+    pub color_out: bool,
+    /// stderr is a terminal: progress lines may be drawn and erased there.
+    pub interactive: bool,
 }
 
 fn main() -> ExitCode {
     let cli = parse_args();
     let context = Context {
-        color: use_color(cli.color),
+        color: use_color(cli.color, std::io::stderr().is_terminal()),
+        color_out: use_color(cli.color, std::io::stdout().is_terminal()),
+        interactive: std::io::stderr().is_terminal(),
     };
     let result = match cli.command {
         Command::Check(args) => check::run(&args, context),
@@ -146,13 +153,14 @@ fn color_from_args(args: &[std::ffi::OsString]) -> ColorChoice {
     choice
 }
 
-fn use_color(choice: ColorChoice) -> bool {
+/// Whether to colour a stream that `is_terminal` or not.
+fn use_color(choice: ColorChoice, is_terminal: bool) -> bool {
     match choice {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
         ColorChoice::Auto => {
             let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
-            !no_color && std::io::stderr().is_terminal()
+            !no_color && is_terminal
         }
     }
 }

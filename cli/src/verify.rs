@@ -4,10 +4,13 @@ use std::path::{Path, PathBuf};
 
 use charter_runtime::escape;
 use charter_runtime::harness::report::{
-    JunitCase, details, github_annotations, github_error, junit_case, junit_xml, summary, table,
+    JunitCase, colorize, details, github_annotations, github_error, junit_case, junit_xml, summary,
+    table,
 };
 use charter_runtime::harness::snapshot::write_atomically;
-use charter_runtime::harness::{HarnessConfig, Partition, Problem, compile_spec, verify_project};
+use charter_runtime::harness::{
+    HarnessConfig, Partition, Problem, compile_spec, verify_project_with_progress,
+};
 use clap::Args;
 
 use crate::loader::{collect_specs, display_path};
@@ -58,6 +61,10 @@ pub struct VerifyArgs {
     /// Also print GitHub Actions `::error` annotations pointing at the failing file and line.
     #[arg(long)]
     pub github: bool,
+
+    /// Show every scenario's row in the table, not only those that did not pass.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// `file` (relative to the project root `root`) as a path from the current directory; a
@@ -146,7 +153,22 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
     }
 
     // Scenarios.
-    let reports = match verify_project(root, &config) {
+    // On a terminal, one progress line, redrawn as scenarios finish and erased at the end;
+    // nothing of it reaches a pipe or a CI log.
+    let progress =
+        |done: usize, total: usize, report: &charter_runtime::harness::ScenarioReport| {
+            if context.interactive {
+                print_err(&format!(
+                    "\r\u{1b}[2K[{done}/{total}] {}",
+                    escape::one_line(&report.id(), 60)
+                ));
+            }
+        };
+    let reports = verify_project_with_progress(root, &config, &progress);
+    if context.interactive {
+        print_err("\r\u{1b}[2K");
+    }
+    let reports = match reports {
         Ok(reports) => reports,
         Err(error) => {
             print_error(context, &error.to_string());
@@ -171,11 +193,26 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
 
     let details = details(&reports);
     if !details.is_empty() {
-        print_out(&details)?;
+        if context.color_out {
+            print_out(&colorize(&details))?;
+        } else {
+            print_out(&details)?;
+        }
         print_out("\n")?;
     }
-    if !reports.is_empty() {
-        print_out(&table(&reports))?;
+    // The table: every row with --verbose, otherwise only the scenarios that did not pass
+    // (a thousand passing scenarios are one count, not a thousand rows).
+    let shown: Vec<_> = if args.verbose {
+        reports.clone()
+    } else {
+        reports
+            .iter()
+            .filter(|report| !report.status.passed())
+            .cloned()
+            .collect()
+    };
+    if !shown.is_empty() {
+        print_out(&table(&shown))?;
     }
     let spec_line = if specs.is_empty() {
         String::new()

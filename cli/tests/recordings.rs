@@ -441,7 +441,7 @@ fn partitions_deal_round_robin_by_default_and_an_empty_shard_passes_saying_so() 
     let mut seen = Vec::new();
     let mut sizes = Vec::new();
     for shard in ["1/3", "count:2/3", "3/3"] {
-        let ran = charter(&root, &["verify", "--partition", shard]);
+        let ran = charter(&root, &["verify", "--verbose", "--partition", shard]);
         assert_eq!(ran.code, Some(0), "{}", ran.all());
         let names = rows(&ran.stdout);
         sizes.push(names.len());
@@ -456,7 +456,7 @@ fn partitions_deal_round_robin_by_default_and_an_empty_shard_passes_saying_so() 
     // By hash: together every scenario exactly once too.
     let mut hashed = Vec::new();
     for shard in ["hash:1/3", "hash:2/3", "hash:3/3"] {
-        let ran = charter(&root, &["verify", "--partition", shard]);
+        let ran = charter(&root, &["verify", "--verbose", "--partition", shard]);
         assert_eq!(ran.code, Some(0), "{}", ran.all());
         hashed.extend(rows(&ran.stdout));
     }
@@ -474,4 +474,71 @@ fn partitions_deal_round_robin_by_default_and_an_empty_shard_passes_saying_so() 
         ran.stderr
     );
     assert!(!ran.stderr.contains("has no specs/"), "{}", ran.stderr);
+}
+
+#[test]
+fn verify_lists_only_what_failed_unless_verbose_and_colours_only_when_asked() {
+    let root = project("output", "happy_path");
+    copy_dir(
+        &repository().join("golden/closed_loop/malformed_output"),
+        &root.join("golden/closed_loop/malformed_output"),
+    );
+    edit(
+        &root.join("golden/closed_loop/scenario/cassette.yaml"),
+        "relevance: 9",
+        "relevance: 7",
+    );
+    let plain = charter(&root, &["verify"]);
+    assert_eq!(plain.code, Some(1), "{}", plain.all());
+    let table_rows: Vec<&str> = plain
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("closed_loop "))
+        .collect();
+    assert_eq!(table_rows.len(), 1, "only the failure: {}", plain.stdout);
+    assert!(table_rows[0].contains("CHANGED"), "{}", plain.stdout);
+    assert!(
+        plain.stdout.contains("2 scenarios: 1 passed, 1 changed"),
+        "{}",
+        plain.stdout
+    );
+    assert!(
+        plain
+            .stdout
+            .contains("    gate.score: 8.666666666666666 -> 8.0"),
+        "{}",
+        plain.stdout
+    );
+    assert!(
+        !plain.all().contains('\u{1b}'),
+        "no colour in a pipe: {}",
+        plain.all()
+    );
+
+    let verbose = charter(&root, &["verify", "--verbose"]);
+    let rows = verbose
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("closed_loop "))
+        .count();
+    assert_eq!(rows, 2, "{}", verbose.stdout);
+
+    let coloured = charter(&root, &["--color", "always", "verify"]);
+    assert!(
+        coloured.stdout.contains(
+            "    gate.score: \u{1b}[31m8.666666666666666\u{1b}[0m -> \u{1b}[32m8.0\u{1b}[0m"
+        ),
+        "{}",
+        coloured.stdout
+    );
+    // The output is the same but for the colour codes.
+    let stripped = coloured
+        .stdout
+        .replace("\u{1b}[31m", "")
+        .replace("\u{1b}[32m", "")
+        .replace("\u{1b}[36m", "")
+        .replace("\u{1b}[1;31m", "")
+        .replace("\u{1b}[1m", "")
+        .replace("\u{1b}[0m", "");
+    assert_eq!(stripped, plain.stdout);
 }

@@ -19,6 +19,7 @@
 //! stale cassette's `recorded` block is rewritten with the current hashes and prompts;
 //! the rest of the hand-written cassette is left as it was.
 
+pub mod event_diff;
 pub mod report;
 pub mod snapshot;
 
@@ -516,6 +517,18 @@ pub fn verify_project(
     root: &Path,
     config: &HarnessConfig,
 ) -> Result<Vec<ScenarioReport>, HarnessError> {
+    verify_project_with_progress(root, config, &|_, _, _| {})
+}
+
+/// [`verify_project`], telling `progress` of each scenario as it finishes: (how many are
+/// done, how many in all, its report). Called from the worker threads, in the order they
+/// finish.
+pub fn verify_project_with_progress(
+    root: &Path,
+    config: &HarnessConfig,
+    progress: &(dyn Fn(usize, usize, &ScenarioReport) + Sync),
+) -> Result<Vec<ScenarioReport>, HarnessError> {
+    let finished = std::sync::atomic::AtomicUsize::new(0);
     // Each scenario file is read once, here; then each spec is compiled once, up front,
     // so the workers only read the cache.
     let scenarios: Vec<(ScenarioRef, ScenarioFile)> = select(discover(root)?, config)
@@ -534,11 +547,18 @@ pub fn verify_project(
     let workers = std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
         .min(scenarios.len().max(1));
+    let total = scenarios.len();
+    let tell = |report: &ScenarioReport| {
+        let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        progress(done, total, report);
+    };
     if workers <= 1 {
         return Ok(scenarios
             .iter()
             .map(|(reference, file)| {
-                verify_scenario(root, reference, file, config, &mut specs).escaped()
+                let report = verify_scenario(root, reference, file, config, &mut specs).escaped();
+                tell(&report);
+                report
             })
             .collect());
     }
@@ -549,6 +569,7 @@ pub fn verify_project(
                 let mut specs = specs.clone();
                 let next = &next;
                 let scenarios = &scenarios;
+                let tell = &tell;
                 scope.spawn(move || {
                     let mut done = Vec::new();
                     loop {
@@ -558,6 +579,7 @@ pub fn verify_project(
                         };
                         let report =
                             verify_scenario(root, reference, file, config, &mut specs).escaped();
+                        tell(&report);
                         done.push((index, report));
                     }
                     done
@@ -1192,7 +1214,7 @@ fn check_scenario(
                     "behaviour changed: the trace of {} differs from {snapshot_file}",
                     reference.id()
                 ),
-                detail: Some(unified_diff(
+                detail: Some(event_diff::event_diff(
                     &old,
                     &new,
                     &format!("{snapshot_file} (snapshot)"),

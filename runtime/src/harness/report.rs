@@ -149,6 +149,57 @@ pub fn details(reports: &[ScenarioReport]) -> String {
     out
 }
 
+/// `text` (details: headings, field-level event diffs, unified diffs) with ANSI colours for
+/// a terminal: removed lines and old values red, added lines and new values green, event
+/// headers and hunk headers cyan, problem headings bold red. Pure: the caller decides
+/// whether colour is wanted (`--color`, NO_COLOR, a terminal).
+pub fn colorize(text: &str) -> String {
+    const RED: &str = "\u{1b}[31m";
+    const GREEN: &str = "\u{1b}[32m";
+    const CYAN: &str = "\u{1b}[36m";
+    const BOLD_RED: &str = "\u{1b}[1;31m";
+    const BOLD: &str = "\u{1b}[1m";
+    const RESET: &str = "\u{1b}[0m";
+    let headings = [
+        "ERROR ",
+        "STALE ",
+        "CHANGED ",
+        "NEW ",
+        "FAIL ",
+        "UNUSED ",
+        "NONDETERMINISTIC ",
+    ];
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for line in text.split_inclusive('\n') {
+        let (body, end) = match line.strip_suffix('\n') {
+            Some(body) => (body, "\n"),
+            None => (line, ""),
+        };
+        let coloured = if headings.iter().any(|heading| body.starts_with(heading)) {
+            format!("{BOLD_RED}{body}{RESET}")
+        } else if body.starts_with("---") || body.starts_with("+++") {
+            format!("{BOLD}{body}{RESET}")
+        } else if body.starts_with("@@") || body.starts_with("~ event") {
+            format!("{CYAN}{body}{RESET}")
+        } else if body.starts_with('-') {
+            format!("{RED}{body}{RESET}")
+        } else if body.starts_with('+') {
+            format!("{GREEN}{body}{RESET}")
+        } else if let Some(field) = body.strip_prefix("    ")
+            && let Some((path, values)) = field.split_once(": ")
+            && let Some((old, new)) = values.split_once(" -> ")
+            && !path.contains(' ')
+        {
+            format!("    {path}: {RED}{old}{RESET} -> {GREEN}{new}{RESET}")
+        } else {
+            body.to_string()
+        };
+        out.push_str(&coloured);
+        out.push_str(end);
+    }
+    out
+}
+
 fn kind_label(kind: ProblemKind) -> &'static str {
     match kind {
         ProblemKind::Error => "ERROR",

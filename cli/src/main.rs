@@ -1,6 +1,7 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
 //!
-//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`), each parsing its
+//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`,
+//! `review.rs`, `run.rs`), each parsing its
 //! arguments and calling a library function; this file holds the `Cli`, the exit codes
 //! and the few printing helpers they share. Only this crate prints.
 
@@ -10,6 +11,7 @@ mod graph;
 mod live;
 mod loader;
 mod replay;
+mod review;
 mod run;
 mod verify;
 
@@ -47,6 +49,7 @@ enum Command {
     Explain(explain::ExplainArgs),
     Replay(replay::ReplayArgs),
     Verify(verify::VerifyArgs),
+    Review(review::ReviewArgs),
     Run(run::RunArgs),
 }
 
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::run(&args, context),
         Command::Replay(args) => replay::run(&args, context),
         Command::Verify(args) => verify::run(&args, context),
+        Command::Review(args) => review::run(&args, context),
         Command::Run(args) => run::run(&args, context),
     };
     match result {

@@ -105,7 +105,8 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         pin: args.pin,
         filter: args.filter.clone(),
         partition: args.partition,
-        pending_snapshots: false,
+        // Each changed or new snapshot gets a `trace.snap.new` for `charter review`.
+        pending_snapshots: true,
         determinism: true,
     };
 
@@ -258,6 +259,18 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
                 display_path(root)
             )),
         }
+    }
+    let pending = reports
+        .iter()
+        .filter(|report| report.status == charter_runtime::harness::Status::Changed)
+        .count();
+    if pending > 0 && !args.accept {
+        print_err(&format!(
+            "note: {pending} pending snapshot{} (trace.snap.new) written: review {} with \
+             `charter review`, or accept every change with `charter verify --accept`\n",
+            if pending == 1 { "" } else { "s" },
+            if pending == 1 { "it" } else { "them" },
+        ));
     }
     if args.github {
         for line in &annotations {

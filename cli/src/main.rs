@@ -6,10 +6,12 @@
 //! and the few printing helpers they share. Only this crate prints.
 
 mod check;
+mod completions;
 mod explain;
 mod graph;
 mod live;
 mod loader;
+mod new;
 mod replay;
 mod review;
 mod run;
@@ -32,7 +34,7 @@ use clap::{Parser, Subcommand, ValueEnum};
                   2 usage error or unreadable input, 3 a run or replay ended in a state \
                   other than completed. `charter help COMMAND` shows each command's own."
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// When to colour diagnostics: `auto` colours only a terminal, and never when
     /// NO_COLOR is set to a non-empty value.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
@@ -51,6 +53,8 @@ enum Command {
     Verify(verify::VerifyArgs),
     Review(review::ReviewArgs),
     Run(run::RunArgs),
+    New(new::NewArgs),
+    Completions(completions::CompletionsArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -100,6 +104,8 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify::run(&args, context),
         Command::Review(args) => review::run(&args, context),
         Command::Run(args) => run::run(&args, context),
+        Command::New(args) => new::run(&args, context),
+        Command::Completions(args) => completions::run(&args),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

@@ -203,7 +203,7 @@ fn usage_errors_stay_plain_text_with_json_diagnostics() {
     assert_eq!(stdout(&output), "");
     let help = charter(&directory, &["check", "--help"]);
     assert!(
-        stdout(&help).contains("also with `--message-format json`"),
+        stdout(&help).contains("also with `--format json`"),
         "{}",
         stdout(&help)
     );

@@ -542,3 +542,91 @@ fn verify_lists_only_what_failed_unless_verbose_and_colours_only_when_asked() {
         .replace("\u{1b}[0m", "");
     assert_eq!(stripped, plain.stdout);
 }
+
+#[test]
+fn charter_new_scaffolds_a_project_that_verifies_with_a_ci_workflow() {
+    let parent = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("recordings-tests")
+        .join("new");
+    let _ = std::fs::remove_dir_all(&parent);
+    std::fs::create_dir_all(&parent).unwrap_or_else(|error| panic!("{error}"));
+    let ran = charter(&parent, &["new", "support_agent"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.all());
+    let root = parent.join("support_agent");
+    for file in [
+        "specs/support_agent.charter",
+        "specs/prompts/writer.md.j2",
+        "golden/support_agent/writer_fixes_review/scenario.yaml",
+        "golden/support_agent/writer_fixes_review/cassette.yaml",
+        "golden/support_agent/writer_fixes_review/trace.snap",
+        ".github/workflows/charter.yml",
+    ] {
+        assert!(root.join(file).is_file(), "{file}");
+    }
+    assert!(read(&root.join(".github/workflows/charter.yml")).contains("charter verify --github"));
+    assert!(
+        !read(&root.join("golden/support_agent/writer_fixes_review/cassette.yaml"))
+            .contains("recorded:")
+    );
+    let verified = charter(&root, &["verify"]);
+    assert_eq!(verified.code, Some(0), "{}", verified.all());
+    assert!(
+        verified
+            .stdout
+            .contains("1 spec compiled; 1 scenario: 1 unpinned (passed)"),
+        "{}",
+        verified.stdout
+    );
+    let checked = charter(&root, &["check", "--deny-warnings", "specs"]);
+    assert_eq!(
+        checked.code,
+        Some(0),
+        "no warning either: {}",
+        checked.all()
+    );
+
+    let again = charter(&parent, &["new", "support_agent"]);
+    assert_eq!(again.code, Some(2), "{}", again.all());
+    assert!(
+        again
+            .stderr
+            .contains("already exists and is not an empty directory"),
+        "{}",
+        again.stderr
+    );
+    let bad = charter(&parent, &["new", "Support-Agent"]);
+    assert_eq!(bad.code, Some(2), "{}", bad.all());
+    assert!(
+        bad.stderr.contains("did you mean `support_agent`?"),
+        "{}",
+        bad.stderr
+    );
+}
+
+#[test]
+fn completions_for_each_shell_and_one_format_flag_across_commands() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    for (shell, marker) in [
+        ("bash", "complete -F _charter"),
+        ("zsh", "#compdef charter"),
+        ("fish", "complete -c charter"),
+    ] {
+        let ran = charter(dir, &["completions", shell]);
+        assert_eq!(ran.code, Some(0), "{}", ran.all());
+        assert!(ran.stdout.contains(marker), "{shell}: {}", ran.stdout);
+        for command in ["verify", "review", "new", "completions"] {
+            assert!(ran.stdout.contains(command), "{shell} lacks {command}");
+        }
+    }
+    let bad = charter(dir, &["completions", "tcsh"]);
+    assert_eq!(bad.code, Some(2));
+
+    let spec = repository().join("specs/seeds/closed_loop.charter");
+    let spec = spec.to_string_lossy();
+    for flag in ["--format", "--message-format"] {
+        let ran = charter(dir, &["check", flag, "json", &spec]);
+        assert_eq!(ran.code, Some(0), "{flag}: {}", ran.all());
+    }
+    let graph = charter(dir, &["graph", "--format", "json", &spec]);
+    assert_eq!(graph.code, Some(0), "{}", graph.all());
+}

@@ -592,7 +592,7 @@ fn bounds_match_the_hand_computation() {
             ),
             (
                 Code::W007,
-                "the worst case (132 calls, 34m 48s) exceeds `budget.wall`; the budget will cut the run".to_string()
+                "the worst case (132 calls, 34m48s) exceeds `budget.wall`; the budget will cut the run".to_string()
             ),
         ]
     );
@@ -978,4 +978,16 @@ fn model_parameters_tool_choice_and_retry_after_effects_lower_to_the_ir() {
     let planner = spec.roles.get("planner").expect("planner");
     assert_eq!(planner.tool_choice, ToolChoiceIr::Auto);
     assert!(!planner.retry_after_effects);
+}
+
+/// The console writes durations the way a spec does: what W007 suggests can be pasted.
+#[test]
+fn console_durations_read_back_as_spec_durations() {
+    for ms in [
+        0, 1, 999, 1_000, 1_500, 60_000, 90_000, 3_600_000, 7_480_000, 2_088_000,
+    ] {
+        let text = crate::bounds::format_ms(ms);
+        assert_eq!(crate::parse_duration(&text), Ok(ms), "{text}");
+        assert!(!text.contains(' '), "{text}");
+    }
 }

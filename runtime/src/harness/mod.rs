@@ -4,20 +4,25 @@
 //! `charter verify`. For each `golden/<spec>/<scenario>/` it:
 //! 1. reads `scenario.yaml` and `cassette.yaml` and compiles the scenario's spec (paths are
 //!    relative to the project root, the directory that holds `golden/`);
-//! 2. compares the hashes the cassette was recorded under with the spec's: a difference
-//!    is a *stale recording*, its own kind of failure, shown with a unified diff of each
-//!    rendered prompt that changed (the cassette keeps the rendered prompt of each role's
-//!    first call in `recorded.rendered`, written when the golden is accepted);
-//! 3. replays the cassette on a paused clock, checks `expect` (outcome, reason, stale)
-//!    and that every recorded call was made;
+//! 2. checks the cassette's names against the spec (steps, judge roles; "did you mean")
+//!    and compares the hashes a pinned cassette was recorded under with the spec's: a
+//!    difference is a *stale recording*, its own kind of failure, shown with a unified
+//!    diff of each rendered prompt that changed (the cassette keeps the rendered prompt of
+//!    each role's first call in `recorded.rendered`, written when the golden is accepted);
+//!    a hand-written cassette without `recorded` is *unpinned* and not compared;
+//! 3. replays the cassette on a paused clock (a call whose `prompt_hash` differs from its
+//!    prompt now is stale too), checks `expect` (outcome, reason, stale, delivered,
+//!    answer, calls) and that every recorded call was made;
 //! 4. normalizes the trace (nothing machine- or time-dependent: the project root and the
 //!    temporary directory become placeholders; virtual `t_ms` stays) and compares it with
 //!    `trace.snap`, an insta snapshot file, so `cargo insta review` works on it;
 //! 5. replays a second time and compares the two traces (determinism).
 //!
 //! With `accept`, a changed or missing snapshot is written (temp file + rename) and a
-//! stale cassette's `recorded` block is rewritten with the current hashes and prompts;
-//! the rest of the hand-written cassette is left as it was.
+//! stale cassette's `recorded` block is rewritten with the current hashes and prompts
+//! (an unpinned cassette gets one only with `pin`); the rest of the hand-written
+//! cassette is left as it was. Without it, `pending_snapshots` writes `trace.snap.new`
+//! beside a changed or new snapshot for `charter review` or `cargo insta review`.
 
 pub mod event_diff;
 pub mod report;

@@ -630,3 +630,19 @@ fn completions_for_each_shell_and_one_format_flag_across_commands() {
     let graph = charter(dir, &["graph", "--format", "json", &spec]);
     assert_eq!(graph.code, Some(0), "{}", graph.all());
 }
+
+#[test]
+fn replay_ends_with_totals_of_calls_tokens_cost_and_virtual_time() {
+    let root = project("totals", "timeout_then_recovery");
+    let ran = charter(&root, &["replay", "golden/closed_loop/scenario"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.all());
+    // 6 calls (T-002 twice); tokens and cost from the cassette's usage at the spec's
+    // prices: planner and evaluator at 3.00/15.00, executor and finalizer at 0.15/0.60.
+    assert!(
+        ran.stderr.contains(
+            "totals: 6 calls, 8,300 tokens (6,400 in, 1,900 out), $0.0176; 6m10s virtual in "
+        ),
+        "{}",
+        ran.stderr
+    );
+}

@@ -358,6 +358,11 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         Ok(outcome) => outcome,
         Err(error) => {
             print_error(context, &error);
+            // What the failed run used so far is still worth knowing (it was paid for).
+            print_err(&format!(
+                "{}\n",
+                crate::replay::totals_line(&totals.totals(), started.elapsed(), false)
+            ));
             return Ok(Outcome::Failed);
         }
     };

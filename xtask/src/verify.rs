@@ -665,6 +665,23 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_shard_passes_and_says_so() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let config = VerifyConfig {
+            partition: Some("count:999/999".parse().expect("valid partition")),
+            ..VerifyConfig::default()
+        };
+        let (golden, determinism, reports) = golden_stages(&root, &config);
+        assert!(reports.is_empty());
+        assert_eq!(golden.verdict, Verdict::Pass);
+        assert_eq!(determinism.verdict, Verdict::Pass);
+        assert_eq!(
+            golden.note,
+            "shard count:999/999 is empty: nothing to replay, so it passes"
+        );
+    }
+
+    #[test]
     fn partitions_parse_and_split_evenly() {
         let shard: Partition = "2/3".parse().expect("valid partition");
         assert_eq!(shard.to_string(), "count:2/3");

@@ -13,8 +13,8 @@ use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_
 /// Exit status: 0 when no spec has an error (warnings allowed), 1 when one has, 2 on a
 /// usage error or input that cannot be read (a missing path, a file that is not
 /// `.charter` or not UTF-8, a directory with no spec). Usage errors are plain
-/// `error: ...` lines on stderr, also with `--message-format json`; JSON lines are
-/// diagnostics only.
+/// `error: ...` lines on stderr, also with `--format json`; JSON lines are
+/// diagnostics only. (`--message-format` is the older spelling of `--format`.)
 #[derive(Debug, Args)]
 #[command(after_help = "Example: charter check specs/seeds specs/examples --bounds")]
 pub struct CheckArgs {
@@ -23,7 +23,14 @@ pub struct CheckArgs {
     pub paths: Vec<PathBuf>,
 
     /// How to print diagnostics (on stderr): rustc-like text, or one JSON object per line.
-    #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
+    /// The same flag name as `charter graph --format`; `--message-format` still works.
+    #[arg(
+        long = "format",
+        visible_alias = "message-format",
+        value_enum,
+        ignore_case = true,
+        default_value_t = MessageFormat::Human
+    )]
     pub message_format: MessageFormat,
 
     /// For each spec without errors, print its worst case (model calls, tokens, wall time)

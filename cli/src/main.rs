@@ -1,16 +1,20 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
 //!
-//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`, `run.rs`, `chat.rs`), each parsing its
+//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`,
+//! `review.rs`, `run.rs`, `chat.rs`, `new.rs`, `completions.rs`), each parsing its
 //! arguments and calling a library function; this file holds the `Cli`, the exit codes
 //! and the few printing helpers they share. Only this crate prints.
 
 mod chat;
 mod check;
+mod completions;
 mod explain;
 mod graph;
 mod live;
 mod loader;
+mod new;
 mod replay;
+mod review;
 mod run;
 mod verify;
 
@@ -31,7 +35,7 @@ use clap::{Parser, Subcommand, ValueEnum};
                   2 usage error or unreadable input, 3 a run or replay ended in a state \
                   other than completed. `charter help COMMAND` shows each command's own."
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// When to colour diagnostics: `auto` colours only a terminal, and never when
     /// NO_COLOR is set to a non-empty value.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
@@ -48,8 +52,11 @@ enum Command {
     Explain(explain::ExplainArgs),
     Replay(replay::ReplayArgs),
     Verify(verify::VerifyArgs),
+    Review(review::ReviewArgs),
     Run(run::RunArgs),
     Chat(chat::ChatArgs),
+    New(new::NewArgs),
+    Completions(completions::CompletionsArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -77,12 +84,19 @@ pub enum Outcome {
 pub struct Context {
     /// Colour stderr output (diagnostics and summary lines).
     pub color: bool,
+    /// Colour stdout output (verify's diffs and table): `always`, or `auto` with stdout a
+    /// terminal and no NO_COLOR.
+    pub color_out: bool,
+    /// stderr is a terminal: progress lines may be drawn and erased there.
+    pub interactive: bool,
 }
 
 fn main() -> ExitCode {
     let cli = parse_args();
     let context = Context {
-        color: use_color(cli.color),
+        color: use_color(cli.color, std::io::stderr().is_terminal()),
+        color_out: use_color(cli.color, std::io::stdout().is_terminal()),
+        interactive: std::io::stderr().is_terminal(),
     };
     let result = match cli.command {
         Command::Check(args) => check::run(&args, context),
@@ -90,8 +104,11 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::run(&args, context),
         Command::Replay(args) => replay::run(&args, context),
         Command::Verify(args) => verify::run(&args, context),
+        Command::Review(args) => review::run(&args, context),
         Command::Run(args) => run::run(&args, context),
         Command::Chat(args) => chat::run(&args, context),
+        Command::New(args) => new::run(&args, context),
+        Command::Completions(args) => completions::run(&args),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
@@ -149,13 +166,14 @@ fn color_from_args(args: &[std::ffi::OsString]) -> ColorChoice {
     choice
 }
 
-fn use_color(choice: ColorChoice) -> bool {
+/// Whether to colour a stream that `is_terminal` or not.
+fn use_color(choice: ColorChoice, is_terminal: bool) -> bool {
     match choice {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
         ColorChoice::Auto => {
             let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
-            !no_color && std::io::stderr().is_terminal()
+            !no_color && is_terminal
         }
     }
 }

@@ -52,6 +52,10 @@ pub struct ReplayArgs {
     pub out: Option<PathBuf>,
 }
 
+/// Said when a replay fails and the cassette's hashes differ from the spec's.
+const STALE_NOTE: &str = "note: the cassette was recorded against another version of this spec or \
+     its prompts (see the warnings above); re-record it, or check `spec:` in scenario.yaml\n";
+
 pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     let shown = display_path(&args.scenario);
     if let Some(problem) = usage_problem(args) {
@@ -103,12 +107,11 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Failed);
     };
     // A recording made with `charter run --model` replays with the same models.
-    if let Err(message) = apply_overrides(&mut spec, &cassette.recorded.overrides) {
+    if let Err(message) = apply_overrides(&mut spec, &cassette.overrides()) {
         print_error(context, &format!("bad cassette: {message}"));
         return Ok(Outcome::Failed);
     }
     let spec = &spec;
-
     print_err(&format!(
         "replay {shown}: spec {} {}{}\n",
         spec.name,
@@ -120,7 +123,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             .unwrap_or_default()
     ));
     // A stale recording still replays (it is the harness that fails on it): say what changed.
-    let changes = cassette.recorded.stale_against(&Recorded::from_spec(spec));
+    let changes = cassette.stale_against(&Recorded::from_spec(spec));
     let stale = !changes.is_empty();
     for change in changes {
         print_err(&summary_line(
@@ -129,8 +132,39 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             &format!("stale recording: {change}"),
         ));
     }
+    // Names the spec does not have: each with "did you mean"; nothing is replayed.
+    let names = charter_runtime::scenario::unknown_names(&cassette, spec);
+    let expected_steps = scenario
+        .expect
+        .as_ref()
+        .map(|expect| charter_runtime::scenario::unknown_call_steps(expect, spec))
+        .unwrap_or_default();
+    if !names.is_empty() || !expected_steps.is_empty() {
+        for problem in &names {
+            print_error(
+                context,
+                &format!(
+                    "bad cassette: {}",
+                    one_line(&problem.message, MAX_LINE_CHARS)
+                ),
+            );
+        }
+        for message in &expected_steps {
+            print_error(
+                context,
+                &format!("bad scenario: {}", one_line(message, MAX_LINE_CHARS)),
+            );
+        }
+        if stale {
+            print_err(STALE_NOTE);
+        }
+        return Ok(Outcome::Failed);
+    }
 
     let live = LiveDisplay::default();
+    let totals = charter_runtime::totals::TotalsSink::new(std::sync::Arc::new(spec.clone()));
+    let started = std::time::Instant::now();
+    let live = charter_runtime::trace::Tee(live, totals.clone());
     let report = match &args.events {
         Some(path) => {
             let file = match JsonlSink::create(path) {
@@ -159,16 +193,24 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
                     spec.request.as_deref().unwrap_or("Request")
                 ));
             }
-            if stale {
-                print_err(
-                    "note: the cassette was recorded against another version of this spec or \
-                     its prompts (see the warnings above); re-record it, or check `spec:` in \
-                     scenario.yaml\n",
-                );
+            // The note helps only where the stale hashes can explain the failure: a call
+            // the cassette lacks (a changed flow asks for calls it was not recorded with).
+            if stale && matches!(error, charter_runtime::run::RunError::Unrecorded { .. }) {
+                print_err(STALE_NOTE);
             }
             return Ok(Outcome::Failed);
         }
     };
+    for stale in &report.stale_prompts {
+        print_err(&summary_line(
+            context,
+            "warning",
+            &format!(
+                "stale recording: call {} answered another prompt ({} -> {}); re-record it",
+                stale.key, stale.recorded, stale.now
+            ),
+        ));
+    }
     for key in &report.unused_calls {
         print_err(&summary_line(
             context,
@@ -200,6 +242,10 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         }
     }
     print_err(&format!("{last}\n"));
+    print_err(&format!(
+        "{}\n",
+        totals_line(&totals.totals(), started.elapsed(), true)
+    ));
     crate::print_answer(outcome.answer.as_ref())?;
     if let Some(directory) = &args.out
         && outcome.delivered.is_none()
@@ -216,17 +262,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     }
 
     if let Some(expect) = &scenario.expect {
-        let mut unmet = Vec::new();
-        if let Some(expected) = expect.outcome
-            && expected != outcome.outcome
-        {
-            unmet.push(format!("outcome {expected}, got {}", outcome.outcome));
-        }
-        if let Some(expected) = &expect.reason
-            && *expected != outcome.reason
-        {
-            unmet.push(format!("reason {expected}, got {}", outcome.reason));
-        }
+        let unmet = charter_runtime::scenario::unmet(expect, outcome, &report.calls_per_step);
         if !unmet.is_empty() {
             print_error(
                 context,
@@ -341,6 +377,28 @@ fn project_root(scenario: &Path) -> PathBuf {
         .and_then(Path::parent)
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Why a delivery was refused, never quoting an empty hash.
+fn delivery_refused(candidate: &str, expected_hash: &str, actual_hash: &str) -> String {
+    match (expected_hash.is_empty(), actual_hash.is_empty()) {
+        (true, true) => {
+            format!("delivery of {candidate} REFUSED: no candidate was evaluated")
+        }
+        (false, true) => format!(
+            "delivery of {candidate} REFUSED: no evaluated candidate is `{candidate}` (the gate evaluated {})",
+            short(expected_hash)
+        ),
+        (true, false) => format!(
+            "delivery of {candidate} REFUSED: it was never evaluated (it hashes to {})",
+            short(actual_hash)
+        ),
+        (false, false) => format!(
+            "delivery of {candidate} REFUSED: evaluated {}, found {}",
+            short(expected_hash),
+            short(actual_hash)
+        ),
+    }
 }
 
 fn short(hash: &str) -> &str {
@@ -632,17 +690,8 @@ fn describe(event: &TraceEvent) -> Option<String> {
         } => {
             if *matches {
                 format!("delivered {candidate}, hash verified")
-            } else if actual_hash.is_empty() {
-                format!(
-                    "delivery of {candidate} REFUSED: no evaluated candidate is `{candidate}` (the gate evaluated {})",
-                    short(expected_hash)
-                )
             } else {
-                format!(
-                    "delivery of {candidate} REFUSED: evaluated {}, found {}",
-                    short(expected_hash),
-                    short(actual_hash)
-                )
+                delivery_refused(candidate, expected_hash, actual_hash)
             }
         }
         EventKind::InvariantViolated { invariant, message } => {
@@ -672,6 +721,26 @@ fn number(value: f64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// `totals: 6 calls, 8,300 tokens (6,400 in, 1,900 out), $0.0176; 3m12s virtual in 4ms`
+/// (a replay), or `…; 1m20s` (a live run, whose clock is the wall clock).
+pub(crate) fn totals_line(
+    totals: &charter_runtime::totals::RunTotals,
+    real: std::time::Duration,
+    virtual_clock: bool,
+) -> String {
+    use charter_runtime::scenario::duration_text::format;
+    let run_time = format(std::time::Duration::from_millis(totals.t_ms));
+    if virtual_clock {
+        format!(
+            "totals: {}; {run_time} virtual in {}",
+            totals.usage_text(),
+            format(real)
+        )
+    } else {
+        format!("totals: {}; {}", totals.usage_text(), format(real))
+    }
+}
+
 fn format_time(ms: u64) -> String {
     if ms < 1000 {
         format!("{ms}ms")
@@ -679,5 +748,39 @@ fn format_time(ms: u64) -> String {
         format!("{}.{:03}s", ms / 1000, ms % 1000)
     } else {
         format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::delivery_refused;
+
+    #[test]
+    fn a_refused_delivery_never_quotes_an_empty_hash() {
+        for (expected, actual, says) in [
+            ("", "", "no candidate was evaluated"),
+            (
+                "sha256:aaaaaaaaaaaaaaaaaaaa",
+                "",
+                "no evaluated candidate is `c1`",
+            ),
+            ("", "sha256:bbbbbbbbbbbbbbbbbbbb", "it was never evaluated"),
+            (
+                "sha256:aaaaaaaaaaaaaaaaaaaa",
+                "sha256:bbbbbbbbbbbbbbbbbbbb",
+                "evaluated sha256:aaaaaaaaaaaa, found sha256:bbbbbbbbbbbb",
+            ),
+        ] {
+            let line = delivery_refused("c1", expected, actual);
+            assert!(line.contains(says), "{line}");
+            assert!(
+                !line.contains(", found ,") && !line.ends_with("found "),
+                "{line}"
+            );
+            assert!(
+                !line.contains("evaluated ,") && !line.contains("evaluated )"),
+                "{line}"
+            );
+        }
     }
 }

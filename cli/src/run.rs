@@ -64,7 +64,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
 
-    /// Record the run as a scenario: `scenario.yaml` and `cassette.yaml` in DIR.
+    /// Record the run as a scenario: `scenario.yaml` and `cassette.yaml` in DIR. A DIR
+    /// that already holds a scenario is refused unless --force (which keeps its
+    /// description and `expect`). The scenario's `spec:` is relative to the project root.
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
 
@@ -93,8 +95,9 @@ pub struct RunArgs {
     pub resume: Option<PathBuf>,
 
     /// With --resume: continue even though the spec, a prompt or the input changed since
-    /// the run started (the journal's answers were given to the old ones).
-    #[arg(long, requires = "resume")]
+    /// the run started (the journal's answers were given to the old ones). With --record:
+    /// overwrite the scenario DIR holds.
+    #[arg(long)]
     pub force: bool,
 }
 
@@ -336,7 +339,12 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         print_err(&format!("model `{alias}` runs on {target} (--model)\n"));
     }
     let calls = LiveCalls::new(args.show_output);
-    let mut sinks: Vec<Box<dyn TraceSink>> = vec![Box::new(LiveDisplay::with_calls(calls.clone()))];
+    let totals = charter_runtime::totals::TotalsSink::new(Arc::new(spec.clone()));
+    let started = std::time::Instant::now();
+    let mut sinks: Vec<Box<dyn TraceSink>> = vec![
+        Box::new(LiveDisplay::with_calls(calls.clone())),
+        Box::new(totals.clone()),
+    ];
     for path in std::iter::once(run_dir.join(EVENTS_FILE)).chain(run_file.events.clone()) {
         match JsonlSink::create(&path) {
             Ok(sink) => sinks.push(Box::new(sink)),
@@ -381,10 +389,19 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         Ok(outcome) => outcome,
         Err(error) => {
             print_error(context, &error);
+            // What the failed run used so far is still worth knowing (it was paid for).
+            print_err(&format!(
+                "{}\n",
+                crate::replay::totals_line(&totals.totals(), started.elapsed(), false)
+            ));
             return Ok(Outcome::Failed);
         }
     };
     print_err(&format!("{}\n", outcome_line(&outcome)));
+    print_err(&format!(
+        "{}\n",
+        crate::replay::totals_line(&totals.totals(), started.elapsed(), false)
+    ));
     crate::print_answer(outcome.answer.as_ref())?;
     if let (Some((path, _)), Some(id)) = (&session, &run_file.session) {
         match &outcome.session {
@@ -409,12 +426,17 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     }
 
     if let Some(directory) = &run_file.record {
+        // Overwriting (--force): what a person wrote about the scenario stays.
+        let kept = Scenario::read(&directory.join("scenario.yaml")).ok();
         let scenario = Scenario {
             spec: scenario_spec(&run_file.spec, directory),
-            description: Some(format!("recorded live run of {}", spec.name)),
+            description: kept
+                .as_ref()
+                .and_then(|kept| kept.description.clone())
+                .or_else(|| Some(format!("recorded live run of {}", spec.name))),
             input: scrubber.value(&input),
             turns: None,
-            expect: None,
+            expect: kept.and_then(|kept| kept.expect),
         };
         let mut recorded = Recorded::from_spec(spec);
         recorded.overrides = overrides.clone();
@@ -546,6 +568,31 @@ fn prepare(args: &RunArgs, context: Context) -> Result<Prepared, Outcome> {
             return Err(Outcome::Usage);
         }
         run_file.session = Some(session.clone());
+    }
+    if args.force && args.resume.is_none() && args.record.is_none() {
+        print_error(
+            context,
+            "--force goes with --resume (continue a changed run) or --record (overwrite a scenario)",
+        );
+        return Err(Outcome::Usage);
+    }
+    // A recording never silently replaces a scenario someone wrote or kept.
+    if let Some(record) = &run_file.record
+        && !args.force
+        && let Some(existing) = ["scenario.yaml", "cassette.yaml"]
+            .iter()
+            .map(|file| record.join(file))
+            .find(|path| path.exists())
+    {
+        print_error(
+            context,
+            &format!(
+                "`{}` already exists; give --force to overwrite the scenario (its description \
+                 and `expect` are kept), or record into a new directory",
+                display_path(&existing)
+            ),
+        );
+        return Err(Outcome::Usage);
     }
     if let Some(tool) = run_file.tools.iter().find(|tool| tool.contains(REDACTED)) {
         let name = tool.split_once('=').map_or(tool.as_str(), |(name, _)| name);
@@ -759,14 +806,18 @@ pub(crate) fn outcome_line(outcome: &RunOutcome) -> String {
 }
 
 /// The spec's path as a scenario in `record_dir` names it: relative to the project root
-/// (the directory holding `golden/`) when the recording is under one, else absolute.
+/// (the directory holding `golden/`, or the current directory when the recording is not
+/// under one), as `charter verify` and `charter replay` read it; absolute only for a spec
+/// outside that root.
 pub(crate) fn scenario_spec(spec: &Path, record_dir: &Path) -> String {
     let spec = std::path::absolute(spec).unwrap_or_else(|_| spec.to_path_buf());
     let record_dir = std::path::absolute(record_dir).unwrap_or_else(|_| record_dir.to_path_buf());
+    let current = std::env::current_dir().ok();
     let root = record_dir
         .ancestors()
         .find(|ancestor| ancestor.file_name().is_some_and(|name| name == "golden"))
-        .and_then(Path::parent);
+        .and_then(Path::parent)
+        .or(current.as_deref());
     let relative = root.and_then(|root| {
         normalize(&spec)
             .strip_prefix(normalize(root))

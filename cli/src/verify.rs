@@ -4,10 +4,13 @@ use std::path::{Path, PathBuf};
 
 use charter_runtime::escape;
 use charter_runtime::harness::report::{
-    JunitCase, details, github_annotations, github_error, junit_case, junit_xml, summary, table,
+    JunitCase, colorize, details, github_annotations, github_error, junit_case, junit_xml, summary,
+    table,
 };
 use charter_runtime::harness::snapshot::write_atomically;
-use charter_runtime::harness::{HarnessConfig, Partition, Problem, compile_spec, verify_project};
+use charter_runtime::harness::{
+    HarnessConfig, Partition, Problem, compile_spec, verify_project_with_progress,
+};
 use clap::Args;
 
 use crate::loader::{collect_specs, display_path};
@@ -31,16 +34,24 @@ pub struct VerifyArgs {
     pub dir: PathBuf,
 
     /// Write changed or new snapshots and refresh stale recordings instead of failing.
+    /// Hand-written cassettes (no `recorded` block) stay unpinned unless `--pin`.
     #[arg(long)]
     pub accept: bool,
+
+    /// With `--accept`: also pin hand-written cassettes, writing the spec and prompt
+    /// hashes they replay under into a `recorded` block, so later changes show as stale.
+    #[arg(long, requires = "accept")]
+    pub pin: bool,
 
     /// Only scenarios (`<spec>/<scenario>`) and specs whose path contains PAT.
     #[arg(long, value_name = "PAT")]
     pub filter: Option<String>,
 
-    /// Only shard K of N (e.g. 2/3): each scenario belongs to exactly one shard, always
-    /// the same one.
-    #[arg(long, value_name = "K/N", value_parser = parse_partition)]
+    /// Only shard K of N: `count:K/N` (the default, also written `K/N`) deals the
+    /// scenarios (and specs) round-robin, so shards differ by at most one; `hash:K/N`
+    /// places each by a hash of its name, so it never moves when others are added. An
+    /// empty shard says so and passes.
+    #[arg(long, value_name = "[count:|hash:]K/N", value_parser = parse_partition)]
     pub partition: Option<Partition>,
 
     /// Also write the results as JUnit XML to FILE.
@@ -50,6 +61,30 @@ pub struct VerifyArgs {
     /// Also print GitHub Actions `::error` annotations pointing at the failing file and line.
     #[arg(long)]
     pub github: bool,
+
+    /// Show every scenario's row in the table, not only those that did not pass.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// `file` (relative to the project root `root`) as a path from the current directory; a
+/// root outside the current directory leaves it relative to the root.
+fn from_here(root: &Path, file: &str) -> String {
+    let root = if root.is_absolute() {
+        let current = std::env::current_dir().unwrap_or_default();
+        match crate::loader::normalize(root).strip_prefix(crate::loader::normalize(&current)) {
+            Ok(inside) => inside.to_path_buf(),
+            Err(_) => return file.to_string(),
+        }
+    } else {
+        root.to_path_buf()
+    };
+    let shown = display_path(&crate::loader::normalize(&root.join(file)));
+    if shown.is_empty() {
+        file.to_string()
+    } else {
+        shown
+    }
 }
 
 fn parse_partition(text: &str) -> Result<Partition, String> {
@@ -67,9 +102,11 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
     }
     let config = HarnessConfig {
         accept: args.accept,
+        pin: args.pin,
         filter: args.filter.clone(),
         partition: args.partition,
-        pending_snapshots: false,
+        // Each changed or new snapshot gets a `trace.snap.new` for `charter review`.
+        pending_snapshots: true,
         determinism: true,
     };
 
@@ -103,7 +140,7 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
                     .map(|detail| escape::block(&detail, escape::MAX_BLOCK_CHARS));
                 print_err(problem.detail.as_deref().unwrap_or(&problem.message));
                 annotations.push(github_error(
-                    &problem.location.file,
+                    &from_here(root, &problem.location.file),
                     problem.location.line,
                     "spec error",
                     &problem.message,
@@ -117,7 +154,22 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
     }
 
     // Scenarios.
-    let reports = match verify_project(root, &config) {
+    // On a terminal, one progress line, redrawn as scenarios finish and erased at the end;
+    // nothing of it reaches a pipe or a CI log.
+    let progress =
+        |done: usize, total: usize, report: &charter_runtime::harness::ScenarioReport| {
+            if context.interactive {
+                print_err(&format!(
+                    "\r\u{1b}[2K[{done}/{total}] {}",
+                    escape::one_line(&report.id(), 60)
+                ));
+            }
+        };
+    let reports = verify_project_with_progress(root, &config, &progress);
+    if context.interactive {
+        print_err("\r\u{1b}[2K");
+    }
+    let reports = match reports {
         Ok(reports) => reports,
         Err(error) => {
             print_error(context, &error.to_string());
@@ -125,16 +177,43 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         }
     };
     cases.extend(reports.iter().map(junit_case));
-    annotations.extend(github_annotations(&reports));
+    // Annotations point at files from where verify runs (GitHub resolves them from the
+    // checkout), not from the project root.
+    let located: Vec<_> = reports
+        .iter()
+        .cloned()
+        .map(|mut report| {
+            for problem in &mut report.problems {
+                problem.location.file = from_here(root, &problem.location.file);
+            }
+            report
+        })
+        .collect();
+    annotations.extend(github_annotations(&located));
     failed |= reports.iter().any(|report| !report.status.passed());
 
     let details = details(&reports);
     if !details.is_empty() {
-        print_out(&details)?;
+        if context.color_out {
+            print_out(&colorize(&details))?;
+        } else {
+            print_out(&details)?;
+        }
         print_out("\n")?;
     }
-    if !reports.is_empty() {
-        print_out(&table(&reports))?;
+    // The table: every row with --verbose, otherwise only the scenarios that did not pass
+    // (a thousand passing scenarios are one count, not a thousand rows).
+    let shown: Vec<_> = if args.verbose {
+        reports.clone()
+    } else {
+        reports
+            .iter()
+            .filter(|report| !report.status.passed())
+            .cloned()
+            .collect()
+    };
+    if !shown.is_empty() {
+        print_out(&table(&shown))?;
     }
     let spec_line = if specs.is_empty() {
         String::new()
@@ -158,9 +237,39 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
             .unwrap_or_default()
     ))?;
     if specs.is_empty() && reports.is_empty() {
+        match args.partition {
+            Some(partition) => {
+                let unsharded = HarnessConfig {
+                    partition: None,
+                    ..config.clone()
+                };
+                let scenarios = charter_runtime::harness::discover(root)
+                    .map(|found| charter_runtime::harness::select(found, &unsharded).len())
+                    .unwrap_or(0);
+                let spec_count = specs_under_count(root, &unsharded);
+                print_err(&format!(
+                    "note: shard {partition} is empty: it holds none of the {scenarios} \
+                     scenario{} and {spec_count} spec{} selected; nothing to verify, so it passes\n",
+                    if scenarios == 1 { "" } else { "s" },
+                    if spec_count == 1 { "" } else { "s" },
+                ));
+            }
+            None => print_err(&format!(
+                "note: nothing to verify: `{}` has no specs/ and no golden/ scenarios\n",
+                display_path(root)
+            )),
+        }
+    }
+    let pending = reports
+        .iter()
+        .filter(|report| report.status == charter_runtime::harness::Status::Changed)
+        .count();
+    if pending > 0 && !args.accept {
         print_err(&format!(
-            "note: nothing to verify: `{}` has no specs/ and no golden/ scenarios\n",
-            display_path(root)
+            "note: {pending} pending snapshot{} (trace.snap.new) written: review {} with \
+             `charter review`, or accept every change with `charter verify --accept`\n",
+            if pending == 1 { "" } else { "s" },
+            if pending == 1 { "it" } else { "them" },
         ));
     }
     if args.github {
@@ -185,6 +294,25 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
     })
 }
 
+/// How many specs `specs_under` would select (without compiling them).
+fn specs_under_count(root: &Path, config: &HarnessConfig) -> usize {
+    let directory = root.join("specs");
+    let Ok(paths) = collect_specs(&[directory]) else {
+        return 0;
+    };
+    paths
+        .iter()
+        .map(|path| display_path(path.strip_prefix(root).unwrap_or(path)))
+        .filter(|relative| {
+            !relative.starts_with("specs/invalid/")
+                && config
+                    .filter
+                    .as_deref()
+                    .is_none_or(|filter| relative.contains(filter))
+        })
+        .count()
+}
+
 /// Every spec under `root/specs` (except the compile-fail cases in `specs/invalid/`) that
 /// the filter and partition keep, with its compilation result, by path relative to `root`.
 fn specs_under(root: &Path, config: &HarnessConfig) -> Vec<(String, Result<(), Problem>)> {
@@ -197,18 +325,21 @@ fn specs_under(root: &Path, config: &HarnessConfig) -> Vec<(String, Result<(), P
     };
     paths
         .iter()
-        .filter_map(|path| {
-            let relative = display_path(path.strip_prefix(root).unwrap_or(path));
-            let invalid = relative.starts_with("specs/invalid/");
-            let kept = config
-                .filter
-                .as_deref()
-                .is_none_or(|filter| relative.contains(filter))
+        .map(|path| display_path(path.strip_prefix(root).unwrap_or(path)))
+        .filter(|relative| {
+            !relative.starts_with("specs/invalid/")
                 && config
-                    .partition
-                    .is_none_or(|partition| partition.keeps(&relative));
-            (!invalid && kept).then_some(relative)
+                    .filter
+                    .as_deref()
+                    .is_none_or(|filter| relative.contains(filter))
         })
+        .enumerate()
+        .filter(|(position, relative)| {
+            config
+                .partition
+                .is_none_or(|partition| partition.keeps(*position, relative))
+        })
+        .map(|(_, relative)| relative)
         .map(|relative| {
             let result = compile_spec(root, &relative).map(|_| ());
             (relative, result)

@@ -203,7 +203,7 @@ fn usage_errors_stay_plain_text_with_json_diagnostics() {
     assert_eq!(stdout(&output), "");
     let help = charter(&directory, &["check", "--help"]);
     assert!(
-        stdout(&help).contains("also with `--message-format json`"),
+        stdout(&help).contains("also with `--format json`"),
         "{}",
         stdout(&help)
     );
@@ -349,7 +349,7 @@ fn replay_of_a_cassette_for_another_spec_says_so() {
         1,
         &[
             "warning: stale recording: spec:",
-            "error: no recorded call for {step: write, round: 1, attempt: 1}",
+            "error: bad cassette: call {step: plan, round: 1, attempt: 1}: the spec `review_loop` has no step `plan`",
             "note: the cassette was recorded against another version of this spec",
         ],
     );

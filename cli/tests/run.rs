@@ -766,3 +766,97 @@ async fn a_default_run_directory_is_never_one_that_exists() {
     );
     let _ = std::fs::remove_dir_all(&project);
 }
+
+#[tokio::test]
+async fn record_refuses_to_overwrite_a_scenario_unless_forced_and_keeps_its_expect_and_relative_paths()
+ {
+    let server = MockServer::start().await;
+    mount(&server, Duration::ZERO).await;
+    let project = project("record_force");
+    let scenario_dir = project.join("golden/review_loop/written");
+    let _ = std::fs::create_dir_all(&scenario_dir);
+    let written = "spec: specs/review_loop.charter\ndescription: written by hand\ninput: { goal: rust }\nexpect: { outcome: completed, reason: gate_passed }\n";
+    let _ = std::fs::write(scenario_dir.join("scenario.yaml"), written);
+    let args = [
+        "run",
+        "specs/review_loop.charter",
+        "--input",
+        "request.json",
+        "--record",
+        "golden/review_loop/written",
+    ];
+    let refused = output(charter(&project, &server, &args));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("golden/review_loop/written/scenario.yaml` already exists; give --force"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(scenario_dir.join("scenario.yaml")).unwrap_or_default(),
+        written
+    );
+    assert_eq!(requests_for(&server, "writer").await, 0, "nothing ran");
+
+    let mut forced = args.to_vec();
+    forced.push("--force");
+    let run = output(charter(&project, &server, &forced));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("totals: 3 calls, 90 tokens (60 in, 30 out)"),
+        "{stderr}"
+    );
+    let scenario = std::fs::read_to_string(scenario_dir.join("scenario.yaml")).unwrap_or_default();
+    assert!(
+        scenario.contains("spec: specs/review_loop.charter"),
+        "{scenario}"
+    );
+    assert!(
+        scenario.contains("description: written by hand"),
+        "{scenario}"
+    );
+    assert!(scenario.contains("outcome: completed"), "{scenario}");
+    let cassette = std::fs::read_to_string(scenario_dir.join("cassette.yaml")).unwrap_or_default();
+    assert!(cassette.contains("prompt_hash: sha256:"), "{cassette}");
+
+    // Outside `golden/`, the spec is relative to where the run was started.
+    let run = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/review_loop.charter",
+            "--input",
+            "request.json",
+            "--record",
+            "recorded",
+        ],
+    ));
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let scenario =
+        std::fs::read_to_string(project.join("recorded/scenario.yaml")).unwrap_or_default();
+    assert!(
+        scenario.contains("spec: specs/review_loop.charter"),
+        "{scenario}"
+    );
+
+    let misplaced = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/review_loop.charter",
+            "--input",
+            "request.json",
+            "--force",
+        ],
+    ));
+    assert_eq!(misplaced.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&project);
+}

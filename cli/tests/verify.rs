@@ -117,16 +117,25 @@ fn a_changed_response_fails_with_a_diff_a_changed_prompt_is_stale_and_accept_fix
         "{}",
         changed.all()
     );
+    // Field by field, never as two whole JSON lines.
     assert!(
         changed
             .stdout
             .lines()
-            .any(|line| line.starts_with("-{\"seq\""))
+            .any(|line| line.starts_with("~ event ") && line.contains("(candidate, round 1"))
             && changed
                 .stdout
                 .lines()
-                .any(|line| line.starts_with("+{\"seq\"")),
-        "a unified diff of trace lines: {}",
+                .any(|line| line.starts_with("    candidate.hash: \"sha256:")),
+        "a field-level diff of trace events: {}",
+        changed.all()
+    );
+    assert!(
+        !changed
+            .stdout
+            .lines()
+            .any(|line| line.starts_with("-{\"seq\"") || line.starts_with("+{\"seq\"")),
+        "{}",
         changed.all()
     );
     assert!(
@@ -207,7 +216,7 @@ fn junit_and_github_annotations_point_at_the_failure() {
         "{xml}"
     );
     assert!(
-        xml.contains("<failure message=\"expected reason max_rounds, got gate_passed\">"),
+        xml.contains("<failure message=\"FAIL: expected reason max_rounds, got gate_passed\">"),
         "{xml}"
     );
     assert!(xml.contains("failures=\"1\""), "{xml}");
@@ -231,7 +240,7 @@ fn partitions_together_run_every_scenario_exactly_once() {
             })
             .collect()
     };
-    let everything = verify(&repo, &[]);
+    let everything = verify(&repo, &["--verbose"]);
     assert_eq!(everything.code, Some(0), "{}", everything.all());
     let mut all = rows(&everything.stdout);
     assert!(
@@ -242,7 +251,7 @@ fn partitions_together_run_every_scenario_exactly_once() {
     );
     let mut sharded = Vec::new();
     for shard in ["1/3", "2/3", "3/3"] {
-        let part = verify(&repo, &["--partition", shard]);
+        let part = verify(&repo, &["--verbose", "--partition", shard]);
         assert_eq!(part.code, Some(0), "{}", part.all());
         sharded.extend(rows(&part.stdout));
     }

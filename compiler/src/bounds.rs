@@ -858,7 +858,8 @@ fn plural(count: u64, noun: &str) -> String {
     }
 }
 
-/// `2h 4m 40s`, `1s 500ms`, `0s`.
+/// `2h4m40s`, `1s500ms`, `0s`: written as a spec writes durations (one syntax for the
+/// spec, the cassette and the console), so a value the console suggests can be pasted.
 pub fn format_ms(ms: u64) -> String {
     if ms == 0 {
         return "0s".to_string();
@@ -880,7 +881,7 @@ pub fn format_ms(ms: u64) -> String {
     if millis > 0 {
         parts.push(format!("{millis}ms"));
     }
-    parts.join(" ")
+    parts.concat()
 }
 
 fn count_text(value: Option<u64>) -> String {

@@ -49,6 +49,7 @@ pub mod scenario;
 pub mod secrets;
 pub mod session;
 pub mod tools;
+pub mod totals;
 pub mod trace;
 pub mod validate;
 pub mod value;

@@ -305,8 +305,12 @@ pub enum ProviderError {
     #[error("no response after {after:?}")]
     TimedOut { after: Duration },
     /// A replay was asked for a call its cassette does not hold: the run cannot go on.
-    #[error("the cassette has no call {key}")]
-    NotRecorded { key: CallKey },
+    #[error("the cassette has no call {key}{}", closest_text(closest.as_deref()))]
+    NotRecorded {
+        key: CallKey,
+        /// The unused recording nearest to `key`, when one is close (a likely typo).
+        closest: Option<Box<CallKey>>,
+    },
     /// A replayed call's prompt does not meet the call's `expect_prompt`: the run cannot
     /// go on, since the scenario's story depends on what the model was shown.
     #[error("the prompt of call {key} {}", unmet.join("; "))]
@@ -318,6 +322,13 @@ pub enum ProviderError {
         round: u64,
         attempt: u64,
     },
+}
+
+/// `; the closest unused recording is {…}`, or nothing.
+pub fn closest_text(closest: Option<&CallKey>) -> String {
+    closest
+        .map(|key| format!("; the closest unused recording is {key}"))
+        .unwrap_or_default()
 }
 
 fn no_human_answer(step: &str, round: u64, attempt: u64) -> String {
@@ -516,6 +527,7 @@ mod tests {
         );
         let missing = ProviderError::NotRecorded {
             key: CallKey::new("plan").round(2),
+            closest: None,
         };
         assert!(missing.is_fatal() && !missing.is_transient());
         assert_eq!(

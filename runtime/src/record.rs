@@ -341,6 +341,7 @@ fn empty_call(key: &CallKey) -> RecordedCall {
         error: None,
         latency: None,
         usage: None,
+        prompt_hash: None,
         tool_calls: Vec::new(),
         notes: Vec::new(),
         expect_prompt: None,
@@ -366,6 +367,7 @@ struct DropGuard {
     key: Option<CallKey>,
     started: tokio::time::Instant,
     log: CallLog,
+    prompt_hash: String,
 }
 
 /// Records a `tool` step call that is dropped before it ends (its timeout fired, or the
@@ -402,6 +404,7 @@ impl Drop for DropGuard {
             let log = self.log.entries();
             call.tool_calls = self.store.tool_calls(&log.tool_calls);
             call.notes = log.notes;
+            call.prompt_hash = Some(self.prompt_hash.clone());
             self.store.record(call);
         }
     }
@@ -472,6 +475,7 @@ impl<P: Provider> Provider for RecordingProvider<P> {
             return Box::pin(async move { result });
         }
         let log = request.log.clone();
+        let prompt_hash = crate::canonical::sha256(request.prompt.as_bytes());
         let call = self.inner.complete(request);
         Box::pin(async move {
             let mut guard = DropGuard {
@@ -479,11 +483,14 @@ impl<P: Provider> Provider for RecordingProvider<P> {
                 key: Some(key.clone()),
                 started: tokio::time::Instant::now(),
                 log: log.clone(),
+                prompt_hash: prompt_hash.clone(),
             };
             let result = call.await;
             guard.key = None;
-            if let Some(entry) = store.entry(&key, guard.started.elapsed(), &result, &log.entries())
+            if let Some(mut entry) =
+                store.entry(&key, guard.started.elapsed(), &result, &log.entries())
             {
+                entry.prompt_hash = Some(prompt_hash);
                 store.record(entry);
             }
             // The run goes on with the answer as recorded: a secret a model quoted never

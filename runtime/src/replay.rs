@@ -12,12 +12,16 @@
 //! | `raw`               | `ModelOutput::Text` (the scheduler parses and checks it) |
 //! | `error: {status}`   | `ProviderError::from_status` (429/5xx transient); with `retry_after`, `Throttled` |
 //! | none of them        | `ProviderError::TimedOut` after the latency           |
-//! | not in the cassette | `ProviderError::NotRecorded` naming the key, at once  |
+//! | not in the cassette | `ProviderError::NotRecorded` naming the key (and the closest unused recording), at once |
 //!
 //! A call with `expect_prompt` is checked first, against every message the model would be
 //! shown ([`ModelRequest::messages`]): a `contains` text missing from all of them, or a
 //! `not_contains` text in one of them, is `ProviderError::PromptExpectation` naming the
 //! key and the texts, at once, and the run stops (the scenario's story depends on it).
+//!
+//! A call with a `prompt_hash` whose rendered prompt hashes differently is played back
+//! all the same and noted ([`ReplayProvider::stale_prompts`]): the harness reports it as
+//! a stale recording naming the key.
 //!
 //! Every call looked up is counted as used (even if its future is then dropped by a
 //! timeout), so [`ReplayProvider::unused`] lists the recorded calls a run never made.
@@ -37,12 +41,28 @@ use crate::scenario::{Cassette, Fault, Recorded, RecordedCall, RecordedToolCall}
 /// A provider and human channel that plays back a cassette.
 #[derive(Debug)]
 pub struct ReplayProvider {
-    recorded: Recorded,
+    recorded: Option<Recorded>,
     calls: BTreeMap<CallKey, RecordedCall>,
     humans: BTreeMap<HumanKey, Value>,
     faults: Vec<Fault>,
     used_calls: Mutex<BTreeSet<CallKey>>,
     used_humans: Mutex<BTreeSet<HumanKey>>,
+    stale_prompts: Mutex<Vec<StalePrompt>>,
+}
+
+/// A replayed call whose rendered prompt hashes differently from the prompt its recorded
+/// answer was given to (DESIGN §10): the answer belongs to another prompt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StalePrompt {
+    pub key: CallKey,
+    /// The role called.
+    pub role: String,
+    /// The recorded `prompt_hash`.
+    pub recorded: String,
+    /// The hash of the prompt rendered now.
+    pub now: String,
+    /// The prompt rendered now.
+    pub prompt: String,
 }
 
 impl ReplayProvider {
@@ -66,12 +86,13 @@ impl ReplayProvider {
             faults: cassette.faults,
             used_calls: Mutex::new(BTreeSet::new()),
             used_humans: Mutex::new(BTreeSet::new()),
+            stale_prompts: Mutex::new(Vec::new()),
         }
     }
 
-    /// The hashes the cassette was recorded under.
-    pub fn recorded(&self) -> &Recorded {
-        &self.recorded
+    /// The hashes the cassette was recorded under (none for a hand-written cassette).
+    pub fn recorded(&self) -> Option<&Recorded> {
+        self.recorded.as_ref()
     }
 
     /// The faults to inject (the scheduler applies them).
@@ -87,6 +108,14 @@ impl ReplayProvider {
             .filter(|key| !used.contains(*key))
             .cloned()
             .collect()
+    }
+
+    /// The calls replayed so far whose prompt differs from the one they were recorded
+    /// for, in key order.
+    pub fn stale_prompts(&self) -> Vec<StalePrompt> {
+        let mut stale = lock(&self.stale_prompts).clone();
+        stale.sort_by(|a, b| a.key.cmp(&b.key));
+        stale
     }
 
     /// Recorded human answers no `ask` has asked for yet, as (step, round, attempt), in order.
@@ -122,11 +151,17 @@ impl ReplayProvider {
         request: &ModelRequest,
     ) -> Result<(Duration, Result<ModelResponse, ProviderError>), ProviderError> {
         let key = &request.key;
-        let call = self
-            .calls
-            .get(key)
-            .filter(|call| call.tool.is_none())
-            .ok_or_else(|| ProviderError::NotRecorded { key: key.clone() })?;
+        let Some(call) = self.calls.get(key).filter(|call| call.tool.is_none()) else {
+            let used = lock(&self.used_calls);
+            let unused = self
+                .calls
+                .keys()
+                .filter(|recorded| !used.contains(*recorded));
+            return Err(ProviderError::NotRecorded {
+                key: key.clone(),
+                closest: crate::scenario::closest_key(key, unused).map(Box::new),
+            });
+        };
         lock(&self.used_calls).insert(key.clone());
         if let Some(expect) = &call.expect_prompt {
             let unmet = expect.unmet(&request.messages().join("\n\n"));
@@ -134,6 +169,18 @@ impl ReplayProvider {
                 return Err(ProviderError::PromptExpectation {
                     key: key.clone(),
                     unmet,
+                });
+            }
+        }
+        if let Some(recorded) = &call.prompt_hash {
+            let now = crate::canonical::sha256(request.prompt.as_bytes());
+            if *recorded != now {
+                lock(&self.stale_prompts).push(StalePrompt {
+                    key: key.clone(),
+                    role: request.role.clone(),
+                    recorded: recorded.clone(),
+                    now,
+                    prompt: request.prompt.clone(),
                 });
             }
         }
@@ -243,11 +290,21 @@ impl Provider for ReplayProvider {
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         Box::pin(async move {
             let key = request.key;
-            let call = self
+            let Some(call) = self
                 .calls
                 .get(&key)
                 .filter(|call| call.tool.as_deref() == Some(request.tool.as_str()))
-                .ok_or_else(|| ProviderError::NotRecorded { key: key.clone() })?;
+            else {
+                let used = lock(&self.used_calls);
+                let unused = self
+                    .calls
+                    .keys()
+                    .filter(|recorded| !used.contains(*recorded));
+                return Err(ProviderError::NotRecorded {
+                    key: key.clone(),
+                    closest: crate::scenario::closest_key(&key, unused).map(Box::new),
+                });
+            };
             lock(&self.used_calls).insert(key);
             let (latency, response) = playback_tool(call);
             if !latency.is_zero() {

@@ -53,7 +53,7 @@ pub struct TurnInput {
 }
 
 /// Quick assertions on how a scenario's run ends.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expectation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,6 +66,16 @@ pub struct Expectation {
     /// its `recorded` block alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale: Option<bool>,
+    /// The id of the candidate the run must deliver (`c2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered: Option<String>,
+    /// What the run's answer must hold: a subset match (records may have more fields;
+    /// lists match item by item).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Value>,
+    /// Model calls per step (every attempt, a per-item check's judge calls included).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub calls: BTreeMap<String, u64>,
 }
 
 /// `cassette.yaml`: what the models (and people) answered in a recorded run.
@@ -73,7 +83,11 @@ pub struct Expectation {
 #[serde(deny_unknown_fields)]
 pub struct Cassette {
     pub version: u64,
-    pub recorded: Recorded,
+    /// The hashes the cassette was recorded under. A cassette without them is
+    /// hand-written (*unpinned*, DESIGN §10): it replays with no stale check of spec or
+    /// prompt hashes (each call's `prompt_hash` is still checked where it has one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<Recorded>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<RecordedCall>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -265,6 +279,11 @@ pub struct RecordedCall {
     pub latency: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<RecordedUsage>,
+    /// `sha256:<hex>` of the rendered prompt the call answered (DESIGN §10), written by
+    /// every recording. On replay a call whose prompt hashes differently is stale: the
+    /// answer was given to another prompt (another request, a changed template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_hash: Option<String>,
     /// The tool calls the call made, in order; for a call that failed or timed out, those
     /// it made before it did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -504,11 +523,28 @@ impl Scenario {
 }
 
 impl Cassette {
-    /// An empty cassette recorded under `recorded`.
+    /// The `--model` overrides the cassette was recorded with (none for a hand-written one).
+    pub fn overrides(&self) -> BTreeMap<String, String> {
+        self.recorded
+            .as_ref()
+            .map(|recorded| recorded.overrides.clone())
+            .unwrap_or_default()
+    }
+
+    /// What differs between the hashes the cassette was recorded under and `current`
+    /// (see [`Recorded::stale_against`]); nothing for an unpinned cassette.
+    pub fn stale_against(&self, current: &Recorded) -> Vec<String> {
+        self.recorded
+            .as_ref()
+            .map(|recorded| recorded.stale_against(current))
+            .unwrap_or_default()
+    }
+
+    /// An empty cassette recorded (pinned) under `recorded`.
     pub fn new(recorded: Recorded) -> Self {
         Cassette {
             version: CASSETTE_VERSION,
-            recorded,
+            recorded: Some(recorded),
             calls: Vec::new(),
             humans: Vec::new(),
             faults: Vec::new(),
@@ -772,6 +808,13 @@ pub mod duration_text {
         }
     }
 }
+
+mod expect;
+mod names;
+
+pub use expect::{calls_per_step, subset_difference, unknown_call_steps, unmet};
+
+pub use names::{Entry, NameProblem, closest_key, unknown_names};
 
 #[cfg(test)]
 mod tests;

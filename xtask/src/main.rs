@@ -116,8 +116,8 @@ struct VerifyArgs {
     /// Skip fmt, clippy and tests; only the spec stages (fast iteration)
     #[arg(long)]
     skip_cargo: bool,
-    /// Only shard K of N of the specs and scenarios (e.g. 2/4), to spread CI over machines
-    #[arg(long, value_name = "K/N")]
+    /// Only shard K of N of the specs and scenarios, to spread CI over machines: count:K/N (the default, round-robin; also K/N) or hash:K/N (by name). An empty shard passes
+    #[arg(long, value_name = "[count:|hash:]K/N")]
     partition: Option<Partition>,
     /// Accept new and changed snapshots (runs the tests with INSTA_UPDATE=always)
     #[arg(long)]

@@ -592,7 +592,7 @@ fn bounds_match_the_hand_computation() {
             ),
             (
                 Code::W007,
-                "the worst case (132 calls, 34m 48s) exceeds `budget.wall`; the budget will cut the run".to_string()
+                "the worst case (132 calls, 34m48s) exceeds `budget.wall`; the budget will cut the run".to_string()
             ),
         ]
     );
@@ -1051,4 +1051,16 @@ fn tool_steps_lower_with_their_tool_limits_and_count_no_model_call() {
     // Model calls: only `make` (twice: one repair round).
     assert_eq!(bounds.total.calls, Some(2));
     assert!(to_mermaid(&spec).contains("tool validate("));
+}
+
+/// The console writes durations the way a spec does: what W007 suggests can be pasted.
+#[test]
+fn console_durations_read_back_as_spec_durations() {
+    for ms in [
+        0, 1, 999, 1_000, 1_500, 60_000, 90_000, 3_600_000, 7_480_000, 2_088_000,
+    ] {
+        let text = crate::bounds::format_ms(ms);
+        assert_eq!(crate::parse_duration(&text), Ok(ms), "{text}");
+        assert!(!text.contains(' '), "{text}");
+    }
 }

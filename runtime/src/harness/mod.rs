@@ -4,21 +4,27 @@
 //! `charter verify`. For each `golden/<spec>/<scenario>/` it:
 //! 1. reads `scenario.yaml` and `cassette.yaml` and compiles the scenario's spec (paths are
 //!    relative to the project root, the directory that holds `golden/`);
-//! 2. compares the hashes the cassette was recorded under with the spec's: a difference
-//!    is a *stale recording*, its own kind of failure, shown with a unified diff of each
-//!    rendered prompt that changed (the cassette keeps the rendered prompt of each role's
-//!    first call in `recorded.rendered`, written when the golden is accepted);
-//! 3. replays the cassette on a paused clock, checks `expect` (outcome, reason, stale)
-//!    and that every recorded call was made;
+//! 2. checks the cassette's names against the spec (steps, judge roles; "did you mean")
+//!    and compares the hashes a pinned cassette was recorded under with the spec's: a
+//!    difference is a *stale recording*, its own kind of failure, shown with a unified
+//!    diff of each rendered prompt that changed (the cassette keeps the rendered prompt of
+//!    each role's first call in `recorded.rendered`, written when the golden is accepted);
+//!    a hand-written cassette without `recorded` is *unpinned* and not compared;
+//! 3. replays the cassette on a paused clock (a call whose `prompt_hash` differs from its
+//!    prompt now is stale too), checks `expect` (outcome, reason, stale, delivered,
+//!    answer, calls) and that every recorded call was made;
 //! 4. normalizes the trace (nothing machine- or time-dependent: the project root and the
 //!    temporary directory become placeholders; virtual `t_ms` stays) and compares it with
 //!    `trace.snap`, an insta snapshot file, so `cargo insta review` works on it;
 //! 5. replays a second time and compares the two traces (determinism).
 //!
 //! With `accept`, a changed or missing snapshot is written (temp file + rename) and a
-//! stale cassette's `recorded` block is rewritten with the current hashes and prompts;
-//! the rest of the hand-written cassette is left as it was.
+//! stale cassette's `recorded` block is rewritten with the current hashes and prompts
+//! (an unpinned cassette gets one only with `pin`); the rest of the hand-written
+//! cassette is left as it was. Without it, `pending_snapshots` writes `trace.snap.new`
+//! beside a changed or new snapshot for `charter review` or `cargo insta review`.
 
+pub mod event_diff;
 pub mod report;
 pub mod snapshot;
 
@@ -49,6 +55,9 @@ pub const SNAPSHOT_FILE: &str = "trace.snap";
 pub struct HarnessConfig {
     /// Write changed or missing snapshots and refresh stale `recorded` blocks.
     pub accept: bool,
+    /// With `accept`: also pin hand-written cassettes (write a `recorded` block into a
+    /// cassette that has none). Without it, `accept` leaves unpinned cassettes unpinned.
+    pub pin: bool,
     /// Only scenarios whose id (`<spec>/<scenario>`) contains this text.
     pub filter: Option<String>,
     /// Only this shard of the scenarios.
@@ -64,6 +73,7 @@ impl Default for HarnessConfig {
     fn default() -> Self {
         HarnessConfig {
             accept: false,
+            pin: false,
             filter: None,
             partition: None,
             pending_snapshots: false,
@@ -72,40 +82,72 @@ impl Default for HarnessConfig {
     }
 }
 
-/// Shard `index` (1-based) of `count`. A scenario belongs to shard `hash(id) % count + 1`
-/// (FNV-1a of `<spec>/<scenario>`), so its shard never changes when other scenarios are
-/// added or removed, and shards 1..=count together hold every scenario exactly once.
+/// How scenarios are spread over shards (DESIGN §11, as nextest does).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PartitionMode {
+    /// Round-robin over the selected scenarios in id order: the i-th (0-based) goes to
+    /// shard `i % count + 1`, so shards differ in size by at most one.
+    #[default]
+    Count,
+    /// By an FNV-1a hash of `<spec>/<scenario>`: a scenario's shard never changes when
+    /// others are added or removed (shards may be uneven, or empty).
+    Hash,
+}
+
+/// Shard `index` (1-based) of `count`; shards 1..=count together hold every selected
+/// scenario exactly once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Partition {
+    pub mode: PartitionMode,
     pub index: u64,
     pub count: u64,
 }
 
 impl Partition {
-    pub fn keeps(self, id: &str) -> bool {
-        stable_hash(id) % self.count + 1 == self.index
+    /// Whether the item at `position` (0-based, among the items the filter kept, in
+    /// order) with id `id` belongs to this shard.
+    pub fn keeps(self, position: usize, id: &str) -> bool {
+        let slot = match self.mode {
+            PartitionMode::Count => position as u64,
+            PartitionMode::Hash => stable_hash(id),
+        };
+        slot % self.count + 1 == self.index
     }
 }
 
 impl FromStr for Partition {
     type Err = String;
 
-    /// `K/N` with `1 <= K <= N`.
+    /// `count:K/N`, `hash:K/N` or `K/N` (count), with `1 <= K <= N`.
     fn from_str(text: &str) -> Result<Partition, String> {
-        let error = || format!("expected K/N with 1 <= K <= N (e.g. 2/4), got `{text}`");
-        let (index, count) = text.split_once('/').ok_or_else(error)?;
+        let error = || {
+            format!(
+                "expected count:K/N, hash:K/N or K/N with 1 <= K <= N (e.g. count:2/4), got `{text}`"
+            )
+        };
+        let (mode, shard) = match text.split_once(':') {
+            Some(("count", shard)) => (PartitionMode::Count, shard),
+            Some(("hash", shard)) => (PartitionMode::Hash, shard),
+            Some(_) => return Err(error()),
+            None => (PartitionMode::Count, text),
+        };
+        let (index, count) = shard.split_once('/').ok_or_else(error)?;
         let index: u64 = index.trim().parse().map_err(|_| error())?;
         let count: u64 = count.trim().parse().map_err(|_| error())?;
         if index == 0 || count == 0 || index > count {
             return Err(error());
         }
-        Ok(Partition { index, count })
+        Ok(Partition { mode, index, count })
     }
 }
 
 impl fmt::Display for Partition {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{}/{}", self.index, self.count)
+        let mode = match self.mode {
+            PartitionMode::Count => "count",
+            PartitionMode::Hash => "hash",
+        };
+        write!(formatter, "{mode}:{}/{}", self.index, self.count)
     }
 }
 
@@ -190,20 +232,24 @@ fn sorted_dirs(directory: &Path) -> Result<Vec<PathBuf>, HarnessError> {
     Ok(dirs)
 }
 
-/// The scenarios `config`'s filter and partition keep, in order.
+/// The scenarios `config`'s filter and partition keep, in order (the partition counts
+/// among the scenarios the filter kept).
 pub fn select(scenarios: Vec<ScenarioRef>, config: &HarnessConfig) -> Vec<ScenarioRef> {
     scenarios
         .into_iter()
         .filter(|scenario| {
-            let id = scenario.id();
             config
                 .filter
                 .as_deref()
-                .is_none_or(|filter| id.contains(filter))
-                && config
-                    .partition
-                    .is_none_or(|partition| partition.keeps(&id))
+                .is_none_or(|filter| scenario.id().contains(filter))
         })
+        .enumerate()
+        .filter(|(position, scenario)| {
+            config
+                .partition
+                .is_none_or(|partition| partition.keeps(*position, &scenario.id()))
+        })
+        .map(|(_, scenario)| scenario)
         .collect()
 }
 
@@ -222,6 +268,9 @@ pub enum Status {
     Accepted,
     /// Stale, as its `expect: { stale: true }` says it must be.
     ExpectedStale,
+    /// Passed, with a hand-written cassette that has no `recorded` block (DESIGN §10):
+    /// no spec or prompt hashes were compared.
+    Unpinned,
     Pass,
 }
 
@@ -234,6 +283,7 @@ impl Status {
             Status::Failed => "FAIL",
             Status::Accepted => "accepted",
             Status::ExpectedStale => "pass (stale, expected)",
+            Status::Unpinned => "unpinned",
             Status::Pass => "pass",
         }
     }
@@ -242,7 +292,7 @@ impl Status {
     pub fn passed(self) -> bool {
         matches!(
             self,
-            Status::Pass | Status::ExpectedStale | Status::Accepted
+            Status::Pass | Status::ExpectedStale | Status::Accepted | Status::Unpinned
         )
     }
 }
@@ -289,6 +339,8 @@ pub struct ScenarioReport {
     pub events: usize,
     /// The cassette was recorded under other hashes than the spec's now.
     pub stale: bool,
+    /// The cassette has no `recorded` block (hand-written): no hashes were compared.
+    pub unpinned: bool,
     pub status: Status,
     pub problems: Vec<Problem>,
     /// What `accept` wrote, one line each.
@@ -470,6 +522,18 @@ pub fn verify_project(
     root: &Path,
     config: &HarnessConfig,
 ) -> Result<Vec<ScenarioReport>, HarnessError> {
+    verify_project_with_progress(root, config, &|_, _, _| {})
+}
+
+/// [`verify_project`], telling `progress` of each scenario as it finishes: (how many are
+/// done, how many in all, its report). Called from the worker threads, in the order they
+/// finish.
+pub fn verify_project_with_progress(
+    root: &Path,
+    config: &HarnessConfig,
+    progress: &(dyn Fn(usize, usize, &ScenarioReport) + Sync),
+) -> Result<Vec<ScenarioReport>, HarnessError> {
+    let finished = std::sync::atomic::AtomicUsize::new(0);
     // Each scenario file is read once, here; then each spec is compiled once, up front,
     // so the workers only read the cache.
     let scenarios: Vec<(ScenarioRef, ScenarioFile)> = select(discover(root)?, config)
@@ -488,11 +552,18 @@ pub fn verify_project(
     let workers = std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
         .min(scenarios.len().max(1));
+    let total = scenarios.len();
+    let tell = |report: &ScenarioReport| {
+        let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        progress(done, total, report);
+    };
     if workers <= 1 {
         return Ok(scenarios
             .iter()
             .map(|(reference, file)| {
-                verify_scenario(root, reference, file, config, &mut specs).escaped()
+                let report = verify_scenario(root, reference, file, config, &mut specs).escaped();
+                tell(&report);
+                report
             })
             .collect());
     }
@@ -503,6 +574,7 @@ pub fn verify_project(
                 let mut specs = specs.clone();
                 let next = &next;
                 let scenarios = &scenarios;
+                let tell = &tell;
                 scope.spawn(move || {
                     let mut done = Vec::new();
                     loop {
@@ -512,6 +584,7 @@ pub fn verify_project(
                         };
                         let report =
                             verify_scenario(root, reference, file, config, &mut specs).escaped();
+                        tell(&report);
                         done.push((index, report));
                     }
                     done
@@ -546,6 +619,8 @@ pub struct Replayed {
     pub unused_human_turns: Vec<u64>,
     /// Role -> the rendered prompt of its first call (by call key).
     pub prompts: BTreeMap<String, String>,
+    /// Calls whose prompt differs from the one their recorded answer was given to.
+    pub stale_prompts: Vec<crate::replay::StalePrompt>,
 }
 
 /// A replay that failed, and in which turn of a conversation (1 for a single run).
@@ -553,6 +628,8 @@ pub struct Replayed {
 pub struct ReplayFailure {
     pub turn: u64,
     pub error: RunError,
+    /// The trace events the replay emitted before it failed (all turns so far).
+    pub events: usize,
 }
 
 /// Replays a scenario's run, or each turn of its conversation in order with the session
@@ -565,26 +642,35 @@ pub fn replay_scenario(
     root: &Path,
 ) -> Result<Replayed, ReplayFailure> {
     let Some(turns) = &scenario.turns else {
-        return replay(spec, scenario.input.clone(), cassette.clone(), root)
-            .map_err(|error| ReplayFailure { turn: 1, error });
+        let (replayed, events) =
+            replay_counting(spec, scenario.input.clone(), cassette.clone(), root, None);
+        return replayed.map_err(|error| ReplayFailure {
+            turn: 1,
+            error,
+            events,
+        });
     };
     let mut session = crate::session::Session::new(spec).map_err(|error| ReplayFailure {
         turn: 1,
         error: RunError::Flow(format!("a scenario with `turns` needs a session: {error}")),
+        events: 0,
     })?;
     let mut all: Option<Replayed> = None;
+    let mut emitted = 0;
     for (index, turn) in turns.iter().enumerate() {
         let number = u64::try_from(index).unwrap_or(u64::MAX).saturating_add(1);
-        let replayed = replay_turn(
+        let (replayed, events) = replay_counting(
             spec,
             turn.input.clone(),
             cassette.for_turn(number),
             root,
             Some(session.clone()),
-        )
-        .map_err(|error| ReplayFailure {
+        );
+        emitted += events;
+        let replayed = replayed.map_err(|error| ReplayFailure {
             turn: number,
             error,
+            events: emitted,
         })?;
         if let Some(next) = &replayed.outcome.session {
             session = next.clone();
@@ -605,6 +691,7 @@ pub fn replay_scenario(
                 for (role, prompt) in replayed.prompts {
                     so_far.prompts.entry(role).or_insert(prompt);
                 }
+                so_far.stale_prompts.extend(replayed.stale_prompts);
                 so_far.outcome = replayed.outcome;
                 so_far
             }
@@ -614,6 +701,7 @@ pub fn replay_scenario(
     let mut replayed = all.ok_or_else(|| ReplayFailure {
         turn: 1,
         error: RunError::Flow("`turns` is empty".to_string()),
+        events: 0,
     })?;
     let count = u64::try_from(turns.len()).unwrap_or(u64::MAX);
     for call in cassette.calls.iter().filter(|call| call.turn > count) {
@@ -642,6 +730,18 @@ pub fn replay_turn(
     root: &Path,
     session: Option<crate::session::Session>,
 ) -> Result<Replayed, RunError> {
+    replay_counting(spec, input, cassette, root, session).0
+}
+
+/// [`replay_turn`], with the number of trace events the run emitted, which a failed
+/// replay (an unrecorded call) has too.
+pub fn replay_counting(
+    spec: &CompiledSpec,
+    input: Value,
+    cassette: Cassette,
+    root: &Path,
+    session: Option<crate::session::Session>,
+) -> (Result<Replayed, RunError>, usize) {
     let config = RunConfig {
         delivery: DeliveryTarget::Memory,
         faults: cassette.faults.clone(),
@@ -662,11 +762,17 @@ pub fn replay_turn(
         replay.as_ref(),
         &config,
         &mut sink,
-    )?;
+    );
     let events = sink.into_events();
-    let trace = to_jsonl(&events)
-        .map(|text| normalize_trace(&text, root))
-        .map_err(|error| RunError::Flow(error.to_string()))?;
+    let count = events.len();
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(error) => return (Err(error), count),
+    };
+    let trace = match to_jsonl(&events) {
+        Ok(text) => normalize_trace(&text, root),
+        Err(error) => return (Err(RunError::Flow(error.to_string())), count),
+    };
     let prompts = capture
         .first
         .lock()
@@ -677,7 +783,7 @@ pub fn replay_turn(
                 .collect()
         })
         .unwrap_or_default();
-    Ok(Replayed {
+    let replayed = Replayed {
         outcome,
         events,
         trace,
@@ -686,7 +792,9 @@ pub fn replay_turn(
         unused_calls: replay.unused(),
         unused_humans: replay.unused_humans(),
         prompts,
-    })
+        stale_prompts: replay.stale_prompts(),
+    };
+    (Ok(replayed), count)
 }
 
 /// A provider that keeps the rendered prompt of each role's first call (the smallest
@@ -793,6 +901,7 @@ pub fn verify_scenario(
         reason: None,
         events: 0,
         stale: false,
+        unpinned: false,
         status: Status::Pass,
         problems: Vec::new(),
         accepted: Vec::new(),
@@ -819,6 +928,8 @@ fn status_of(report: &ScenarioReport) -> Status {
         Status::Accepted
     } else if report.stale {
         Status::ExpectedStale
+    } else if report.unpinned {
+        Status::Unpinned
     } else {
         Status::Pass
     }
@@ -867,13 +978,12 @@ fn check_scenario(
         Err(problem) => return report.problems.push(problem),
     };
     // A recording made with `charter run --model` replays with the same models.
-    let spec = if cassette.recorded.overrides.is_empty() {
+    let overrides = cassette.overrides();
+    let spec = if overrides.is_empty() {
         spec
     } else {
         let mut overridden = (*spec).clone();
-        if let Err(message) =
-            crate::models::apply_overrides(&mut overridden, &cassette.recorded.overrides)
-        {
+        if let Err(message) = crate::models::apply_overrides(&mut overridden, &overrides) {
             return report.problems.push(error_at(
                 cassette_file.clone(),
                 line_of(&cassette_text, "overrides:"),
@@ -886,10 +996,40 @@ fn check_scenario(
     let expect = scenario.expect.clone().unwrap_or_default();
     let expected_stale = expect.stale == Some(true);
     let current = Recorded::from_spec(&spec);
-    let changes = cassette.recorded.stale_against(&current);
+    let changes = cassette.stale_against(&current);
     report.stale = !changes.is_empty();
+    report.unpinned = cassette.recorded.is_none();
     let recorded = cassette.recorded.clone();
     let calls = cassette.calls.clone();
+
+    // Names the spec does not have (a misspelt step, a wrong judge role): each at its
+    // entry's line, with "did you mean"; nothing is replayed.
+    let names = crate::scenario::unknown_names(&cassette, &spec);
+    if !names.is_empty() {
+        let call_lines = crate::yaml::call_lines(&cassette_text);
+        for problem in names {
+            let line = match problem.entry {
+                crate::scenario::Entry::Call(index) => call_lines.get(index).copied(),
+                crate::scenario::Entry::Human(_) => line_of(&cassette_text, "humans:"),
+                crate::scenario::Entry::Fault(_) => line_of(&cassette_text, "faults:"),
+            };
+            report
+                .problems
+                .push(error_at(cassette_file.clone(), line, problem.message));
+        }
+        return;
+    }
+    let unknown_steps = crate::scenario::unknown_call_steps(&expect, &spec);
+    if !unknown_steps.is_empty() {
+        for message in unknown_steps {
+            report.problems.push(error_at(
+                scenario_file.clone(),
+                line_of(scenario_text, "expect:"),
+                message,
+            ));
+        }
+        return;
+    }
 
     // A bad input is the scenario's mistake, shown at its `input:`; nothing is replayed.
     let conversation = scenario.turns.is_some();
@@ -930,13 +1070,27 @@ fn check_scenario(
     }
     let first = match replay_scenario(&spec, scenario, &cassette, root) {
         Ok(replayed) => replayed,
-        Err(ReplayFailure { turn, error }) => {
-            // A prompt that misses its `expect_prompt` is shown at the call that expects it.
-            let line = match &error {
-                RunError::PromptExpectation { key, .. } => calls
+        Err(ReplayFailure {
+            turn,
+            error,
+            events,
+        }) => {
+            // A replay that failed still counts the events it emitted (the table shows them).
+            report.events = events;
+            // A prompt that misses its `expect_prompt` is shown at the call that expects
+            // it; a missing call at the closest unused recording, its likely misspelling.
+            let line_of_key = |key: &CallKey| {
+                calls
                     .iter()
                     .position(|call| call.turn == turn && call.key() == *key)
-                    .and_then(|index| crate::yaml::call_lines(&cassette_text).get(index).copied()),
+                    .and_then(|index| crate::yaml::call_lines(&cassette_text).get(index).copied())
+            };
+            let line = match &error {
+                RunError::PromptExpectation { key, .. } => line_of_key(key),
+                RunError::Unrecorded {
+                    closest: Some(closest),
+                    ..
+                } => line_of_key(closest),
                 _ => None,
             };
             let in_turn = if conversation {
@@ -964,7 +1118,10 @@ fn check_scenario(
                 "stale recording: the cassette was recorded under other hashes ({})",
                 changes.join("; ")
             ),
-            detail: Some(prompt_diffs(&recorded, &first.prompts)),
+            detail: Some(prompt_diffs(
+                recorded.as_ref().map(|recorded| &recorded.rendered),
+                &first.prompts,
+            )),
             location: Location {
                 file: cassette_file.clone(),
                 line: recorded_line,
@@ -972,7 +1129,7 @@ fn check_scenario(
         };
         if expected_stale {
             report.notes.push(stale);
-        } else if config.accept {
+        } else if config.accept && first.stale_prompts.is_empty() {
             match refresh_recorded(reference, &cassette_text, &current, &first.prompts) {
                 Ok(()) => report
                     .accepted
@@ -986,13 +1143,25 @@ fn check_scenario(
         } else {
             report.problems.push(stale);
         }
-    } else if config.accept && !expected_stale && recorded.rendered != first.prompts {
+    } else if config.accept
+        && !expected_stale
+        && first.stale_prompts.is_empty()
+        && (config.pin || recorded.is_some())
+        && recorded.as_ref().map(|recorded| &recorded.rendered) != Some(&first.prompts)
+    {
         // Not stale, but the recorded prompts are not those of this run (a recorded
-        // response changed what a later prompt shows): keep them current for the next diff.
+        // response changed what a later prompt shows): keep them current for the next
+        // diff. A hand-written cassette is pinned only when asked (`--pin`).
+        let what = if recorded.is_some() {
+            format!("refreshed the recorded prompts in {cassette_file}")
+        } else {
+            format!("pinned {cassette_file} (wrote its `recorded` block)")
+        };
         match refresh_recorded(reference, &cassette_text, &current, &first.prompts) {
-            Ok(()) => report
-                .accepted
-                .push(format!("refreshed the recorded prompts in {cassette_file}")),
+            Ok(()) => {
+                report.unpinned = false;
+                report.accepted.push(what);
+            }
             Err(message) => {
                 report
                     .problems
@@ -1000,12 +1169,46 @@ fn check_scenario(
             }
         }
     }
-    if changes.is_empty() && expected_stale {
+    // Calls that answered another prompt (another request, a changed template): stale
+    // whether or not the cassette is pinned, and never absorbed by `--accept`, since the
+    // recorded answer belongs to the other prompt.
+    if !first.stale_prompts.is_empty() {
+        report.stale = true;
+        let lines = crate::yaml::call_lines(&cassette_text);
+        for stale in &first.stale_prompts {
+            let line = calls
+                .iter()
+                .position(|call| call.key() == stale.key)
+                .and_then(|index| lines.get(index).copied());
+            let problem = Problem {
+                kind: ProblemKind::Stale,
+                message: format!(
+                    "stale recording: call {} answered another prompt ({} -> {}); re-record it",
+                    stale.key, stale.recorded, stale.now
+                ),
+                detail: Some(stale_prompt_diff(recorded.as_ref(), stale)),
+                location: Location {
+                    file: cassette_file.clone(),
+                    line,
+                },
+            };
+            if expected_stale {
+                report.notes.push(problem);
+            } else {
+                report.problems.push(problem);
+            }
+        }
+    }
+    if changes.is_empty() && first.stale_prompts.is_empty() && expected_stale {
         report.problems.push(Problem {
             kind: ProblemKind::Expect,
-            message:
+            message: if recorded.is_none() {
+                "the scenario expects a stale recording, but the cassette is unpinned (it has no `recorded` block to compare)"
+                    .to_string()
+            } else {
                 "the scenario expects a stale recording, but the cassette's hashes match the spec"
-                    .to_string(),
+                    .to_string()
+            },
             detail: None,
             location: Location {
                 file: scenario_file.clone(),
@@ -1015,17 +1218,11 @@ fn check_scenario(
     }
 
     // Expectations.
-    let mut unmet = Vec::new();
-    if let Some(outcome) = expect.outcome
-        && outcome != first.outcome.outcome
-    {
-        unmet.push(format!("outcome {outcome}, got {}", first.outcome.outcome));
-    }
-    if let Some(reason) = &expect.reason
-        && *reason != first.outcome.reason
-    {
-        unmet.push(format!("reason {reason}, got {}", first.outcome.reason));
-    }
+    let unmet = crate::scenario::unmet(
+        &expect,
+        &first.outcome,
+        &crate::scenario::calls_per_step(&first.events),
+    );
     if !unmet.is_empty() {
         report.problems.push(Problem {
             kind: ProblemKind::Expect,
@@ -1056,7 +1253,10 @@ fn check_scenario(
         };
         report.problems.push(Problem {
             kind: ProblemKind::Unused,
-            message: format!("recorded call {key}{in_turn} was never made"),
+            message: format!(
+                "recorded call {key}{in_turn} was never made{}",
+                unknown_item_hint(key, &first.events)
+            ),
             detail: None,
             location: Location {
                 file: cassette_file.clone(),
@@ -1167,7 +1367,7 @@ fn check_scenario(
                     "behaviour changed: the trace of {} differs from {snapshot_file}",
                     reference.id()
                 ),
-                detail: Some(unified_diff(
+                detail: Some(event_diff::event_diff(
                     &old,
                     &new,
                     &format!("{snapshot_file} (snapshot)"),
@@ -1189,6 +1389,41 @@ fn check_scenario(
             },
         }),
     }
+}
+
+/// For an unused call whose item never ran in its step: `; item `T-02` never ran in step
+/// `work` (its items: …); did you mean `T-002`?`. Items are data (a plan's tasks), so
+/// they are known only from the replay.
+fn unknown_item_hint(key: &CallKey, events: &[TraceEvent]) -> String {
+    let Some(item) = &key.item else {
+        return String::new();
+    };
+    let mut items: Vec<&str> = events
+        .iter()
+        .filter(|event| event.step.as_deref() == Some(key.step.as_str()))
+        .filter_map(|event| event.item.as_deref())
+        .collect();
+    items.sort_unstable();
+    items.dedup();
+    if items.contains(&item.as_str()) {
+        return String::new();
+    }
+    if items.is_empty() {
+        return format!("; step `{}` ran no item", key.step);
+    }
+    let hint = charter_compiler::diagnostics::did_you_mean(item, items.iter().copied())
+        .map(|hint| format!("; {hint}"))
+        .unwrap_or_default();
+    let shown: Vec<String> = items
+        .iter()
+        .take(12)
+        .map(|item| format!("`{item}`"))
+        .collect();
+    format!(
+        "; item `{item}` never ran in step `{}` (its items: {}){hint}",
+        key.step,
+        shown.join(", ")
+    )
 }
 
 /// The 1-based line of the first line of `text` that starts with `prefix`.
@@ -1213,10 +1448,13 @@ fn first_changed_line(old: &str, new: &str) -> Option<u64> {
 }
 
 /// Unified diffs of each rendered prompt that differs from the one recorded.
-fn prompt_diffs(recorded: &Recorded, now: &BTreeMap<String, String>) -> String {
+fn prompt_diffs(
+    rendered: Option<&BTreeMap<String, String>>,
+    now: &BTreeMap<String, String>,
+) -> String {
     let mut out = String::new();
     for (role, prompt) in now {
-        match recorded.rendered.get(role) {
+        match rendered.and_then(|rendered| rendered.get(role)) {
             Some(old) if old == prompt => {}
             Some(old) => out.push_str(&unified_diff(
                 old,
@@ -1235,6 +1473,27 @@ fn prompt_diffs(recorded: &Recorded, now: &BTreeMap<String, String>) -> String {
     out
 }
 
+/// The diff of a stale call's prompt against the one it was recorded for, when the
+/// cassette holds that text (the role's first rendered prompt, if it hashes to the
+/// call's `prompt_hash`).
+fn stale_prompt_diff(recorded: Option<&Recorded>, stale: &crate::replay::StalePrompt) -> String {
+    let known = recorded
+        .and_then(|recorded| recorded.rendered.get(&stale.role))
+        .filter(|text| crate::canonical::sha256(text.as_bytes()) == stale.recorded);
+    match known {
+        Some(old) => unified_diff(
+            old,
+            &stale.prompt,
+            &format!("prompt of call {} (recorded)", stale.key),
+            &format!("prompt of call {} (now)", stale.key),
+        ),
+        None => format!(
+            "(the cassette holds only the hash of the prompt call {} answered, not its text)\n",
+            stale.key
+        ),
+    }
+}
+
 /// Rewrites the `recorded:` block of the cassette (and nothing else) with `current`
 /// and the rendered prompts, atomically, after checking that the result reads back.
 fn refresh_recorded(
@@ -1250,7 +1509,7 @@ fn refresh_recorded(
         let text = recorded_block(&recorded, literal)?;
         let candidate = replace_recorded_block(cassette_text, &text)?;
         let reads_back = Cassette::from_yaml(CASSETTE_FILE, &candidate)
-            .map(|cassette| cassette.recorded == recorded)
+            .map(|cassette| cassette.recorded.as_ref() == Some(&recorded))
             .unwrap_or(false);
         if reads_back {
             block = Some(candidate);
@@ -1314,13 +1573,26 @@ fn recorded_block(recorded: &Recorded, literal: bool) -> Result<String, String> 
 }
 
 /// `text` with its top-level `recorded:` entry (the key line and the indented lines
-/// under it) replaced by `block`.
+/// under it) replaced by `block`; a cassette without one gets it after its `version:`
+/// line (pinning a hand-written cassette).
 fn replace_recorded_block(text: &str, block: &str) -> Result<String, String> {
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let start = lines
-        .iter()
-        .position(|line| line.starts_with("recorded:"))
-        .ok_or("the cassette has no top-level `recorded:` entry")?;
+    let Some(start) = lines.iter().position(|line| line.starts_with("recorded:")) else {
+        let after = lines
+            .iter()
+            .position(|line| line.starts_with("version:"))
+            .ok_or("the cassette has no top-level `version:` entry")?;
+        let mut out: String = lines.iter().take(after + 1).copied().collect();
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(block);
+        if !block.ends_with('\n') {
+            out.push('\n');
+        }
+        out.extend(lines.iter().skip(after + 1).copied());
+        return Ok(out);
+    };
     let end = lines
         .iter()
         .enumerate()

@@ -89,6 +89,7 @@ pub fn summary(reports: &[ScenarioReport]) -> String {
             let word = match status {
                 Status::Pass | Status::ExpectedStale => "passed",
                 Status::Accepted => "accepted",
+                Status::Unpinned => "unpinned (passed)",
                 Status::Failed => "failed",
                 Status::Changed => "changed",
                 Status::Stale => "stale",
@@ -148,6 +149,57 @@ pub fn details(reports: &[ScenarioReport]) -> String {
     out
 }
 
+/// `text` (details: headings, field-level event diffs, unified diffs) with ANSI colours for
+/// a terminal: removed lines and old values red, added lines and new values green, event
+/// headers and hunk headers cyan, problem headings bold red. Pure: the caller decides
+/// whether colour is wanted (`--color`, NO_COLOR, a terminal).
+pub fn colorize(text: &str) -> String {
+    const RED: &str = "\u{1b}[31m";
+    const GREEN: &str = "\u{1b}[32m";
+    const CYAN: &str = "\u{1b}[36m";
+    const BOLD_RED: &str = "\u{1b}[1;31m";
+    const BOLD: &str = "\u{1b}[1m";
+    const RESET: &str = "\u{1b}[0m";
+    let headings = [
+        "ERROR ",
+        "STALE ",
+        "CHANGED ",
+        "NEW ",
+        "FAIL ",
+        "UNUSED ",
+        "NONDETERMINISTIC ",
+    ];
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for line in text.split_inclusive('\n') {
+        let (body, end) = match line.strip_suffix('\n') {
+            Some(body) => (body, "\n"),
+            None => (line, ""),
+        };
+        let coloured = if headings.iter().any(|heading| body.starts_with(heading)) {
+            format!("{BOLD_RED}{body}{RESET}")
+        } else if body.starts_with("---") || body.starts_with("+++") {
+            format!("{BOLD}{body}{RESET}")
+        } else if body.starts_with("@@") || body.starts_with("~ event") {
+            format!("{CYAN}{body}{RESET}")
+        } else if body.starts_with('-') {
+            format!("{RED}{body}{RESET}")
+        } else if body.starts_with('+') {
+            format!("{GREEN}{body}{RESET}")
+        } else if let Some(field) = body.strip_prefix("    ")
+            && let Some((path, values)) = field.split_once(": ")
+            && let Some((old, new)) = values.split_once(" -> ")
+            && !path.contains(' ')
+        {
+            format!("    {path}: {RED}{old}{RESET} -> {GREEN}{new}{RESET}")
+        } else {
+            body.to_string()
+        };
+        out.push_str(&coloured);
+        out.push_str(end);
+    }
+    out
+}
+
 fn kind_label(kind: ProblemKind) -> &'static str {
     match kind {
         ProblemKind::Error => "ERROR",
@@ -157,6 +209,16 @@ fn kind_label(kind: ProblemKind) -> &'static str {
         ProblemKind::Expect => "FAIL",
         ProblemKind::Unused => "UNUSED",
         ProblemKind::Nondeterministic => "NONDETERMINISTIC",
+    }
+}
+
+/// The status a problem of `kind` gives a scenario.
+fn status_of_kind(kind: ProblemKind) -> Status {
+    match kind {
+        ProblemKind::Error => Status::Error,
+        ProblemKind::Stale => Status::Stale,
+        ProblemKind::Changed | ProblemKind::NewSnapshot => Status::Changed,
+        ProblemKind::Expect | ProblemKind::Unused | ProblemKind::Nondeterministic => Status::Failed,
     }
 }
 
@@ -192,13 +254,30 @@ pub fn junit_case(report: &ScenarioReport) -> JunitCase {
         }
         text
     };
-    let message = report
+    // The message names the failure that decided the status (an `expect` miss is not
+    // called stale because the cassette is stale too), with its kind.
+    let deciding = report
         .problems
-        .first()
-        .map(|problem| problem.message.clone())
+        .iter()
+        .find(|problem| status_of_kind(problem.kind) == report.status)
+        .or(report.problems.first());
+    let message = deciding
+        .map(|problem| {
+            let others = report.problems.len() - 1;
+            format!(
+                "{}: {}{}",
+                kind_label(problem.kind),
+                problem.message,
+                if others > 0 {
+                    format!(" (and {others} more)")
+                } else {
+                    String::new()
+                }
+            )
+        })
         .unwrap_or_default();
     let (failure, error) = match report.status {
-        Status::Pass | Status::ExpectedStale | Status::Accepted => (None, None),
+        Status::Pass | Status::ExpectedStale | Status::Accepted | Status::Unpinned => (None, None),
         Status::Error => (None, Some((message, text))),
         _ => (Some((message, text)), None),
     };
@@ -313,7 +392,7 @@ pub fn github_annotations(reports: &[ScenarioReport]) -> Vec<String> {
             lines.push(github_error(
                 &problem.location.file,
                 problem.location.line,
-                &format!("{} {}", report.status.label(), report.id()),
+                &format!("{} {}", kind_label(problem.kind), report.id()),
                 &problem.message,
             ));
         }

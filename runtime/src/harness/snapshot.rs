@@ -54,6 +54,60 @@ pub fn pending_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// A pending snapshot (`trace.snap.new`) under a project's `golden/`, waiting for review.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    /// `<spec>/<scenario>`.
+    pub id: String,
+    /// The snapshot it would replace (it may not exist yet).
+    pub snapshot: PathBuf,
+    /// The `trace.snap.new` file.
+    pub pending: PathBuf,
+}
+
+/// Every `golden/<spec>/<scenario>/trace.snap.new` under `root`, in id order.
+pub fn pending_snapshots(root: &Path) -> Result<Vec<Pending>, super::HarnessError> {
+    let mut found = Vec::new();
+    for scenario in super::discover(root)? {
+        let snapshot = scenario.dir.join(super::SNAPSHOT_FILE);
+        let pending = pending_path(&snapshot);
+        if pending.is_file() {
+            found.push(Pending {
+                id: scenario.id(),
+                snapshot,
+                pending,
+            });
+        }
+    }
+    Ok(found)
+}
+
+/// The contents (trace lines) of the snapshot and of the pending one; an absent
+/// snapshot reads as empty.
+pub fn pending_contents(pending: &Pending) -> std::io::Result<(String, String)> {
+    let limit = crate::files::MAX_SOURCE_BYTES;
+    let new = crate::files::read_regular(&pending.pending, limit)?;
+    let old = if pending.snapshot.exists() {
+        contents(&crate::files::read_regular(&pending.snapshot, limit)?)
+    } else {
+        String::new()
+    };
+    Ok((old, contents(&new)))
+}
+
+/// Accepts a pending snapshot: its text becomes `trace.snap` (written atomically), and
+/// the pending file is removed.
+pub fn accept_pending(pending: &Pending) -> std::io::Result<()> {
+    let text = crate::files::read_regular(&pending.pending, crate::files::MAX_SOURCE_BYTES)?;
+    write_atomically(&pending.snapshot, &text)?;
+    std::fs::remove_file(&pending.pending)
+}
+
+/// Rejects a pending snapshot: the pending file is removed, `trace.snap` stays.
+pub fn reject_pending(pending: &Pending) -> std::io::Result<()> {
+    std::fs::remove_file(&pending.pending)
+}
+
 /// Writes `text` to `path` through [`crate::files::write_atomically`] (an exclusive
 /// temporary file and a rename; a symlink at `path` is an error), so the file is never
 /// seen half-written.

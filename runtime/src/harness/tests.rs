@@ -10,20 +10,57 @@ fn partitions_hold_every_scenario_exactly_once() {
         .collect();
     for count in 1..=5 {
         for id in &ids {
-            let shards = (1..=count)
-                .filter(|index| {
-                    Partition {
-                        index: *index,
-                        count,
-                    }
-                    .keeps(id)
-                })
-                .count();
-            assert_eq!(shards, 1, "{id} in {count} shards");
+            for mode in [PartitionMode::Count, PartitionMode::Hash] {
+                let position = ids.iter().position(|other| other == id).unwrap_or(0);
+                let shards = (1..=count)
+                    .filter(|index| {
+                        Partition {
+                            mode,
+                            index: *index,
+                            count,
+                        }
+                        .keeps(position, id)
+                    })
+                    .count();
+                assert_eq!(shards, 1, "{id} in {count} shards ({mode:?})");
+            }
         }
     }
-    assert_eq!("2/3".parse(), Ok(Partition { index: 2, count: 3 }));
-    for bad in ["0/3", "4/3", "3", "a/b", "1/0"] {
+    // Round-robin: 7 scenarios over 3 shards are 3, 2 and 2, never an empty shard.
+    let sizes: Vec<usize> = (1..=3)
+        .map(|index| {
+            (0..7)
+                .filter(|position| {
+                    Partition {
+                        mode: PartitionMode::Count,
+                        index,
+                        count: 3,
+                    }
+                    .keeps(*position, "x")
+                })
+                .count()
+        })
+        .collect();
+    assert_eq!(sizes, vec![3, 2, 2]);
+    let count = |index, count| Partition {
+        mode: PartitionMode::Count,
+        index,
+        count,
+    };
+    assert_eq!("2/3".parse(), Ok(count(2, 3)));
+    assert_eq!("count:2/3".parse(), Ok(count(2, 3)));
+    assert_eq!(
+        "hash:1/4".parse(),
+        Ok(Partition {
+            mode: PartitionMode::Hash,
+            index: 1,
+            count: 4
+        })
+    );
+    assert_eq!(count(2, 3).to_string(), "count:2/3");
+    for bad in [
+        "0/3", "4/3", "3", "a/b", "1/0", "rr:1/2", "hash:", "hash:0/2",
+    ] {
         assert!(bad.parse::<Partition>().is_err(), "{bad}");
     }
 }
@@ -118,7 +155,7 @@ fn the_recorded_block_is_replaced_and_nothing_else() {
         "{replaced}"
     );
     let read = Cassette::from_yaml("c.yaml", &replaced).map(|cassette| cassette.recorded);
-    assert_eq!(read, Ok(recorded), "{replaced}");
+    assert_eq!(read, Ok(Some(recorded)), "{replaced}");
 }
 
 #[test]

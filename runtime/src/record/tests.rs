@@ -534,6 +534,7 @@ impl Provider for ToolRunner {
         Box::pin(async {
             Err(ProviderError::NotRecorded {
                 key: CallKey::new("x"),
+                closest: None,
             })
         })
     }

@@ -140,6 +140,26 @@ pub struct ReplayReport {
     pub unused_calls: Vec<crate::provider::CallKey>,
     /// Recorded human answers never asked for: (step, round, attempt).
     pub unused_humans: Vec<crate::provider::HumanKey>,
+    /// Calls whose prompt differs from the one their recorded answer was given to.
+    pub stale_prompts: Vec<crate::replay::StalePrompt>,
+    /// Model calls per step (what `expect.calls` compares).
+    pub calls_per_step: std::collections::BTreeMap<String, u64>,
+}
+
+/// A sink that counts `model_call` events per step on the way to its inner sink.
+struct CountingSink<'a> {
+    inner: &'a mut dyn TraceSink,
+    calls: std::collections::BTreeMap<String, u64>,
+}
+
+impl TraceSink for CountingSink<'_> {
+    fn append(&mut self, event: &crate::trace::TraceEvent) -> Result<(), crate::trace::TraceError> {
+        if let (crate::trace::EventKind::ModelCall { .. }, Some(step)) = (&event.kind, &event.step)
+        {
+            *self.calls.entry(step.clone()).or_insert(0) += 1;
+        }
+        self.inner.append(event)
+    }
 }
 
 /// Replays `cassette` for `spec` on `input` on a paused clock: calls and human answers
@@ -172,11 +192,24 @@ pub fn replay_cassette_in(
         session,
     };
     let replay = Arc::new(crate::replay::ReplayProvider::new(cassette));
-    let outcome = replay_blocking(spec, input, replay.clone(), replay.as_ref(), &config, sink)?;
+    let mut counting = CountingSink {
+        inner: sink,
+        calls: std::collections::BTreeMap::new(),
+    };
+    let outcome = replay_blocking(
+        spec,
+        input,
+        replay.clone(),
+        replay.as_ref(),
+        &config,
+        &mut counting,
+    )?;
     Ok(ReplayReport {
         outcome,
         unused_calls: replay.unused(),
         unused_humans: replay.unused_humans(),
+        stale_prompts: replay.stale_prompts(),
+        calls_per_step: counting.calls,
     })
 }
 

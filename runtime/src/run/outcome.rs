@@ -99,8 +99,12 @@ impl RunConfig {
 /// A run that could not go on: not a terminal state, an error (exit 1).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RunError {
-    #[error("no recorded call for {key}")]
-    Unrecorded { key: CallKey },
+    #[error("no recorded call for {key}{}", crate::provider::closest_text(closest.as_deref()))]
+    Unrecorded {
+        key: CallKey,
+        /// The unused recording nearest to `key`, when one is close.
+        closest: Option<Box<CallKey>>,
+    },
     /// A replayed call's prompt does not meet its `expect_prompt`: one line per text.
     #[error("the prompt of call {key} {}", unmet.join("; "))]
     PromptExpectation { key: CallKey, unmet: Vec<String> },

@@ -296,8 +296,8 @@ impl Scheduler<'_> {
                 self.emit_call(unit, EventKind::Timeout { after_ms })?;
                 format!("no response after {after_ms} ms")
             }
-            Err(CallFailure::Provider(ProviderError::NotRecorded { key })) => {
-                return Err(Halt::Error(RunError::Unrecorded { key }));
+            Err(CallFailure::Provider(ProviderError::NotRecorded { key, closest })) => {
+                return Err(Halt::Error(RunError::Unrecorded { key, closest }));
             }
             Err(CallFailure::Provider(ProviderError::PromptExpectation { key, unmet })) => {
                 return Err(Halt::Error(RunError::PromptExpectation { key, unmet }));

@@ -162,8 +162,8 @@ impl Scheduler<'_> {
             }
             Some(Err(error)) => {
                 return Err(Halt::Error(match error {
-                    crate::provider::ProviderError::NotRecorded { key } => {
-                        RunError::Unrecorded { key }
+                    crate::provider::ProviderError::NotRecorded { key, closest } => {
+                        RunError::Unrecorded { key, closest }
                     }
                     other => RunError::Provider(other.to_string()),
                 }));

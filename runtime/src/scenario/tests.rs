@@ -20,9 +20,10 @@ fn loaded(text: &str) -> Cassette {
 fn the_design_example_loads() {
     let cassette = loaded(EXAMPLE_CASSETTE);
     assert_eq!(cassette.version, 1);
-    assert_eq!(cassette.recorded.spec_hash, "sha256:abc");
+    let recorded = cassette.recorded.clone().unwrap_or_default();
+    assert_eq!(recorded.spec_hash, "sha256:abc");
     assert_eq!(
-        cassette.recorded.prompts.get("planner").map(String::as_str),
+        recorded.prompts.get("planner").map(String::as_str),
         Some("sha256:def")
     );
     let keys: Vec<String> = cassette
@@ -137,6 +138,19 @@ fn loading_checks_name_the_file_and_line() {
 }
 
 #[test]
+fn a_cassette_without_recorded_is_hand_written_and_unpinned() {
+    let cassette = loaded("version: 1\ncalls:\n  - { step: plan, response: {} }\n");
+    assert_eq!(cassette.recorded, None);
+    let current = Recorded {
+        spec_hash: "sha256:now".to_string(),
+        ..Recorded::default()
+    };
+    assert!(cassette.stale_against(&current).is_empty());
+    assert!(cassette.overrides().is_empty());
+    assert!(!cassette.to_yaml().unwrap_or_default().contains("recorded"));
+}
+
+#[test]
 fn format_errors_name_the_file_and_position() {
     let cases = [
         (
@@ -154,7 +168,7 @@ fn format_errors_name_the_file_and_position() {
             ":4:",
             "",
         ),
-        ("version: 1\n", "cassette.yaml", "recorded"),
+        ("calls: []\n", "cassette.yaml", "version"),
         (
             "version: 1\nrecorded: { spec_hash: x }\nfaults: [ { smash: { after: x } } ]\n",
             ":3:",
@@ -194,7 +208,7 @@ expect: { outcome: completed, reason: gate_passed }
         Some(Expectation {
             outcome: Some(Outcome::Completed),
             reason: Some(Reason::GatePassed),
-            stale: None,
+            ..Expectation::default()
         })
     );
     let with_argument = "spec: s.charter\ninput: {}\nexpect:\n  outcome: failed\n  reason: budget_exhausted{tokens}\n";
@@ -205,7 +219,7 @@ expect: { outcome: completed, reason: gate_passed }
         Ok(Some(Expectation {
             outcome: Some(Outcome::Failed),
             reason: Some(Reason::BudgetExhausted(crate::trace::BudgetKind::Tokens)),
-            stale: None,
+            ..Expectation::default()
         }))
     );
     let bad = Scenario::from_yaml(
@@ -411,4 +425,135 @@ fn a_conversation_cassette_answers_each_turn_from_its_own_calls() {
     assert_eq!(second.humans.len(), 1);
     assert!(cassette.for_turn(1).humans.is_empty());
     assert!(cassette.for_turn(3).calls.is_empty());
+}
+
+#[test]
+fn the_closest_unused_recording_is_a_near_name_never_a_far_one() {
+    let missing = CallKey::new("execute").item("T-002");
+    let near = CallKey::new("execute").item("T-02");
+    let other_attempt = CallKey::new("execute").item("T-002").attempt(2);
+    let far = CallKey::new("deliver");
+    assert_eq!(
+        closest_key(&missing, [&far, &other_attempt, &near]),
+        Some(near.clone())
+    );
+    assert_eq!(
+        closest_key(&missing, [&far, &other_attempt]),
+        Some(other_attempt)
+    );
+    assert_eq!(closest_key(&missing, [&far]), None);
+    assert_eq!(closest_key(&CallKey::new("plan"), [&near]), None);
+}
+
+#[test]
+fn answers_match_as_subsets_and_calls_are_counted_per_step() {
+    let answer = json!({"candidate_id": "c2", "summary": "done", "items": [{"id": "T-1", "ok": true}, {"id": "T-2"}]});
+    for (expected, difference) in [
+        (json!({"candidate_id": "c2"}), None),
+        (json!({"items": [{"id": "T-1"}, {}]}), None),
+        (
+            json!({"summary": "done", "items": [{}, {"id": "T-2"}]}),
+            None,
+        ),
+        (
+            json!({"candidate_id": "c1"}),
+            Some("answer.candidate_id = \"c1\", got \"c2\""),
+        ),
+        (
+            json!({"missing": 1}),
+            Some("answer.missing = 1, got no `missing`"),
+        ),
+        (
+            json!({"items": [{"id": "T-1"}]}),
+            Some("answer.items with 1 item, got 2"),
+        ),
+        (
+            json!({"items": [{"ok": false}, {}]}),
+            Some("answer.items[0].ok = false, got true"),
+        ),
+    ] {
+        assert_eq!(
+            subset_difference(&expected, &answer, "answer").as_deref(),
+            difference,
+            "{expected}"
+        );
+    }
+    assert_eq!(subset_difference(&json!(1), &json!(1.0), "answer"), None);
+
+    let expect: Expectation = crate::yaml::from_str(
+        "expect.yaml",
+        "{ delivered: c2, answer: { summary: done }, calls: { plan: 1, execute: 3 } }",
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let outcome = crate::run::RunOutcome {
+        outcome: Outcome::Completed,
+        reason: Reason::GatePassed,
+        message: None,
+        best: Some("c1".into()),
+        delivered: None,
+        rounds: 1,
+        candidates: Vec::new(),
+        answer: Some(answer),
+        answered_by: None,
+        session: None,
+    };
+    let calls = [("plan".to_string(), 1), ("execute".to_string(), 4)]
+        .into_iter()
+        .collect();
+    assert_eq!(
+        unmet(&expect, &outcome, &calls),
+        vec![
+            "delivered c2, got no delivery (best c1)".to_string(),
+            "3 model calls in step `execute`, got 4".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn a_tool_step_entry_names_its_tool_and_a_model_step_takes_none() {
+    let text = r#"spec tool_step version "1"
+contract Request { goal: string }
+contract Ref { id: string }
+contract Report { errors: list<string> = [] }
+tool validate { input: Ref  output: Report  effect: read  timeout: 30s }
+role maker { model: "openai:x" prompt: """go""" input: Request output: Ref }
+flow {
+  make  = maker(request) -> check
+  check = tool validate(make) -> done
+}
+"#;
+    let compilation = crate::compiler::compile(
+        "tool_step.charter",
+        text,
+        &crate::compiler::MemoryLoader::default(),
+    );
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:?}", compilation.diagnostics));
+    let problems = |calls: &str| -> Vec<String> {
+        unknown_names(&loaded(&format!("version: 1\ncalls:\n{calls}")), &spec)
+            .into_iter()
+            .map(|problem| problem.message)
+            .collect()
+    };
+    assert!(
+        problems(
+            "  - { step: make, response: { id: a } }\n  - { step: check, tool: validate, result: { errors: [] } }\n"
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        problems("  - { step: check, tool: validat, result: { errors: [] } }\n"),
+        [
+            "call {step: check, round: 1, attempt: 1}: step `check` calls tool `validate`, not `validat`; did you mean `validate`?"
+        ]
+    );
+    assert!(
+        problems("  - { step: check, response: { errors: [] } }\n")[0]
+            .contains("step `check` is a tool step: its entry gives `tool: validate`")
+    );
+    assert!(
+        problems("  - { step: make, tool: validate, result: { id: a } }\n")[0]
+            .contains("step `make` is a call step, not a tool step")
+    );
 }

@@ -239,8 +239,8 @@ async fn a_refused_output_mode_is_a_provider_note_in_the_trace_and_the_cassette(
     assert_eq!(
         cassette
             .recorded
-            .models
-            .get("default")
+            .as_ref()
+            .and_then(|recorded| recorded.models.get("default"))
             .map(|model| model.model.as_str()),
         None,
         "a literal model is no alias"

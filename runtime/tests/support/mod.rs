@@ -253,6 +253,8 @@ pub fn replay_prompts(spec: &CompiledSpec, input: &str, calls: &str) -> WithProm
         outcome,
         unused_calls: replay.unused(),
         unused_humans: replay.unused_humans(),
+        stale_prompts: replay.stale_prompts(),
+        calls_per_step: charter_runtime::scenario::calls_per_step(sink.events()),
     });
     let jsonl = sink.to_jsonl().unwrap_or_default();
     let prompts = log

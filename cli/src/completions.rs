@@ -1,0 +1,30 @@
+//! `charter completions SHELL`: print a completion script for bash, zsh, fish, elvish or PowerShell (clap_complete), generated from the same `Cli` the binary parses.
+
+use clap::Args;
+use clap_complete::Shell;
+
+use crate::{Outcome, print_out};
+
+/// Print shell completions for charter on stdout.
+///
+/// Install them where your shell looks, e.g.
+/// `charter completions bash > ~/.local/share/bash-completion/completions/charter`,
+/// `charter completions zsh > ~/.zfunc/_charter` (with `~/.zfunc` in `fpath`), or
+/// `charter completions fish > ~/.config/fish/completions/charter.fish`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example: charter completions bash > ~/.local/share/bash-completion/completions/charter"
+)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: Shell,
+}
+
+pub fn run(args: &CompletionsArgs) -> anyhow::Result<Outcome> {
+    let mut command = <crate::Cli as clap::CommandFactory>::command();
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "charter", &mut script);
+    print_out(&String::from_utf8_lossy(&script))?;
+    Ok(Outcome::Clean)
+}

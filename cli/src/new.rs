@@ -1,0 +1,285 @@
+//! `charter new NAME`: scaffold a project — a spec, a prompt, a hand-written scenario whose snapshot the real runtime writes, and a CI workflow — that passes `charter verify` as created.
+
+use std::path::{Path, PathBuf};
+
+use charter_runtime::files::write_atomically;
+use charter_runtime::harness::{HarnessConfig, report, verify_project};
+use clap::Args;
+
+use crate::loader::display_path;
+use crate::{Context, Outcome, print_err, print_error, print_out};
+
+/// Create a new Charter project in the directory NAME: `specs/NAME.charter` (a writer, a
+/// reviewer, a gate with bounded repair and a verified delivery), its prompt
+/// `specs/prompts/writer.md.j2`, a hand-written scenario under `golden/NAME/` (its
+/// `trace.snap` written by replaying it), `.github/workflows/charter.yml` running
+/// `charter verify` in CI, and a `.gitignore`.
+///
+/// The project passes `charter verify` as created. NAME's last component is the spec's
+/// name: lower-case letters, digits and `_`, starting with a letter. Exit status: 0
+/// created, 1 the created project did not verify, 2 a bad name or a directory that
+/// exists and is not empty.
+#[derive(Debug, Args)]
+#[command(after_help = "Example: charter new support_agent && cd support_agent && charter verify")]
+pub struct NewArgs {
+    /// The directory to create; its last component names the spec.
+    #[arg(value_name = "NAME")]
+    pub name: PathBuf,
+}
+
+pub fn run(args: &NewArgs, context: Context) -> anyhow::Result<Outcome> {
+    let root = &args.name;
+    let name = root
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if let Err(problem) = check_name(&name) {
+        print_error(context, &problem);
+        return Ok(Outcome::Usage);
+    }
+    if root.exists()
+        && (!root.is_dir()
+            || std::fs::read_dir(root).map_or(true, |mut entries| entries.next().is_some()))
+    {
+        print_error(
+            context,
+            &format!(
+                "`{}` already exists and is not an empty directory; choose another NAME",
+                display_path(root)
+            ),
+        );
+        return Ok(Outcome::Usage);
+    }
+    for (relative, text) in files(&name) {
+        let path = root.join(&relative);
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| write_atomically(&path, text.as_bytes()));
+        if let Err(error) = written {
+            print_error(
+                context,
+                &format!("cannot write `{}`: {error}", display_path(&path)),
+            );
+            return Ok(Outcome::Failed);
+        }
+    }
+    // The snapshot is what the runtime makes of the hand-written cassette, never a copy.
+    let accepted = verify_project(
+        root,
+        &HarnessConfig {
+            accept: true,
+            ..HarnessConfig::default()
+        },
+    );
+    let checked = accepted.and_then(|_| verify_project(root, &HarnessConfig::default()));
+    match checked {
+        Ok(reports) if reports.iter().all(|report| report.status.passed()) => {}
+        Ok(reports) => {
+            print_out(&report::details(&reports))?;
+            print_error(
+                context,
+                "the new project does not verify (this is a bug in charter)",
+            );
+            return Ok(Outcome::Failed);
+        }
+        Err(error) => {
+            print_error(context, &error.to_string());
+            return Ok(Outcome::Failed);
+        }
+    }
+    let shown = display_path(root);
+    print_err(&format!(
+        "created `{shown}`: specs/{name}.charter, specs/prompts/writer.md.j2, \
+         golden/{name}/writer_fixes_review/ and .github/workflows/charter.yml\n\n\
+         next:\n  cd {shown}\n  charter verify                 # replays the scenario, compares its trace\n  \
+         charter replay golden/{name}/writer_fixes_review\n  \
+         charter run specs/{name}.charter --input request.json --record golden/{name}/live\n"
+    ));
+    Ok(Outcome::Clean)
+}
+
+/// A spec name: a lower-case letter, then lower-case letters, digits and `_`.
+fn check_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if first_ok && rest_ok {
+        return Ok(());
+    }
+    let suggestion: String = name
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let suggestion = suggestion.trim_start_matches(|c: char| !c.is_ascii_lowercase());
+    let hint = if suggestion.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean `{suggestion}`?")
+    };
+    Err(format!(
+        "`{name}` cannot name a spec: use lower-case letters, digits and `_`, starting with a letter{hint}"
+    ))
+}
+
+/// The project's files, by path relative to its root.
+fn files(name: &str) -> Vec<(PathBuf, String)> {
+    let file = |path: &str, text: &str| {
+        (
+            Path::new(&path.replace("{NAME}", name)).to_path_buf(),
+            text.replace("{NAME}", name),
+        )
+    };
+    vec![
+        file("specs/{NAME}.charter", SPEC),
+        file("specs/prompts/writer.md.j2", WRITER_PROMPT),
+        file("golden/{NAME}/writer_fixes_review/scenario.yaml", SCENARIO),
+        file("golden/{NAME}/writer_fixes_review/cassette.yaml", CASSETTE),
+        file("request.json", REQUEST),
+        file(".github/workflows/charter.yml", WORKFLOW),
+        file(".gitignore", GITIGNORE),
+    ]
+}
+
+const SPEC: &str = r#"spec {NAME} version "0.1.0"
+"""
+A writer drafts, a reviewer judges, the gate decides: a draft the reviewer rejects goes
+back to the writer with the review as feedback, at most twice; the best draft that was
+judged is delivered. Replace the roles, contracts and gate with your agent's own.
+"""
+
+models {
+  default = "openai:gpt-4o-mini" price 0.15 / 0.60
+}
+
+contract Request { goal: string }
+contract Draft   { title: string  body: string }
+contract Review  { score: int(0..=10)  verdict: PASS | FAIL  notes: string? }
+
+role writer {
+  model: default
+  prompt: file("prompts/writer.md.j2")
+  input: Request
+  output: Draft
+  timeout: 2m
+  retry: 2 backoff 1s
+}
+
+role reviewer {
+  model: default
+  prompt: """Score this draft from 0 to 10 and say PASS or FAIL, with notes on what to fix:
+
+{{ candidate.text }}"""
+  input: Candidate
+  output: Review
+  timeout: 1m
+  retry: 1 backoff 1s
+}
+
+role finalizer {
+  model: default
+  prompt: """Deliver candidate {{ candidate.id }} with a one-line summary:
+
+{{ candidate.text }}"""
+  input: Candidate
+  output: Delivery
+  timeout: 1m
+  retry: 1 backoff 1s
+}
+
+gate quality on write {
+  hard approved: review.verdict == PASS          else REJECTED   detail review.notes
+  score quality weight 1: review.score           below 6 LOW_QUALITY
+  pass when score >= 7
+}
+
+repair {
+  rounds 2
+  no_progress 2
+  REJECTED, LOW_QUALITY -> rerun write with feedback
+}
+
+budget { tokens 50000  cost 0.50  wall 30m  steps 20 }
+
+flow {
+  write   = writer(request)            -> review
+  review  = reviewer(candidate)        -> judge
+  judge   = gate quality               pass -> deliver  fail -> repair
+  deliver = finalize finalizer(best)   -> done
+}
+"#;
+
+const WRITER_PROMPT: &str = r#"Write a short piece on: {{ request.goal }}
+
+Give it a title and a body of a few paragraphs.
+{% if feedback %}
+
+Your previous draft was sent back. Fix what the review found:
+
+{{ feedback }}
+{% endif %}
+"#;
+
+const SCENARIO: &str = r#"spec: specs/{NAME}.charter
+description: the reviewer fails the first draft for missing sources; the writer, told why, fixes it; the gate passes and c2 is delivered
+input: { goal: "why the sky is blue" }
+expect: { outcome: completed, reason: gate_passed, delivered: c2, calls: { write: 2, review: 2, deliver: 1 } }
+"#;
+
+const CASSETTE: &str = r#"# Written by hand: what the models answer, keyed by (step, round, item, attempt).
+# No `recorded` block: the cassette is unpinned (`charter verify --accept --pin` pins it).
+version: 1
+calls:
+  - { step: write, latency: 3s, usage: { input_tokens: 120, output_tokens: 300 },
+      response: { title: "Why the sky is blue", body: "Sunlight scatters off air molecules." } }
+  - { step: review, latency: 2s, usage: { input_tokens: 350, output_tokens: 60 },
+      response: { score: 4, verdict: FAIL, notes: "name the effect (Rayleigh scattering) and cite a source" } }
+  - { step: write, round: 2, latency: 3s, usage: { input_tokens: 420, output_tokens: 340 },
+      expect_prompt: { contains: ["Rayleigh scattering"] },
+      response: { title: "Why the sky is blue", body: "Rayleigh scattering: shorter wavelengths scatter more (source: NASA)." } }
+  - { step: review, round: 2, latency: 2s, usage: { input_tokens: 390, output_tokens: 40 },
+      response: { score: 8, verdict: PASS } }
+  - { step: deliver, round: 2, latency: 1s, usage: { input_tokens: 300, output_tokens: 30 },
+      response: { candidate_id: c2, summary: "why the sky is blue, with its cause and a source" } }
+"#;
+
+const REQUEST: &str = "{ \"goal\": \"why the sky is blue\" }\n";
+
+const WORKFLOW: &str = r#"# Replays every scenario under golden/ and compares its trace with trace.snap, offline.
+name: charter
+on: [push, pull_request]
+jobs:
+  verify:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: dtolnay/rust-toolchain@stable
+      # Where your team keeps charter's source (or install it any other way).
+      - run: cargo install --locked --git https://github.com/your-org/charter charter
+      - run: charter verify --github --junit report.xml
+      - uses: actions/upload-artifact@v4
+        if: always()
+        with: { name: junit, path: report.xml }
+"#;
+
+const GITIGNORE: &str = "# Pending snapshots (`charter review`) and run directories (`charter run`).\n*.snap.new\n.charter/\n";
+
+#[cfg(test)]
+mod tests {
+    use super::check_name;
+
+    #[test]
+    fn names_are_spec_identifiers_with_a_suggestion() {
+        assert!(check_name("support_agent").is_ok());
+        assert!(check_name("a2").is_ok());
+        for (bad, hint) in [
+            ("Support-Agent", "did you mean `support_agent`?"),
+            ("2fast", "did you mean `fast`?"),
+            ("", "cannot name a spec"),
+        ] {
+            let problem = check_name(bad).err().unwrap_or_default();
+            assert!(problem.contains(hint), "{bad}: {problem}");
+        }
+    }
+}

@@ -36,7 +36,7 @@ fn spec() -> CompiledSpec {
     compilation.spec.unwrap_or_else(|| panic!("no spec"))
 }
 
-fn conversation(turns: &[&str], calls: &str) -> Result<Replayed, ReplayFailure> {
+fn conversation(turns: &[&str], calls: &str) -> Result<Replayed, Box<ReplayFailure>> {
     let inputs: Vec<String> = turns
         .iter()
         .map(|text| format!("  - input: {{ text: {text:?} }}\n"))

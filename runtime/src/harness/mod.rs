@@ -640,20 +640,24 @@ pub fn replay_scenario(
     scenario: &Scenario,
     cassette: &Cassette,
     root: &Path,
-) -> Result<Replayed, ReplayFailure> {
+) -> Result<Replayed, Box<ReplayFailure>> {
     let Some(turns) = &scenario.turns else {
         let (replayed, events) =
             replay_counting(spec, scenario.input.clone(), cassette.clone(), root, None);
-        return replayed.map_err(|error| ReplayFailure {
-            turn: 1,
-            error,
-            events,
+        return replayed.map_err(|error| {
+            Box::new(ReplayFailure {
+                turn: 1,
+                error,
+                events,
+            })
         });
     };
-    let mut session = crate::session::Session::new(spec).map_err(|error| ReplayFailure {
-        turn: 1,
-        error: RunError::Flow(format!("a scenario with `turns` needs a session: {error}")),
-        events: 0,
+    let mut session = crate::session::Session::new(spec).map_err(|error| {
+        Box::new(ReplayFailure {
+            turn: 1,
+            error: RunError::Flow(format!("a scenario with `turns` needs a session: {error}")),
+            events: 0,
+        })
     })?;
     let mut all: Option<Replayed> = None;
     let mut emitted = 0;
@@ -667,10 +671,12 @@ pub fn replay_scenario(
             Some(session.clone()),
         );
         emitted += events;
-        let replayed = replayed.map_err(|error| ReplayFailure {
-            turn: number,
-            error,
-            events: emitted,
+        let replayed = replayed.map_err(|error| {
+            Box::new(ReplayFailure {
+                turn: number,
+                error,
+                events: emitted,
+            })
         })?;
         if let Some(next) = &replayed.outcome.session {
             session = next.clone();
@@ -698,10 +704,12 @@ pub fn replay_scenario(
         });
     }
     // Calls recorded for a turn the scenario does not have are never made.
-    let mut replayed = all.ok_or_else(|| ReplayFailure {
-        turn: 1,
-        error: RunError::Flow("`turns` is empty".to_string()),
-        events: 0,
+    let mut replayed = all.ok_or_else(|| {
+        Box::new(ReplayFailure {
+            turn: 1,
+            error: RunError::Flow("`turns` is empty".to_string()),
+            events: 0,
+        })
     })?;
     let count = u64::try_from(turns.len()).unwrap_or(u64::MAX);
     for call in cassette.calls.iter().filter(|call| call.turn > count) {
@@ -1070,11 +1078,12 @@ fn check_scenario(
     }
     let first = match replay_scenario(&spec, scenario, &cassette, root) {
         Ok(replayed) => replayed,
-        Err(ReplayFailure {
-            turn,
-            error,
-            events,
-        }) => {
+        Err(failure) => {
+            let ReplayFailure {
+                turn,
+                error,
+                events,
+            } = *failure;
             // A replay that failed still counts the events it emitted (the table shows them).
             report.events = events;
             // A prompt that misses its `expect_prompt` is shown at the call that expects
@@ -1296,9 +1305,12 @@ fn check_scenario(
                     line: Some(1),
                 },
             }),
-            Err(ReplayFailure { error, .. }) => report.problems.push(Problem {
+            Err(failure) => report.problems.push(Problem {
                 kind: ProblemKind::Nondeterministic,
-                message: format!("a second replay failed where the first did not: {error}"),
+                message: format!(
+                    "a second replay failed where the first did not: {}",
+                    failure.error
+                ),
                 detail: None,
                 location: Location {
                     file: cassette_file.clone(),

@@ -15,28 +15,31 @@ use crate::{Context, Outcome, print_err, print_error, print_out};
 /// `trace.snap` written by replaying it), `.github/workflows/charter.yml` running
 /// `charter verify` in CI, and a `.gitignore`.
 ///
-/// The project passes `charter verify` as created. NAME's last component is the spec's
-/// name: lower-case letters, digits and `_`, starting with a letter. Exit status: 0
-/// created, 1 the created project did not verify, 2 a bad name or a directory that
-/// exists and is not empty.
+/// The project passes `charter verify` as created. NAME's last component names the spec,
+/// as a spec identifier (`my-agent` makes `specs/my_agent.charter`). Exit status: 0
+/// created, 1 the created project did not verify, 2 a name with no letter or a directory
+/// that exists and is not empty.
 #[derive(Debug, Args)]
 #[command(after_help = "Example: charter new support_agent && cd support_agent && charter verify")]
 pub struct NewArgs {
-    /// The directory to create; its last component names the spec.
+    /// The directory to create; its last component names the spec (`my-agent` -> `my_agent`).
     #[arg(value_name = "NAME")]
     pub name: PathBuf,
 }
 
 pub fn run(args: &NewArgs, context: Context) -> anyhow::Result<Outcome> {
     let root = &args.name;
-    let name = root
+    let directory = root
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if let Err(problem) = check_name(&name) {
-        print_error(context, &problem);
-        return Ok(Outcome::Usage);
-    }
+    let name = match spec_name(&directory) {
+        Ok(name) => name,
+        Err(problem) => {
+            print_error(context, &problem);
+            return Ok(Outcome::Usage);
+        }
+    };
     if root.exists()
         && (!root.is_dir()
             || std::fs::read_dir(root).map_or(true, |mut entries| entries.next().is_some()))
@@ -99,28 +102,26 @@ pub fn run(args: &NewArgs, context: Context) -> anyhow::Result<Outcome> {
     Ok(Outcome::Clean)
 }
 
-/// A spec name: a lower-case letter, then lower-case letters, digits and `_`.
-fn check_name(name: &str) -> Result<(), String> {
-    let mut chars = name.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
-    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if first_ok && rest_ok {
-        return Ok(());
-    }
-    let suggestion: String = name
+/// The spec's name for a project directory named `directory`: as it is when it already is
+/// a spec identifier (a lower-case letter, then lower-case letters, digits and `_`), else
+/// lower-cased with every other character as `_` (`my-agent` -> `my_agent`); an error
+/// when nothing of it can name a spec.
+fn spec_name(directory: &str) -> Result<String, String> {
+    let name: String = directory
         .to_ascii_lowercase()
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    let suggestion = suggestion.trim_start_matches(|c: char| !c.is_ascii_lowercase());
-    let hint = if suggestion.is_empty() {
-        String::new()
-    } else {
-        format!("; did you mean `{suggestion}`?")
-    };
-    Err(format!(
-        "`{name}` cannot name a spec: use lower-case letters, digits and `_`, starting with a letter{hint}"
-    ))
+    let name = name
+        .trim_start_matches(|c: char| !c.is_ascii_lowercase())
+        .trim_end_matches('_');
+    if name.is_empty() {
+        return Err(format!(
+            "`{directory}` cannot name a spec: give a directory name with a letter in it \
+             (the spec is named after it: lower-case letters, digits and `_`)"
+        ));
+    }
+    Ok(name.to_string())
 }
 
 /// The project's files, by path relative to its root.
@@ -267,19 +268,22 @@ const GITIGNORE: &str = "# Pending snapshots (`charter review`) and run director
 
 #[cfg(test)]
 mod tests {
-    use super::check_name;
+    use super::spec_name;
 
     #[test]
-    fn names_are_spec_identifiers_with_a_suggestion() {
-        assert!(check_name("support_agent").is_ok());
-        assert!(check_name("a2").is_ok());
-        for (bad, hint) in [
-            ("Support-Agent", "did you mean `support_agent`?"),
-            ("2fast", "did you mean `fast`?"),
-            ("", "cannot name a spec"),
+    fn a_directory_name_becomes_a_spec_identifier() {
+        for (directory, spec) in [
+            ("support_agent", "support_agent"),
+            ("a2", "a2"),
+            ("My-Agent", "my_agent"),
+            ("2fast", "fast"),
+            ("agent-", "agent"),
         ] {
-            let problem = check_name(bad).err().unwrap_or_default();
-            assert!(problem.contains(hint), "{bad}: {problem}");
+            assert_eq!(spec_name(directory).as_deref(), Ok(spec), "{directory}");
+        }
+        for bad in ["", "2", "--"] {
+            let problem = spec_name(bad).err().unwrap_or_default();
+            assert!(problem.contains("cannot name a spec"), "{bad}: {problem}");
         }
     }
 }

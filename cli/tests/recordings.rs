@@ -594,13 +594,19 @@ fn charter_new_scaffolds_a_project_that_verifies_with_a_ci_workflow() {
         "{}",
         again.stderr
     );
-    let bad = charter(&parent, &["new", "Support-Agent"]);
-    assert_eq!(bad.code, Some(2), "{}", bad.all());
+    // A directory name that is no spec identifier names the spec as one.
+    let dashed = charter(&parent, &["new", "Support-Agent"]);
+    assert_eq!(dashed.code, Some(0), "{}", dashed.all());
     assert!(
-        bad.stderr.contains("did you mean `support_agent`?"),
+        parent
+            .join("Support-Agent/specs/support_agent.charter")
+            .is_file(),
         "{}",
-        bad.stderr
+        dashed.stderr
     );
+    let bad = charter(&parent, &["new", "2-3"]);
+    assert_eq!(bad.code, Some(2), "{}", bad.all());
+    assert!(bad.stderr.contains("cannot name a spec"), "{}", bad.stderr);
 }
 
 #[test]

@@ -1,12 +1,13 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
 //!
-//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`, `run.rs`, `chat.rs`), each parsing its
+//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`, `run.rs`, `chat.rs`, `explore.rs`), each parsing its
 //! arguments and calling a library function; this file holds the `Cli`, the exit codes
 //! and the few printing helpers they share. Only this crate prints.
 
 mod chat;
 mod check;
 mod explain;
+mod explore;
 mod graph;
 mod live;
 mod loader;
@@ -50,6 +51,7 @@ enum Command {
     Verify(verify::VerifyArgs),
     Run(run::RunArgs),
     Chat(chat::ChatArgs),
+    Explore(explore::ExploreArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -92,6 +94,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify::run(&args, context),
         Command::Run(args) => run::run(&args, context),
         Command::Chat(args) => chat::run(&args, context),
+        Command::Explore(args) => explore::run(&args, context),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

@@ -1081,7 +1081,9 @@ flow {
 "#;
     let (spec, diagnostics) = compiled(text, &MemoryLoader::default());
     assert!(
-        diagnostics.iter().all(|d| d.severity != crate::diagnostics::Severity::Error),
+        diagnostics
+            .iter()
+            .all(|d| d.severity != crate::diagnostics::Severity::Error),
         "{diagnostics:?}"
     );
     let bounds = bounds::compute(&spec);

@@ -136,3 +136,54 @@ mod tests {
         );
     }
 }
+
+/// `cargo xtask bench`'s explore figure: closed_loop's happy path explored with every
+/// fault kind, at depth 1 (`passes` times) and depth 2, variants per second on every core
+/// (target ≥ 2,000), with the load average read before and after.
+pub fn bench(root: &Path, passes: usize) -> Result<(), String> {
+    let dir = root.join("golden").join("closed_loop").join("happy_path");
+    let loaded = explore::load(root, &dir)?;
+    let load = || {
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|text| {
+                text.split_whitespace()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_else(|_| "unknown".to_string())
+    };
+    let before = load();
+    for depth in [1u8, 2] {
+        let options = Options {
+            depth,
+            ..Options::default()
+        };
+        let mut rates = Vec::new();
+        let mut count = 0;
+        for _ in 0..passes.max(1) {
+            let started = std::time::Instant::now();
+            let exploration = explore::explore(&loaded, &options, &|_, _| {})?;
+            let seconds = started.elapsed().as_secs_f64();
+            count = exploration.variants.len();
+            if exploration.any_violation() {
+                return Err(format!(
+                    "closed_loop/happy_path at depth {depth} has violations"
+                ));
+            }
+            rates.push(count as f64 / seconds.max(1e-9));
+        }
+        rates.sort_by(f64::total_cmp);
+        let median = rates.get(rates.len() / 2).copied().unwrap_or(0.0);
+        println!(
+            "{:<46} {median:>8.0} variants/s median of {} passes of {count} (min {:.0}, max {:.0}; {} threads)  (target >= 2000)",
+            format!("explore closed_loop/happy_path depth {depth}"),
+            rates.len(),
+            rates.first().copied().unwrap_or(0.0),
+            rates.last().copied().unwrap_or(0.0),
+            options.threads
+        );
+    }
+    println!("  load average before {before}, after {}", load());
+    Ok(())
+}

@@ -227,6 +227,21 @@ fn the_seed_base_scenarios_keep_every_property() {
 }
 
 #[test]
+fn a_repair_ask_rerun_stays_within_the_bounds() {
+    // The person approves a retry: `work` and `audit` run twice. The worst case used to
+    // count them once (an `ask` arm has no edge in the flow graph), so this recording
+    // itself, and every variant of it, broke P2 with 6 steps over a worst case of 4.
+    let exploration = explored("agency/person_approves_retry", 1);
+    assert_eq!(exploration.bounds.total.steps, Some(6));
+    assert!(
+        !exploration.any_violation(),
+        "{:?} {:?}",
+        exploration.base_violations,
+        exploration.violations().collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn outcome_changes_are_counted_against_the_base() {
     let exploration = explored("workflow_runner/rule_engine_sends_back", 1);
     let rows = exploration.rows();

@@ -94,49 +94,6 @@ pub fn scenarios(root: &Path, names: &[&str], what: &str) -> Explored {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn root() -> std::path::PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default()
-    }
-
-    #[test]
-    fn the_seed_bases_keep_every_property() {
-        let explored = seed_bases(&root(), Some("closed_loop"));
-        assert!(explored.passed, "{:?}", explored.problems);
-        assert!(
-            explored.note.starts_with("1 seed bases, 25 variants"),
-            "{}",
-            explored.note
-        );
-    }
-
-    #[test]
-    fn a_violation_fails_the_stage_and_names_its_faults() {
-        let explored = scenarios(&root(), &["closed_loop/invariant_tokens"], "scenarios");
-        assert!(!explored.passed);
-        assert!(
-            explored.problems.iter().any(|problem| problem
-                .starts_with("closed_loop/invariant_tokens with timeout at {step: plan")
-                && problem.contains("P5 invariant `tokens_bounded` broke")),
-            "{:?}",
-            explored.problems
-        );
-        let missing = scenarios(&root(), &["closed_loop/nope"], "scenarios");
-        assert!(!missing.passed);
-        assert!(
-            missing.problems[0].contains("cannot read"),
-            "{:?}",
-            missing.problems
-        );
-    }
-}
-
 /// `cargo xtask bench`'s explore figure: closed_loop's happy path explored with every
 /// fault kind, at depth 1 (`passes` times) and depth 2, variants per second on every core
 /// (target ≥ 2,000), with the load average read before and after.
@@ -186,4 +143,47 @@ pub fn bench(root: &Path, passes: usize) -> Result<(), String> {
     }
     println!("  load average before {before}, after {}", load());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_seed_bases_keep_every_property() {
+        let explored = seed_bases(&root(), Some("closed_loop"));
+        assert!(explored.passed, "{:?}", explored.problems);
+        assert!(
+            explored.note.starts_with("1 seed bases, 25 variants"),
+            "{}",
+            explored.note
+        );
+    }
+
+    #[test]
+    fn a_violation_fails_the_stage_and_names_its_faults() {
+        let explored = scenarios(&root(), &["closed_loop/invariant_tokens"], "scenarios");
+        assert!(!explored.passed);
+        assert!(
+            explored.problems.iter().any(|problem| problem
+                .starts_with("closed_loop/invariant_tokens with timeout at {step: plan")
+                && problem.contains("P5 invariant `tokens_bounded` broke")),
+            "{:?}",
+            explored.problems
+        );
+        let missing = scenarios(&root(), &["closed_loop/nope"], "scenarios");
+        assert!(!missing.passed);
+        assert!(
+            missing.problems[0].contains("cannot read"),
+            "{:?}",
+            missing.problems
+        );
+    }
 }

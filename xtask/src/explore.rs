@@ -18,17 +18,25 @@ pub const SEED_BASES: [&str; 6] = [
 /// note, and a line per problem (a violation with its faults, or a base that failed).
 #[derive(Debug)]
 pub struct Explored {
+    /// Scenarios explored.
+    pub scenarios: usize,
     pub passed: bool,
     pub note: String,
     pub problems: Vec<String>,
 }
 
-/// Explores each of [`SEED_BASES`] whose id contains `filter` (all without one).
+/// Explores each of [`SEED_BASES`] whose id contains `filter` (all without one) and whose
+/// spec has goldens in this project (`golden/<spec>/`; a scratch project has none).
 pub fn seed_bases(root: &Path, filter: Option<&str>) -> Explored {
     let names: Vec<&str> = SEED_BASES
         .iter()
         .copied()
         .filter(|name| filter.is_none_or(|pattern| name.contains(pattern)))
+        .filter(|name| {
+            name.split('/')
+                .next()
+                .is_some_and(|spec| root.join("golden").join(spec).is_dir())
+        })
         .collect();
     scenarios(root, &names, "seed bases")
 }
@@ -88,6 +96,7 @@ pub fn scenarios(root: &Path, names: &[&str], what: &str) -> Explored {
         format!("{} violation(s) or failures", problems.len())
     };
     Explored {
+        scenarios,
         passed: problems.is_empty(),
         note,
         problems,
@@ -177,6 +186,12 @@ mod tests {
                 && problem.contains("P5 invariant `tokens_bounded` broke")),
             "{:?}",
             explored.problems
+        );
+        let scratch = seed_bases(&root().join("specs"), None);
+        assert_eq!(
+            (scratch.scenarios, scratch.passed),
+            (0, true),
+            "no golden/ there"
         );
         let missing = scenarios(&root(), &["closed_loop/nope"], "scenarios");
         assert!(!missing.passed);

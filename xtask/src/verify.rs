@@ -489,13 +489,16 @@ fn golden_stages(
 fn explore_stage(root: &Path, config: &VerifyConfig) -> StageResult {
     let started = Instant::now();
     let explored = crate::explore::seed_bases(root, config.filter.as_deref());
-    let verdict = if explored.passed {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
+    let (verdict, note) = match (explored.passed, explored.scenarios) {
+        (true, 0) => (
+            Verdict::Skip,
+            "no seed base golden in this project (or none matched the filter)".to_string(),
+        ),
+        (true, _) => (Verdict::Pass, explored.note),
+        (false, _) => (Verdict::Fail, explored.note),
     };
     let time = started.elapsed();
-    print_stage_line("explore", verdict, time, &explored.note);
+    print_stage_line("explore", verdict, time, &note);
     for problem in &explored.problems {
         println!("  {problem}");
     }
@@ -503,7 +506,7 @@ fn explore_stage(root: &Path, config: &VerifyConfig) -> StageResult {
         name: "explore",
         verdict,
         time,
-        note: explored.note,
+        note,
     }
 }
 

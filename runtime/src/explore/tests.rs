@@ -456,3 +456,89 @@ fn a_pair_is_shrunk_to_the_one_fault_that_changes_the_outcome() {
     let kept = save::shrink(pair, |_| false);
     assert_eq!(kept.len(), 2);
 }
+
+#[test]
+fn tool_faults_show_in_the_trace() {
+    // A tool call inside a model call: its error or its timeout is what the model was told.
+    let lead = loaded("lead_agent/happy_path");
+    let (call, tool) = lead
+        .cassette
+        .calls
+        .iter()
+        .enumerate()
+        .find_map(|(index, call)| (!call.tool_calls.is_empty()).then_some((index, 0)))
+        .unwrap_or_else(|| panic!("no tool call"));
+    let site = Site::ToolCall { call, tool };
+    let error = play_faults(
+        &lead,
+        &[Fault {
+            site,
+            kind: FaultKind::ToolError,
+        }],
+        limits(&lead),
+    );
+    let results: Vec<String> = error
+        .events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            crate::trace::EventKind::ToolCall { result, .. } => Some(result.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        results
+            .iter()
+            .any(|result| result.contains("the tool failed (explore fault)")),
+        "{results:?}"
+    );
+    // A tool with a `timeout` (start_workflow, 1m): cut, it is traced as `tool_timeout`.
+    let timed = lead
+        .cassette
+        .calls
+        .iter()
+        .enumerate()
+        .find_map(|(index, call)| {
+            call.tool_calls
+                .iter()
+                .position(|tool| {
+                    lead.spec
+                        .tools
+                        .get(&tool.tool)
+                        .is_some_and(|tool| tool.timeout_ms.is_some())
+                })
+                .map(|tool| Site::ToolCall { call: index, tool })
+        })
+        .unwrap_or_else(|| panic!("no tool call with a timeout"));
+    let timeout = play_faults(
+        &lead,
+        &[Fault {
+            site: timed,
+            kind: FaultKind::Timeout,
+        }],
+        limits(&lead),
+    );
+    assert!(
+        timeout
+            .events
+            .iter()
+            .any(|event| matches!(event.kind, crate::trace::EventKind::ToolTimeout { .. }))
+    );
+    // A `tool` step's call: its error reaches the flow.
+    let runner = loaded("workflow_runner/rule_engine_sends_back");
+    let call = runner
+        .cassette
+        .calls
+        .iter()
+        .position(|call| call.tool.is_some())
+        .unwrap_or_else(|| panic!("no tool step"));
+    let played = play_faults(
+        &runner,
+        &[Fault {
+            site: Site::ToolStep { call },
+            kind: FaultKind::ToolError,
+        }],
+        limits(&runner),
+    );
+    let text = crate::trace::to_jsonl(&played.events).unwrap_or_default();
+    assert!(text.contains("the tool failed (explore fault)"), "{text}");
+}

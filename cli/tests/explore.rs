@@ -48,6 +48,22 @@ fn a_happy_path_with_no_violation_exits_0_with_its_table() {
 }
 
 #[test]
+fn a_conversation_is_explored_turn_by_turn() {
+    let output = charter(&[
+        "explore",
+        "golden/mention_roles/conversation_sticky_creative",
+    ]);
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        text(&output.stderr)
+    );
+    assert!(stdout.contains("base completed{done}"), "{stdout}");
+}
+
+#[test]
 fn outcome_changes_are_listed_from_the_base() {
     let output = charter(&[
         "explore",
@@ -132,12 +148,28 @@ fn usage_errors_exit_2_and_say_what_to_do() {
     let output = charter(&["explore", "golden/closed_loop"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("is not a scenario directory"));
-    let output = charter(&[
-        "explore",
-        "golden/mention_roles/conversation_sticky_creative",
-    ]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(text(&output.stderr).contains("conversation"));
+    // A scenario whose cassette cannot be read is an input error.
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("explore-tests")
+        .join("golden")
+        .join("x")
+        .join("broken");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap_or_else(|error| panic!("{error}"));
+    std::fs::write(
+        scratch.join("scenario.yaml"),
+        "spec: specs/seeds/closed_loop.charter\ninput: {}\n",
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    std::fs::write(scratch.join("cassette.yaml"), "version: 1\ncalls: [ {\n")
+        .unwrap_or_else(|error| panic!("{error}"));
+    let output = charter(&["explore", &scratch.to_string_lossy()]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("cassette.yaml"),
+        "{}",
+        text(&output.stderr)
+    );
     let help = charter(&["explore", "--help"]);
     let help = text(&help.stdout);
     assert!(

@@ -5,13 +5,14 @@ use std::path::Path;
 use charter_runtime::explore::{self, Options};
 
 /// The base scenario of each seed spec: the run where everything goes right.
-pub const SEED_BASES: [&str; 6] = [
+pub const SEED_BASES: [&str; 7] = [
     "agency/all_orders_pass",
     "auto_agent/pass_first_time",
     "closed_loop/happy_path",
     "lead_agent/happy_path",
     "mention_roles/explicit_business",
     "mention_roles/auto_routed_creative",
+    "mention_roles/conversation_sticky_creative",
 ];
 
 /// What exploring the bases found: whether every one kept every property, a one-line

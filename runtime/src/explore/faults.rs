@@ -146,10 +146,13 @@ impl Fault {
     /// How a table names the fault: `timeout at {step: execute, item: T-002}`.
     pub fn describe(&self, cassette: &Cassette) -> String {
         let call = |index: usize| {
-            cassette
-                .calls
-                .get(index)
-                .map_or_else(|| format!("call #{index}"), |call| call.key().to_string())
+            cassette.calls.get(index).map_or_else(
+                || format!("call #{index}"),
+                |call| match call.turn {
+                    1 => call.key().to_string(),
+                    turn => format!("turn {turn} {}", call.key()),
+                },
+            )
         };
         let at = match self.site {
             Site::Call { call: index } | Site::ToolStep { call: index } => call(index),
@@ -164,8 +167,12 @@ impl Fault {
             Site::Human { human } => cassette.humans.get(human).map_or_else(
                 || format!("human answer #{human}"),
                 |human| {
+                    let turn = match human.turn {
+                        1 => String::new(),
+                        turn => format!("turn {turn} "),
+                    };
                     format!(
-                        "answer {{step: {}, round: {}, attempt: {}}}",
+                        "{turn}answer {{step: {}, round: {}, attempt: {}}}",
                         human.step, human.round, human.attempt
                     )
                 },
@@ -180,7 +187,11 @@ impl Fault {
             cassette.calls.get(index).map_or_else(
                 || format!("call{index}"),
                 |call| {
-                    let mut parts = vec![call.step.clone()];
+                    let mut parts = Vec::new();
+                    if call.turn != 1 {
+                        parts.push(format!("t{}", call.turn));
+                    }
+                    parts.push(call.step.clone());
                     if call.round != 1 {
                         parts.push(format!("r{}", call.round));
                     }

@@ -57,11 +57,6 @@ pub fn load(root: &Path, dir: &Path) -> Result<Loaded, String> {
     let cassette_file = dir.join(CASSETTE_FILE).display().to_string();
     let scenario = Scenario::from_yaml(&scenario_file, &read(SCENARIO_FILE)?)
         .map_err(|error| error.to_string())?;
-    if scenario.turns.is_some() {
-        return Err(format!(
-            "{scenario_file}: a conversation (`turns`) cannot be explored yet; explore a single-run scenario"
-        ));
-    }
     let cassette = Cassette::from_yaml(&cassette_file, &read(CASSETTE_FILE)?)
         .map_err(|error| error.to_string())?;
     let spec = crate::harness::compile_spec(root, &scenario.spec).map_err(|problem| {
@@ -281,61 +276,151 @@ pub fn paused_runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|error| format!("cannot start the runtime: {error}"))
 }
 
-/// What one run of a cassette gave: how it ended, its trace, and what was served.
+/// What one run of a cassette gave (each turn of a conversation in order): how it
+/// ended, its trace, and what was served.
 #[derive(Debug)]
 pub struct Played {
+    /// The last turn's outcome, or the first error; `Err` for a panic or no end.
     pub result: Result<Result<RunOutcome, RunError>, String>,
+    /// Every turn's events, in order.
     pub events: Vec<TraceEvent>,
-    pub provider: Arc<provider::ExploreProvider>,
+    /// Each turn that ended in a terminal state: its outcome and its events' range.
+    pub turns: Vec<(RunOutcome, std::ops::Range<usize>)>,
+    /// Each turn's provider, with its turn number.
+    pub providers: Vec<(u64, Arc<provider::ExploreProvider>)>,
 }
 
-/// Runs `variant` (with `base` for the calls it lacks) on `runtime`; a panic or no end
-/// within the limits is `Err` with what happened.
+impl Played {
+    /// Whether any turn passed the call limit.
+    pub fn hit_limit(&self) -> bool {
+        self.providers
+            .iter()
+            .any(|(_, provider)| provider.hit_limit())
+    }
+
+    /// Whether any turn asked for something the recording has nothing of.
+    pub fn missing(&self) -> bool {
+        self.providers
+            .iter()
+            .any(|(_, provider)| provider.missing())
+    }
+
+    /// Every answer served, with its turn, in turn then key order.
+    pub fn served(
+        &self,
+    ) -> (
+        Vec<crate::scenario::RecordedCall>,
+        Vec<crate::scenario::RecordedHuman>,
+    ) {
+        let mut calls = Vec::new();
+        let mut humans = Vec::new();
+        for (turn, provider) in &self.providers {
+            let (turn_calls, turn_humans) = provider.served();
+            calls.extend(turn_calls.into_iter().map(|mut call| {
+                call.turn = *turn;
+                call
+            }));
+            humans.extend(turn_humans.into_iter().map(|mut human| {
+                human.turn = *turn;
+                human
+            }));
+        }
+        (calls, humans)
+    }
+}
+
+/// Runs `variant` (with the base for the calls it lacks) on `runtime`: the scenario's one
+/// run, or each turn of its conversation in the session the turn before left. A panic or
+/// no end within the limits is `Err` with what happened.
 pub fn play(
     runtime: &tokio::runtime::Runtime,
     loaded: &Loaded,
     variant: &Cassette,
     limits: Limits,
 ) -> Played {
-    let provider = Arc::new(provider::ExploreProvider::new(
-        variant,
-        &loaded.cassette,
-        limits.calls,
-    ));
-    let config = RunConfig {
-        delivery: DeliveryTarget::Memory,
-        faults: variant.faults.clone(),
-        ..RunConfig::default()
-    };
-    let mut sink = MemorySink::new();
     let spec = loaded.spec.as_ref();
-    let input = loaded.scenario.input.clone();
-    let played = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        runtime.block_on(async {
-            let run = crate::run::run(
-                spec,
-                input,
-                provider.clone(),
-                provider.as_ref(),
-                &config,
-                &mut sink,
-            );
-            tokio::time::timeout(limits.virtual_time, run).await
-        })
-    }));
-    let result = match played {
-        Ok(Ok(result)) => Ok(result),
-        Ok(Err(_)) => Err(format!(
-            "did not end within {} of virtual time",
-            bounds::format_ms(u64::try_from(limits.virtual_time.as_millis()).unwrap_or(u64::MAX))
-        )),
-        Err(panic) => Err(format!("panicked: {}", panic_text(panic.as_ref()))),
+    let conversation = loaded.scenario.turns.is_some();
+    let mut session = if conversation {
+        match crate::session::Session::new(spec) {
+            Ok(session) => Some(session),
+            Err(error) => {
+                return Played {
+                    result: Ok(Err(RunError::Flow(format!(
+                        "a scenario with `turns` needs a session: {error}"
+                    )))),
+                    events: Vec::new(),
+                    turns: Vec::new(),
+                    providers: Vec::new(),
+                };
+            }
+        }
+    } else {
+        None
     };
-    Played {
-        result,
-        events: sink.into_events(),
-        provider,
+    let mut played = Played {
+        result: Err("has no input".to_string()),
+        events: Vec::new(),
+        turns: Vec::new(),
+        providers: Vec::new(),
+    };
+    for (index, input) in loaded.scenario.inputs().into_iter().enumerate() {
+        let turn = u64::try_from(index).unwrap_or(u64::MAX).saturating_add(1);
+        let (turn_variant, turn_base) = if conversation {
+            (variant.for_turn(turn), loaded.cassette.for_turn(turn))
+        } else {
+            (variant.clone(), loaded.cassette.clone())
+        };
+        let provider = Arc::new(provider::ExploreProvider::new(
+            &turn_variant,
+            &turn_base,
+            limits.calls,
+        ));
+        played.providers.push((turn, provider.clone()));
+        let config = RunConfig {
+            delivery: DeliveryTarget::Memory,
+            faults: variant.faults.clone(),
+            session: session.clone(),
+            ..RunConfig::default()
+        };
+        let mut sink = MemorySink::new();
+        let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            runtime.block_on(async {
+                let run = crate::run::run(
+                    spec,
+                    input,
+                    provider.clone(),
+                    provider.as_ref(),
+                    &config,
+                    &mut sink,
+                );
+                tokio::time::timeout(limits.virtual_time, run).await
+            })
+        }));
+        let start = played.events.len();
+        played.events.extend(sink.into_events());
+        played.result = match run {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(_)) => Err(format!(
+                "did not end within {} of virtual time",
+                bounds::format_ms(
+                    u64::try_from(limits.virtual_time.as_millis()).unwrap_or(u64::MAX)
+                )
+            )),
+            Err(panic) => Err(format!("panicked: {}", panic_text(panic.as_ref()))),
+        };
+        match &played.result {
+            Ok(Ok(outcome)) => {
+                if let Some(next) = &outcome.session {
+                    session = Some(next.clone());
+                }
+                played
+                    .turns
+                    .push((outcome.clone(), start..played.events.len()));
+            }
+            _ => break,
+        }
     }
+    played
 }
 
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
@@ -376,14 +461,14 @@ pub fn judge(
             Ending::Broken,
             vec![Violation::new(Property::P1, what.clone())],
         ),
-        Ok(Err(_)) if played.provider.hit_limit() => (
+        Ok(Err(_)) if played.hit_limit() => (
             Ending::Broken,
             vec![Violation::new(
                 Property::P1,
                 format!("did not end: more than {} model calls", limits.calls),
             )],
         ),
-        Ok(Err(RunError::Unrecorded { key })) if played.provider.missing() => (
+        Ok(Err(RunError::Unrecorded { key })) if played.missing() => (
             Ending::Unanswered(format!(
                 "the recording has no call of step `{}`{} (asked for {key})",
                 key.step,
@@ -394,7 +479,7 @@ pub fn judge(
             )),
             Vec::new(),
         ),
-        Ok(Err(RunError::Human { step, .. })) if played.provider.missing() => (
+        Ok(Err(RunError::Human { step, .. })) if played.missing() => (
             Ending::Unanswered(format!(
                 "the recording has no answer of `ask` step `{step}`"
             )),
@@ -405,17 +490,28 @@ pub fn judge(
             vec![Violation::new(Property::P1, format!("error: {error}"))],
         ),
         Ok(Ok(outcome)) => {
-            let mut violations = properties::check(&loaded.spec, bounds, outcome, &played.events);
-            let finished = played.events.last().is_some_and(|event| {
-                matches!(event.kind, crate::trace::EventKind::RunFinished { .. })
-            });
-            if !finished {
-                violations.push(Violation::new(
-                    Property::P1,
-                    "the trace does not end with `run_finished`",
+            // Each turn is a run of its own: the bounds and the budget are per run.
+            let mut violations = Vec::new();
+            for (turn_outcome, range) in &played.turns {
+                let events = played.events.get(range.clone()).unwrap_or_default();
+                violations.extend(properties::check(
+                    &loaded.spec,
+                    bounds,
+                    turn_outcome,
+                    events,
                 ));
+                let finished = events.last().is_some_and(|event| {
+                    matches!(event.kind, crate::trace::EventKind::RunFinished { .. })
+                });
+                if !finished {
+                    violations.push(Violation::new(
+                        Property::P1,
+                        "the trace does not end with `run_finished`",
+                    ));
+                }
             }
             violations.sort();
+            violations.dedup();
             (Ending::Terminal(outcome.termination()), violations)
         }
     }

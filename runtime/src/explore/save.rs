@@ -94,7 +94,7 @@ pub fn save(loaded: &Loaded, exploration: &Exploration, dir: &Path) -> Result<Ve
     for (why, faults) in chosen(loaded, exploration) {
         let variant = faults::bake(&loaded.spec, &loaded.cassette, &faults);
         let played = play(&runtime, loaded, &variant, limits);
-        let (calls, humans) = played.provider.served();
+        let (calls, humans) = played.served();
         let ending = match &played.result {
             Ok(Ok(outcome)) => Some(outcome.termination()),
             _ => None,
@@ -122,7 +122,7 @@ pub fn save(loaded: &Loaded, exploration: &Exploration, dir: &Path) -> Result<Ve
                 described.join(" and ")
             )),
             input: loaded.scenario.input.clone(),
-            turns: None,
+            turns: loaded.scenario.turns.clone(),
             expect: ending.map(|termination| Expectation {
                 outcome: Some(termination.outcome),
                 reason: Some(termination.reason),

@@ -86,7 +86,7 @@ fn a_fault_is_transient_the_next_attempt_gets_the_recorded_answer() {
     assert!(kinds.contains(&"model_call@2".to_string()), "{kinds:?}");
     assert!(kinds.contains(&"model_result@2".to_string()), "{kinds:?}");
     // Attempt 2 is not in the recording: it was served the recorded answer of attempt 1.
-    let (calls, _) = played.provider.served();
+    let (calls, _) = played.served();
     let second = calls
         .iter()
         .find(|call| {
@@ -541,4 +541,42 @@ fn tool_faults_show_in_the_trace() {
     );
     let text = crate::trace::to_jsonl(&played.events).unwrap_or_default();
     assert!(text.contains("the tool failed (explore fault)"), "{text}");
+}
+
+#[test]
+fn a_conversation_is_explored_turn_by_turn() {
+    let loaded = loaded("mention_roles/conversation_sticky_creative");
+    let exploration = explored("mention_roles/conversation_sticky_creative", 1);
+    assert!(
+        !exploration.any_violation(),
+        "{:?}",
+        exploration.base_violations
+    );
+    assert_eq!(exploration.base.to_string(), "completed{done}");
+    // A fault in turn 2 shows in turn 2's run, and turn 3 still runs after it.
+    let call = loaded
+        .cassette
+        .calls
+        .iter()
+        .position(|call| call.turn == 2)
+        .unwrap_or_else(|| panic!("no call in turn 2"));
+    let fault = Fault {
+        site: Site::Call { call },
+        kind: FaultKind::Timeout,
+    };
+    assert!(
+        fault
+            .describe(&loaded.cassette)
+            .starts_with("timeout at turn 2 {step:")
+    );
+    let played = play_faults(&loaded, &[fault], limits(&loaded));
+    assert_eq!(played.turns.len(), 3);
+    let second = played.turns[1].1.clone();
+    assert!(
+        played.events[second]
+            .iter()
+            .any(|event| matches!(event.kind, crate::trace::EventKind::Timeout { .. }))
+    );
+    let (calls, _) = played.served();
+    assert!(calls.iter().any(|call| call.turn == 3));
 }

@@ -82,6 +82,19 @@ pub fn run(args: &ExploreArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Usage);
         }
     };
+    let changes =
+        loaded
+            .cassette
+            .recorded
+            .stale_against(&charter_runtime::scenario::Recorded::from_spec(
+                &loaded.spec,
+            ));
+    if !changes.is_empty() {
+        print_err(&format!(
+            "note: the recording is stale ({}); its answers may no longer fit the spec\n",
+            one_line(&changes.join("; "), 300)
+        ));
+    }
     let options = Options {
         kinds: args.faults.clone(),
         depth: args.depth,

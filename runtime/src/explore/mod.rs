@@ -14,6 +14,7 @@ pub mod properties;
 pub mod provider;
 pub mod save;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -366,9 +367,12 @@ pub fn play(
     for (index, input) in loaded.scenario.inputs().into_iter().enumerate() {
         let turn = u64::try_from(index).unwrap_or(u64::MAX).saturating_add(1);
         let (turn_variant, turn_base) = if conversation {
-            (variant.for_turn(turn), loaded.cassette.for_turn(turn))
+            (
+                Cow::Owned(variant.for_turn(turn)),
+                Cow::Owned(loaded.cassette.for_turn(turn)),
+            )
         } else {
-            (variant.clone(), loaded.cassette.clone())
+            (Cow::Borrowed(variant), Cow::Borrowed(&loaded.cassette))
         };
         let provider = Arc::new(provider::ExploreProvider::new(
             &turn_variant,

@@ -100,6 +100,32 @@ fn a_violation_exits_1_and_names_its_property_and_faults() {
         stdout.contains("faults: timeout at {step: plan"),
         "{stdout}"
     );
+
+    // Saved: one scenario per kind of violation and kind of fault, shrunk to one fault.
+    let temp = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("explore-tests")
+        .join("violations");
+    let _ = std::fs::remove_dir_all(&temp);
+    let output = charter(&[
+        "explore",
+        "golden/closed_loop/invariant_tokens",
+        "--faults",
+        "timeout",
+        "--save",
+        &temp.to_string_lossy(),
+    ]);
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("saved 1 scenario(s)"), "{stdout}");
+    assert!(
+        stdout.contains("violation: P5: invariant `tokens_bounded` broke: the expression is false (replays as failed{invariant{tokens_bounded}})"),
+        "{stdout}"
+    );
+    assert!(
+        temp.join("invariant_tokens--plan-a1-timeout")
+            .join("trace.snap")
+            .is_file()
+    );
 }
 
 #[test]

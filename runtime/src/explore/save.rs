@@ -24,9 +24,9 @@ pub struct Saved {
     pub replayed: String,
 }
 
-/// The variants worth saving: every violation (one per distinct set of violated
-/// properties and messages) and one per distinct outcome change, each shrunk to the
-/// fewest faults that reproduce it.
+/// The variants worth saving: the violations (one per set of violated properties and
+/// kind of fault) and one per distinct outcome change, each shrunk to the fewest faults
+/// that reproduce it.
 pub fn chosen(loaded: &Loaded, exploration: &Exploration) -> Vec<(String, Vec<Fault>)> {
     let bounds = &exploration.bounds;
     let limits = Limits::for_bounds(bounds);
@@ -38,6 +38,16 @@ pub fn chosen(loaded: &Loaded, exploration: &Exploration) -> Vec<(String, Vec<Fa
     let mut by_size: Vec<&VariantResult> = exploration.violations().collect();
     by_size.sort_by_key(|variant| variant.faults.len());
     for variant in by_size {
+        // One scenario per kind of violation (its properties) and kind of fault: the
+        // variants that differ only in where the fault hit or in a count tell one story.
+        let properties: std::collections::BTreeSet<_> = variant
+            .violations
+            .iter()
+            .map(|violation| violation.property)
+            .collect();
+        if !seen_violations.insert((properties, Exploration::row_of(variant))) {
+            continue;
+        }
         let faults = shrink(variant, |smaller| {
             let again = super::run_variant(&runtime, loaded, bounds, limits, smaller);
             again.violations == variant.violations
@@ -47,9 +57,7 @@ pub fn chosen(loaded: &Loaded, exploration: &Exploration) -> Vec<(String, Vec<Fa
             .iter()
             .map(|violation| format!("{}: {}", violation.property, violation.message))
             .collect();
-        if seen_violations.insert(messages.clone()) {
-            chosen.push((format!("violation: {}", messages.join("; ")), faults));
-        }
+        chosen.push((format!("violation: {}", messages.join("; ")), faults));
     }
     for (termination, variants) in exploration.changes() {
         let Some(fewest) = variants.iter().min_by_key(|variant| variant.faults.len()) else {

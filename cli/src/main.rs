@@ -1,7 +1,7 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
 //!
 //! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`,
-//! `review.rs`, `run.rs`, `chat.rs`, `new.rs`, `completions.rs`), each parsing its
+//! `review.rs`, `run.rs`, `chat.rs`, `explore.rs`, `new.rs`, `completions.rs`), each parsing its
 //! arguments and calling a library function; this file holds the `Cli`, the exit codes
 //! and the few printing helpers they share. Only this crate prints.
 
@@ -9,6 +9,7 @@ mod chat;
 mod check;
 mod completions;
 mod explain;
+mod explore;
 mod graph;
 mod live;
 mod loader;
@@ -57,6 +58,7 @@ enum Command {
     Chat(chat::ChatArgs),
     New(new::NewArgs),
     Completions(completions::CompletionsArgs),
+    Explore(explore::ExploreArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
         Command::Chat(args) => chat::run(&args, context),
         Command::New(args) => new::run(&args, context),
         Command::Completions(args) => completions::run(&args),
+        Command::Explore(args) => explore::run(&args, context),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

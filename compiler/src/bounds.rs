@@ -10,8 +10,9 @@
 //!   `waves = ceil(M / concurrency)`, or `M` when items may depend on each other
 //!   (`depends_on`), since a chain runs one item at a time;
 //! - `repair.rounds R` allows `R + 1` rounds; the steps a repair reruns (every step on a
-//!   path from a `rerun` target, or the entry for `replan`, to the gate step, both
-//!   included) run once per round, every other step once;
+//!   path from a `rerun` target, the entry for `replan`, or the gate's subject for an
+//!   `ask` arm (approved, it reruns the judged step), to the gate step, both included) run
+//!   once per round, every other step once;
 //! - a flow with a `when` loop runs at most `budget.steps` steps; a loop closed only
 //!   through `ask "…" max N` steps runs each step at most `ΣN + rounds` times (cutting
 //!   those steps' transitions leaves no cycle, so every answer or round begins a walk that
@@ -300,6 +301,25 @@ impl<'s> Analysis<'s> {
                     let downstream = reachable(&successors, edge.target().index());
                     rerun.extend(downstream.intersection(&upstream).copied());
                 }
+            }
+            // An `ask` arm has no edge: approved, it reruns the gate's subject (the judged
+            // step) and everything from it to the gate.
+            let asks = spec.repair.as_ref().is_some_and(|repair| {
+                repair
+                    .arms
+                    .iter()
+                    .any(|arm| matches!(arm.action, ActionIr::Ask { .. }))
+            });
+            let subject = match graph.node_weight(*gate).map(|step| &step.kind) {
+                Some(StepKind::Gate { gate: name, .. }) => spec
+                    .gates
+                    .get(name)
+                    .and_then(|gate| spec.flow.steps.get(&gate.subject)),
+                _ => None,
+            };
+            if asks && let Some(subject) = subject {
+                let downstream = reachable(&successors, subject.index());
+                rerun.extend(downstream.intersection(&upstream).copied());
             }
         }
         if rounds > 1 {

@@ -31,6 +31,7 @@ pub mod canonical;
 pub mod dag;
 pub mod escape;
 pub mod eval;
+pub mod explore;
 pub mod feedback;
 pub mod files;
 pub mod gate;

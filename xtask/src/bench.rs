@@ -4,7 +4,8 @@
 //! `--in-release`. First under `taskset -c 0` (when available), for the figures that are
 //! per core: the live runs, then a large generated spec and every seed spec compiled
 //! (the compiler is single-threaded). Then unpinned, for the golden library, whose target
-//! is for the whole 2-core machine (scenarios replay on every core).
+//! is for the whole 2-core machine (scenarios replay on every core), and `charter explore`
+//! on closed_loop's happy path (variants per second, on every core).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -192,15 +193,24 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
     config.sections == Sections::PerCore || golden_section(root, config)
 }
 
-/// The golden harness: a generated library of 1,000 closed_loop scenarios.
+/// The golden harness: a generated library of 1,000 closed_loop scenarios; then
+/// `charter explore` on closed_loop's happy path (both on every core).
 fn golden_section(root: &Path, config: BenchConfig) -> bool {
-    match crate::golden::bench(root, config.golden) {
+    let golden = match crate::golden::bench(root, config.golden) {
         Ok(_) => true,
         Err(error) => {
             println!("golden library: {error:#}");
             false
         }
-    }
+    };
+    let explore = match crate::explore::bench(root, 20) {
+        Ok(()) => true,
+        Err(error) => {
+            println!("explore: {error}");
+            false
+        }
+    };
+    golden && explore
 }
 
 /// Where the time goes: the median of each pipeline stage, run as `compile` runs them.

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod bench_live;
 pub mod corpus;
+pub mod explore;
 pub mod fuzz;
 // `gen` is a reserved word in edition 2024, so the module is named after what it does.
 #[path = "gen.rs"]

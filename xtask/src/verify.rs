@@ -1,7 +1,8 @@
 //! `cargo xtask verify`: the single gate CI runs. Formatting, clippy, the test suite, then
 //! the spec corpus compiled in-process, then the golden scenarios (through the runtime's
 //! harness, the comparison `cargo test` and `charter verify` use) and their determinism,
-//! with a summary table at the end.
+//! then every seed's base golden explored for fault variants that break a property
+//! (`explore.rs`), with a summary table at the end.
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -140,6 +141,7 @@ pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
     let (golden, determinism, scenarios) = golden_stages(root, config);
     stages.push(golden);
     stages.push(determinism);
+    stages.push(explore_stage(root, config));
 
     let total = started.elapsed();
     print_summary(&stages, &specs, &scenarios, total);
@@ -462,6 +464,31 @@ fn golden_stages(
         },
         reports,
     )
+}
+
+/// Every seed's base golden explored at depth 1 (`crate::explore`): no property may break.
+fn explore_stage(root: &Path, config: &VerifyConfig) -> StageResult {
+    let started = Instant::now();
+    let explored = crate::explore::seed_bases(root, config.filter.as_deref());
+    let (verdict, note) = match (explored.passed, explored.scenarios) {
+        (true, 0) => (
+            Verdict::Skip,
+            "no seed base golden in this project (or none matched the filter)".to_string(),
+        ),
+        (true, _) => (Verdict::Pass, explored.note),
+        (false, _) => (Verdict::Fail, explored.note),
+    };
+    let time = started.elapsed();
+    print_stage_line("explore", verdict, time, &note);
+    for problem in &explored.problems {
+        println!("  {problem}");
+    }
+    StageResult {
+        name: "explore",
+        verdict,
+        time,
+        note,
+    }
 }
 
 fn print_stage_line(name: &str, verdict: Verdict, time: Duration, note: &str) {

@@ -1064,3 +1064,55 @@ fn console_durations_read_back_as_spec_durations() {
         assert!(!text.contains(' '), "{text}");
     }
 }
+
+#[test]
+fn a_repair_ask_reruns_the_gates_subject_once_per_round() {
+    // Approved, an `ask` arm reruns the judged step (the runtime's `start_repair`): with
+    // `rounds 1`, `work` and `check` run twice, `plan` and `deliver` once.
+    let text = r#"spec asking version "1"
+contract Request { goal: string }
+contract Plan { goal: string }
+contract Work { text: string }
+role planner { model: "openai:x" prompt: """go""" input: Request output: Plan timeout: 1s retry: 0 }
+role worker { model: "openai:x" prompt: """go {{ feedback }}""" input: Plan output: Work timeout: 2s retry: 0 }
+role finalizer { model: "openai:x" prompt: """go {{ candidate.id }}""" input: Candidate output: Delivery timeout: 1s retry: 0 }
+gate quality on work {
+  hard written: work.text != "" else SHORT
+  pass when true
+}
+repair {
+  rounds 1
+  SHORT -> ask "Try again?"
+}
+flow {
+  plan    = planner(request) -> work
+  work    = worker(plan) -> check
+  check   = gate quality pass -> deliver fail -> repair
+  deliver = finalize finalizer(best) -> done
+}
+"#;
+    let (spec, diagnostics) = compiled(text, &MemoryLoader::default());
+    assert!(
+        diagnostics
+            .iter()
+            .all(|d| d.severity != crate::diagnostics::Severity::Error),
+        "{diagnostics:?}"
+    );
+    let bounds = bounds::compute(&spec);
+    let runs: Vec<(String, Option<u64>)> = bounds
+        .steps
+        .iter()
+        .map(|step| (step.name.clone(), step.runs))
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            ("plan".to_string(), Some(1)),
+            ("work".to_string(), Some(2)),
+            ("check".to_string(), Some(2)),
+            ("deliver".to_string(), Some(1)),
+        ]
+    );
+    assert_eq!(bounds.total.steps, Some(6));
+    assert_eq!(bounds.total.calls, Some(4));
+}

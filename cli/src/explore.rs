@@ -1,0 +1,324 @@
+//! `charter explore`: every fault at every recorded call of one scenario, replayed in virtual time and checked against P1–P5 (DESIGN §12).
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use charter_compiler::bounds::format_ms;
+use charter_runtime::escape::one_line;
+use charter_runtime::explore::{self, Ending, Exploration, FaultKind, Loaded, Options, Property};
+use clap::Args;
+
+use crate::{Context, Outcome, print_err, print_error, print_out};
+
+/// Explore a recorded scenario: derive a variant for every recorded model call, tool call
+/// and human answer and every fault kind, replay each in virtual time, and check each
+/// against the properties the compiler proved.
+///
+/// A fault is transient: the faulted call's next attempt gets the recorded answer, and a
+/// call the recording lacks (a repair round the base never ran) gets the nearest recorded
+/// answer of the same step and item. Every variant must keep:
+///   P1  it ends in a terminal state with a reason (no error, panic or hang);
+///   P2  model calls, steps, tokens and virtual wall time stay within `charter check --bounds`;
+///   P3  nothing is delivered unless its gate passed its hard rules with the same hash;
+///   P4  no budget is exceeded beyond the calls in flight when it ran out;
+///   P5  every invariant holds.
+///
+/// The table on stdout counts the variants per fault kind and how their outcomes differ
+/// from the base; every violation is listed with its faults. A variant that makes a call
+/// of a step and item the recording never made is counted as `unanswered` (the recording
+/// cannot say what would happen): no violation.
+///
+/// Exit status: 0 no violation, 1 one or more violations, 2 usage error or a scenario that
+/// cannot be read or does not replay.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    charter explore golden/closed_loop/happy_path\n  \
+    charter explore golden/lead_agent/happy_path --faults timeout,429 --depth 2\n  \
+    charter explore golden/closed_loop/happy_path --save golden/closed_loop\n\n\
+    With --save DIR, each violation and each distinct outcome change is written as a \
+    golden scenario `DIR/<scenario>--<faults>/` (scenario.yaml, cassette.yaml with the \
+    faults baked into its entries, trace.snap from replaying it), shrunk to the fewest \
+    faults; save under the project's golden/<spec>/ so `charter verify` replays them.")]
+pub struct ExploreArgs {
+    /// The scenario directory: `golden/<spec>/<scenario>/` with `scenario.yaml` and `cassette.yaml`.
+    #[arg(value_name = "SCENARIO_DIR")]
+    pub scenario: PathBuf,
+
+    /// The fault kinds, comma-separated: timeout, 429, 500, malformed, contract,
+    /// tool_error, human_reject.
+    #[arg(long, value_name = "KINDS", value_parser = explore::faults::parse_kinds,
+          default_value = "timeout,429,500,malformed,contract,tool_error,human_reject")]
+    pub faults: std::vec::Vec<FaultKind>,
+
+    /// 1: one fault per variant; 2: also every pair of faults at two different places.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub depth: u8,
+
+    /// Write each violation and each distinct outcome change as a golden scenario into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
+}
+
+pub fn run(args: &ExploreArgs, context: Context) -> anyhow::Result<Outcome> {
+    let dir = &args.scenario;
+    if !dir.join("scenario.yaml").is_file() {
+        print_error(
+            context,
+            &format!(
+                "{} is not a scenario directory (it holds no scenario.yaml); give a directory like golden/closed_loop/happy_path",
+                dir.display()
+            ),
+        );
+        return Ok(Outcome::Usage);
+    }
+    let root = project_root(dir);
+    let loaded = match explore::load(&root, dir) {
+        Ok(loaded) => loaded,
+        Err(message) => {
+            print_error(context, &message);
+            return Ok(Outcome::Usage);
+        }
+    };
+    // A hand-written (unpinned) cassette has no hashes to compare.
+    let changes = loaded
+        .cassette
+        .recorded
+        .as_ref()
+        .map(|recorded| {
+            recorded.stale_against(&charter_runtime::scenario::Recorded::from_spec(
+                &loaded.spec,
+            ))
+        })
+        .unwrap_or_default();
+    if !changes.is_empty() {
+        print_err(&format!(
+            "note: the recording is stale ({}); its answers may no longer fit the spec\n",
+            one_line(&changes.join("; "), 300)
+        ));
+    }
+    let options = Options {
+        kinds: args.faults.clone(),
+        depth: args.depth,
+        ..Options::default()
+    };
+    let started = Instant::now();
+    let progress = |done: usize, total: usize| {
+        if total >= 1000 {
+            print_err(&format!("explore: {done}/{total} variants\n"));
+        }
+    };
+    let exploration = match explore::explore(&loaded, &options, &progress) {
+        Ok(exploration) => exploration,
+        Err(message) => {
+            print_error(context, &format!("{}: {message}", dir.display()));
+            return Ok(Outcome::Usage);
+        }
+    };
+    let elapsed = started.elapsed();
+    print_out(&table(&loaded, &exploration, args.depth))?;
+    let count = exploration.variants.len();
+    let seconds = elapsed.as_secs_f64();
+    print_err(&format!(
+        "explored {count} variants in {seconds:.2} s ({:.0} variants/s)\n",
+        if seconds > 0.0 {
+            count as f64 / seconds
+        } else {
+            0.0
+        }
+    ));
+    if let Some(save) = &args.save {
+        match explore::save::save(&loaded, &exploration, save) {
+            Ok(saved) => {
+                let mut text = String::new();
+                if saved.is_empty() {
+                    let _ = writeln!(
+                        text,
+                        "\nnothing to save: no violation and no outcome change"
+                    );
+                } else {
+                    let _ = writeln!(text, "\nsaved {} scenario(s):", saved.len());
+                }
+                for scenario in &saved {
+                    let _ = writeln!(
+                        text,
+                        "  {}\n    {} (replays as {})",
+                        scenario.dir.display(),
+                        one_line(&scenario.why, 300),
+                        scenario.replayed
+                    );
+                }
+                print_out(&text)?;
+            }
+            Err(message) => {
+                print_error(context, &format!("cannot save: {message}"));
+                return Ok(Outcome::Usage);
+            }
+        }
+    }
+    if exploration.any_violation() {
+        Ok(Outcome::Failed)
+    } else {
+        Ok(Outcome::Clean)
+    }
+}
+
+/// The report: the table per fault kind, the outcome changes, the violations.
+pub fn table(loaded: &Loaded, exploration: &Exploration, depth: u8) -> String {
+    let mut out = String::new();
+    let total = &exploration.bounds.total;
+    let bound = |value: Option<u64>, what: &str| {
+        value.map_or(format!("unbounded {what}"), |value| {
+            format!("{value} {what}")
+        })
+    };
+    let _ = writeln!(
+        out,
+        "explore {}: base {}, {} fault sites, {} variants (depth {depth})",
+        loaded.name,
+        exploration.base,
+        exploration.sites,
+        exploration.variants.len()
+    );
+    let _ = writeln!(
+        out,
+        "worst case (check --bounds): {}, {}, {}\n",
+        bound(total.calls, "calls"),
+        bound(total.steps, "steps"),
+        total
+            .wall_ms
+            .map_or("unbounded wall time".to_string(), |ms| format!(
+                "{} wall time",
+                format_ms(ms)
+            ))
+    );
+    let rows = exploration.rows();
+    let width = rows.keys().map(String::len).max().unwrap_or(5).max(5);
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:>8}  {:>6}  {:>7}  {:>10}  {:>10}",
+        "fault", "variants", "same", "changed", "unanswered", "violations"
+    );
+    let mut sums = [0usize; 5];
+    for (row, counts) in &rows {
+        for (sum, count) in sums.iter_mut().zip(counts) {
+            *sum += count;
+        }
+        let _ = writeln!(
+            out,
+            "{row:<width$}  {:>8}  {:>6}  {:>7}  {:>10}  {:>10}",
+            counts[0], counts[1], counts[2], counts[3], counts[4]
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:>8}  {:>6}  {:>7}  {:>10}  {:>10}",
+        "total", sums[0], sums[1], sums[2], sums[3], sums[4]
+    );
+    let changes = exploration.changes();
+    if changes.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nno outcome change: every variant ends as the base does"
+        );
+    } else {
+        let _ = writeln!(out, "\noutcome changes (from {}):", exploration.base);
+        for (termination, variants) in &changes {
+            let kinds: BTreeSet<String> = variants.iter().map(|v| Exploration::row_of(v)).collect();
+            let example = variants
+                .iter()
+                .min_by_key(|variant| variant.faults.len())
+                .map(|variant| faults_text(loaded, &variant.faults))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {} -> {termination}: {} variant(s) ({}), e.g. {example}",
+                exploration.base,
+                variants.len(),
+                kinds.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    let unanswered: Vec<_> = exploration
+        .variants
+        .iter()
+        .filter_map(|variant| match &variant.ending {
+            Ending::Unanswered(why) => Some((variant, why)),
+            _ => None,
+        })
+        .collect();
+    if !unanswered.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nunanswered (the recording holds no answer for a call these variants make):"
+        );
+        for (variant, why) in unanswered.iter().take(20) {
+            let _ = writeln!(out, "  {}: {why}", faults_text(loaded, &variant.faults));
+        }
+        if unanswered.len() > 20 {
+            let _ = writeln!(out, "  ... and {} more", unanswered.len() - 20);
+        }
+    }
+    if !exploration.base_violations.is_empty() {
+        let _ = writeln!(out, "\nthe base scenario itself (no fault) breaks:");
+        for violation in &exploration.base_violations {
+            let _ = writeln!(
+                out,
+                "    {} ({}): {}",
+                violation.property,
+                short_promise(violation.property),
+                one_line(&violation.message, 500)
+            );
+        }
+    }
+    let violations: Vec<_> = exploration.violations().collect();
+    if violations.is_empty() {
+        let _ = writeln!(out, "\nno violation: P1-P5 hold on every variant");
+    } else {
+        let _ = writeln!(out, "\n{} variant(s) with violations:", violations.len());
+        for variant in violations {
+            let _ = writeln!(out, "  faults: {}", faults_text(loaded, &variant.faults));
+            for violation in &variant.violations {
+                let _ = writeln!(
+                    out,
+                    "    {} ({}): {}",
+                    violation.property,
+                    short_promise(violation.property),
+                    one_line(&violation.message, 500)
+                );
+            }
+        }
+    }
+    out
+}
+
+fn short_promise(property: Property) -> &'static str {
+    match property {
+        Property::P1 => "terminal state",
+        Property::P2 => "bounds",
+        Property::P3 => "delivery",
+        Property::P4 => "budget",
+        Property::P5 => "invariant",
+    }
+}
+
+fn faults_text(loaded: &Loaded, faults: &[explore::Fault]) -> String {
+    faults
+        .iter()
+        .map(|fault| one_line(&fault.describe(&loaded.cassette), 200))
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// The directory that holds `golden/` above the scenario, else the current directory.
+fn project_root(scenario: &Path) -> PathBuf {
+    let absolute = std::path::absolute(scenario).unwrap_or_else(|_| scenario.to_path_buf());
+    absolute
+        .ancestors()
+        .find(|ancestor| ancestor.file_name().is_some_and(|name| name == "golden"))
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}

@@ -16,6 +16,7 @@ mod new;
 mod replay;
 mod review;
 mod run;
+mod serve;
 mod verify;
 
 use std::io::{IsTerminal, Write};
@@ -55,6 +56,7 @@ enum Command {
     Review(review::ReviewArgs),
     Run(run::RunArgs),
     Chat(chat::ChatArgs),
+    Serve(serve::ServeArgs),
     New(new::NewArgs),
     Completions(completions::CompletionsArgs),
 }
@@ -107,6 +109,7 @@ fn main() -> ExitCode {
         Command::Review(args) => review::run(&args, context),
         Command::Run(args) => run::run(&args, context),
         Command::Chat(args) => chat::run(&args, context),
+        Command::Serve(args) => serve::run(&args, context),
         Command::New(args) => new::run(&args, context),
         Command::Completions(args) => completions::run(&args),
     };

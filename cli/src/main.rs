@@ -18,6 +18,7 @@ mod review;
 mod run;
 mod serve;
 mod verify;
+mod view;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -57,6 +58,7 @@ enum Command {
     Run(run::RunArgs),
     Chat(chat::ChatArgs),
     Serve(serve::ServeArgs),
+    View(view::ViewArgs),
     New(new::NewArgs),
     Completions(completions::CompletionsArgs),
 }
@@ -110,6 +112,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args, context),
         Command::Chat(args) => chat::run(&args, context),
         Command::Serve(args) => serve::run(&args, context),
+        Command::View(args) => view::run(&args, context),
         Command::New(args) => new::run(&args, context),
         Command::Completions(args) => completions::run(&args),
     };

@@ -207,6 +207,8 @@ impl Events {
                 }
                 event.data =
                     serde_json::from_str(&data).unwrap_or_else(|error| panic!("{error}: {data}"));
+                assert!(event.event.is_empty(), "an unnamed event, for EventSource");
+                event.event = event.data["kind"].as_str().unwrap_or_default().to_string();
                 return Some(event);
             }
             match self.response.chunk().await {
@@ -623,4 +625,37 @@ async fn a_wrong_spec_or_input_is_refused_with_what_to_give() {
                 == 0
     );
     assert_eq!(model.received_requests().await.unwrap_or_default().len(), 0);
+}
+
+#[tokio::test]
+async fn the_page_is_served_whole_with_no_network() {
+    let project = project("page");
+    let model = model().await;
+    let server = start(&project, &model, &["specs/review_loop.charter"], 0);
+    let response = reqwest::get(format!("{}/", server.base))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok()),
+        Some("text/html; charset=utf-8")
+    );
+    let page = response.text().await.unwrap_or_default();
+    for part in [
+        "function charterTimeline",
+        "new EventSource",
+        "/answers",
+        "\"DELETE\"",
+        "id=\"answer\"",
+    ] {
+        assert!(page.contains(part), "the page lacks {part}");
+    }
+    assert!(!page.contains("/*JS*/") && !page.contains("/*CSS*/"));
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "the page loads nothing from the network"
+    );
 }

@@ -26,7 +26,7 @@ use runs::{Refusal, Runs, ServedSpec};
 /// Routes: `POST /runs {"spec": NAME, "input": {...}}` starts a run and answers `{"id"}`;
 /// `GET /runs/{id}/events` streams its events as server-sent events as they happen (a
 /// client that connects late gets the events so far first; `Last-Event-ID` is honoured),
-/// each role's output included, ending with `run_finished` and an `answer` event;
+/// each role's output included, ending with `run_finished` and an `answer` event (each event is one JSON object whose `kind` names it, its SSE id its index);
 /// `GET /runs/{id}` gives its status and answer; `POST /runs/{id}/answers
 /// {"approved": true, "note": "..."}` answers a waiting `ask`; `DELETE /runs/{id}` cancels
 /// it; `GET /runs` lists the runs. Runs are journaled in `.charter/runs/<id>/` as with
@@ -164,6 +164,7 @@ async fn serve(args: &ServeArgs, context: Context, runs: Arc<Runs>) -> anyhow::R
         token: args.token.clone().filter(|token| !token.is_empty()),
     });
     let router = Router::new()
+        .route("/", get(page))
         .route("/runs", post(start_run).get(list_runs))
         .route("/runs/{id}", get(run_status).delete(cancel_run))
         .route("/runs/{id}/events", get(run_events))
@@ -332,6 +333,18 @@ async fn start_run(State(served): State<Arc<Served>>, body: axum::body::Bytes) -
     }
 }
 
+/// The live page: start a run, watch it, answer an `ask`, cancel.
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        crate::view::live_page(),
+    )
+        .into_response()
+}
+
 async fn list_runs(State(served): State<Arc<Served>>) -> Response {
     let specs: Vec<&str> = served
         .runs
@@ -426,19 +439,9 @@ async fn run_events(
                 changes.borrow_and_update();
                 match stream.get(next) {
                     Ok(Some(event)) => {
-                        let kind = serde_json::from_str::<Value>(&event)
-                            .ok()
-                            .and_then(|value| {
-                                value
-                                    .get("kind")
-                                    .and_then(Value::as_str)
-                                    .map(str::to_string)
-                            })
-                            .unwrap_or_else(|| "event".to_string());
-                        let sse = Event::default()
-                            .id(next.to_string())
-                            .event(kind)
-                            .data(event.as_ref());
+                        // Unnamed (`message`) events: a browser's EventSource sees every one;
+                        // the kind is in the data.
+                        let sse = Event::default().id(next.to_string()).data(event.as_ref());
                         return Some((
                             Ok::<Event, std::convert::Infallible>(sse),
                             (stream, changes, next + 1),

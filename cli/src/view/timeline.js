@@ -35,7 +35,7 @@ function charterSummary(event) {
     case "candidate": return "candidate " + event.id + " (" + event.items + " item(s)" + (event.failed && event.failed.length ? ", failed " + list(event.failed) : "") + ")";
     case "gate": {
       let text = "gate " + event.gate + ": " + (event.passed ? "passed" : "failed");
-      if (event.score !== undefined && event.score !== null) text += ", score " + event.score;
+      if (event.score !== undefined && event.score !== null) text += ", score " + (typeof event.score === "number" ? Number(event.score.toFixed(2)) : event.score);
       const issues = (event.issues || []).map((issue) => issue.code || charterText(issue));
       if (issues.length) text += ", issues " + issues.join(", ");
       return text;

@@ -659,3 +659,77 @@ async fn the_page_is_served_whole_with_no_network() {
         "the page loads nothing from the network"
     );
 }
+
+#[tokio::test]
+async fn the_stream_tells_a_watcher_of_retries_gate_issues_repairs_and_shortened_outputs() {
+    let project = project("watcher");
+    let model = MockServer::start().await;
+    for_role("writer")
+        .respond_with(ResponseTemplate::new(500).set_body_string("overloaded"))
+        .up_to_n_times(1)
+        .mount(&model)
+        .await;
+    let long_body = "Rust is fast. ".repeat(1_000);
+    for_role("writer")
+        .respond_with(chat(json!({"title": "Rust", "body": long_body})))
+        .mount(&model)
+        .await;
+    for_role("reviewer")
+        .respond_with(chat(json!({"relevance": 3, "verdict": "FAIL"})))
+        .up_to_n_times(1)
+        .mount(&model)
+        .await;
+    for_role("reviewer")
+        .respond_with(chat(json!({"relevance": 9, "verdict": "PASS"})))
+        .mount(&model)
+        .await;
+    for_role("finalizer")
+        .respond_with(chat(json!({"candidate_id": "c2", "summary": "one post"})))
+        .mount(&model)
+        .await;
+    let server = start(&project, &model, &["specs/review_loop.charter"], 0);
+    let id = start_run(&server.base, "review_loop").await;
+    let events = Events::open(&server.base, &id, None).await.rest().await;
+    let of = |kind: &str| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|event| event.event == kind)
+            .map(|event| &event.data)
+            .collect()
+    };
+    let retries = of("retry");
+    let provider: Vec<&&Value> = retries
+        .iter()
+        .filter(|retry| retry["retry"] == "provider")
+        .collect();
+    assert_eq!(provider.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(provider[0]["step"], "write");
+    assert!(retries.iter().any(|retry| retry["retry"] == "repair"), "{retries:?}");
+    let gates = of("gate");
+    assert_eq!(gates.len(), 2);
+    assert_eq!(gates[0]["passed"], false);
+    let codes = gates[0]["issues"].to_string();
+    assert!(codes.contains("REJECTED"), "{codes}");
+    assert_eq!(gates[1]["passed"], true);
+    assert_eq!(gates[1]["score"], 9.0);
+    let repair = of("repair");
+    assert_eq!(repair.len(), 1);
+    assert!(repair[0]["codes"].to_string().contains("REJECTED"));
+    for result in of("model_result") {
+        assert!(result["latency_ms"].is_u64() && result["t_ms"].is_u64(), "{result}");
+    }
+    let outputs = of("role_output");
+    assert_eq!(outputs.len(), 5, "two writers, two reviewers, one finalizer");
+    let writer = outputs[0]["output"].as_str().unwrap_or_default();
+    assert!(
+        writer.chars().count() < 4_100 && writer.contains("more bytes not shown"),
+        "a long output is shortened: {} characters",
+        writer.chars().count()
+    );
+    for event in &events {
+        let text = event.data.to_string();
+        assert!(text.len() < 40_000, "an event is bounded: {} bytes", text.len());
+    }
+    assert_eq!(of("delivery").len(), 1);
+    assert_eq!(of("answer")[0]["outcome"], "completed");
+}

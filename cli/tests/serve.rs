@@ -591,6 +591,57 @@ async fn a_token_is_required_off_loopback_and_checked_when_given() {
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(right.status(), 200);
     assert_eq!(model.received_requests().await.unwrap_or_default().len(), 0);
+
+    // The page needs no token; an event stream takes it from the query (EventSource).
+    let page = client
+        .get(format!("{}/", server.base))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(page.status(), 200);
+    let started = client
+        .post(&url)
+        .bearer_auth("t0ken-xyz")
+        .json(&json!({"spec": "review_loop", "input": {"goal": "rust"}}))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(started.status(), 201);
+    let id = started.json::<Value>().await.unwrap_or_default()["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let events = format!("{}/runs/{id}/events", server.base);
+    let refused = client
+        .get(&events)
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(refused.status(), 401);
+    let wrong = client
+        .get(format!("{events}?access_token=t0ken"))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(wrong.status(), 401);
+    let status = client
+        .get(format!("{}/runs/{id}?access_token=t0ken-xyz", server.base))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        status.status(),
+        401,
+        "only an event stream takes the token from the query"
+    );
+    let streamed = client
+        .get(format!("{events}?access_token=t0ken%2Dxyz"))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(streamed.status(), 200);
+    let text = streamed.text().await.unwrap_or_default();
+    assert!(text.contains("\"kind\":\"answer\""), "{text}");
 }
 
 #[tokio::test]
@@ -704,7 +755,10 @@ async fn the_stream_tells_a_watcher_of_retries_gate_issues_repairs_and_shortened
         .collect();
     assert_eq!(provider.len(), 1, "{:?}", kinds(&events));
     assert_eq!(provider[0]["step"], "write");
-    assert!(retries.iter().any(|retry| retry["retry"] == "repair"), "{retries:?}");
+    assert!(
+        retries.iter().any(|retry| retry["retry"] == "repair"),
+        "{retries:?}"
+    );
     let gates = of("gate");
     assert_eq!(gates.len(), 2);
     assert_eq!(gates[0]["passed"], false);
@@ -716,10 +770,17 @@ async fn the_stream_tells_a_watcher_of_retries_gate_issues_repairs_and_shortened
     assert_eq!(repair.len(), 1);
     assert!(repair[0]["codes"].to_string().contains("REJECTED"));
     for result in of("model_result") {
-        assert!(result["latency_ms"].is_u64() && result["t_ms"].is_u64(), "{result}");
+        assert!(
+            result["latency_ms"].is_u64() && result["t_ms"].is_u64(),
+            "{result}"
+        );
     }
     let outputs = of("role_output");
-    assert_eq!(outputs.len(), 5, "two writers, two reviewers, one finalizer");
+    assert_eq!(
+        outputs.len(),
+        5,
+        "two writers, two reviewers, one finalizer"
+    );
     let writer = outputs[0]["output"].as_str().unwrap_or_default();
     assert!(
         writer.chars().count() < 4_100 && writer.contains("more bytes not shown"),
@@ -728,7 +789,11 @@ async fn the_stream_tells_a_watcher_of_retries_gate_issues_repairs_and_shortened
     );
     for event in &events {
         let text = event.data.to_string();
-        assert!(text.len() < 40_000, "an event is bounded: {} bytes", text.len());
+        assert!(
+            text.len() < 40_000,
+            "an event is bounded: {} bytes",
+            text.len()
+        );
     }
     assert_eq!(of("delivery").len(), 1);
     assert_eq!(of("answer")[0]["outcome"], "completed");

@@ -33,7 +33,8 @@ use runs::{Refusal, Runs, ServedSpec};
 /// `charter run`, and a run the server was stopped in resumes when it starts again. Keys
 /// come from the environment as for `charter run` and never reach a response or a file.
 /// The server listens on 127.0.0.1 unless --host says otherwise; any other address needs
-/// --token, which every request then gives as `Authorization: Bearer TOKEN`.
+/// --token, which every request then gives as `Authorization: Bearer TOKEN` (the page at
+/// `/` needs none; open it as `/#token=TOKEN`, and it sends the token itself).
 #[derive(Debug, Args)]
 #[command(
     after_help = "Example: charter serve specs/seeds/closed_loop.charter --port 8080\n         \
@@ -208,16 +209,32 @@ fn is_loopback(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Refuses a request without the bearer token (when the server has one).
+/// Refuses a request without the bearer token (when the server has one). The page at `/`
+/// holds nothing of a run and needs none; an event stream may give it as `?access_token=`
+/// instead, since a browser's EventSource cannot set a header (the page takes the token
+/// from its URL's `#token=` fragment, which no request carries).
 async fn authorize(State(served): State<Arc<Served>>, request: Request, next: Next) -> Response {
-    if let Some(token) = &served.token {
-        let given = request
+    if let Some(token) = &served.token
+        && request.uri().path() != "/"
+    {
+        let from_header = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "))
-            .unwrap_or_default();
-        if !same(given.as_bytes(), token.as_bytes()) {
+            .map(|given| given.as_bytes().to_vec());
+        let from_query = (request.method() == axum::http::Method::GET
+            && request.uri().path().ends_with("/events"))
+        .then(|| request.uri().query())
+        .flatten()
+        .and_then(|query| {
+            query
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("access_token="))
+        })
+        .map(percent_decoded);
+        let given = from_header.or(from_query).unwrap_or_default();
+        if !same(&given, token.as_bytes()) {
             let mut response = error(
                 StatusCode::UNAUTHORIZED,
                 "this server needs `Authorization: Bearer TOKEN` with the token it was started with",
@@ -229,6 +246,35 @@ async fn authorize(State(served): State<Arc<Served>>, request: Request, next: Ne
         }
     }
     next.run(request).await
+}
+
+/// `text` with its `%XX` escapes (and `+`) decoded; a broken escape is kept as it is.
+fn percent_decoded(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        let hex = bytes
+            .get(index + 1..index + 3)
+            .and_then(|digits| std::str::from_utf8(digits).ok())
+            .and_then(|digits| u8::from_str_radix(digits, 16).ok());
+        match (byte, hex) {
+            (b'%', Some(decoded)) => {
+                out.push(decoded);
+                index += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                index += 1;
+            }
+            _ => {
+                out.push(byte);
+                index += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Compares in time that depends only on the lengths.
@@ -474,6 +520,13 @@ mod tests {
         for host in ["0.0.0.0", "192.168.1.5", "example.com", "::"] {
             assert!(!is_loopback(host), "{host}");
         }
+    }
+
+    #[test]
+    fn query_tokens_are_percent_decoded() {
+        assert_eq!(percent_decoded("a%2Fb%3d+c"), b"a/b= c");
+        assert_eq!(percent_decoded("100%"), b"100%");
+        assert_eq!(percent_decoded("%zz"), b"%zz");
     }
 
     #[test]

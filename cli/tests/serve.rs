@@ -798,3 +798,23 @@ async fn the_stream_tells_a_watcher_of_retries_gate_issues_repairs_and_shortened
     assert_eq!(of("delivery").len(), 1);
     assert_eq!(of("answer")[0]["outcome"], "completed");
 }
+
+#[tokio::test]
+async fn a_tool_no_served_spec_declares_is_a_usage_error() {
+    let project = project("tool");
+    let model = model().await;
+    let output = serve_command(
+        &project,
+        &model,
+        &["--tool", "serch=true", "specs/review_loop.charter"],
+    )
+    .output()
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no spec served declares a tool `serch`"),
+        "{stderr}"
+    );
+    assert!(!project.join(".charter").exists(), "nothing was started");
+}

@@ -57,6 +57,11 @@ pub struct ServeArgs {
     /// --host is not a loopback address).
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
+
+    /// A tool as a command, run by `sh -c` (the call's JSON arguments on stdin, one JSON
+    /// value on stdout), as `charter run --tool` takes it. Repeat for each tool.
+    #[arg(long = "tool", value_name = "NAME=COMMAND")]
+    pub tools: Vec<String>,
 }
 
 /// The most bytes of a request body (a run's input).
@@ -115,7 +120,40 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
         specs,
         PathBuf::from(".charter").join("runs"),
         std::env::vars().collect(),
+        args.tools.clone(),
     ));
+    // A tool given wrong is a usage error before anything listens.
+    for given in &args.tools {
+        let name = given.split_once('=').map(|(name, _)| name.trim());
+        let Some(name) = name.filter(|name| !name.is_empty()) else {
+            print_error(
+                context,
+                &format!(
+                    "--tool `{given}` is not NAME=COMMAND (e.g. --tool search='python3 search.py')"
+                ),
+            );
+            return Ok(Outcome::Usage);
+        };
+        if !runs
+            .specs
+            .iter()
+            .any(|served| served.spec.tools.contains_key(name))
+        {
+            print_error(
+                context,
+                &format!("--tool {name}: no spec served declares a tool `{name}`"),
+            );
+            return Ok(Outcome::Usage);
+        }
+    }
+    for served in &runs.specs {
+        if let Err(message) =
+            crate::run::tool_box(&served.spec, &runs::tools_for(&served.spec, &args.tools))
+        {
+            print_error(context, &message);
+            return Ok(Outcome::Usage);
+        }
+    }
     let missing = runs.missing_keys();
     if !missing.is_empty() {
         for line in missing {

@@ -18,7 +18,6 @@ use charter_runtime::record::{Journal, Recording};
 use charter_runtime::run::{RunConfig, RunOutcome};
 use charter_runtime::scenario::Recorded;
 use charter_runtime::secrets::{Scrubber, ScrubbingSink};
-use charter_runtime::tools::ToolBox;
 use charter_runtime::trace::{JsonlSink, TraceSink};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -73,6 +72,8 @@ pub(crate) struct Runs {
     pub(crate) runs_dir: PathBuf,
     /// The environment the server started in (keys and base addresses), read by each run.
     variables: Vec<(String, String)>,
+    /// `--tool NAME=COMMAND`, as `charter run` takes them.
+    tools: Vec<String>,
     pub(crate) scrubber: Scrubber,
     secrets: Vec<String>,
     runs: Mutex<BTreeMap<String, Arc<Run>>>,
@@ -225,6 +226,7 @@ impl Runs {
         specs: Vec<ServedSpec>,
         runs_dir: PathBuf,
         variables: Vec<(String, String)>,
+        tools: Vec<String>,
     ) -> Self {
         let settings = LiveSettings::from_variables(variables.clone());
         let mut secrets = settings.secrets();
@@ -233,6 +235,7 @@ impl Runs {
             specs,
             runs_dir,
             variables,
+            tools,
             scrubber: Scrubber::new(secrets.clone()),
             secrets,
             runs: Mutex::new(BTreeMap::new()),
@@ -353,7 +356,10 @@ impl Runs {
     ) -> Result<RunOutcome, String> {
         let settings = LiveSettings::from_variables(self.variables.clone());
         let providers = settings
-            .providers(Arc::new(ToolBox::for_spec(spec)))
+            .providers(Arc::new(crate::run::tool_box(
+                spec,
+                &tools_for(spec, &self.tools),
+            )?))
             .map_err(|error| error.to_string())?;
         let (journal, entries) =
             Journal::open(&dir.join(JOURNAL_FILE)).map_err(|error| error.to_string())?;
@@ -462,6 +468,20 @@ impl Runs {
             served.name
         )))
     }
+}
+
+/// The `NAME=COMMAND`s of `tools` that `spec` declares (the server may serve specs with
+/// other tools).
+pub(crate) fn tools_for(spec: &CompiledSpec, tools: &[String]) -> Vec<String> {
+    tools
+        .iter()
+        .filter(|given| {
+            given
+                .split_once('=')
+                .is_some_and(|(name, _)| spec.tools.contains_key(name.trim()))
+        })
+        .cloned()
+        .collect()
 }
 
 /// What a finished run tells: `{outcome, reason, message?, best?, delivered?, answer?,

@@ -326,7 +326,13 @@ impl Runs {
         std::thread::Builder::new()
             .name(format!("run {}", run.id))
             .spawn(move || {
-                let result = runs.execute(&run, &spec, input, &dir);
+                // A run that panicked still ends for its clients, as an error.
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    runs.execute(&run, &spec, input, &dir)
+                }))
+                .unwrap_or_else(|_| {
+                    json!({"outcome": "error", "message": "the run stopped on an internal error"})
+                });
                 let result = runs.scrubber.value(&result);
                 // A run whose result cannot be kept still ends for its clients; a
                 // restart resumes it from its journal.

@@ -17,7 +17,9 @@ mod new;
 mod replay;
 mod review;
 mod run;
+mod serve;
 mod verify;
+mod view;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -56,6 +58,8 @@ enum Command {
     Review(review::ReviewArgs),
     Run(run::RunArgs),
     Chat(chat::ChatArgs),
+    Serve(serve::ServeArgs),
+    View(view::ViewArgs),
     New(new::NewArgs),
     Completions(completions::CompletionsArgs),
     Explore(explore::ExploreArgs),
@@ -109,6 +113,8 @@ fn main() -> ExitCode {
         Command::Review(args) => review::run(&args, context),
         Command::Run(args) => run::run(&args, context),
         Command::Chat(args) => chat::run(&args, context),
+        Command::Serve(args) => serve::run(&args, context),
+        Command::View(args) => view::run(&args, context),
         Command::New(args) => new::run(&args, context),
         Command::Completions(args) => completions::run(&args),
         Command::Explore(args) => explore::run(&args, context),

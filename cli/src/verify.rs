@@ -62,6 +62,12 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub github: bool,
 
+    /// Also write one self-contained HTML page to FILE (no network needed to open it):
+    /// every scenario with its status, its timeline in virtual time and, for one that did
+    /// not pass, what went wrong with its diff.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
     /// Show every scenario's row in the table, not only those that did not pass.
     #[arg(long, short)]
     pub verbose: bool,
@@ -191,6 +197,16 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         .collect();
     annotations.extend(github_annotations(&located));
     failed |= reports.iter().any(|report| !report.status.passed());
+    if let Some(path) = &args.html {
+        let page = html_report(root, &reports);
+        if let Err(error) = crate::view::write_page(path, &page) {
+            print_error(
+                context,
+                &format!("cannot write `{}`: {error}", display_path(path)),
+            );
+            return Ok(Outcome::Usage);
+        }
+    }
 
     let details = details(&reports);
     if !details.is_empty() {
@@ -292,6 +308,55 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Clean
     })
+}
+
+/// The `--html` page: each scenario's status, problems (with their diffs) and timeline —
+/// the trace it produced (`trace.snap.new` when that differs from the snapshot, else
+/// `trace.snap`).
+fn html_report(root: &Path, reports: &[charter_runtime::harness::ScenarioReport]) -> String {
+    let scenarios: Vec<serde_json::Value> = reports
+        .iter()
+        .map(|report| {
+            let directory = root
+                .join("golden")
+                .join(&report.spec)
+                .join(&report.scenario);
+            let trace = ["trace.snap.new", "trace.snap"]
+                .iter()
+                .map(|name| directory.join(name))
+                .find(|path| path.is_file())
+                .and_then(|path| {
+                    charter_runtime::files::read_regular(
+                        &path,
+                        charter_runtime::limits::DEFAULT_MAX_BYTES as u64,
+                    )
+                    .ok()
+                })
+                .unwrap_or_default();
+            let mut scenario = serde_json::json!({
+                "name": report.id(),
+                "status": if report.status.passed() { "passed" } else { report.status.label() },
+                "events": crate::view::trace_events(&trace),
+            });
+            if let Some(description) = &report.description {
+                scenario["description"] = serde_json::json!(description);
+            }
+            if !report.problems.is_empty() {
+                let messages: Vec<&str> = report
+                    .problems
+                    .iter()
+                    .map(|problem| problem.message.as_str())
+                    .collect();
+                scenario["message"] = serde_json::json!(messages.join("; "));
+                scenario["diff"] = serde_json::json!(escape::block(
+                    &details(std::slice::from_ref(report)),
+                    escape::MAX_BLOCK_CHARS
+                ));
+            }
+            scenario
+        })
+        .collect();
+    crate::view::static_page("charter verify", &scenarios)
 }
 
 /// How many specs `specs_under` would select (without compiling them).

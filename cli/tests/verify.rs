@@ -478,3 +478,120 @@ fn a_scenario_with_a_bad_input_fails_naming_the_field() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The data a `--html` page holds: its `<script id="data">` JSON.
+fn page_data(page: &str) -> serde_json::Value {
+    let start = page
+        .find("<script type=\"application/json\" id=\"data\">")
+        .map(|at| at + "<script type=\"application/json\" id=\"data\">".len())
+        .unwrap_or_else(|| panic!("no data in the page"));
+    let end = page[start..]
+        .find("</script>")
+        .unwrap_or_else(|| panic!("the data does not end"));
+    serde_json::from_str(&page[start..start + end]).unwrap_or_else(|error| panic!("{error}"))
+}
+
+#[test]
+fn an_html_report_shows_every_scenario_its_timeline_and_the_failures_diff() {
+    let root = project("html", "happy_path");
+    copy_dir(
+        &repository().join("golden/closed_loop/repair_succeeds"),
+        &root.join("golden/closed_loop/repair_succeeds"),
+    );
+    edit(
+        &root.join("golden/closed_loop/happy_path/cassette.yaml"),
+        "output: \"Heat pumps move heat instead of making it...\"",
+        "output: \"Heat pumps burn gas.\"",
+    );
+    let report = root.join("report.html");
+    let verified = verify(&root, &["--html", report.to_str().unwrap_or_default()]);
+    assert_eq!(verified.code, Some(1), "{}", verified.all());
+    let page = std::fs::read_to_string(&report).unwrap_or_else(|error| panic!("{error}"));
+    assert!(
+        page.contains("function charterTimeline"),
+        "the script is inside"
+    );
+    assert!(
+        !page.contains("https://") && !page.contains("http://"),
+        "no network"
+    );
+    let data = page_data(&page);
+    let scenarios = data["scenarios"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = scenarios
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["closed_loop/happy_path", "closed_loop/repair_succeeds"]
+    );
+    let failing = &scenarios[0];
+    assert_eq!(failing["status"], "CHANGED", "{failing}");
+    let diff = failing["diff"].as_str().unwrap_or_default();
+    assert!(diff.contains("behaviour changed"), "{diff}");
+    assert!(
+        diff.contains("delivery.actual_hash: ") && diff.contains(" -> "),
+        "the field-level diff: {diff}"
+    );
+    let passing = &scenarios[1];
+    assert_eq!(passing["status"], "passed", "{passing}");
+    assert!(passing.get("diff").is_none());
+    // Each timeline is the trace it produced.
+    let kinds: Vec<&str> = passing["events"]
+        .as_array()
+        .map(|events| events.iter().filter_map(|e| e["kind"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(kinds.first(), Some(&"run_started"));
+    assert_eq!(kinds.last(), Some(&"run_finished"));
+    assert!(
+        kinds.contains(&"repair") && kinds.contains(&"gate"),
+        "{kinds:?}"
+    );
+    assert!(failing["events"].to_string().contains("run_finished"));
+}
+
+#[test]
+fn charter_view_writes_a_trace_as_a_page() {
+    let root = project("view", "happy_path");
+    let trace = root.join("golden/closed_loop/happy_path/trace.snap");
+    let out = root.join("trace.html");
+    let output = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .args([
+            "view",
+            trace.to_str().unwrap_or_default(),
+            "--out",
+            out.to_str().unwrap_or_default(),
+        ])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let page = std::fs::read_to_string(&out).unwrap_or_else(|error| panic!("{error}"));
+    let data = page_data(&page);
+    let scenario = &data["scenarios"][0];
+    assert_eq!(scenario["status"], "completed");
+    let snapshot = std::fs::read_to_string(&trace).unwrap_or_default();
+    let lines = snapshot
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .count();
+    assert_eq!(scenario["events"].as_array().map(Vec::len), Some(lines));
+
+    let empty = root.join("empty.jsonl");
+    std::fs::write(&empty, "not a trace\n").unwrap_or_else(|error| panic!("{error}"));
+    let refused = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .args(["view", empty.to_str().unwrap_or_default()])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        !root.join("empty.html").exists(),
+        "nothing written for a refused trace"
+    );
+}

@@ -370,6 +370,90 @@ fn a_delivery_to_a_directory_is_written_atomically_and_read_back() {
     let _ = std::fs::remove_dir_all(&directory);
 }
 
+/// A person who never answers.
+struct Silent;
+
+impl charter_runtime::provider::HumanChannel for Silent {
+    fn ask(
+        &self,
+        _request: charter_runtime::provider::HumanRequest,
+    ) -> charter_runtime::provider::BoxFuture<
+        '_,
+        Result<serde_json::Value, charter_runtime::provider::ProviderError>,
+    > {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[test]
+fn a_cancel_ends_the_wait_for_a_person() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use charter_runtime::replay::ReplayProvider;
+    use charter_runtime::run::{RunConfig, run as run_spec};
+    use charter_runtime::scenario::Cassette;
+    use charter_runtime::trace::MemorySink;
+
+    let path = format!(
+        "{}/tests/fixtures/review_loop.charter",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+    let asking = text.replace(
+        "deliver = finalize finalizer(best)   -> done",
+        "deliver = finalize finalizer(best)   -> confirm\n  confirm = ask \"Publish it?\" max 1  when confirm.approved -> done  else -> write",
+    );
+    assert_ne!(asking, text, "the fixture's flow changed: update the test");
+    let compilation = charter_compiler::compile(
+        "review_ask.charter",
+        &asking,
+        &charter_compiler::MemoryLoader::default(),
+    );
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+    let calls = format!(
+        "{}calls:\n  - {{ step: write, response: {{ title: T, body: B }} }}\n{}",
+        support::HEADER,
+        passing_tail(1)
+    );
+    let cassette = Cassette::from_yaml("cassette.yaml", &calls).unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut sink = MemorySink::new();
+    let outcome = runtime.block_on(async {
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        let config = RunConfig {
+            cancel: Some(cancelled),
+            ..RunConfig::default()
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            let _ = cancel.send(true);
+        });
+        let replay = Arc::new(ReplayProvider::new(cassette));
+        run_spec(
+            &spec,
+            serde_json::json!({"goal": "rust"}),
+            replay,
+            &Silent,
+            &config,
+            &mut sink,
+        )
+        .await
+    });
+    let outcome = outcome.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        format!("{}{{{}}}", outcome.outcome, outcome.reason),
+        "cancelled{cancelled}"
+    );
+    assert_eq!(sink.events().last().map(|e| e.t_ms), Some(3_600_000));
+}
+
 #[test]
 fn a_cancelled_run_drops_its_calls_and_ends_cancelled() {
     use std::sync::Arc;

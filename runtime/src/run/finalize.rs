@@ -188,7 +188,17 @@ impl Scheduler<'_> {
             attempt: *attempt,
             question: question.to_string(),
         };
-        let answer = self.humans.ask(request).await.map_err(|error| {
+        // A person may take any time; a cancel (Ctrl-C, `DELETE /runs/{id}`) ends the wait.
+        let asked = self.humans.ask(request);
+        let answer = match self.config.cancel.clone() {
+            Some(mut cancel) => tokio::select! {
+                biased;
+                () = super::jobs::cancelled(&mut cancel) => return Err(self.cancel_stop()),
+                answer = asked => answer,
+            },
+            None => asked.await,
+        };
+        let answer = answer.map_err(|error| {
             Halt::Error(RunError::Human {
                 step: step.clone(),
                 message: error.to_string(),

@@ -1,0 +1,577 @@
+//! `charter serve [--host H] [--port P] [--token T] SPEC...`: runs over HTTP (axum), watched live as server-sent events, answered (`ask`) and cancelled by any program, journaled and resumed after a restart (DESIGN §13).
+
+mod runs;
+mod stream;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::{Path as UrlPath, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::loader::{compile_whole, display_path, normalize};
+use crate::{Context, Outcome, print_err, print_error};
+use runs::{Refusal, Runs, ServedSpec};
+
+/// Serve runs of SPECs over HTTP, with a live event stream.
+///
+/// Routes: `POST /runs {"spec": NAME, "input": {...}}` starts a run and answers `{"id"}`;
+/// `GET /runs/{id}/events` streams its events as server-sent events as they happen (a
+/// client that connects late gets the events so far first; `Last-Event-ID` is honoured),
+/// each role's output included, ending with `run_finished` and an `answer` event (each event is one JSON object whose `kind` names it, its SSE id its index);
+/// `GET /runs/{id}` gives its status and answer; `POST /runs/{id}/answers
+/// {"approved": true, "note": "..."}` answers a waiting `ask`; `DELETE /runs/{id}` cancels
+/// it; `GET /runs` lists the runs. Runs are journaled in `.charter/runs/<id>/` as with
+/// `charter run`, and a run the server was stopped in resumes when it starts again. Keys
+/// come from the environment as for `charter run` and never reach a response or a file.
+/// The server listens on 127.0.0.1 unless --host says otherwise; any other address needs
+/// --token, which every request then gives as `Authorization: Bearer TOKEN` (the page at
+/// `/` needs none; open it as `/#token=TOKEN`, and it sends the token itself).
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example: charter serve specs/seeds/closed_loop.charter --port 8080\n         \
+                  curl -s localhost:8080/runs -d '{\"spec\": \"closed_loop\", \"input\": {...}}' -H 'content-type: application/json'"
+)]
+pub struct ServeArgs {
+    /// The specs a client may run, named in `POST /runs` by their spec name.
+    #[arg(value_name = "SPEC", required = true)]
+    pub specs: Vec<PathBuf>,
+
+    /// The address to listen on. Anything but a loopback address needs --token.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+
+    /// The port to listen on (0: any free port, printed at start).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+
+    /// A token every request must give as `Authorization: Bearer TOKEN` (required when
+    /// --host is not a loopback address).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+
+    /// A tool as a command, run by `sh -c` (the call's JSON arguments on stdin, one JSON
+    /// value on stdout), as `charter run --tool` takes it. Repeat for each tool.
+    #[arg(long = "tool", value_name = "NAME=COMMAND")]
+    pub tools: Vec<String>,
+}
+
+/// The most bytes of a request body (a run's input).
+const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+#[derive(Debug)]
+struct Served {
+    runs: Arc<Runs>,
+    token: Option<String>,
+}
+
+pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
+    if !is_loopback(&args.host) && args.token.as_deref().is_none_or(str::is_empty) {
+        print_error(
+            context,
+            &format!(
+                "--host {} is not a loopback address: anyone who reaches it could start runs \
+                 on your keys; give --token TOKEN (clients send `Authorization: Bearer TOKEN`), \
+                 or serve on 127.0.0.1",
+                args.host
+            ),
+        );
+        return Ok(Outcome::Usage);
+    }
+    let mut specs: Vec<ServedSpec> = Vec::new();
+    for path in &args.specs {
+        let shown = display_path(&normalize(path));
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) => {
+                print_error(context, &format!("cannot read `{shown}`: {error}"));
+                return Ok(Outcome::Usage);
+            }
+        };
+        let Some(spec) = compile_whole(context, &shown, &text, path, "served") else {
+            return Ok(Outcome::Failed);
+        };
+        if let Some(other) = specs.iter().find(|served| served.name == spec.name) {
+            print_error(
+                context,
+                &format!(
+                    "`{shown}` and `{}` are both spec `{}`; a client names a spec by its name, so serve one of them",
+                    display_path(&other.path),
+                    spec.name
+                ),
+            );
+            return Ok(Outcome::Usage);
+        }
+        specs.push(ServedSpec {
+            name: spec.name.clone(),
+            path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
+            spec: Arc::new(spec),
+        });
+    }
+    let runs = Arc::new(Runs::new(
+        specs,
+        PathBuf::from(".charter").join("runs"),
+        std::env::vars().collect(),
+        args.tools.clone(),
+    ));
+    // A tool given wrong is a usage error before anything listens.
+    for given in &args.tools {
+        let name = given.split_once('=').map(|(name, _)| name.trim());
+        let Some(name) = name.filter(|name| !name.is_empty()) else {
+            print_error(
+                context,
+                &format!(
+                    "--tool `{given}` is not NAME=COMMAND (e.g. --tool search='python3 search.py')"
+                ),
+            );
+            return Ok(Outcome::Usage);
+        };
+        if !runs
+            .specs
+            .iter()
+            .any(|served| served.spec.tools.contains_key(name))
+        {
+            print_error(
+                context,
+                &format!("--tool {name}: no spec served declares a tool `{name}`"),
+            );
+            return Ok(Outcome::Usage);
+        }
+    }
+    for served in &runs.specs {
+        if let Err(message) =
+            crate::run::tool_box(&served.spec, &runs::tools_for(&served.spec, &args.tools))
+        {
+            print_error(context, &message);
+            return Ok(Outcome::Usage);
+        }
+    }
+    let missing = runs.missing_keys();
+    if !missing.is_empty() {
+        for line in missing {
+            print_error(context, &line);
+        }
+        return Ok(Outcome::Usage);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(args, context, runs))
+}
+
+async fn serve(args: &ServeArgs, context: Context, runs: Arc<Runs>) -> anyhow::Result<Outcome> {
+    let listener = match tokio::net::TcpListener::bind((args.host.as_str(), args.port)).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            print_error(
+                context,
+                &format!("cannot listen on {}:{}: {error}", args.host, args.port),
+            );
+            return Ok(Outcome::Usage);
+        }
+    };
+    let address = listener.local_addr()?;
+    let names: Vec<&str> = runs
+        .specs
+        .iter()
+        .map(|served| served.name.as_str())
+        .collect();
+    print_err(&format!(
+        "charter serve: listening on http://{address} (spec{}: {}){}\n",
+        if names.len() == 1 { "" } else { "s" },
+        names.join(", "),
+        if args.token.is_some() {
+            "; requests need the bearer token"
+        } else {
+            ""
+        }
+    ));
+    for line in runs.restore() {
+        print_err(&format!("{line}\n"));
+    }
+    let served = Arc::new(Served {
+        runs,
+        token: args.token.clone().filter(|token| !token.is_empty()),
+    });
+    let router = Router::new()
+        .route("/", get(page))
+        .route("/runs", post(start_run).get(list_runs))
+        .route("/runs/{id}", get(run_status).delete(cancel_run))
+        .route("/runs/{id}/events", get(run_events))
+        .route("/runs/{id}/answers", post(answer_run))
+        .layer(axum::middleware::from_fn_with_state(
+            served.clone(),
+            authorize,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(served);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(stopped())
+        .await?;
+    print_err("charter serve: stopped; runs that did not end resume when it starts again\n");
+    Ok(Outcome::Clean)
+}
+
+/// Ctrl-C or SIGTERM. Runs are not cancelled: their journals keep them for a restart.
+async fn stopped() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+/// `localhost`, `127.0.0.0/8` and `::1`.
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Refuses a request without the bearer token (when the server has one). The page at `/`
+/// holds nothing of a run and needs none; an event stream may give it as `?access_token=`
+/// instead, since a browser's EventSource cannot set a header (the page takes the token
+/// from its URL's `#token=` fragment, which no request carries).
+async fn authorize(State(served): State<Arc<Served>>, request: Request, next: Next) -> Response {
+    if let Some(token) = &served.token
+        && request.uri().path() != "/"
+    {
+        let from_header = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .map(|given| given.as_bytes().to_vec());
+        let from_query = (request.method() == axum::http::Method::GET
+            && request.uri().path().ends_with("/events"))
+        .then(|| request.uri().query())
+        .flatten()
+        .and_then(|query| {
+            query
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("access_token="))
+        })
+        .map(percent_decoded);
+        let given = from_header.or(from_query).unwrap_or_default();
+        if !same(&given, token.as_bytes()) {
+            let mut response = error(
+                StatusCode::UNAUTHORIZED,
+                "this server needs `Authorization: Bearer TOKEN` with the token it was started with",
+            );
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+    }
+    next.run(request).await
+}
+
+/// `text` with its `%XX` escapes (and `+`) decoded; a broken escape is kept as it is.
+fn percent_decoded(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        let hex = bytes
+            .get(index + 1..index + 3)
+            .and_then(|digits| std::str::from_utf8(digits).ok())
+            .and_then(|digits| u8::from_str_radix(digits, 16).ok());
+        match (byte, hex) {
+            (b'%', Some(decoded)) => {
+                out.push(decoded);
+                index += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                index += 1;
+            }
+            _ => {
+                out.push(byte);
+                index += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Compares in time that depends only on the lengths.
+fn same(given: &[u8], token: &[u8]) -> bool {
+    given.len() == token.len()
+        && given
+            .iter()
+            .zip(token)
+            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+            == 0
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({"error": message}))).into_response()
+}
+
+fn no_run(id: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        &format!(
+            "there is no run `{}` (GET /runs lists them)",
+            charter_runtime::escape::one_line(id, 100)
+        ),
+    )
+}
+
+async fn start_run(State(served): State<Arc<Served>>, body: axum::body::Bytes) -> Response {
+    let body: Value = match serde_json::from_slice(&body) {
+        Ok(body) => body,
+        Err(problem) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "the body is not JSON ({problem}); send {{\"spec\": NAME, \"input\": {{...}}}}"
+                ),
+            );
+        }
+    };
+    let names: Vec<&str> = served
+        .runs
+        .specs
+        .iter()
+        .map(|served| served.name.as_str())
+        .collect();
+    let Some(name) = body.get("spec").and_then(Value::as_str) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "give the spec to run as \"spec\": one of {}",
+                names.join(", ")
+            ),
+        );
+    };
+    let Some(spec) = served.runs.spec(name) else {
+        let closest = names
+            .iter()
+            .map(|known| (strsim::levenshtein(name, known), *known))
+            .min()
+            .filter(|(distance, _)| *distance <= 3)
+            .map(|(_, known)| format!(" (did you mean `{known}`?)"))
+            .unwrap_or_default();
+        return error(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "this server does not run spec `{}`{closest}; it runs {}",
+                charter_runtime::escape::one_line(name, 100),
+                names.join(", ")
+            ),
+        );
+    };
+    let input = body.get("input").cloned().unwrap_or(Value::Null);
+    if let Err(violations) = charter_runtime::validate::validate_request(&spec.spec, &input) {
+        let contract = spec.spec.request.as_deref().unwrap_or("Request");
+        let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({
+                "error": format!("the input does not match the request contract `{contract}`; nothing was run"),
+                "violations": listed,
+            })),
+        )
+            .into_response();
+    }
+    let runs = served.runs.clone();
+    let spec_name = spec.name.clone();
+    let started = tokio::task::spawn_blocking(move || {
+        let spec = runs
+            .spec(&spec_name)
+            .ok_or_else(|| "the spec went".to_string())?;
+        runs.start(spec, input)
+    })
+    .await;
+    match started {
+        Ok(Ok(id)) => (
+            StatusCode::CREATED,
+            [(header::LOCATION, format!("/runs/{id}"))],
+            Json(json!({"id": id})),
+        )
+            .into_response(),
+        Ok(Err(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, &message),
+        Err(problem) => error(StatusCode::INTERNAL_SERVER_ERROR, &problem.to_string()),
+    }
+}
+
+/// The live page: start a run, watch it, answer an `ask`, cancel.
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        crate::view::live_page(),
+    )
+        .into_response()
+}
+
+async fn list_runs(State(served): State<Arc<Served>>) -> Response {
+    let specs: Vec<&str> = served
+        .runs
+        .specs
+        .iter()
+        .map(|served| served.name.as_str())
+        .collect();
+    Json(json!({"specs": specs, "runs": served.runs.list()})).into_response()
+}
+
+async fn run_status(State(served): State<Arc<Served>>, UrlPath(id): UrlPath<String>) -> Response {
+    match served.runs.get(&id) {
+        Some(run) => Json(run.status()).into_response(),
+        None => no_run(&id),
+    }
+}
+
+async fn cancel_run(State(served): State<Arc<Served>>, UrlPath(id): UrlPath<String>) -> Response {
+    let Some(run) = served.runs.get(&id) else {
+        return no_run(&id);
+    };
+    match run.cancel() {
+        Ok(()) => (StatusCode::ACCEPTED, Json(run.status())).into_response(),
+        Err(_) => error(
+            StatusCode::CONFLICT,
+            "the run has ended; there is nothing to cancel",
+        ),
+    }
+}
+
+async fn answer_run(
+    State(served): State<Arc<Served>>,
+    UrlPath(id): UrlPath<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(run) = served.runs.get(&id) else {
+        return no_run(&id);
+    };
+    let answer: Value = match serde_json::from_slice(&body) {
+        Ok(answer) => answer,
+        Err(problem) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "the body is not JSON ({problem}); send {{\"approved\": true|false, \"note\": \"...\"}}"
+                ),
+            );
+        }
+    };
+    if !answer.get("approved").is_some_and(Value::is_boolean)
+        || answer.get("note").is_some_and(|note| !note.is_string())
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "an answer is {\"approved\": true|false} with an optional \"note\": \"...\"",
+        );
+    }
+    match run.answer(answer) {
+        Ok(()) => Json(run.status()).into_response(),
+        Err(Refusal::Ended) => error(
+            StatusCode::CONFLICT,
+            "the run has ended; there is nothing to answer",
+        ),
+        Err(Refusal::NoQuestion) => error(
+            StatusCode::CONFLICT,
+            "the run is not waiting for an answer (its status says when it is)",
+        ),
+    }
+}
+
+/// The run's events as server-sent events: from the one after `Last-Event-ID` (or the
+/// first), then each as it happens, until the run ends.
+async fn run_events(
+    State(served): State<Arc<Served>>,
+    UrlPath(id): UrlPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(run) = served.runs.get(&id) else {
+        return no_run(&id);
+    };
+    let from = headers
+        .get("last-event-id")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<usize>().ok())
+        .map_or(0, |last| last.saturating_add(1));
+    let stream = run.stream.clone();
+    let changes = stream.subscribe();
+    let events = futures_util::stream::unfold(
+        (stream, changes, from),
+        |(stream, mut changes, next)| async move {
+            loop {
+                changes.borrow_and_update();
+                match stream.get(next) {
+                    Ok(Some(event)) => {
+                        // Unnamed (`message`) events: a browser's EventSource sees every one;
+                        // the kind is in the data.
+                        let sse = Event::default().id(next.to_string()).data(event.as_ref());
+                        return Some((
+                            Ok::<Event, std::convert::Infallible>(sse),
+                            (stream, changes, next + 1),
+                        ));
+                    }
+                    Ok(None) => {
+                        if changes.changed().await.is_err() {
+                            return None;
+                        }
+                    }
+                    Err(()) => return None,
+                }
+            }
+        },
+    );
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_are_told_apart() {
+        for host in ["127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in ["0.0.0.0", "192.168.1.5", "example.com", "::"] {
+            assert!(!is_loopback(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn query_tokens_are_percent_decoded() {
+        assert_eq!(percent_decoded("a%2Fb%3d+c"), b"a/b= c");
+        assert_eq!(percent_decoded("100%"), b"100%");
+        assert_eq!(percent_decoded("%zz"), b"%zz");
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same(b"abc", b"abc"));
+        assert!(!same(b"abd", b"abc"));
+        assert!(!same(b"ab", b"abc"));
+        assert!(!same(b"", b"abc"));
+    }
+}

@@ -1,0 +1,518 @@
+//! The runs of `charter serve`: each runs live on a thread of its own, journaled in `.charter/runs/<id>/` as `charter run` journals, answered (`ask`) and cancelled over HTTP, and resumed from its journal when the server starts again.
+//!
+//! A run directory holds `serve.json` (what runs: the spec and its hashes), `input.json`,
+//! `calls.jsonl` (the journal), `events.jsonl` (the trace), `stream.jsonl` (the event
+//! stream clients get), `out/` (the delivery) and, once it ended, `result.json`. A
+//! directory without `result.json` is a run the server was stopped in: it resumes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use charter_compiler::CompiledSpec;
+use charter_runtime::files;
+use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
+use charter_runtime::providers::LiveSettings;
+use charter_runtime::record::{Journal, Recording};
+use charter_runtime::run::{RunConfig, RunOutcome};
+use charter_runtime::scenario::Recorded;
+use charter_runtime::secrets::{Scrubber, ScrubbingSink};
+use charter_runtime::trace::{JsonlSink, TraceSink};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::stream::{OutputObserver, Stream, StreamSink};
+use crate::run::Fanout;
+
+const SERVE_FILE: &str = "serve.json";
+const INPUT_FILE: &str = "input.json";
+const JOURNAL_FILE: &str = "calls.jsonl";
+const EVENTS_FILE: &str = "events.jsonl";
+const STREAM_FILE: &str = "stream.jsonl";
+const RESULT_FILE: &str = "result.json";
+
+/// The most bytes of a run's own file read back (`serve.json`, `input.json`,
+/// `result.json`, `stream.jsonl`).
+const READ_LIMIT: u64 = charter_runtime::limits::DEFAULT_MAX_BYTES as u64;
+
+/// A spec the server runs.
+#[derive(Debug)]
+pub(crate) struct ServedSpec {
+    /// The name a client gives (`POST /runs {"spec": ...}`): the spec's own name.
+    pub(crate) name: String,
+    /// The file, absolute: a run directory names it, so a restart finds it again.
+    pub(crate) path: PathBuf,
+    pub(crate) spec: Arc<CompiledSpec>,
+}
+
+/// `serve.json`: what a run directory runs, and the hashes a resume checks.
+#[derive(Debug, Serialize, Deserialize)]
+struct ServeFile {
+    spec: PathBuf,
+    spec_hash: String,
+    prompts: BTreeMap<String, String>,
+}
+
+impl ServeFile {
+    fn of(served: &ServedSpec) -> Self {
+        let recorded = Recorded::from_spec(&served.spec);
+        ServeFile {
+            spec: served.path.clone(),
+            spec_hash: recorded.spec_hash,
+            prompts: recorded.prompts,
+        }
+    }
+}
+
+/// What every run shares: the environment's keys and where runs are kept.
+#[derive(Debug)]
+pub(crate) struct Runs {
+    pub(crate) specs: Vec<ServedSpec>,
+    pub(crate) runs_dir: PathBuf,
+    /// The environment the server started in (keys and base addresses), read by each run.
+    variables: Vec<(String, String)>,
+    /// `--tool NAME=COMMAND`, as `charter run` takes them.
+    tools: Vec<String>,
+    pub(crate) scrubber: Scrubber,
+    secrets: Vec<String>,
+    runs: Mutex<BTreeMap<String, Arc<Run>>>,
+}
+
+/// One run: its stream, what it is doing, and the handles to answer or cancel it.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub(crate) id: String,
+    pub(crate) spec: String,
+    pub(crate) stream: Arc<Stream>,
+    state: Mutex<RunState>,
+    cancel: tokio::sync::watch::Sender<bool>,
+}
+
+#[derive(Debug, Default)]
+struct RunState {
+    /// The `result.json` of a run that ended.
+    result: Option<Value>,
+    /// The `ask` waiting for a person, and where its answer goes.
+    pending: Option<(HumanRequest, tokio::sync::oneshot::Sender<Value>)>,
+    recording: Option<Recording>,
+    cancelled: bool,
+}
+
+/// Why an answer or a cancel was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The run ended.
+    Ended,
+    /// No `ask` is waiting.
+    NoQuestion,
+}
+
+impl Run {
+    fn new(id: String, spec: String, stream: Arc<Stream>) -> Arc<Self> {
+        Arc::new(Run {
+            id,
+            spec,
+            stream,
+            state: Mutex::new(RunState::default()),
+            cancel: tokio::sync::watch::channel(false).0,
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, RunState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// `{id, spec, status, events, question?, ...result}`: status is `running`,
+    /// `waiting` (an `ask` waits for an answer) or `finished`.
+    pub(crate) fn status(&self) -> Value {
+        let state = self.state();
+        let mut status = json!({
+            "id": self.id,
+            "spec": self.spec,
+            "events": self.stream.len(),
+        });
+        if let Some(result) = &state.result {
+            status["status"] = json!("finished");
+            if let Some(fields) = result.as_object() {
+                for (name, field) in fields {
+                    status[name] = field.clone();
+                }
+            }
+        } else if let Some((request, _)) = &state.pending {
+            status["status"] = json!("waiting");
+            status["question"] = json!(request.question);
+            status["step"] = json!(request.step);
+        } else {
+            status["status"] = json!(if state.cancelled {
+                "cancelling"
+            } else {
+                "running"
+            });
+        }
+        status
+    }
+
+    /// Answers the waiting `ask` with `answer` (`{approved, note?}`).
+    pub(crate) fn answer(&self, answer: Value) -> Result<(), Refusal> {
+        let mut state = self.state();
+        if state.result.is_some() {
+            return Err(Refusal::Ended);
+        }
+        let Some((_, sender)) = state.pending.take() else {
+            return Err(Refusal::NoQuestion);
+        };
+        sender.send(answer).map_err(|_| Refusal::Ended)
+    }
+
+    /// Cancels the run: in-flight calls are dropped (and not journaled) and it ends
+    /// `cancelled`.
+    pub(crate) fn cancel(&self) -> Result<(), Refusal> {
+        let mut state = self.state();
+        if state.result.is_some() {
+            return Err(Refusal::Ended);
+        }
+        state.cancelled = true;
+        if let Some(recording) = &state.recording {
+            recording.cancel();
+        }
+        let _ = self.cancel.send(true);
+        Ok(())
+    }
+
+    fn finish(&self, result: Value) {
+        self.stream.push(&{
+            let mut event = result.clone();
+            event["kind"] = json!("answer");
+            event
+        });
+        self.state().result = Some(result);
+        self.stream.end();
+    }
+}
+
+/// Asks over HTTP: the question goes on the stream as an `ask` event and waits for
+/// `POST /runs/{id}/answers`.
+struct HttpHumans(Arc<Run>);
+
+impl HumanChannel for HttpHumans {
+    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+        Box::pin(async move {
+            let (sender, receiver) = tokio::sync::oneshot::channel();
+            let key = (request.step.clone(), request.round, request.attempt);
+            let event = json!({
+                "kind": "ask",
+                "round": request.round,
+                "step": request.step,
+                "attempt": request.attempt,
+                "question": request.question,
+            });
+            // Waiting before it is told: a client that saw the question can answer it.
+            self.0.state().pending = Some((request, sender));
+            self.0.stream.push(&event);
+            receiver.await.map_err(|_| ProviderError::NoHumanAnswer {
+                step: key.0,
+                round: key.1,
+                attempt: key.2,
+            })
+        })
+    }
+}
+
+impl Runs {
+    pub(crate) fn new(
+        specs: Vec<ServedSpec>,
+        runs_dir: PathBuf,
+        variables: Vec<(String, String)>,
+        tools: Vec<String>,
+    ) -> Self {
+        let settings = LiveSettings::from_variables(variables.clone());
+        let mut secrets = settings.secrets();
+        secrets.extend(charter_runtime::secrets::secrets_by_name(variables.clone()));
+        Runs {
+            specs,
+            runs_dir,
+            variables,
+            tools,
+            scrubber: Scrubber::new(secrets.clone()),
+            secrets,
+            runs: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn runs(&self) -> MutexGuard<'_, BTreeMap<String, Arc<Run>>> {
+        self.runs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Run>> {
+        self.runs().get(id).cloned()
+    }
+
+    /// Every run's status, newest first.
+    pub(crate) fn list(&self) -> Vec<Value> {
+        self.runs().values().rev().map(|run| run.status()).collect()
+    }
+
+    pub(crate) fn spec(&self, name: &str) -> Option<&ServedSpec> {
+        self.specs.iter().find(|served| served.name == name)
+    }
+
+    /// The environment's missing keys for the served specs, one line each.
+    pub(crate) fn missing_keys(&self) -> Vec<String> {
+        let settings = LiveSettings::from_variables(self.variables.clone());
+        let mut missing: Vec<String> = self
+            .specs
+            .iter()
+            .flat_map(|served| settings.missing_for(&served.spec))
+            .collect();
+        missing.dedup();
+        missing
+    }
+
+    /// Starts a new run of `served` on `input` (already checked against its request
+    /// contract): its directory, then its thread. Returns its id.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        served: &ServedSpec,
+        input: Value,
+    ) -> Result<String, String> {
+        let millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|since| since.as_millis())
+            .unwrap_or_default();
+        let dir = files::create_unique_dir(&self.runs_dir, &format!("{millis}-"))
+            .map_err(|error| format!("cannot make the run directory: {error}"))?;
+        let id = dir
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let input = self.scrubber.value(&input);
+        let written = serde_json::to_string_pretty(&ServeFile::of(served))
+            .map_err(|error| error.to_string())
+            .and_then(|text| {
+                files::write_atomically(&dir.join(SERVE_FILE), text.as_bytes())
+                    .map_err(|error| error.to_string())
+            })
+            .and_then(|()| {
+                files::write_atomically(&dir.join(INPUT_FILE), input.to_string().as_bytes())
+                    .map_err(|error| error.to_string())
+            });
+        if let Err(error) = written {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(format!("cannot write the run directory: {error}"));
+        }
+        self.launch(id.clone(), served, input, dir)?;
+        Ok(id)
+    }
+
+    /// Runs `served` in `dir` on a thread of its own (from its journal, if it has one).
+    fn launch(
+        self: &Arc<Self>,
+        id: String,
+        served: &ServedSpec,
+        input: Value,
+        dir: PathBuf,
+    ) -> Result<(), String> {
+        let stream = Stream::create(Some(&dir.join(STREAM_FILE)), self.scrubber.clone())
+            .map_err(|error| format!("cannot write the event stream: {error}"))?;
+        let run = Run::new(id.clone(), served.name.clone(), stream);
+        self.runs().insert(id, run.clone());
+        let runs = self.clone();
+        let spec = served.spec.clone();
+        std::thread::Builder::new()
+            .name(format!("run {}", run.id))
+            .spawn(move || {
+                // A run that panicked still ends for its clients, as an error.
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    runs.execute(&run, &spec, input, &dir)
+                }))
+                .unwrap_or_else(|_| {
+                    json!({"outcome": "error", "message": "the run stopped on an internal error"})
+                });
+                let result = runs.scrubber.value(&result);
+                // A run whose result cannot be kept still ends for its clients; a
+                // restart resumes it from its journal.
+                let _ = serde_json::to_string_pretty(&result)
+                    .map(|text| files::write_atomically(&dir.join(RESULT_FILE), text.as_bytes()));
+                run.finish(result);
+            })
+            .map(drop)
+            .map_err(|error| format!("cannot start the run: {error}"))
+    }
+
+    /// Runs the spec to its end; the result (`outcome`, `reason`, `answer`...) or
+    /// `{outcome: "error", message}`.
+    fn execute(&self, run: &Arc<Run>, spec: &CompiledSpec, input: Value, dir: &Path) -> Value {
+        match self.try_execute(run, spec, input, dir) {
+            Ok(outcome) => result_of(&outcome),
+            Err(message) => json!({"outcome": "error", "message": message}),
+        }
+    }
+
+    fn try_execute(
+        &self,
+        run: &Arc<Run>,
+        spec: &CompiledSpec,
+        input: Value,
+        dir: &Path,
+    ) -> Result<RunOutcome, String> {
+        let settings = LiveSettings::from_variables(self.variables.clone());
+        let providers = settings
+            .providers(Arc::new(crate::run::tool_box(
+                spec,
+                &tools_for(spec, &self.tools),
+            )?))
+            .map_err(|error| error.to_string())?;
+        let (journal, entries) =
+            Journal::open(&dir.join(JOURNAL_FILE)).map_err(|error| error.to_string())?;
+        let recording = Recording::journaled(self.secrets.clone(), journal, entries);
+        {
+            let mut state = run.state();
+            if state.cancelled {
+                recording.cancel();
+            }
+            state.recording = Some(recording.clone());
+        }
+        let provider = Arc::new(recording.provider(providers));
+        let humans = recording.humans(HttpHumans(run.clone()));
+        let sinks: Vec<Box<dyn TraceSink>> = vec![
+            Box::new(JsonlSink::create(dir.join(EVENTS_FILE)).map_err(|error| error.to_string())?),
+            Box::new(StreamSink(run.stream.clone())),
+        ];
+        let mut sink = ScrubbingSink::new(Fanout(sinks), self.scrubber.clone());
+        let config = RunConfig {
+            observer: Some(Arc::new(OutputObserver(run.stream.clone()))),
+            cancel: Some(run.cancel.subscribe()),
+            ..RunConfig::default()
+        }
+        .with_out_dir(dir.join("out"));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| format!("cannot start the runtime: {error}"))?;
+        runtime
+            .block_on(charter_runtime::run::run(
+                spec, input, provider, &humans, &config, &mut sink,
+            ))
+            .map_err(|error| error.to_string())
+    }
+
+    /// Reads the runs kept in the runs directory: an ended one is listed (with its
+    /// stream), one that did not end resumes from its journal. Returns a line for each
+    /// run resumed or left alone.
+    pub(crate) fn restore(self: &Arc<Self>) -> Vec<String> {
+        let mut lines = Vec::new();
+        let Ok(entries) = std::fs::read_dir(&self.runs_dir) else {
+            return lines;
+        };
+        let mut dirs: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.join(SERVE_FILE).is_file())
+            .collect();
+        dirs.sort();
+        for dir in dirs {
+            let id = dir
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            match self.restore_one(&id, &dir) {
+                Ok(Some(line)) | Err(line) => lines.push(line),
+                Ok(None) => {}
+            }
+        }
+        lines
+    }
+
+    fn restore_one(self: &Arc<Self>, id: &str, dir: &Path) -> Result<Option<String>, String> {
+        let read = |name: &str| {
+            files::read_regular(&dir.join(name), READ_LIMIT)
+                .map_err(|error| format!("run {id} left alone: cannot read {name}: {error}"))
+        };
+        let kept: ServeFile = serde_json::from_str(&read(SERVE_FILE)?)
+            .map_err(|error| format!("run {id} left alone: {SERVE_FILE}: {error}"))?;
+        let served = self.specs.iter().find(|served| served.path == kept.spec);
+        if dir.join(RESULT_FILE).is_file() {
+            let result: Value = serde_json::from_str(&read(RESULT_FILE)?)
+                .map_err(|error| format!("run {id} left alone: {RESULT_FILE}: {error}"))?;
+            let stream = Stream::ended(
+                &read(STREAM_FILE).unwrap_or_default(),
+                self.scrubber.clone(),
+            );
+            let name = served.map_or_else(
+                || kept.spec.to_string_lossy().into_owned(),
+                |served| served.name.clone(),
+            );
+            let run = Run::new(id.to_string(), name, stream);
+            run.state().result = Some(result);
+            self.runs().insert(id.to_string(), run);
+            return Ok(None);
+        }
+        let Some(served) = served else {
+            return Err(format!(
+                "run {id} left alone: its spec `{}` is not served (give it to `charter serve` to resume the run)",
+                kept.spec.display()
+            ));
+        };
+        let now = ServeFile::of(served);
+        if now.spec_hash != kept.spec_hash || now.prompts != kept.prompts {
+            return Err(format!(
+                "run {id} left alone: spec `{}` or a prompt changed since the run started (its journal answered the old ones)",
+                served.name
+            ));
+        }
+        let input: Value = serde_json::from_str(&read(INPUT_FILE)?)
+            .map_err(|error| format!("run {id} left alone: {INPUT_FILE}: {error}"))?;
+        self.launch(id.to_string(), served, input, dir.to_path_buf())
+            .map_err(|error| format!("run {id} left alone: {error}"))?;
+        Ok(Some(format!(
+            "run {id} of {} resumed from its journal",
+            served.name
+        )))
+    }
+}
+
+/// The `NAME=COMMAND`s of `tools` that `spec` declares (the server may serve specs with
+/// other tools).
+pub(crate) fn tools_for(spec: &CompiledSpec, tools: &[String]) -> Vec<String> {
+    tools
+        .iter()
+        .filter(|given| {
+            given
+                .split_once('=')
+                .is_some_and(|(name, _)| spec.tools.contains_key(name.trim()))
+        })
+        .cloned()
+        .collect()
+}
+
+/// What a finished run tells: `{outcome, reason, message?, best?, delivered?, answer?,
+/// answered_by?}`.
+fn result_of(outcome: &RunOutcome) -> Value {
+    let mut result = json!({
+        "outcome": outcome.outcome.to_string(),
+        "reason": outcome.reason.to_string(),
+        "rounds": outcome.rounds,
+    });
+    if let Some(message) = &outcome.message {
+        result["message"] = json!(message);
+    }
+    if let Some(best) = &outcome.best {
+        result["best"] = json!(best);
+    }
+    if let Some(delivered) = &outcome.delivered {
+        result["delivered"] =
+            json!({"candidate_id": delivered.candidate_id, "hash": delivered.hash});
+    }
+    if let Some(answer) = &outcome.answer {
+        result["answer"] = super::stream::bounded(answer, super::stream::MAX_OUTPUT_CHARS);
+    }
+    if let Some(role) = &outcome.answered_by {
+        result["answered_by"] = json!(role);
+    }
+    result
+}

@@ -1,0 +1,182 @@
+//! The timeline view (DESIGN §13, §11 `--html`): plain HTML, CSS and JS shipped in the binary — the live page of `charter serve`, and self-contained pages of traces (`charter view TRACE`, `charter verify --html`).
+
+use std::path::{Path, PathBuf};
+
+use charter_runtime::files;
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::loader::display_path;
+use crate::{Context, Outcome, print_err, print_error};
+
+const TIMELINE_JS: &str = include_str!("timeline.js");
+const TIMELINE_CSS: &str = include_str!("timeline.css");
+const LIVE_HTML: &str = include_str!("live.html");
+const STATIC_HTML: &str = include_str!("static.html");
+
+/// The most bytes of a trace read.
+const TRACE_LIMIT: u64 = charter_runtime::limits::DEFAULT_MAX_BYTES as u64;
+
+/// Write a trace as one self-contained HTML page: its timeline, one section per phase.
+///
+/// TRACE is a JSON-lines trace (`charter run --events FILE`, `charter replay --events
+/// FILE`, a run directory's `events.jsonl`) or a golden `trace.snap`. The page needs no
+/// network: its script and style are inside it.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example: charter replay golden/closed_loop/happy_path --events trace.jsonl && charter view trace.jsonl"
+)]
+pub struct ViewArgs {
+    /// The trace to show.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+
+    /// Where to write the page (default: TRACE with `.html` in place of its extension).
+    #[arg(long, short, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run(args: &ViewArgs, context: Context) -> anyhow::Result<Outcome> {
+    let shown = display_path(&args.trace);
+    let text = match files::read_regular(&args.trace, TRACE_LIMIT) {
+        Ok(text) => text,
+        Err(error) => {
+            print_error(context, &format!("cannot read `{shown}`: {error}"));
+            return Ok(Outcome::Usage);
+        }
+    };
+    let events = trace_events(&text);
+    if events.is_empty() {
+        print_error(
+            context,
+            &format!(
+                "`{shown}` holds no trace events (one JSON object a line, as `--events FILE` writes)"
+            ),
+        );
+        return Ok(Outcome::Usage);
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.trace.with_extension("html"));
+    let status = events
+        .iter()
+        .rev()
+        .find(|event| event["kind"] == "run_finished")
+        .and_then(|event| event["outcome"].as_str())
+        .unwrap_or("unfinished")
+        .to_string();
+    let page = static_page(
+        &format!("charter trace {shown}"),
+        &[json!({"name": shown, "status": status, "events": events})],
+    );
+    if let Err(error) = write_page(&out, &page) {
+        print_error(
+            context,
+            &format!("cannot write `{}`: {error}", display_path(&out)),
+        );
+        return Ok(Outcome::Failed);
+    }
+    print_err(&format!("wrote {}\n", display_path(&out)));
+    Ok(Outcome::Clean)
+}
+
+/// Writes `page` to `path` atomically (nothing half-written).
+pub(crate) fn write_page(path: &Path, page: &str) -> std::io::Result<()> {
+    files::write_atomically(path, page.as_bytes())
+}
+
+/// The trace events in `text`: every line that is a JSON object (the header of a
+/// `trace.snap` and anything else skipped).
+pub(crate) fn trace_events(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter(|line| line.trim_start().starts_with('{'))
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|value| value.get("kind").is_some())
+        .collect()
+}
+
+/// The page `charter serve` serves at `/`.
+pub(crate) fn live_page() -> String {
+    LIVE_HTML
+        .replacen("/*CSS*/", TIMELINE_CSS, 1)
+        .replacen("/*JS*/", TIMELINE_JS, 1)
+}
+
+/// A self-contained page showing `scenarios` (`{name, status, message?, diff?,
+/// events}`), each with its timeline.
+pub(crate) fn static_page(title: &str, scenarios: &[Value]) -> String {
+    let data = script_json(&json!({"scenarios": scenarios}));
+    // The data goes in last, so nothing in it is taken for a placeholder.
+    STATIC_HTML
+        .replace("/*TITLE*/", &html_text(title))
+        .replacen("/*CSS*/", TIMELINE_CSS, 1)
+        .replacen("/*JS*/", TIMELINE_JS, 1)
+        .replacen("/*DATA*/", &data, 1)
+}
+
+/// `value` as JSON that cannot end the `<script>` element it is in (nor open a comment
+/// or a CDATA section): `<`, `>` and `&` are written as `\u` escapes, which JSON reads
+/// back the same.
+fn script_json(value: &Value) -> String {
+    value
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
+/// `text` safe as HTML text.
+fn html_text(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_cannot_close_its_script_and_reads_back_the_same() {
+        let value = json!({"text": "</script><script>alert(1)</script> & <!-- \u{2028}"});
+        let embedded = script_json(&value);
+        assert!(
+            !embedded.contains('<') && !embedded.contains('>'),
+            "{embedded}"
+        );
+        let back: Value = serde_json::from_str(&embedded).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(back, value);
+    }
+
+    #[test]
+    fn a_static_page_holds_its_script_style_and_data_and_no_placeholder() {
+        let page = static_page(
+            "a <title>",
+            &[
+                json!({"name": "s", "status": "passed", "events": [{"kind": "run_started", "spec": "/*JS*/"}]}),
+            ],
+        );
+        assert!(page.contains("function charterTimeline"));
+        assert!(page.contains("section.phase"));
+        assert!(page.contains("a &lt;title&gt;"));
+        assert!(
+            page.contains("\"spec\":\"/*JS*/\""),
+            "data is not rewritten"
+        );
+        assert!(!page.contains("/*CSS*/") && !page.contains("/*DATA*/"));
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "no network"
+        );
+    }
+
+    #[test]
+    fn trace_events_skip_a_snapshot_header() {
+        let text = "---\nsource: x\n---\n{\"seq\":0,\"kind\":\"run_started\"}\nnot json\n{\"seq\":1,\"kind\":\"run_finished\"}\n";
+        assert_eq!(trace_events(text).len(), 2);
+    }
+}

@@ -1,0 +1,450 @@
+//! The timeline view in a real browser, headless Chromium (the Debian `chromium` package): the live page of `charter serve` against a wiremock model (phases in order, a gate score, the answer apart from the steps, an `ask` answered from the page), and the `--html` report of a failing library showing the failure's diff. Screenshots go to `target/browser/`.
+//!
+//! Without Chromium the tests say so and pass, except in CI (`CI` set), where they fail:
+//! `.ci/run` installs it.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tungstenite::stream::MaybeTlsStream;
+use tungstenite::{Message, WebSocket};
+use wiremock::matchers::{body_partial_json, method};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+/// Chromium's path, or `None` (with a note) when it is absent outside CI.
+fn chromium() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))
+            .find(|path| path.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium is not installed, and CI must run the browser tests (apt-get install chromium)"
+        );
+        eprintln!(
+            "skipped: chromium is not installed (apt-get install chromium); CI runs this test"
+        );
+    }
+    found
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("charter-cli-browser-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+/// Where screenshots go: `target/browser/`.
+fn screenshots() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/browser");
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+/// A running child process, killed when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Reads lines of `child`'s stderr until one contains `marker`; returns that line and
+/// keeps draining the rest.
+fn wait_for_line(child: &mut Child, marker: &str) -> String {
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut lines = BufReader::new(stderr).lines();
+    let line = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|line| line.contains(marker))
+        .unwrap_or_else(|| panic!("the process never said {marker:?}"));
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    line
+}
+
+/// A page in headless Chromium, driven over the DevTools protocol.
+struct Browser {
+    _process: Running,
+    socket: WebSocket<MaybeTlsStream<TcpStream>>,
+    session: String,
+    next_id: u64,
+}
+
+impl Browser {
+    fn open(chromium: &Path, url: &str) -> Browser {
+        let profile = temp_dir("profile");
+        let mut child = Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--remote-debugging-port=0",
+                "--window-size=1200,1600",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("about:blank")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start chromium: {error}"));
+        let line = wait_for_line(&mut child, "DevTools listening on ");
+        let address = line
+            .split("DevTools listening on ")
+            .nth(1)
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_string();
+        let (socket, _) = tungstenite::connect(address.as_str())
+            .unwrap_or_else(|error| panic!("cannot reach chromium at {address}: {error}"));
+        let mut browser = Browser {
+            _process: Running(child),
+            socket,
+            session: String::new(),
+            next_id: 0,
+        };
+        let target = browser.send("Target.createTarget", json!({"url": "about:blank"}), false);
+        let attached = browser.send(
+            "Target.attachToTarget",
+            json!({"targetId": target["targetId"], "flatten": true}),
+            false,
+        );
+        browser.session = attached["sessionId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        browser.send("Page.enable", json!({}), true);
+        browser.send("Page.navigate", json!({"url": url}), true);
+        browser
+    }
+
+    /// Sends a command and returns its result.
+    fn send(&mut self, method: &str, params: Value, in_page: bool) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut message = json!({"id": id, "method": method, "params": params});
+        if in_page {
+            message["sessionId"] = json!(self.session);
+        }
+        self.socket
+            .send(Message::text(message.to_string()))
+            .unwrap_or_else(|error| panic!("{error}"));
+        loop {
+            let reply = self.socket.read().unwrap_or_else(|error| panic!("{error}"));
+            let Message::Text(text) = reply else { continue };
+            let value: Value = serde_json::from_str(text.as_str()).unwrap_or(Value::Null);
+            if value["id"] == json!(id) {
+                assert!(value.get("error").is_none(), "{method}: {value}");
+                return value["result"].clone();
+            }
+        }
+    }
+
+    /// The value of a JavaScript expression in the page.
+    fn eval(&mut self, expression: &str) -> Value {
+        let result = self.send(
+            "Runtime.evaluate",
+            json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+            true,
+        );
+        result["result"]["value"].clone()
+    }
+
+    /// Waits until `expression` is true in the page (a guard of 60 s against a hang; no
+    /// assertion on speed).
+    fn wait_until(&mut self, expression: &str) {
+        let started = Instant::now();
+        while self.eval(expression) != json!(true) {
+            let body = self.eval("document.body ? document.body.innerText : ''");
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the page never got to {expression}; it shows:\n{body}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn screenshot(&mut self, name: &str) {
+        let shot = self.send("Page.captureScreenshot", json!({"format": "png"}), true);
+        let png = base64(shot["data"].as_str().unwrap_or_default());
+        let _ = std::fs::write(screenshots().join(name), png);
+    }
+}
+
+/// Decodes standard base64 (what DevTools sends screenshots in).
+fn base64(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    let mut buffer = 0u32;
+    let mut bits = 0;
+    for digit in text.bytes().filter_map(value) {
+        buffer = (buffer << 6) | u32::from(digit);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(((buffer >> bits) & 0xff) as u8);
+        }
+    }
+    out
+}
+
+fn chat(content: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content.to_string()}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 10}
+    }))
+}
+
+fn for_role(role: &str) -> wiremock::MockBuilder {
+    Mock::given(method("POST")).and(body_partial_json(
+        json!({"response_format": {"json_schema": {"name": role}}}),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_page_shows_the_phases_a_score_and_the_answer_apart_and_answers_an_ask() {
+    let Some(chromium) = chromium() else { return };
+    let project = temp_dir("live");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures/review_loop.charter");
+    let text = std::fs::read_to_string(&fixture).unwrap_or_else(|error| panic!("{error}"));
+    let asking = text.replace("spec review_loop", "spec review_ask").replace(
+        "deliver = finalize finalizer(best)   -> done",
+        "deliver = finalize finalizer(best)   -> confirm\n  confirm = ask \"Publish it?\" max 1  when confirm.approved -> done  else -> write",
+    );
+    assert_ne!(asking, text, "the fixture's flow changed: update the test");
+    let _ = std::fs::write(project.join("review_ask.charter"), asking);
+
+    let model = MockServer::start().await;
+    for_role("writer")
+        .respond_with(chat(json!({"title": "Rust", "body": "Rust is fast."})))
+        .mount(&model)
+        .await;
+    for_role("reviewer")
+        .respond_with(chat(json!({"relevance": 9, "verdict": "PASS"})))
+        .mount(&model)
+        .await;
+    for_role("finalizer")
+        .respond_with(chat(
+            json!({"candidate_id": "c1", "summary": "one post about Rust"}),
+        ))
+        .mount(&model)
+        .await;
+    let mut server = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .current_dir(&project)
+        .args(["serve", "--port", "0", "review_ask.charter"])
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("OPENAI_BASE_URL", format!("{}/v1", model.uri()))
+        .env("OPENAI_API_KEY", "sk-browser-test-key")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let line = wait_for_line(&mut server, "listening on http://");
+    let _server = Running(server);
+    let base = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|address| format!("http://{address}"))
+        .unwrap_or_else(|| panic!("no address in {line}"));
+
+    let url = format!("{base}/?spec=review_ask&input=%7B%22goal%22%3A%22rust%22%7D&start=1");
+    let mut browser = tokio::task::spawn_blocking(move || Browser::open(&chromium, &url))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let checked = tokio::task::spawn_blocking(move || {
+        browser.wait_until("!document.getElementById('ask').classList.contains('hidden')");
+        let question = browser.eval("document.getElementById('question').textContent");
+        assert_eq!(question, "Publish it?");
+        let phases = browser.eval(
+            "[...document.querySelectorAll('#timeline section.phase')].map(s => s.dataset.phase)",
+        );
+        assert_eq!(
+            phases,
+            json!(["received", "planning", "evaluating", "finalizing"]),
+            "the phases in the order they happened"
+        );
+        let gate = browser
+            .eval("document.querySelector('#timeline [data-kind=gate] .summary').textContent");
+        assert_eq!(gate, "gate quality: passed, score 9");
+        let output = browser.eval(
+            "[...document.querySelectorAll('#timeline [data-kind=role_output] pre')].map(p => p.textContent).join('\\n')",
+        );
+        assert!(
+            output
+                .as_str()
+                .unwrap_or_default()
+                .contains("Rust is fast."),
+            "{output}"
+        );
+        assert_eq!(
+            browser.eval("document.getElementById('answer').classList.contains('hidden')"),
+            json!(true),
+            "no answer before the run ends"
+        );
+        browser.screenshot("live-ask.png");
+
+        browser.eval("document.getElementById('note').value = 'ship it'; document.getElementById('approve').click(); true");
+        browser.wait_until("document.body.dataset.finished === 'true'");
+        let outcome = browser.eval("document.getElementById('outcome').textContent");
+        assert_eq!(outcome, "completed (gate_passed)");
+        let answer = browser.eval("document.getElementById('answer-value').textContent");
+        assert!(
+            answer
+                .as_str()
+                .unwrap_or_default()
+                .contains("one post about Rust"),
+            "{answer}"
+        );
+        assert_eq!(
+            browser.eval(
+                "document.getElementById('timeline').contains(document.getElementById('answer'))"
+            ),
+            json!(false),
+            "the answer is apart from the steps"
+        );
+        let human = browser
+            .eval("document.querySelector('#timeline [data-kind=human] .summary').textContent");
+        assert!(
+            human.as_str().unwrap_or_default().contains("ship it"),
+            "{human}"
+        );
+        browser.screenshot("live-answered.png");
+    });
+    checked
+        .await
+        .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
+    let humans: Vec<String> = std::fs::read_dir(project.join(".charter/runs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| std::fs::read_to_string(entry.path().join("calls.jsonl")).unwrap_or_default())
+        .collect();
+    assert!(
+        humans.concat().contains("ship it"),
+        "the page's answer is journaled"
+    );
+}
+
+#[test]
+fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
+    let Some(chromium) = chromium() else { return };
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = temp_dir("report");
+    let copy = |from: &Path, to: &Path| {
+        let status = Command::new("cp")
+            .arg("-r")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert!(status.success());
+    };
+    let _ = std::fs::create_dir_all(root.join("specs/seeds"));
+    let _ = std::fs::create_dir_all(root.join("golden/closed_loop"));
+    copy(
+        &repo.join("specs/seeds/closed_loop.charter"),
+        &root.join("specs/seeds/"),
+    );
+    copy(
+        &repo.join("specs/seeds/closed_loop"),
+        &root.join("specs/seeds/"),
+    );
+    for scenario in ["happy_path", "repair_succeeds"] {
+        copy(
+            &repo.join("golden/closed_loop").join(scenario),
+            &root.join("golden/closed_loop/"),
+        );
+    }
+    let cassette = root.join("golden/closed_loop/happy_path/cassette.yaml");
+    let text = std::fs::read_to_string(&cassette).unwrap_or_default();
+    let from = "output: \"Heat pumps move heat instead of making it...\"";
+    assert!(text.contains(from), "the cassette changed: update the test");
+    let _ = std::fs::write(
+        &cassette,
+        text.replacen(from, "output: \"Heat pumps burn gas.\"", 1),
+    );
+
+    let report = root.join("report.html");
+    let verified = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .arg("verify")
+        .arg(&root)
+        .arg("--html")
+        .arg(&report)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(verified.status.code(), Some(1));
+
+    let url = format!("file://{}", report.display());
+    let dom = Command::new(&chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!(
+            "--user-data-dir={}",
+            temp_dir("report-profile").display()
+        ))
+        .arg(&url)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let failing = dom
+        .split("<div class=\"scenario\"")
+        .find(|part| part.contains("data-name=\"closed_loop/happy_path\""))
+        .unwrap_or_else(|| panic!("the failing scenario is not shown:\n{dom}"));
+    assert!(failing.contains("data-status=\"CHANGED\""), "{failing}");
+    assert!(failing.contains("class=\"diff\""), "{failing}");
+    assert!(
+        failing.contains("delivery.actual_hash: "),
+        "the diff is shown: {failing}"
+    );
+    assert!(
+        failing.contains("data-kind=\"gate\""),
+        "its timeline is shown: {failing}"
+    );
+    let passing = dom
+        .split("<div class=\"scenario\"")
+        .find(|part| part.contains("data-name=\"closed_loop/repair_succeeds\""))
+        .unwrap_or_else(|| panic!("the passing scenario is not shown"));
+    assert!(passing.contains("data-status=\"passed\"") && !passing.contains("class=\"diff\""));
+
+    let shot = screenshots().join("report.png");
+    let _ = Command::new(&chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1200,2400",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            temp_dir("report-shot").display()
+        ))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}

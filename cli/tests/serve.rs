@@ -1,0 +1,820 @@
+//! `charter serve` as a program on loopback against a wiremock OpenAI server: a run started over HTTP and streamed as server-sent events (late clients, `Last-Event-ID`, 50 clients at once), an `ask` answered over HTTP, a cancel, a killed server that resumes its runs from their journals, and the token rules.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+use wiremock::matchers::{body_partial_json, method};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const SECRET: &str = "sk-serve-SECRET-4242-never-written";
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("charter-cli-serve-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+/// A project with the scheduler's review_loop fixture and a copy of it that asks a
+/// person before it ends (`review_ask`).
+fn project(name: &str) -> PathBuf {
+    let dir = temp_dir(name);
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures/review_loop.charter");
+    let text = std::fs::read_to_string(&fixture).unwrap_or_else(|error| panic!("{error}"));
+    let _ = std::fs::create_dir_all(dir.join("specs"));
+    let _ = std::fs::write(dir.join("specs/review_loop.charter"), &text);
+    let asking = text
+        .replace("spec review_loop", "spec review_ask")
+        .replace(
+            "deliver = finalize finalizer(best)   -> done",
+            "deliver = finalize finalizer(best)   -> confirm\n  confirm = ask \"Publish it?\" max 1  when confirm.approved -> done  else -> write",
+        );
+    assert_ne!(asking, text, "the fixture's flow changed: update the test");
+    let _ = std::fs::write(dir.join("specs/review_ask.charter"), asking);
+    dir
+}
+
+fn chat(content: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content.to_string()}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 10}
+    }))
+}
+
+fn for_role(role: &str) -> wiremock::MockBuilder {
+    Mock::given(method("POST")).and(body_partial_json(
+        json!({"response_format": {"json_schema": {"name": role}}}),
+    ))
+}
+
+async fn model() -> MockServer {
+    let server = MockServer::start().await;
+    for_role("writer")
+        .respond_with(chat(json!({"title": "Rust", "body": "Rust is fast."})))
+        .mount(&server)
+        .await;
+    for_role("reviewer")
+        .respond_with(chat(json!({"relevance": 9, "verdict": "PASS"})))
+        .mount(&server)
+        .await;
+    for_role("finalizer")
+        .respond_with(chat(json!({"candidate_id": "c1", "summary": "one post"})))
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn requests_for(server: &MockServer, role: &str) -> usize {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|request| {
+            serde_json::from_slice::<Value>(&request.body)
+                .is_ok_and(|body| body["response_format"]["json_schema"]["name"] == json!(role))
+        })
+        .count()
+}
+
+/// A running `charter serve`, killed when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    /// What it said on stderr at start, after the address line.
+    said: Vec<String>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve_command(project: &Path, model: &MockServer, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_charter"));
+    command
+        .current_dir(project)
+        .arg("serve")
+        .args(args)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("OPENAI_BASE_URL", format!("{}/v1", model.uri()))
+        .env("OPENAI_API_KEY", SECRET)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Starts `charter serve --port 0 ARGS` and reads its address (and the lines after it
+/// that tell of restored runs, up to `expect_lines` of them).
+fn start(project: &Path, model: &MockServer, args: &[&str], expect_lines: usize) -> Server {
+    let mut all = vec!["--port", "0"];
+    all.extend_from_slice(args);
+    let mut child = serve_command(project, model, &all)
+        .spawn()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut lines = BufReader::new(stderr).lines();
+    let first = lines
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("charter serve said nothing"));
+    let address = first
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in: {first}"));
+    let said: Vec<String> = lines
+        .by_ref()
+        .take(expect_lines)
+        .map_while(Result::ok)
+        .collect();
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    Server {
+        child,
+        base: format!("http://{address}"),
+        said,
+    }
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone, PartialEq)]
+struct Sse {
+    id: String,
+    event: String,
+    data: Value,
+}
+
+/// Reads a run's event stream, `until` an event says stop (or the stream ends).
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    async fn open(base: &str, id: &str, last: Option<&str>) -> Events {
+        let mut request = reqwest::Client::new().get(format!("{base}/runs/{id}/events"));
+        if let Some(last) = last {
+            request = request.header("Last-Event-ID", last);
+        }
+        let response = request
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response
+                .headers()
+                .get("content-type")
+                .and_then(|value| value.to_str().ok()),
+            Some("text/event-stream")
+        );
+        Events {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event, or `None` at the end of the stream.
+    async fn next(&mut self) -> Option<Sse> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let frame: String = self.buffer.drain(..end + 2).collect();
+                let mut event = Sse {
+                    id: String::new(),
+                    event: String::new(),
+                    data: Value::Null,
+                };
+                let mut data = String::new();
+                for line in frame.lines() {
+                    if let Some(id) = line.strip_prefix("id: ") {
+                        event.id = id.to_string();
+                    } else if let Some(name) = line.strip_prefix("event: ") {
+                        event.event = name.to_string();
+                    } else if let Some(text) = line.strip_prefix("data: ") {
+                        data.push_str(text);
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                event.data =
+                    serde_json::from_str(&data).unwrap_or_else(|error| panic!("{error}: {data}"));
+                assert!(event.event.is_empty(), "an unnamed event, for EventSource");
+                event.event = event.data["kind"].as_str().unwrap_or_default().to_string();
+                return Some(event);
+            }
+            match self.response.chunk().await {
+                Ok(Some(bytes)) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
+                Ok(None) => return None,
+                Err(error) => panic!("the stream broke: {error}"),
+            }
+        }
+    }
+
+    /// Every event up to and including the first of `kind`.
+    async fn until(&mut self, kind: &str) -> Vec<Sse> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            let done = event.event == kind;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+        panic!("the stream ended before a `{kind}` event: {seen:#?}");
+    }
+
+    /// Every event to the end of the stream.
+    async fn rest(&mut self) -> Vec<Sse> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            seen.push(event);
+        }
+        seen
+    }
+}
+
+async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn get(base: &str, path: &str) -> (u16, Value) {
+    let response = reqwest::get(format!("{base}{path}"))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn start_run(base: &str, spec: &str) -> String {
+    let (status, body) = post(
+        base,
+        "/runs",
+        json!({"spec": spec, "input": {"goal": "rust"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    body["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no id: {body}"))
+        .to_string()
+}
+
+fn kinds(events: &[Sse]) -> Vec<&str> {
+    events.iter().map(|event| event.event.as_str()).collect()
+}
+
+/// Every file under `dir`, with its text.
+fn files(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                found.push((
+                    path.clone(),
+                    std::fs::read_to_string(&path).unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_run_started_over_http_streams_its_events_and_ends_with_the_answer() {
+    let project = project("stream");
+    let model = model().await;
+    let server = start(&project, &model, &["specs/review_loop.charter"], 0);
+    let id = start_run(&server.base, "review_loop").await;
+
+    let events = Events::open(&server.base, &id, None).await.rest().await;
+    let ids: Vec<String> = events.iter().map(|event| event.id.clone()).collect();
+    let expected: Vec<String> = (0..events.len()).map(|index| index.to_string()).collect();
+    assert_eq!(ids, expected, "ids count up from 0 with no gap");
+    let kinds = kinds(&events);
+    assert_eq!(kinds.first(), Some(&"run_started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"answer"), "{kinds:?}");
+    assert_eq!(kinds[kinds.len() - 2], "run_finished", "{kinds:?}");
+    for kind in [
+        "step_started",
+        "model_call",
+        "model_result",
+        "role_output",
+        "gate",
+        "delivery",
+    ] {
+        assert!(kinds.contains(&kind), "no `{kind}` in {kinds:?}");
+    }
+    let writer_output = events
+        .iter()
+        .find(|event| event.event == "role_output" && event.data["step"] == "write")
+        .unwrap_or_else(|| panic!("no output of the writer: {kinds:?}"));
+    assert_eq!(writer_output.data["output"]["body"], "Rust is fast.");
+    let answer = &events[events.len() - 1].data;
+    assert_eq!(answer["outcome"], "completed", "{answer}");
+    assert_eq!(answer["answer"]["candidate_id"], "c1", "{answer}");
+
+    let (status, run) = get(&server.base, &format!("/runs/{id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(run["status"], "finished", "{run}");
+    assert_eq!(run["outcome"], "completed", "{run}");
+    assert_eq!(run["reason"], "gate_passed", "{run}");
+    assert_eq!(run["answer"]["summary"], "one post", "{run}");
+
+    // A client that comes after the end gets every event; Last-Event-ID skips those seen.
+    let late = Events::open(&server.base, &id, None).await.rest().await;
+    assert_eq!(late, events);
+    let after = Events::open(&server.base, &id, Some("3"))
+        .await
+        .rest()
+        .await;
+    assert_eq!(after, events[4..].to_vec());
+
+    // Journaled as `charter run` journals, and no key anywhere.
+    let run_dir = project.join(".charter/runs").join(&id);
+    for file in [
+        "serve.json",
+        "input.json",
+        "calls.jsonl",
+        "events.jsonl",
+        "stream.jsonl",
+        "result.json",
+        "out/delivery.json",
+    ] {
+        assert!(
+            run_dir.join(file).is_file(),
+            "no {file} in {}",
+            run_dir.display()
+        );
+    }
+    for (path, text) in files(&project) {
+        assert!(!text.contains(SECRET), "{} holds the key", path.display());
+    }
+    for event in &events {
+        assert!(!event.data.to_string().contains(SECRET));
+    }
+}
+
+#[tokio::test]
+async fn an_ask_is_answered_over_http_and_the_run_goes_on() {
+    let project = project("ask");
+    let model = model().await;
+    let server = start(&project, &model, &["specs/review_ask.charter"], 0);
+    let id = start_run(&server.base, "review_ask").await;
+
+    let mut stream = Events::open(&server.base, &id, None).await;
+    let asked = stream.until("ask").await;
+    let ask = &asked[asked.len() - 1].data;
+    assert_eq!(ask["question"], "Publish it?", "{ask}");
+    assert_eq!(ask["step"], "confirm", "{ask}");
+    let (_, run) = get(&server.base, &format!("/runs/{id}")).await;
+    assert_eq!(run["status"], "waiting", "{run}");
+    assert_eq!(run["question"], "Publish it?", "{run}");
+
+    let (status, refused) = post(
+        &server.base,
+        &format!("/runs/{id}/answers"),
+        json!({"approve": true}),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    let (status, answered) = post(
+        &server.base,
+        &format!("/runs/{id}/answers"),
+        json!({"approved": true, "note": "ship it"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answered}");
+
+    let rest = stream.rest().await;
+    let kinds = kinds(&rest);
+    assert!(kinds.contains(&"human"), "{kinds:?}");
+    let answer = &rest[rest.len() - 1].data;
+    assert_eq!(answer["outcome"], "completed", "{answer}");
+    let (status, again) = post(
+        &server.base,
+        &format!("/runs/{id}/answers"),
+        json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(status, 409, "{again}");
+}
+
+#[tokio::test]
+async fn a_run_is_cancelled_over_http() {
+    let project = project("cancel");
+    let model = model().await;
+    let server = start(&project, &model, &["specs/review_ask.charter"], 0);
+    let id = start_run(&server.base, "review_ask").await;
+    let mut stream = Events::open(&server.base, &id, None).await;
+    stream.until("ask").await;
+
+    let response = reqwest::Client::new()
+        .delete(format!("{}/runs/{id}", server.base))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(response.status(), 202);
+    let rest = stream.rest().await;
+    let finished = rest
+        .iter()
+        .find(|event| event.event == "run_finished")
+        .unwrap_or_else(|| panic!("no run_finished: {rest:?}"));
+    assert_eq!(finished.data["outcome"], "cancelled", "{:?}", finished.data);
+    let (_, run) = get(&server.base, &format!("/runs/{id}")).await;
+    assert_eq!(run["outcome"], "cancelled", "{run}");
+    let response = reqwest::Client::new()
+        .delete(format!("{}/runs/{id}", server.base))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(response.status(), 409);
+}
+
+#[tokio::test]
+async fn fifty_clients_on_one_run_each_get_every_event_in_order() {
+    let project = project("fifty");
+    let model = model().await;
+    let server = start(&project, &model, &["specs/review_ask.charter"], 0);
+    let id = start_run(&server.base, "review_ask").await;
+    let mut clients = Vec::new();
+    for _ in 0..50 {
+        let base = server.base.clone();
+        let id = id.clone();
+        clients.push(tokio::spawn(async move {
+            Events::open(&base, &id, None).await.rest().await
+        }));
+    }
+    // The run waits for its answer while the clients connect: some get the first events
+    // from what was kept, all get the rest as they happen.
+    let mut watcher = Events::open(&server.base, &id, None).await;
+    watcher.until("ask").await;
+    let (status, body) = post(
+        &server.base,
+        &format!("/runs/{id}/answers"),
+        json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let everything = Events::open(&server.base, &id, None).await.rest().await;
+    assert_eq!(
+        everything.last().map(|event| event.event.as_str()),
+        Some("answer")
+    );
+    for client in clients {
+        let seen = client.await.unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(seen, everything);
+    }
+}
+
+#[tokio::test]
+async fn a_killed_server_resumes_its_runs_from_their_journals() {
+    let project = project("restart");
+    let model = model().await;
+    let mut server = start(&project, &model, &["specs/review_ask.charter"], 0);
+    let id = start_run(&server.base, "review_ask").await;
+    Events::open(&server.base, &id, None)
+        .await
+        .until("ask")
+        .await;
+    let calls_before = model.received_requests().await.unwrap_or_default().len();
+    // SIGKILL: no chance to write anything more.
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+
+    let server = start(&project, &model, &["specs/review_ask.charter"], 1);
+    assert!(
+        server
+            .said
+            .iter()
+            .any(|line| line.contains(&id) && line.contains("resumed")),
+        "{:?}",
+        server.said
+    );
+    let mut stream = Events::open(&server.base, &id, None).await;
+    stream.until("ask").await;
+    assert_eq!(
+        model.received_requests().await.unwrap_or_default().len(),
+        calls_before,
+        "the resumed run asked the model again for a journaled answer"
+    );
+    let (status, body) = post(
+        &server.base,
+        &format!("/runs/{id}/answers"),
+        json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let rest = stream.rest().await;
+    assert_eq!(rest[rest.len() - 1].data["outcome"], "completed");
+    assert_eq!(requests_for(&model, "writer").await, 1);
+
+    // A third start finds the run ended: it is listed, and not run again.
+    drop(server);
+    let server = start(&project, &model, &["specs/review_ask.charter"], 0);
+    let (_, run) = get(&server.base, &format!("/runs/{id}")).await;
+    assert_eq!(run["status"], "finished", "{run}");
+    assert_eq!(run["outcome"], "completed", "{run}");
+    let replayed = Events::open(&server.base, &id, None).await.rest().await;
+    assert_eq!(
+        replayed.last().map(|event| event.event.as_str()),
+        Some("answer")
+    );
+}
+
+#[tokio::test]
+async fn a_token_is_required_off_loopback_and_checked_when_given() {
+    let project = project("token");
+    let model = model().await;
+    let output = serve_command(
+        &project,
+        &model,
+        &["--host", "0.0.0.0", "specs/review_loop.charter"],
+    )
+    .output()
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--token"), "{stderr}");
+
+    let server = start(
+        &project,
+        &model,
+        &["--token", "t0ken-xyz", "specs/review_loop.charter"],
+        0,
+    );
+    let client = reqwest::Client::new();
+    let url = format!("{}/runs", server.base);
+    let none = client
+        .get(&url)
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(none.status(), 401);
+    assert_eq!(
+        none.headers()
+            .get("www-authenticate")
+            .and_then(|value| value.to_str().ok()),
+        Some("Bearer")
+    );
+    let wrong = client
+        .get(&url)
+        .bearer_auth("t0ken-xyZ")
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(wrong.status(), 401);
+    let right = client
+        .get(&url)
+        .bearer_auth("t0ken-xyz")
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(right.status(), 200);
+    assert_eq!(model.received_requests().await.unwrap_or_default().len(), 0);
+
+    // The page needs no token; an event stream takes it from the query (EventSource).
+    let page = client
+        .get(format!("{}/", server.base))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(page.status(), 200);
+    let started = client
+        .post(&url)
+        .bearer_auth("t0ken-xyz")
+        .json(&json!({"spec": "review_loop", "input": {"goal": "rust"}}))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(started.status(), 201);
+    let id = started.json::<Value>().await.unwrap_or_default()["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let events = format!("{}/runs/{id}/events", server.base);
+    let refused = client
+        .get(&events)
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(refused.status(), 401);
+    let wrong = client
+        .get(format!("{events}?access_token=t0ken"))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(wrong.status(), 401);
+    let status = client
+        .get(format!("{}/runs/{id}?access_token=t0ken-xyz", server.base))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        status.status(),
+        401,
+        "only an event stream takes the token from the query"
+    );
+    let streamed = client
+        .get(format!("{events}?access_token=t0ken%2Dxyz"))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(streamed.status(), 200);
+    let text = streamed.text().await.unwrap_or_default();
+    assert!(text.contains("\"kind\":\"answer\""), "{text}");
+}
+
+#[tokio::test]
+async fn a_wrong_spec_or_input_is_refused_with_what_to_give() {
+    let project = project("refused");
+    let model = model().await;
+    let server = start(&project, &model, &["specs/review_loop.charter"], 0);
+    let (status, body) = post(
+        &server.base,
+        "/runs",
+        json!({"spec": "review_lop", "input": {"goal": "x"}}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let message = body["error"].as_str().unwrap_or_default();
+    assert!(message.contains("did you mean `review_loop`?"), "{message}");
+    let (status, body) = post(
+        &server.base,
+        "/runs",
+        json!({"spec": "review_loop", "input": {"goal": 3}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["violations"].to_string().contains("goal"), "{body}");
+    let (status, _) = get(&server.base, "/runs/nope").await;
+    assert_eq!(status, 404);
+    assert!(
+        !project.join(".charter/runs").exists()
+            || std::fs::read_dir(project.join(".charter/runs"))
+                .map(|dir| dir.count())
+                .unwrap_or(0)
+                == 0
+    );
+    assert_eq!(model.received_requests().await.unwrap_or_default().len(), 0);
+}
+
+#[tokio::test]
+async fn the_page_is_served_whole_with_no_network() {
+    let project = project("page");
+    let model = model().await;
+    let server = start(&project, &model, &["specs/review_loop.charter"], 0);
+    let response = reqwest::get(format!("{}/", server.base))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok()),
+        Some("text/html; charset=utf-8")
+    );
+    let page = response.text().await.unwrap_or_default();
+    for part in [
+        "function charterTimeline",
+        "new EventSource",
+        "/answers",
+        "\"DELETE\"",
+        "id=\"answer\"",
+    ] {
+        assert!(page.contains(part), "the page lacks {part}");
+    }
+    assert!(!page.contains("/*JS*/") && !page.contains("/*CSS*/"));
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "the page loads nothing from the network"
+    );
+}
+
+#[tokio::test]
+async fn the_stream_tells_a_watcher_of_retries_gate_issues_repairs_and_shortened_outputs() {
+    let project = project("watcher");
+    let model = MockServer::start().await;
+    for_role("writer")
+        .respond_with(ResponseTemplate::new(500).set_body_string("overloaded"))
+        .up_to_n_times(1)
+        .mount(&model)
+        .await;
+    let long_body = "Rust is fast. ".repeat(1_000);
+    for_role("writer")
+        .respond_with(chat(json!({"title": "Rust", "body": long_body})))
+        .mount(&model)
+        .await;
+    for_role("reviewer")
+        .respond_with(chat(json!({"relevance": 3, "verdict": "FAIL"})))
+        .up_to_n_times(1)
+        .mount(&model)
+        .await;
+    for_role("reviewer")
+        .respond_with(chat(json!({"relevance": 9, "verdict": "PASS"})))
+        .mount(&model)
+        .await;
+    for_role("finalizer")
+        .respond_with(chat(json!({"candidate_id": "c2", "summary": "one post"})))
+        .mount(&model)
+        .await;
+    let server = start(&project, &model, &["specs/review_loop.charter"], 0);
+    let id = start_run(&server.base, "review_loop").await;
+    let events = Events::open(&server.base, &id, None).await.rest().await;
+    let of = |kind: &str| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|event| event.event == kind)
+            .map(|event| &event.data)
+            .collect()
+    };
+    let retries = of("retry");
+    let provider: Vec<&&Value> = retries
+        .iter()
+        .filter(|retry| retry["retry"] == "provider")
+        .collect();
+    assert_eq!(provider.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(provider[0]["step"], "write");
+    assert!(
+        retries.iter().any(|retry| retry["retry"] == "repair"),
+        "{retries:?}"
+    );
+    let gates = of("gate");
+    assert_eq!(gates.len(), 2);
+    assert_eq!(gates[0]["passed"], false);
+    let codes = gates[0]["issues"].to_string();
+    assert!(codes.contains("REJECTED"), "{codes}");
+    assert_eq!(gates[1]["passed"], true);
+    assert_eq!(gates[1]["score"], 9.0);
+    let repair = of("repair");
+    assert_eq!(repair.len(), 1);
+    assert!(repair[0]["codes"].to_string().contains("REJECTED"));
+    for result in of("model_result") {
+        assert!(
+            result["latency_ms"].is_u64() && result["t_ms"].is_u64(),
+            "{result}"
+        );
+    }
+    let outputs = of("role_output");
+    assert_eq!(
+        outputs.len(),
+        5,
+        "two writers, two reviewers, one finalizer"
+    );
+    let writer = outputs[0]["output"].as_str().unwrap_or_default();
+    assert!(
+        writer.chars().count() < 4_100 && writer.contains("more bytes not shown"),
+        "a long output is shortened: {} characters",
+        writer.chars().count()
+    );
+    for event in &events {
+        let text = event.data.to_string();
+        assert!(
+            text.len() < 40_000,
+            "an event is bounded: {} bytes",
+            text.len()
+        );
+    }
+    assert_eq!(of("delivery").len(), 1);
+    assert_eq!(of("answer")[0]["outcome"], "completed");
+}
+
+#[tokio::test]
+async fn a_tool_no_served_spec_declares_is_a_usage_error() {
+    let project = project("tool");
+    let model = model().await;
+    let output = serve_command(
+        &project,
+        &model,
+        &["--tool", "serch=true", "specs/review_loop.charter"],
+    )
+    .output()
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no spec served declares a tool `serch`"),
+        "{stderr}"
+    );
+    assert!(!project.join(".charter").exists(), "nothing was started");
+}

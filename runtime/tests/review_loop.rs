@@ -512,6 +512,59 @@ fn a_cancelled_run_drops_its_calls_and_ends_cancelled() {
 }
 
 #[test]
+fn a_run_cancelled_before_it_starts_makes_no_call() {
+    use std::sync::Arc;
+
+    use charter_runtime::replay::ReplayProvider;
+    use charter_runtime::run::{RunConfig, run as run_spec};
+    use charter_runtime::scenario::Cassette;
+    use charter_runtime::trace::MemorySink;
+
+    let spec = fixture("review_loop");
+    let text = format!(
+        "{}calls:\n  - {{ step: write, response: {{ title: T, body: B }} }}\n",
+        support::HEADER
+    );
+    let cassette = Cassette::from_yaml("cassette.yaml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut sink = MemorySink::new();
+    let replay = Arc::new(ReplayProvider::new(cassette));
+    let outcome = runtime.block_on(async {
+        // Ctrl-C before the first step: the sender is kept alive, the flag already set.
+        let (_cancel, cancelled) = tokio::sync::watch::channel(true);
+        let config = RunConfig {
+            cancel: Some(cancelled),
+            ..RunConfig::default()
+        };
+        run_spec(
+            &spec,
+            serde_json::json!({"goal": "rust"}),
+            replay.clone(),
+            replay.as_ref(),
+            &config,
+            &mut sink,
+        )
+        .await
+    });
+    let outcome = outcome.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        format!("{}{{{}}}", outcome.outcome, outcome.reason),
+        "cancelled{cancelled}"
+    );
+    assert!(
+        sink.events().iter().all(|event| !matches!(
+            event.kind,
+            charter_runtime::trace::EventKind::ModelCall { .. }
+        )),
+        "no model is called once the run is cancelled"
+    );
+}
+
+#[test]
 fn a_gate_failing_only_its_pass_rule_is_not_repaired() {
     let calls = "calls:
   - { step: write, response: { title: T, body: B } }

@@ -125,8 +125,29 @@ pub enum RunError {
 
 #[cfg(test)]
 mod tests {
-    use super::RunError;
+    use super::{RunError, RunOutcome};
     use crate::candidate::DeliveryError;
+    use crate::trace::{Outcome, Reason};
+
+    #[test]
+    fn only_a_completed_run_exits_0_every_other_end_exits_3() {
+        for outcome in Outcome::ALL {
+            let ended = RunOutcome {
+                outcome,
+                reason: Reason::Cancelled,
+                message: None,
+                best: None,
+                delivered: None,
+                rounds: 1,
+                candidates: Vec::new(),
+                answer: None,
+                answered_by: None,
+                session: None,
+            };
+            let expected = if outcome == Outcome::Completed { 0 } else { 3 };
+            assert_eq!(ended.exit_code(), expected, "{outcome}");
+        }
+    }
 
     #[test]
     fn a_delivery_error_says_what_failed_once() {

@@ -369,7 +369,7 @@ fn replay(
 
 /// The directory that holds `golden/` above the scenario; the current directory when
 /// the scenario is not under a `golden/` directory.
-fn project_root(scenario: &Path) -> PathBuf {
+pub(crate) fn project_root(scenario: &Path) -> PathBuf {
     let absolute = std::path::absolute(scenario).unwrap_or_else(|_| scenario.to_path_buf());
     absolute
         .ancestors()

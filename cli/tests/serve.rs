@@ -818,3 +818,62 @@ async fn a_tool_no_served_spec_declares_is_a_usage_error() {
     );
     assert!(!project.join(".charter").exists(), "nothing was started");
 }
+
+#[tokio::test]
+async fn a_recording_is_served_with_no_model_and_no_key() {
+    // `--replay`: the seed's recording answers every call (in virtual time: its 20-minute
+    // timeouts cost nothing), a run started with no input takes the scenario's, and the
+    // model server is never asked.
+    let project = temp_dir("replay");
+    let model = MockServer::start().await;
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../golden/closed_loop/repair_succeeds")
+        .to_string_lossy()
+        .into_owned();
+    let server = start(&project, &model, &["--replay", &scenario], 0);
+    let (status, body) = post(&server.base, "/runs", json!({"spec": "closed_loop"})).await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().unwrap_or_default().to_string();
+    let events = Events::open(&server.base, &id, None).await.rest().await;
+    let seen = kinds(&events);
+    let gates = seen.iter().filter(|kind| **kind == "gate").count();
+    assert_eq!(
+        gates, 2,
+        "the recording's failed gate, then its passing one: {seen:?}"
+    );
+    let finished = events
+        .iter()
+        .find(|event| event.event == "run_finished")
+        .unwrap_or_else(|| panic!("no run_finished: {seen:?}"));
+    assert_eq!(finished.data["outcome"], "completed");
+    assert_eq!(seen.last(), Some(&"answer"), "{seen:?}");
+    let (_, status) = get(&server.base, &format!("/runs/{id}")).await;
+    assert_eq!(status["delivered"]["candidate_id"], "c2", "{status}");
+    assert!(
+        model
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .is_empty(),
+        "no model is asked"
+    );
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[test]
+fn replay_needs_a_scenario_that_can_be_read() {
+    let project = temp_dir("replay-bad");
+    let output = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .current_dir(&project)
+        .args(["serve", "--port", "0", "--replay", "no/such/scenario"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--replay no/such/scenario: bad scenario"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&project);
+}

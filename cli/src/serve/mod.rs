@@ -37,13 +37,20 @@ use runs::{Refusal, Runs, ServedSpec};
 /// `/` needs none; open it as `/#token=TOKEN`, and it sends the token itself).
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: charter serve specs/seeds/closed_loop.charter --port 8080\n         \
-                  curl -s localhost:8080/runs -d '{\"spec\": \"closed_loop\", \"input\": {...}}' -H 'content-type: application/json'"
+    after_help = "Examples:\n  charter serve specs/seeds/closed_loop.charter --port 8080\n  \
+                  curl -s localhost:8080/runs -d '{\"spec\": \"closed_loop\", \"input\": {...}}' -H 'content-type: application/json'\n  \
+                  charter serve --replay golden/closed_loop/repair_succeeds    # no model, no key: open http://127.0.0.1:8080/"
 )]
 pub struct ServeArgs {
     /// The specs a client may run, named in `POST /runs` by their spec name.
-    #[arg(value_name = "SPEC", required = true)]
+    #[arg(value_name = "SPEC", required_unless_present = "replays")]
     pub specs: Vec<PathBuf>,
+
+    /// Serve a recorded scenario's spec with no model and no key: each run of it replays
+    /// the recording (its answers, latencies, timeouts and people's answers, in virtual
+    /// time), and a run started with no input takes the scenario's. Repeatable.
+    #[arg(long = "replay", value_name = "SCENARIO_DIR")]
+    pub replays: Vec<PathBuf>,
 
     /// The address to listen on. Anything but a loopback address needs --token.
     #[arg(long, default_value = "127.0.0.1")]
@@ -62,6 +69,61 @@ pub struct ServeArgs {
     /// value on stdout), as `charter run --tool` takes it. Repeat for each tool.
     #[arg(long = "tool", value_name = "NAME=COMMAND")]
     pub tools: Vec<String>,
+}
+
+/// The spec a recorded scenario replays (`--replay DIR`), its recording and its input.
+fn replayed_spec(context: Context, dir: &std::path::Path) -> Result<ServedSpec, Outcome> {
+    use charter_runtime::scenario::{Cassette, Scenario};
+    let shown = display_path(dir);
+    let bad = |what: &str, error: String| {
+        print_error(
+            context,
+            &format!(
+                "--replay {shown}: {what}: {}",
+                charter_runtime::escape::one_line(&error, 300)
+            ),
+        );
+        Outcome::Usage
+    };
+    let scenario = Scenario::read(&dir.join("scenario.yaml"))
+        .map_err(|error| bad("bad scenario", error.to_string()))?;
+    let cassette = Cassette::read(&dir.join("cassette.yaml"))
+        .map_err(|error| bad("bad cassette", error.to_string()))?;
+    if scenario.turns.is_some() {
+        return Err(bad(
+            "a conversation",
+            "a scenario with `turns` is replayed with `charter replay`; serve a single-run scenario".to_string(),
+        ));
+    }
+    let root = crate::replay::project_root(dir);
+    let path = root.join(&scenario.spec);
+    let spec_name = display_path(&normalize(&path));
+    let text = crate::loader::read_text_in(
+        &path,
+        &spec_name,
+        Some(&crate::loader::project_root_above(&root)),
+    )
+    .map_err(|error| {
+        let reason = match error {
+            crate::loader::ReadError::Missing => format!("`{spec_name}` does not exist"),
+            crate::loader::ReadError::Other(message) => message,
+        };
+        bad("cannot read the scenario's spec", reason)
+    })?;
+    let Some(mut spec) = compile_whole(context, &spec_name, &text, &path, "served") else {
+        return Err(Outcome::Failed);
+    };
+    charter_runtime::models::apply_overrides(&mut spec, &cassette.overrides())
+        .map_err(|message| bad("bad cassette", message))?;
+    Ok(ServedSpec {
+        name: spec.name.clone(),
+        path: std::path::absolute(&path).unwrap_or(path),
+        spec: Arc::new(spec),
+        replay: Some(runs::Replay {
+            cassette: Arc::new(cassette),
+            input: scenario.input.clone(),
+        }),
+    })
 }
 
 /// The most bytes of a request body (a run's input).
@@ -114,7 +176,27 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
             name: spec.name.clone(),
             path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
             spec: Arc::new(spec),
+            replay: None,
         });
+    }
+    for dir in &args.replays {
+        let served = match replayed_spec(context, dir) {
+            Ok(served) => served,
+            Err(outcome) => return Ok(outcome),
+        };
+        if let Some(other) = specs.iter().find(|other| other.name == served.name) {
+            print_error(
+                context,
+                &format!(
+                    "`{}` replays spec `{}`, which `{}` already serves; a client names a spec by its name, so serve it once",
+                    display_path(dir),
+                    served.name,
+                    display_path(&other.path)
+                ),
+            );
+            return Ok(Outcome::Usage);
+        }
+        specs.push(served);
     }
     let runs = Arc::new(Runs::new(
         specs,
@@ -383,7 +465,12 @@ async fn start_run(State(served): State<Arc<Served>>, body: axum::body::Bytes) -
             ),
         );
     };
-    let input = body.get("input").cloned().unwrap_or(Value::Null);
+    // A replayed spec's run started with no input takes the scenario's.
+    let input = match (body.get("input"), &spec.replay) {
+        (Some(input), _) => input.clone(),
+        (None, Some(replay)) => replay.input.clone(),
+        (None, None) => Value::Null,
+    };
     if let Err(violations) = charter_runtime::validate::validate_request(&spec.spec, &input) {
         let contract = spec.spec.request.as_deref().unwrap_or("Request");
         let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();

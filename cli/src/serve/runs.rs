@@ -15,8 +15,9 @@ use charter_runtime::files;
 use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
 use charter_runtime::providers::LiveSettings;
 use charter_runtime::record::{Journal, Recording};
+use charter_runtime::replay::ReplayProvider;
 use charter_runtime::run::{RunConfig, RunOutcome};
-use charter_runtime::scenario::Recorded;
+use charter_runtime::scenario::{Cassette, Recorded};
 use charter_runtime::secrets::{Scrubber, ScrubbingSink};
 use charter_runtime::trace::{JsonlSink, TraceSink};
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,25 @@ pub(crate) struct ServedSpec {
     /// The file, absolute: a run directory names it, so a restart finds it again.
     pub(crate) path: PathBuf,
     pub(crate) spec: Arc<CompiledSpec>,
+    /// `--replay`: the recording its runs answer from (in virtual time, people's answers
+    /// included), and the scenario's input, used when a client gives none.
+    pub(crate) replay: Option<Replay>,
+}
+
+/// A recording a served spec's runs replay instead of calling models (`--replay DIR`).
+#[derive(Debug, Clone)]
+pub(crate) struct Replay {
+    pub(crate) cassette: Arc<Cassette>,
+    pub(crate) input: Value,
+}
+
+/// A person's answers from the recording, for a run that replays it.
+struct RecordedHumans(Arc<ReplayProvider>);
+
+impl HumanChannel for RecordedHumans {
+    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+        self.0.ask(request)
+    }
 }
 
 /// `serve.json`: what a run directory runs, and the hashes a resume checks.
@@ -267,6 +287,7 @@ impl Runs {
         let mut missing: Vec<String> = self
             .specs
             .iter()
+            .filter(|served| served.replay.is_none())
             .flat_map(|served| settings.missing_for(&served.spec))
             .collect();
         missing.dedup();
@@ -323,12 +344,13 @@ impl Runs {
         self.runs().insert(id, run.clone());
         let runs = self.clone();
         let spec = served.spec.clone();
+        let replay = served.replay.clone();
         std::thread::Builder::new()
             .name(format!("run {}", run.id))
             .spawn(move || {
                 // A run that panicked still ends for its clients, as an error.
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    runs.execute(&run, &spec, input, &dir)
+                    runs.execute(&run, &spec, replay.as_ref(), input, &dir)
                 }))
                 .unwrap_or_else(|_| {
                     json!({"outcome": "error", "message": "the run stopped on an internal error"})
@@ -346,8 +368,19 @@ impl Runs {
 
     /// Runs the spec to its end; the result (`outcome`, `reason`, `answer`...) or
     /// `{outcome: "error", message}`.
-    fn execute(&self, run: &Arc<Run>, spec: &CompiledSpec, input: Value, dir: &Path) -> Value {
-        match self.try_execute(run, spec, input, dir) {
+    fn execute(
+        &self,
+        run: &Arc<Run>,
+        spec: &CompiledSpec,
+        replay: Option<&Replay>,
+        input: Value,
+        dir: &Path,
+    ) -> Value {
+        let executed = match replay {
+            Some(replay) => self.try_replay(run, spec, replay, input, dir),
+            None => self.try_execute(run, spec, input, dir),
+        };
+        match executed {
             Ok(outcome) => result_of(&outcome),
             Err(message) => json!({"outcome": "error", "message": message}),
         }
@@ -392,6 +425,41 @@ impl Runs {
         .with_out_dir(dir.join("out"));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            .build()
+            .map_err(|error| format!("cannot start the runtime: {error}"))?;
+        runtime
+            .block_on(charter_runtime::run::run(
+                spec, input, provider, &humans, &config, &mut sink,
+            ))
+            .map_err(|error| error.to_string())
+    }
+
+    /// Runs the spec against a recording (`--replay`) on a paused clock: the recorded
+    /// latencies, timeouts and people's answers, in virtual time, watched like a live run.
+    fn try_replay(
+        &self,
+        run: &Arc<Run>,
+        spec: &CompiledSpec,
+        replay: &Replay,
+        input: Value,
+        dir: &Path,
+    ) -> Result<RunOutcome, String> {
+        let provider = Arc::new(ReplayProvider::new((*replay.cassette).clone()));
+        let humans = RecordedHumans(provider.clone());
+        let sinks: Vec<Box<dyn TraceSink>> = vec![
+            Box::new(JsonlSink::create(dir.join(EVENTS_FILE)).map_err(|error| error.to_string())?),
+            Box::new(StreamSink(run.stream.clone())),
+        ];
+        let mut sink = ScrubbingSink::new(Fanout(sinks), self.scrubber.clone());
+        let config = RunConfig {
+            observer: Some(Arc::new(OutputObserver(run.stream.clone()))),
+            cancel: Some(run.cancel.subscribe()),
+            ..RunConfig::default()
+        }
+        .with_out_dir(dir.join("out"));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
             .build()
             .map_err(|error| format!("cannot start the runtime: {error}"))?;
         runtime

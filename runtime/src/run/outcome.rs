@@ -130,6 +130,16 @@ mod tests {
     use crate::trace::{Outcome, Reason};
 
     #[test]
+    fn with_out_dir_delivers_into_the_directory() {
+        let config = super::RunConfig::default().with_out_dir("out/run-1".into());
+        assert!(matches!(
+            config.delivery,
+            crate::run::delivery::DeliveryTarget::Directory(ref directory)
+                if directory == std::path::Path::new("out/run-1")
+        ));
+    }
+
+    #[test]
     fn only_a_completed_run_exits_0_every_other_end_exits_3() {
         for outcome in Outcome::ALL {
             let ended = RunOutcome {

@@ -135,6 +135,19 @@ fn a_rerun_with_feedback_shows_the_fixer_the_evidence_the_judges_and_its_previou
                "message": "rule `no_problems` does not hold", "detail": ["the intro repeats the title"], "items": []})
     );
     assert_eq!(gate["issues"][1]["detail"], "cut the intro");
+    // The run's outcome lists every candidate with the score its gate gave it.
+    let scores: Vec<(String, Option<f64>)> = replay
+        .replayed
+        .report()
+        .outcome
+        .candidates
+        .iter()
+        .map(|(id, _, score)| (id.clone(), *score))
+        .collect();
+    assert_eq!(
+        scores,
+        [("c1".to_string(), Some(4.0)), ("c2".to_string(), Some(8.0))]
+    );
 }
 
 #[test]

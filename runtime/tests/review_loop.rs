@@ -669,3 +669,54 @@ fn a_fail_action_ends_the_run_failed() {
     replayed.assert_ending("failed{hard_gate{SECRET_LEAK}}");
     assert_eq!(replayed.of_kind("repair")[0]["action"]["kind"], "fail");
 }
+
+#[test]
+fn a_retry_after_of_exactly_the_roles_timeout_is_waited_out() {
+    // The writer's timeout is 2m; a wait of exactly 2m still fits it.
+    let calls = format!(
+        "calls:\n  - {{ step: write, attempt: 1, error: {{ status: 429, retry_after: 2m }} }}\n  \
+         - {{ step: write, attempt: 2, response: {{ title: T, body: B }} }}\n{}",
+        passing_tail(1)
+    );
+    let replayed = run(&calls);
+    replayed.assert_ending("completed{gate_passed}");
+    let retry = &replayed.of_kind("retry")[0];
+    assert_eq!(retry["delay_ms"], 120_000, "{retry}");
+}
+
+#[test]
+fn a_retry_after_past_the_wall_budget_left_ends_the_run_at_once() {
+    let path = format!(
+        "{}/tests/fixtures/review_loop.charter",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("{error}"))
+        .replace("wall 30m", "wall 3m");
+    let compilation = charter_runtime::compiler::compile(
+        "review_loop.charter",
+        &text,
+        &charter_runtime::compiler::MemoryLoader::default(),
+    );
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:?}", compilation.diagnostics));
+    // 90 s in, the server asks for 2 minutes: only 90 s of the wall budget are left.
+    let calls = "calls:\n  - { step: write, attempt: 1, latency: 90s, error: { status: 429, retry_after: 2m } }\n";
+    let replayed = replay(&spec, INPUT, calls);
+    let finished = &replayed.of_kind("run_finished")[0];
+    assert_eq!(finished["reason"], "budget_exhausted{wall}", "{finished}");
+    assert_eq!(
+        finished["t_ms"], 90_000,
+        "stopped when the wait was asked for, not after it: {finished}"
+    );
+    assert!(replayed.of_kind("retry").is_empty());
+
+    // A wait that fits what is left is made.
+    let calls = format!(
+        "calls:\n  - {{ step: write, attempt: 1, latency: 30s, error: {{ status: 429, retry_after: 1m }} }}\n  \
+         - {{ step: write, attempt: 2, response: {{ title: T, body: B }} }}\n{}",
+        passing_tail(1)
+    );
+    replay(&spec, INPUT, &calls).assert_ending("completed{gate_passed}");
+}

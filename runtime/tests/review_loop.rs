@@ -454,10 +454,16 @@ fn a_cancel_ends_the_wait_for_a_person() {
     assert_eq!(sink.events().last().map(|e| e.t_ms), Some(3_600_000));
 }
 
-#[test]
-fn a_cancelled_run_drops_its_calls_and_ends_cancelled() {
+/// Runs the fixture on `calls` (cassette YAML after the header) on a paused clock with a
+/// cancel flag: set at the start with `cancel_after` none, else set after that long.
+fn run_cancelled(
+    calls: &str,
+    cancel_after: Option<std::time::Duration>,
+) -> (
+    charter_runtime::run::RunOutcome,
+    charter_runtime::trace::MemorySink,
+) {
     use std::sync::Arc;
-    use std::time::Duration;
 
     use charter_runtime::replay::ReplayProvider;
     use charter_runtime::run::{RunConfig, run as run_spec};
@@ -465,10 +471,7 @@ fn a_cancelled_run_drops_its_calls_and_ends_cancelled() {
     use charter_runtime::trace::MemorySink;
 
     let spec = fixture("review_loop");
-    let text = format!(
-        "{}calls:\n  - {{ step: write, latency: 20s, response: {{ title: T, body: B }} }}\n",
-        support::HEADER
-    );
+    let text = format!("{}{calls}", support::HEADER);
     let cassette = Cassette::from_yaml("cassette.yaml", &text).unwrap_or_else(|e| panic!("{e}"));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -477,20 +480,23 @@ fn a_cancelled_run_drops_its_calls_and_ends_cancelled() {
         .unwrap_or_else(|e| panic!("{e}"));
     let mut sink = MemorySink::new();
     let outcome = runtime.block_on(async {
-        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        // The sender is kept alive for the whole run.
+        let (cancel, cancelled) = tokio::sync::watch::channel(cancel_after.is_none());
         let config = RunConfig {
             cancel: Some(cancelled),
             ..RunConfig::default()
         };
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(10)).await;
-            let _ = cancel.send(true);
+            if let Some(after) = cancel_after {
+                tokio::time::sleep(after).await;
+                let _ = cancel.send(true);
+            }
+            std::future::pending::<()>().await;
         });
         let replay = Arc::new(ReplayProvider::new(cassette));
-        let input = serde_json::json!({"goal": "rust"});
         run_spec(
             &spec,
-            input,
+            serde_json::json!({"goal": "rust"}),
             replay.clone(),
             replay.as_ref(),
             &config,
@@ -498,7 +504,15 @@ fn a_cancelled_run_drops_its_calls_and_ends_cancelled() {
         )
         .await
     });
-    let outcome = outcome.unwrap_or_else(|e| panic!("{e}"));
+    (outcome.unwrap_or_else(|e| panic!("{e}")), sink)
+}
+
+#[test]
+fn a_cancelled_run_drops_its_calls_and_ends_cancelled() {
+    let (outcome, sink) = run_cancelled(
+        "calls:\n  - { step: write, latency: 20s, response: { title: T, body: B } }\n",
+        Some(std::time::Duration::from_secs(10)),
+    );
     assert_eq!(
         format!("{}{{{}}}", outcome.outcome, outcome.reason),
         "cancelled{cancelled}"
@@ -513,44 +527,11 @@ fn a_cancelled_run_drops_its_calls_and_ends_cancelled() {
 
 #[test]
 fn a_run_cancelled_before_it_starts_makes_no_call() {
-    use std::sync::Arc;
-
-    use charter_runtime::replay::ReplayProvider;
-    use charter_runtime::run::{RunConfig, run as run_spec};
-    use charter_runtime::scenario::Cassette;
-    use charter_runtime::trace::MemorySink;
-
-    let spec = fixture("review_loop");
-    let text = format!(
-        "{}calls:\n  - {{ step: write, response: {{ title: T, body: B }} }}\n",
-        support::HEADER
+    // Ctrl-C before the first step: the flag is already set.
+    let (outcome, sink) = run_cancelled(
+        "calls:\n  - { step: write, response: { title: T, body: B } }\n",
+        None,
     );
-    let cassette = Cassette::from_yaml("cassette.yaml", &text).unwrap_or_else(|e| panic!("{e}"));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut sink = MemorySink::new();
-    let replay = Arc::new(ReplayProvider::new(cassette));
-    let outcome = runtime.block_on(async {
-        // Ctrl-C before the first step: the sender is kept alive, the flag already set.
-        let (_cancel, cancelled) = tokio::sync::watch::channel(true);
-        let config = RunConfig {
-            cancel: Some(cancelled),
-            ..RunConfig::default()
-        };
-        run_spec(
-            &spec,
-            serde_json::json!({"goal": "rust"}),
-            replay.clone(),
-            replay.as_ref(),
-            &config,
-            &mut sink,
-        )
-        .await
-    });
-    let outcome = outcome.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         format!("{}{{{}}}", outcome.outcome, outcome.reason),
         "cancelled{cancelled}"

@@ -943,36 +943,14 @@ fn call(
         let Some(mismatch) = mismatch else {
             continue;
         };
-        let diagnostic = match mismatch {
-            Mismatch::Plain => Diagnostic::new(
-                Code::E005,
-                arg.span,
-                format!(
-                    "role `{}` takes `{}` but this step passes `{actual}`",
-                    role.name.name, input.name
-                ),
-            )
-            .with_label(format!("this is `{actual}`"))
-            .with_help(format!(
-                "pass a `{}` here, or change the `input:` of `{}`",
-                input.name, role.name.name
-            )),
-            Mismatch::Fields(reasons) => Diagnostic::new(
-                Code::E005,
-                arg.span,
-                format!(
-                    "role `{}` takes `{}` but this record does not fit it: {}",
-                    role.name.name,
-                    input.name,
-                    reasons.join(", ")
-                ),
-            )
-            .with_label(format!("not a `{}`", input.name))
-            .with_help(format!("give exactly the fields of `{}`", input.name)),
-        };
-        typer.diagnostics.push(diagnostic.with_note(
-            input.span,
-            format!("`{}`'s input is declared here", role.name.name),
+        typer.diagnostics.push(input_mismatch(
+            &format!("role `{}`", role.name.name),
+            &format!("`{}`", role.name.name),
+            &role.name.name,
+            input,
+            arg,
+            &actual,
+            mismatch,
         ));
     }
 }
@@ -1041,26 +1019,47 @@ fn tool_call(
     let Some(mismatch) = typer.contracts.mismatch(&actual, &wanted) else {
         return;
     };
+    typer.diagnostics.push(input_mismatch(
+        &format!("tool `{}`", tool.name.name),
+        &format!("tool `{}`", tool.name.name),
+        &tool.name.name,
+        input,
+        arg,
+        &actual,
+        mismatch,
+    ));
+}
+
+/// E005 for an argument that does not fit the input contract `input` of `callee` (`role
+/// `x`` or `tool `x``; `owner` is how the help names it, `name` its bare name).
+fn input_mismatch(
+    callee: &str,
+    owner: &str,
+    name: &str,
+    input: &Ident,
+    arg: &Expr,
+    actual: &Ty,
+    mismatch: Mismatch,
+) -> Diagnostic {
     let diagnostic = match mismatch {
         Mismatch::Plain => Diagnostic::new(
             Code::E005,
             arg.span,
             format!(
-                "tool `{}` takes `{}` but this step passes `{actual}`",
-                tool.name.name, input.name
+                "{callee} takes `{}` but this step passes `{actual}`",
+                input.name
             ),
         )
         .with_label(format!("this is `{actual}`"))
         .with_help(format!(
-            "pass a `{}` here, or change the `input:` of tool `{}`",
-            input.name, tool.name.name
+            "pass a `{}` here, or change the `input:` of {owner}",
+            input.name
         )),
         Mismatch::Fields(reasons) => Diagnostic::new(
             Code::E005,
             arg.span,
             format!(
-                "tool `{}` takes `{}` but this record does not fit it: {}",
-                tool.name.name,
+                "{callee} takes `{}` but this record does not fit it: {}",
                 input.name,
                 reasons.join(", ")
             ),
@@ -1068,10 +1067,7 @@ fn tool_call(
         .with_label(format!("not a `{}`", input.name))
         .with_help(format!("give exactly the fields of `{}`", input.name)),
     };
-    typer.diagnostics.push(diagnostic.with_note(
-        input.span,
-        format!("`{}`'s input is declared here", tool.name.name),
-    ));
+    diagnostic.with_note(input.span, format!("`{name}`'s input is declared here"))
 }
 
 /// Where an argument-count mismatch shows: the extra arguments, or the role name when

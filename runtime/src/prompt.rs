@@ -58,17 +58,18 @@ pub enum PromptError {
     },
 }
 
-/// What a call adds to a role's template besides its inputs.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PromptContext<'a> {
+/// What a call adds to a role's template besides its inputs. The values are shared with
+/// the template, not copied into it.
+#[derive(Clone, Debug, Default)]
+pub struct PromptContext {
     /// `feedback` (DESIGN §8.2), or none.
-    pub feedback: Option<&'a Value>,
+    pub feedback: Option<Arc<Value>>,
     /// `history`, for a role that keeps one.
-    pub history: Option<&'a Value>,
+    pub history: Option<Arc<Value>>,
     /// `run`: `{round, step_count, tokens, cost, elapsed}`.
-    pub run: Option<&'a Value>,
+    pub run: Option<Arc<Value>>,
     /// `session`: the conversation's fields and turns, in a spec that keeps a session.
-    pub session: Option<&'a Value>,
+    pub session: Option<Arc<Value>>,
 }
 
 /// Renders the prompt of role `role` of `spec` for `inputs` (one value per input
@@ -127,7 +128,7 @@ impl<'spec> Prompts<'spec> {
         feedback: Option<&Value>,
     ) -> Result<String, PromptError> {
         let context = PromptContext {
-            feedback,
+            feedback: feedback.map(|feedback| Arc::new(feedback.clone())),
             ..PromptContext::default()
         };
         self.render_with(role, inputs, &context)
@@ -139,9 +140,21 @@ impl<'spec> Prompts<'spec> {
         &mut self,
         role: &str,
         inputs: &[Value],
-        extra: &PromptContext<'_>,
+        extra: &PromptContext,
     ) -> Result<String, PromptError> {
-        let feedback = extra.feedback;
+        let inputs: Vec<Arc<Value>> = inputs.iter().cloned().map(Arc::new).collect();
+        self.render_shared(role, &inputs, extra)
+    }
+
+    /// [`Prompts::render_with`] for inputs the caller shares with the template (a call's
+    /// inputs, rendered again on each attempt, are not copied).
+    pub fn render_shared(
+        &mut self,
+        role: &str,
+        inputs: &[Arc<Value>],
+        extra: &PromptContext,
+    ) -> Result<String, PromptError> {
+        let feedback = extra.feedback.as_ref();
         let context = self.role(role)?;
         let role_ir = context.ir;
         if inputs.len() != role_ir.inputs.len() {
@@ -168,7 +181,7 @@ impl<'spec> Prompts<'spec> {
         let mut named_inputs = Vec::new();
         for (contract, value) in role_ir.inputs.iter().zip(inputs) {
             let name = snake_case(contract);
-            let value = json_value(value);
+            let value = shared_value(value);
             if default {
                 named_inputs.push(minijinja::Value::from(vec![
                     minijinja::Value::from(name.as_str()),
@@ -183,17 +196,17 @@ impl<'spec> Prompts<'spec> {
                 minijinja::Value::from(()),
                 |feedback| {
                     minijinja::Value::from_object(FeedbackView {
-                        fields: Json::root(Arc::new(feedback.clone())),
-                        value: feedback.clone(),
+                        fields: Json::root(Arc::clone(feedback)),
+                        value: Arc::clone(feedback),
                     })
                 },
             ),
         );
-        if let Some(history) = extra.history {
-            variables.insert("history".to_string(), json_value(history));
+        if let Some(history) = &extra.history {
+            variables.insert("history".to_string(), shared_value(history));
         }
-        if let Some(session) = extra.session {
-            variables.insert("session".to_string(), json_value(session));
+        if let Some(session) = &extra.session {
+            variables.insert("session".to_string(), shared_value(session));
         }
         if !role_ir.meta.is_empty() {
             let meta: serde_json::Map<String, Value> = role_ir
@@ -205,7 +218,10 @@ impl<'spec> Prompts<'spec> {
         }
         variables.insert(
             "run".to_string(),
-            extra.run.map_or(minijinja::Value::from(()), json_value),
+            extra
+                .run
+                .as_ref()
+                .map_or(minijinja::Value::from(()), shared_value),
         );
         variables.insert("rules".to_string(), context.rules.clone());
         variables.insert("tools".to_string(), context.tools.clone());
@@ -243,11 +259,9 @@ impl<'spec> Prompts<'spec> {
                 source_name: source_name.clone(),
                 message: error_text(&error),
             })?;
-        let schema = Arc::new(
-            spec.contracts
-                .get(&role_ir.output)
-                .map(|contract| contract.schema.clone())
-                .unwrap_or(Value::Null),
+        let schema = spec.contracts.get(&role_ir.output).map_or_else(
+            || Arc::new(Value::Null),
+            |contract| Arc::clone(&contract.schema),
         );
         let context = RoleContext {
             ir: role_ir,
@@ -348,6 +362,14 @@ fn error_text(error: &minijinja::Error) -> String {
 fn json_value(value: &Value) -> minijinja::Value {
     match value {
         Value::Object(_) | Value::Array(_) => Json::root(Arc::new(value.clone())),
+        scalar => scalar_value(scalar),
+    }
+}
+
+/// [`json_value`] of a shared value: records and lists are read in place, not copied.
+fn shared_value(value: &Arc<Value>) -> minijinja::Value {
+    match &**value {
+        Value::Object(_) | Value::Array(_) => Json::root(Arc::clone(value)),
         scalar => scalar_value(scalar),
     }
 }
@@ -481,7 +503,7 @@ impl Object for Json {
 #[derive(Debug)]
 struct FeedbackView {
     fields: minijinja::Value,
-    value: Value,
+    value: Arc<Value>,
 }
 
 impl Object for FeedbackView {
@@ -497,7 +519,7 @@ impl Object for FeedbackView {
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
-        match &self.value {
+        match &*self.value {
             Value::Object(record) => Enumerator::Values(
                 record
                     .keys()

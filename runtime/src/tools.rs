@@ -376,7 +376,7 @@ impl ToolBox {
         let mut input_schema = self
             .contracts
             .get(&tool.input)
-            .map(|contract| contract.schema.clone())
+            .map(|contract| (*contract.schema).clone())
             .unwrap_or_else(|| serde_json::json!({"type": "object"}));
         strip_schema_keyword(&mut input_schema);
         let effect = match tool.effect {

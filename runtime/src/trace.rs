@@ -579,17 +579,31 @@ pub enum TraceError {
 /// removed. The scheduler appends each event before the change it records takes effect.
 pub trait TraceSink: Send {
     fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError>;
+
+    /// [`TraceSink::append`] for an event the caller no longer needs: a sink that keeps
+    /// events takes it without a copy.
+    fn append_owned(&mut self, event: TraceEvent) -> Result<(), TraceError> {
+        self.append(&event)
+    }
 }
 
 impl<S: TraceSink + ?Sized> TraceSink for &mut S {
     fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
         (**self).append(event)
     }
+
+    fn append_owned(&mut self, event: TraceEvent) -> Result<(), TraceError> {
+        (**self).append_owned(event)
+    }
 }
 
 impl<S: TraceSink + ?Sized> TraceSink for Box<S> {
     fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
         (**self).append(event)
+    }
+
+    fn append_owned(&mut self, event: TraceEvent) -> Result<(), TraceError> {
+        (**self).append_owned(event)
     }
 }
 
@@ -621,6 +635,11 @@ impl MemorySink {
 impl TraceSink for MemorySink {
     fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
         self.events.push(event.clone());
+        Ok(())
+    }
+
+    fn append_owned(&mut self, event: TraceEvent) -> Result<(), TraceError> {
+        self.events.push(event);
         Ok(())
     }
 }
@@ -673,16 +692,23 @@ impl<A: TraceSink, B: TraceSink> TraceSink for Tee<A, B> {
         self.0.append(event)?;
         self.1.append(event)
     }
+
+    fn append_owned(&mut self, event: TraceEvent) -> Result<(), TraceError> {
+        self.0.append(&event)?;
+        self.1.append_owned(event)
+    }
 }
 
 /// `events` as JSON lines, each ending in a newline.
 pub fn to_jsonl(events: &[TraceEvent]) -> Result<String, TraceError> {
-    let mut out = String::new();
+    let mut out = Vec::with_capacity(events.len() * 160);
     for event in events {
-        out.push_str(&event.to_json_line()?);
-        out.push('\n');
+        serde_json::to_writer(&mut out, event)?;
+        out.push(b'\n');
     }
-    Ok(out)
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out)
+        .map_err(|error| TraceError::Serialize(serde_json::Error::io(std::io::Error::other(error))))
 }
 
 /// Parses JSON lines written by [`to_jsonl`] or [`JsonlSink`] (blank lines are skipped).

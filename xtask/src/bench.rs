@@ -29,6 +29,8 @@ pub struct BenchConfig {
     pub seed_runs: usize,
     /// The golden-library benchmark (scenarios, timed passes).
     pub golden: crate::golden::GoldenBenchConfig,
+    /// Timed in-process replays of the 5-call repair loop.
+    pub replay_runs: usize,
     /// Concurrent live runs against a loopback mock (`bench_live.rs`).
     pub live: crate::bench_live::LiveConfig,
     /// Which sections this process measures.
@@ -45,6 +47,8 @@ pub enum Sections {
     PerCore,
     /// The golden library (run on every core).
     Golden,
+    /// Only the repair-loop replay (to measure a change to the runtime quickly).
+    Replay,
 }
 
 /// The compile-time budget for the generated spec, per 10,000 lines (DESIGN issue 2, item 10).
@@ -85,6 +89,8 @@ pub fn bench_in_release(root: &Path, config: BenchConfig) -> anyhow::Result<bool
             config.golden.scenarios.to_string(),
             "--golden-runs".to_string(),
             config.golden.runs.to_string(),
+            "--replay-runs".to_string(),
+            config.replay_runs.to_string(),
         ]
     };
     let pinned = Command::new("taskset").arg("--version").output().is_ok();
@@ -119,8 +125,18 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
     if config.sections == Sections::Golden {
         return golden_section(root, config);
     }
+    if config.sections == Sections::Replay {
+        return crate::bench_replay::bench(root, config.replay_runs).is_ok();
+    }
     if !crate::bench_live::bench_live(root, config.live) {
         return false;
+    }
+    match crate::bench_replay::bench(root, config.replay_runs) {
+        Ok(_) => {}
+        Err(error) => {
+            println!("repair loop replay: {error:#}");
+            return false;
+        }
     }
     let generated = generate(GenConfig {
         lines: config.lines,

@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod bench_live;
+pub mod bench_replay;
 pub mod corpus;
 pub mod explore;
 pub mod fuzz;

@@ -12,6 +12,10 @@ use xtask::fuzz::{self, Corpus, Failure, FailureKind, FuzzConfig, FuzzStats};
 use xtask::generator::{GenConfig, generate};
 use xtask::verify::{Partition, VerifyConfig, format_duration, verify};
 
+/// The same allocator as the `charter` binary, so the benchmarks measure what it runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The repository's own automation (run from anywhere in the workspace).
 #[derive(Debug, Parser)]
 #[command(
@@ -166,6 +170,9 @@ struct BenchArgs {
     /// Timed passes over the golden library
     #[arg(long, value_name = "N", default_value_t = 3)]
     golden_runs: usize,
+    /// Timed in-process replays of the 5-call repair loop (`xtask/bench/repair_loop/`)
+    #[arg(long, value_name = "N", default_value_t = 20_001)]
+    replay_runs: usize,
     #[command(flatten)]
     live: LiveConfig,
     /// Measure in this process instead of re-running in a release build
@@ -213,6 +220,7 @@ fn main() -> ExitCode {
                     runs: args.golden_runs,
                     ..xtask::golden::GoldenBenchConfig::default()
                 },
+                replay_runs: args.replay_runs,
                 live: args.live,
                 sections: args.sections,
             };

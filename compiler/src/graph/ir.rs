@@ -110,8 +110,9 @@ pub struct ContractIr {
     /// A JSON Schema (draft 2020-12) of the contract: required fields, types, enums,
     /// numeric `minimum`/`maximum`, list `minItems`/`maxItems`, `additionalProperties:
     /// false`, and referenced contracts under `$defs`. The same schema is given to models
-    /// (`output_schema`) and used to validate outputs.
-    pub schema: serde_json::Value,
+    /// (`output_schema`) and used to validate outputs. Shared: every call of a run hands
+    /// it to its provider, and a replay must not copy it each time.
+    pub schema: std::sync::Arc<serde_json::Value>,
 }
 
 /// One field of a contract.

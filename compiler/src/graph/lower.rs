@@ -166,7 +166,7 @@ impl<'a> Lowerer<'a, '_> {
                     ContractIr {
                         builtin,
                         fields,
-                        schema,
+                        schema: std::sync::Arc::new(schema),
                     },
                 )
             })

@@ -842,16 +842,64 @@ impl Provider for PromptCapture {
 /// Removes what depends on the machine from a trace: the project root (as given and
 /// canonical) and the temporary directory become `<root>` and `<tmp>`. Virtual times
 /// stay: they are deterministic.
+///
+/// The paths are worked out once per root (they take system calls) and replaced in one
+/// pass over the trace, the longest match first at each place.
 pub fn normalize_trace(trace: &str, root: &Path) -> String {
-    let mut replacements: Vec<(String, &str)> = Vec::new();
+    let replacements = path_replacements(root);
+    let mut firsts: Vec<char> = replacements
+        .iter()
+        .filter_map(|(text, _)| text.chars().next())
+        .collect();
+    firsts.sort_unstable();
+    firsts.dedup();
+    // One first character (`/`) is searched for with memchr; several, one by one.
+    let next = |rest: &str| match firsts.as_slice() {
+        [only] => rest.find(*only),
+        many => rest.find(many),
+    };
+    let mut normalized = String::with_capacity(trace.len());
+    let (mut copied, mut at) = (0, 0);
+    while let Some(offset) = trace.get(at..).and_then(next) {
+        let start = at + offset;
+        let rest = trace.get(start..).unwrap_or_default();
+        match replacements
+            .iter()
+            .find(|(text, _)| rest.starts_with(text.as_str()))
+        {
+            Some((text, placeholder)) => {
+                normalized.push_str(trace.get(copied..start).unwrap_or_default());
+                normalized.push_str(placeholder);
+                at = start + text.len();
+                copied = at;
+            }
+            None => at = start + rest.chars().next().map_or(1, char::len_utf8),
+        }
+    }
+    normalized.push_str(trace.get(copied..).unwrap_or_default());
+    normalized
+}
+
+/// What [`normalize_trace`] replaces for `root`, longest first (so a root inside the
+/// temporary directory stays `<root>`); kept per root for the process once the root
+/// exists, so a library of scenarios asks the file system once.
+fn path_replacements(root: &Path) -> Arc<Vec<(String, &'static str)>> {
+    type Cache = Mutex<BTreeMap<std::path::PathBuf, Arc<Vec<(String, &'static str)>>>>;
+    static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(BTreeMap::new()));
+    if let Some(found) = cache.lock().ok().and_then(|cache| cache.get(root).cloned()) {
+        return found;
+    }
+    let mut replacements: Vec<(String, &'static str)> = Vec::new();
     let mut add = |path: &Path, placeholder: &'static str| {
         let text = path.to_string_lossy().trim_end_matches('/').to_string();
-        if text.len() > 1 {
+        if text.len() > 1 && !replacements.iter().any(|(known, _)| *known == text) {
             replacements.push((text, placeholder));
         }
     };
-    if let Ok(canonical) = root.canonicalize() {
-        add(&canonical, "<root>");
+    let canonical = root.canonicalize();
+    if let Ok(canonical) = &canonical {
+        add(canonical, "<root>");
     }
     if let Ok(absolute) = std::path::absolute(root) {
         add(&absolute, "<root>");
@@ -861,13 +909,18 @@ pub fn normalize_trace(trace: &str, root: &Path) -> String {
         add(&canonical, "<tmp>");
     }
     add(&temp, "<tmp>");
-    // Longest first, so a root inside the temporary directory stays `<root>`.
     replacements.sort_by_key(|(text, _)| std::cmp::Reverse(text.len()));
-    let mut normalized = trace.to_string();
-    for (text, placeholder) in replacements {
-        normalized = normalized.replace(&text, placeholder);
+    let replacements = Arc::new(replacements);
+    // A root that does not exist yet may canonicalize differently once it does.
+    if canonical.is_ok()
+        && let Ok(mut cache) = cache.lock()
+    {
+        if cache.len() >= 256 {
+            cache.clear();
+        }
+        cache.insert(root.to_path_buf(), Arc::clone(&replacements));
     }
-    normalized
+    replacements
 }
 
 /// A unified diff of `old` and `new`, with `old_name`/`new_name` headers.

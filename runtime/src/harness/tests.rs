@@ -184,3 +184,19 @@ fn traces_lose_the_project_root_and_the_temporary_directory() {
         "{\"path\":\"<root>/out/delivery.json\"}"
     );
 }
+
+#[test]
+fn every_path_in_a_trace_is_replaced_in_one_pass_and_other_text_is_kept() {
+    let temp = std::env::temp_dir();
+    let root = tempfile::tempdir_in(&temp).expect("a temporary root");
+    let root = root.path();
+    let trace = format!(
+        "{{\"a\":\"{root}/x\",\"b\":\"{temp}/y\",\"c\":\"1/2 ✓ {root}\",\"d\":\"/elsewhere\"}}\n{{\"e\":\"{root}/z\"}}\n",
+        root = root.display(),
+        temp = temp.display()
+    );
+    let expected = "{\"a\":\"<root>/x\",\"b\":\"<tmp>/y\",\"c\":\"1/2 ✓ <root>\",\"d\":\"/elsewhere\"}\n{\"e\":\"<root>/z\"}\n";
+    assert_eq!(normalize_trace(&trace, root), expected);
+    // The second time comes from the per-root cache and gives the same text.
+    assert_eq!(normalize_trace(&trace, root), expected);
+}

@@ -147,9 +147,9 @@ flow { fix = fixer(request) -> done }
     ]);
     let run = json!({"round": 3, "step_count": 4, "tokens": 0, "cost": 0.0, "elapsed": 0});
     let context = PromptContext {
-        feedback: Some(&feedback),
-        history: Some(&history),
-        run: Some(&run),
+        feedback: Some(std::sync::Arc::new(feedback)),
+        history: Some(std::sync::Arc::new(history)),
+        run: Some(std::sync::Arc::new(run)),
         session: None,
     };
     let text = Prompts::new(&spec)

@@ -60,7 +60,7 @@ impl Scheduler<'_> {
         };
         self.seq += 1;
         self.sink
-            .append(&event)
+            .append_owned(event)
             .map_err(|error| Halt::Error(RunError::Trace(error.to_string())))
     }
 }

@@ -160,6 +160,17 @@ impl TraceSink for CountingSink<'_> {
         }
         self.inner.append(event)
     }
+
+    fn append_owned(
+        &mut self,
+        event: crate::trace::TraceEvent,
+    ) -> Result<(), crate::trace::TraceError> {
+        if let (crate::trace::EventKind::ModelCall { .. }, Some(step)) = (&event.kind, &event.step)
+        {
+            *self.calls.entry(step.clone()).or_insert(0) += 1;
+        }
+        self.inner.append_owned(event)
+    }
 }
 
 /// Replays `cassette` for `spec` on `input` on a paused clock: calls and human answers
@@ -289,7 +300,7 @@ pub(crate) struct Scheduler<'r> {
     /// The `on_exhausted` step is running: no budget stops it, and its call is not retried.
     summarizing: bool,
     /// The output of the last role step that ran: the run's answer if it ends well.
-    answer: Option<Value>,
+    answer: Option<Arc<Value>>,
     /// The conversation this run is a turn of, as the turn found it.
     session: Option<crate::session::Session>,
 }
@@ -688,7 +699,9 @@ impl<'r> Scheduler<'r> {
             _ => None,
         };
         let answer = match stop.outcome {
-            Outcome::Completed | Outcome::BelowTarget => self.answer.take(),
+            Outcome::Completed | Outcome::BelowTarget => {
+                self.answer.take().map(Arc::unwrap_or_clone)
+            }
             _ => None,
         };
         let session = match &answer {
@@ -746,6 +759,7 @@ impl<'r> Scheduler<'r> {
     /// run for roles that keep `history`.
     fn store(&mut self, step: &str, output: StepOutput) {
         let round = self.state.round;
+        let visible = Arc::new(output.visible());
         if let Some((_, step_ir)) = self.spec.flow.step(step)
             && matches!(
                 step_ir.kind,
@@ -755,7 +769,7 @@ impl<'r> Scheduler<'r> {
                     | StepKind::Tool { .. }
             )
         {
-            self.answer = Some(output.visible());
+            self.answer = Some(Arc::clone(&visible));
             self.state.answered_by = match &step_ir.kind {
                 StepKind::Call { role, .. }
                 | StepKind::Each { role, .. }
@@ -773,12 +787,13 @@ impl<'r> Scheduler<'r> {
             step: step.to_string(),
             round,
             visit,
-            output: Arc::new(output.visible()),
+            output: Arc::clone(&visible),
         });
         self.state
             .history
             .insert((step.to_string(), round), output.clone());
-        self.state.set_output(step.to_string(), output);
+        self.state
+            .set_output_visible(step.to_string(), output, visible);
     }
 
     /// What `history` shows `role`: the earlier runs of the steps it names, oldest

@@ -366,8 +366,13 @@ impl RunState {
 
     /// Sets a step's output in the current round.
     pub fn set_output(&mut self, step: String, output: StepOutput) {
-        self.visible
-            .insert(step.clone(), Arc::new(output.visible()));
+        let visible = Arc::new(output.visible());
+        self.set_output_visible(step, output, visible);
+    }
+
+    /// [`RunState::set_output`] with the output's visible value already built.
+    pub fn set_output_visible(&mut self, step: String, output: StepOutput, visible: Arc<Value>) {
+        self.visible.insert(step.clone(), visible);
         self.outputs.insert(step, output);
     }
 

@@ -48,8 +48,9 @@ pub struct CallUnit {
     pub role: String,
     /// `Some(role)` for a per-item check's judge (the key carries `role`).
     pub key_role: Option<String>,
-    /// The role's inputs, in the order of its input contracts.
-    pub inputs: Vec<Value>,
+    /// The role's inputs, in the order of its input contracts (shared with each
+    /// attempt's prompt).
+    pub inputs: Vec<Arc<Value>>,
     /// Why this call runs again, if it does (DESIGN §8.2).
     pub feedback: Option<crate::feedback::Feedback>,
     /// Dependencies' outputs (context isolation: nothing else).
@@ -71,7 +72,7 @@ impl CallUnit {
             item: item.map(str::to_string),
             role: role.to_string(),
             key_role: None,
-            inputs,
+            inputs: inputs.into_iter().map(Arc::new).collect(),
             feedback: None,
             context: Map::new(),
             retries_used: 0,
@@ -179,22 +180,18 @@ impl Scheduler<'_> {
             attempt: unit.attempt,
             role: unit.key_role.clone(),
         };
-        let feedback = unit
-            .feedback
-            .as_ref()
-            .map(crate::feedback::Feedback::to_value);
-        let history = self.history_for(&unit.role);
-        let run = self.state.run_value();
-        let session = self.state.session.clone();
         let context = crate::prompt::PromptContext {
-            feedback: feedback.as_ref(),
-            history: history.as_ref(),
-            run: Some(&run),
-            session: session.as_deref(),
+            feedback: unit
+                .feedback
+                .as_ref()
+                .map(|feedback| Arc::new(feedback.to_value())),
+            history: self.history_for(&unit.role).map(Arc::new),
+            run: Some(Arc::new(self.state.run_value())),
+            session: self.state.session.clone(),
         };
         let mut prompt = self
             .prompts
-            .render_with(&unit.role, &unit.inputs, &context)
+            .render_shared(&unit.role, &unit.inputs, &context)
             .map_err(|error| Halt::Error(RunError::Flow(error.to_string())))?;
         // Context isolation: a work item sees its own order and the outputs of the items it
         // depends on, and nothing else of the run.

@@ -106,7 +106,7 @@ async fn structured_output_success() {
     let sent = bodies(&server).await;
     let body = &sent[0];
     // The schema is the output contract's, without its `$schema` draft keyword.
-    let mut schema = spec().contracts["Essay"].schema.clone();
+    let mut schema = (*spec().contracts["Essay"].schema).clone();
     if let Value::Object(object) = &mut schema {
         object.remove("$schema");
     }

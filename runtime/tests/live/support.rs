@@ -46,7 +46,7 @@ pub fn request(model: &str) -> ModelRequest {
         role: "writer".into(),
         model: model.into(),
         prompt: "Write about rust.".into(),
-        output_schema: std::sync::Arc::new(spec.contracts["Essay"].schema.clone()),
+        output_schema: std::sync::Arc::clone(&spec.contracts["Essay"].schema),
         tools: vec!["search".into()],
         max_tool_calls: Some(2),
         previous_error: None,

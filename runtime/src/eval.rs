@@ -50,12 +50,13 @@ pub trait Env {
 /// while an expression is evaluated.
 pub struct Bindings {
     pub request: Option<Arc<Value>>,
-    /// Step outputs in the current round, by step name (a list for `each` steps).
-    pub steps: BTreeMap<String, Arc<Value>>,
+    /// Step outputs in the current round, by step name (a list for `each` steps); the
+    /// map itself is shared with the run state until a name is set here.
+    pub steps: Arc<BTreeMap<String, Arc<Value>>>,
     pub candidate: Option<Arc<Value>>,
     pub best: Option<Arc<Value>>,
     /// `{round, step_count, tokens, cost, elapsed, answered_by?}`.
-    pub run: Option<Value>,
+    pub run: Option<Arc<Value>>,
     /// The conversation's state (`session`), in a spec that keeps one.
     pub session: Option<Arc<Value>>,
     pub score: Option<Value>,
@@ -78,11 +79,11 @@ impl Bindings {
         match name {
             NameIr::Request => self.request = Some(Arc::new(value)),
             NameIr::Step(step) => {
-                self.steps.insert(step, Arc::new(value));
+                Arc::make_mut(&mut self.steps).insert(step, Arc::new(value));
             }
             NameIr::Candidate => self.candidate = Some(Arc::new(value)),
             NameIr::Best => self.best = Some(Arc::new(value)),
-            NameIr::Run => self.run = Some(value),
+            NameIr::Run => self.run = Some(Arc::new(value)),
             NameIr::Session => self.session = Some(Arc::new(value)),
             NameIr::Score => self.score = Some(value),
             NameIr::Item => self.item = Some(value),
@@ -103,7 +104,7 @@ impl Env for Bindings {
             NameIr::Step(step) => self.steps.get(step).map(|value| &**value),
             NameIr::Candidate => self.candidate.as_deref(),
             NameIr::Best => self.best.as_deref(),
-            NameIr::Run => self.run.as_ref(),
+            NameIr::Run => self.run.as_deref(),
             NameIr::Session => self.session.as_deref(),
             NameIr::Score => self.score.as_ref(),
             NameIr::Item => self.item.as_ref(),
@@ -249,11 +250,19 @@ impl Interpreter<'_> {
     }
 
     fn path(&self, root: &NameIr, fields: &[String]) -> Result<Value, EvalError> {
-        let mut written = name_text(root).to_string();
-        let mut current = self.lookup(root).ok_or_else(|| EvalError::Unbound {
-            name: written.clone(),
-        })?;
-        for field in fields {
+        // What the expression wrote so far (`review.notes`), built only for an error.
+        let written = |depth: usize| {
+            let mut text = name_text(root).to_string();
+            for field in fields.iter().take(depth) {
+                text.push('.');
+                text.push_str(field);
+            }
+            text
+        };
+        let mut current = self
+            .lookup(root)
+            .ok_or_else(|| EvalError::Unbound { name: written(0) })?;
+        for (depth, field) in fields.iter().enumerate() {
             current = match current {
                 Value::Object(record) => match record.get(field) {
                     Some(value) => value,
@@ -262,14 +271,12 @@ impl Interpreter<'_> {
                 Value::Null => return Ok(Value::Null),
                 other => {
                     return Err(EvalError::NoField {
-                        path: written,
+                        path: written(depth),
                         field: field.clone(),
                         found: describe(other),
                     });
                 }
             };
-            written.push('.');
-            written.push_str(field);
         }
         Ok(current.clone())
     }

@@ -99,6 +99,8 @@ struct RoleContext<'spec> {
     ir: &'spec RoleIr,
     environment: Arc<Environment<'static>>,
     source_name: String,
+    /// The template's name of each input (`work_order` for `WorkOrder`), in order.
+    input_names: Vec<String>,
     rules: minijinja::Value,
     tools: minijinja::Value,
     output_schema: minijinja::Value,
@@ -179,8 +181,8 @@ impl<'spec> Prompts<'spec> {
         let default = role_ir.prompt.is_none();
         let mut variables = std::collections::BTreeMap::new();
         let mut named_inputs = Vec::new();
-        for (contract, value) in role_ir.inputs.iter().zip(inputs) {
-            let name = snake_case(contract);
+        for (name, value) in context.input_names.iter().zip(inputs) {
+            let name = name.clone();
             let value = shared_value(value);
             if default {
                 named_inputs.push(minijinja::Value::from(vec![
@@ -267,6 +269,11 @@ impl<'spec> Prompts<'spec> {
             ir: role_ir,
             environment,
             source_name,
+            input_names: role_ir
+                .inputs
+                .iter()
+                .map(|contract| snake_case(contract))
+                .collect(),
             rules: minijinja::Value::from_object(Lines(rules_lines(spec, role_ir))),
             tools: json_value(&tools(spec, role_ir)),
             output_schema: Json::root(Arc::clone(&schema)),
@@ -279,9 +286,10 @@ impl<'spec> Prompts<'spec> {
 /// How many compiled templates the process keeps before starting over.
 const TEMPLATE_CACHE_LIMIT: usize = 1024;
 
-/// Compiled templates by (source name, template text): parsing a template once per
-/// process instead of on every call (each environment holds that one template).
-type TemplateCache = Mutex<HashMap<(String, String), Arc<Environment<'static>>>>;
+/// Compiled templates by source name, then template text: parsing a template once per
+/// process instead of on every call (each environment holds that one template). Looked
+/// up by `&str`, so a hit copies nothing.
+type TemplateCache = Mutex<HashMap<String, Vec<(String, Arc<Environment<'static>>)>>>;
 
 /// The environment holding `template` compiled under `source_name`, built once per
 /// process; a template that does not compile is not cached.
@@ -291,8 +299,15 @@ fn cached_environment(
 ) -> Result<Arc<Environment<'static>>, minijinja::Error> {
     static CACHE: OnceLock<TemplateCache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let key = (source_name.to_string(), template.to_string());
-    if let Some(environment) = cache.lock().ok().and_then(|cache| cache.get(&key).cloned()) {
+    let found = cache.lock().ok().and_then(|cache| {
+        cache.get(source_name).and_then(|versions| {
+            versions
+                .iter()
+                .find(|(text, _)| text == template)
+                .map(|(_, environment)| Arc::clone(environment))
+        })
+    });
+    if let Some(environment) = found {
         return Ok(environment);
     }
     let mut environment = Environment::new();
@@ -301,13 +316,16 @@ fn cached_environment(
     environment.add_filter("strip_mention", |text: String| {
         crate::eval::strip_mention(&text)
     });
-    environment.add_template_owned(key.0.clone(), key.1.clone())?;
+    environment.add_template_owned(source_name.to_string(), template.to_string())?;
     let environment = Arc::new(environment);
     if let Ok(mut cache) = cache.lock() {
-        if cache.len() >= TEMPLATE_CACHE_LIMIT {
+        if cache.values().map(Vec::len).sum::<usize>() >= TEMPLATE_CACHE_LIMIT {
             cache.clear();
         }
-        cache.insert(key, Arc::clone(&environment));
+        cache
+            .entry(source_name.to_string())
+            .or_default()
+            .push((template.to_string(), Arc::clone(&environment)));
     }
     Ok(environment)
 }

@@ -5,6 +5,7 @@
 //! applied in item id order, so a replay's trace does not depend on task wake order.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use charter_compiler::graph::{ItemCheckIr, NameIr};
 use serde_json::{Map, Value};
@@ -38,8 +39,8 @@ pub struct Work {
     /// The item value (the `each` variable).
     pub value: Value,
     pub depends_on: Vec<String>,
-    /// The role's inputs for this item.
-    pub inputs: Vec<Value>,
+    /// The role's inputs for this item (shared with each call's prompt).
+    pub inputs: Vec<Arc<Value>>,
     pub state: WorkState,
     pub stage_retries_used: u64,
     /// The feedback this item runs with (a repair, a person's answer), for every call.
@@ -210,7 +211,12 @@ impl Scheduler<'_> {
                 (None, Some(check)) => match &check.by {
                     Some(by) => {
                         let inputs = self.judge_inputs(by, &work.value, &output);
-                        let mut judge = CallUnit::new(step, work.id.as_deref(), by, inputs);
+                        let mut judge = CallUnit::new(
+                            step,
+                            work.id.as_deref(),
+                            by,
+                            inputs.into_iter().map(Arc::new).collect(),
+                        );
                         judge.key_role = Some(by.clone());
                         let job = self.issue_attempt(&mut judge)?;
                         work.state = WorkState::Judge {

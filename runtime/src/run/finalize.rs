@@ -14,7 +14,7 @@ impl Scheduler<'_> {
         let best = self.state.best().cloned();
         let inputs = self.eval_args(args, &Bindings::default())?;
         let output = self.single_call(step, role, inputs).await?;
-        self.store(step, StepOutput::Single(output.clone()));
+        self.store(step, StepOutput::Single(Arc::new(output.clone())));
         let proposed = output
             .get("candidate_id")
             .and_then(Value::as_str)
@@ -39,7 +39,7 @@ impl Scheduler<'_> {
             return Err(self.mismatch(best.id(), best.hash(), message));
         };
         let written = self.state.artifacts.get(&(best.step.clone(), best.round()));
-        let rebuilt = CandidateContent::of(stored, written).to_candidate(best.round());
+        let rebuilt = CandidateContent::of(stored, written).into_candidate(best.round());
         let summary = output
             .get("summary")
             .and_then(Value::as_str)
@@ -127,7 +127,7 @@ impl Scheduler<'_> {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         self.state.last_ask_rejected = rejected;
-        self.store(step, StepOutput::Single(answer));
+        self.store(step, StepOutput::Single(Arc::new(answer)));
         if let Some(max) = max
             && rejected
             && asked >= max

@@ -445,7 +445,7 @@ impl<'r> Scheduler<'r> {
             StepKind::Call { role, args } => {
                 let inputs = self.eval_args(args, &Bindings::default())?;
                 let output = self.single_call(&name, role, inputs).await?;
-                self.store(&name, StepOutput::Single(output));
+                self.store(&name, StepOutput::Single(Arc::new(output)));
                 None
             }
             StepKind::Each {
@@ -478,7 +478,7 @@ impl<'r> Scheduler<'r> {
             }
             StepKind::Tool { tool, args } => {
                 let output = self.run_tool_step(&name, tool, args).await?;
-                self.store(&name, StepOutput::Single(output));
+                self.store(&name, StepOutput::Single(Arc::new(output)));
                 None
             }
             // A branch calls nothing: only its transitions are evaluated.
@@ -551,7 +551,7 @@ impl<'r> Scheduler<'r> {
             id: None,
             value: Value::Null,
             depends_on: Vec::new(),
-            inputs,
+            inputs: inputs.into_iter().map(Arc::new).collect(),
             state: WorkState::Waiting,
             stage_retries_used: 0,
             feedback: self
@@ -648,7 +648,7 @@ impl<'r> Scheduler<'r> {
                 id: Some(id),
                 value,
                 depends_on,
-                inputs,
+                inputs: inputs.into_iter().map(Arc::new).collect(),
                 state,
                 stage_retries_used: 0,
                 feedback: item_feedback,
@@ -759,7 +759,7 @@ impl<'r> Scheduler<'r> {
     /// run for roles that keep `history`.
     fn store(&mut self, step: &str, output: StepOutput) {
         let round = self.state.round;
-        let visible = Arc::new(output.visible());
+        let visible = output.visible_shared();
         if let Some((_, step_ir)) = self.spec.flow.step(step)
             && matches!(
                 step_ir.kind,
@@ -843,11 +843,12 @@ impl<'r> Scheduler<'r> {
             .state
             .artifacts
             .get(&(step.to_string(), self.state.round));
-        let content = CandidateContent::of(output, written);
+        let mut content = CandidateContent::of(output, written);
+        let item_ids = std::mem::take(&mut content.item_ids);
         let candidate = Candidate::new(
             step.to_string(),
-            content.item_ids.clone(),
-            content.to_candidate(self.state.round),
+            item_ids,
+            content.into_candidate(self.state.round),
         );
         self.emit(EventKind::Candidate {
             id: candidate.id().to_string(),
@@ -899,7 +900,7 @@ impl<'r> Scheduler<'r> {
                     (StepOutput::Single(value), None)
                         if name == after || subjects.contains(name) =>
                     {
-                        tamper(value, after);
+                        tamper(Arc::make_mut(value), after);
                         hit = Some(name.clone());
                     }
                     _ => {}
@@ -1010,7 +1011,7 @@ impl<'r> Scheduler<'r> {
         let mut bindings = Bindings {
             request: Some(self.state.request.clone()),
             steps: self.state.visible_outputs(),
-            run: Some(self.state.run_value()),
+            run: Some(self.state.run_shared()),
             session: self.state.session.clone(),
             ..Bindings::default()
         };

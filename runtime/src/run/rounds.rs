@@ -44,7 +44,7 @@ impl Scheduler<'_> {
             "score": result.score(),
             "codes": result.error_codes(),
         });
-        self.store(step, StepOutput::Gate(gate_value));
+        self.store(step, StepOutput::Gate(Arc::new(gate_value)));
         let wanted = if result.passed() {
             // Warnings that act (DESIGN §8.5) run before the pass edge is followed.
             if let Some(next) = self.act_on_warnings(&candidate, &result).await? {

@@ -62,12 +62,13 @@ pub struct ItemRecord {
 /// The stored output of one step in one round.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StepOutput {
-    /// A role call, a finalize or an ask.
-    Single(Value),
+    /// A role call, a finalize or an ask (shared: the round's outputs, the history and
+    /// the answer hold the same value).
+    Single(Arc<Value>),
     /// An `each` step's items, in id order.
     Each(Vec<ItemRecord>),
     /// A gate step (its output is its evaluation).
-    Gate(Value),
+    Gate(Arc<Value>),
 }
 
 impl StepOutput {
@@ -75,7 +76,7 @@ impl StepOutput {
     /// successful outputs in item id order.
     pub fn visible(&self) -> Value {
         match self {
-            StepOutput::Single(value) | StepOutput::Gate(value) => value.clone(),
+            StepOutput::Single(value) | StepOutput::Gate(value) => (**value).clone(),
             StepOutput::Each(items) => Value::Array(
                 items
                     .iter()
@@ -85,6 +86,14 @@ impl StepOutput {
                     })
                     .collect(),
             ),
+        }
+    }
+
+    /// [`StepOutput::visible`], shared with the output where it is one value.
+    pub fn visible_shared(&self) -> Arc<Value> {
+        match self {
+            StepOutput::Single(value) | StepOutput::Gate(value) => Arc::clone(value),
+            StepOutput::Each(_) => Arc::new(self.visible()),
         }
     }
 }
@@ -119,7 +128,7 @@ impl CandidateContent {
         match output {
             StepOutput::Single(value) | StepOutput::Gate(value) => CandidateContent {
                 artifacts: files(""),
-                items: vec![value.clone()],
+                items: vec![(**value).clone()],
                 item_ids: Vec::new(),
                 failed: Vec::new(),
                 skipped: Vec::new(),
@@ -149,13 +158,13 @@ impl CandidateContent {
     }
 
     /// The candidate of round `round` with this content (its hash and text computed).
-    pub fn to_candidate(&self, round: u64) -> crate::candidate::Candidate {
+    pub fn into_candidate(self, round: u64) -> crate::candidate::Candidate {
         crate::candidate::Candidate::new(
             round,
-            self.items.clone(),
-            self.failed.clone(),
-            self.skipped.clone(),
-            self.artifacts.clone(),
+            self.items,
+            self.failed,
+            self.skipped,
+            self.artifacts,
         )
     }
 }
@@ -264,7 +273,7 @@ pub struct RunState {
     /// changed only through `set_output` and `remove_output`, which keep `visible` in step.
     outputs: BTreeMap<String, StepOutput>,
     /// `outputs` as expressions see them, built once per change.
-    visible: BTreeMap<String, Arc<Value>>,
+    visible: Arc<BTreeMap<String, Arc<Value>>>,
     /// Every step output by (step, round): what a candidate of an earlier round is
     /// rebuilt from at delivery.
     pub history: BTreeMap<(String, u64), StepOutput>,
@@ -294,6 +303,20 @@ pub struct RunState {
     pub answered_by: Option<String>,
     /// The conversation's state (`session`), in a run that is one turn of one.
     pub session: Option<Arc<Value>>,
+    /// The last [`RunState::run_shared`] and what it was built from: expressions and
+    /// prompts read `run` many times between two changes of it.
+    run_cache: std::sync::Mutex<Option<(RunKey, Arc<Value>)>>,
+}
+
+/// What `run` is built from (the cost as bits, so the key compares exactly).
+#[derive(Clone, Debug, PartialEq)]
+struct RunKey {
+    round: u64,
+    steps: u64,
+    tokens: u64,
+    cost: u64,
+    elapsed: std::time::Duration,
+    answered_by: Option<String>,
 }
 
 impl RunState {
@@ -304,7 +327,7 @@ impl RunState {
             meter,
             request: Arc::new(request),
             outputs: BTreeMap::new(),
-            visible: BTreeMap::new(),
+            visible: Arc::new(BTreeMap::new()),
             history: BTreeMap::new(),
             artifacts: BTreeMap::new(),
             candidates: Vec::new(),
@@ -319,6 +342,7 @@ impl RunState {
             last_ask_rejected: false,
             answered_by: None,
             session: None,
+            run_cache: std::sync::Mutex::new(None),
         }
     }
 
@@ -329,6 +353,40 @@ impl RunState {
         if let (Some(role), Value::Object(fields)) = (&self.answered_by, &mut value) {
             fields.insert("answered_by".to_string(), Value::String(role.clone()));
         }
+        value
+    }
+
+    /// [`RunState::run_value`], shared: built again only when what it shows changed.
+    pub fn run_shared(&self) -> Arc<Value> {
+        let meter = &self.meter;
+        let same = |key: &RunKey| {
+            key.round == self.round
+                && key.steps == meter.steps
+                && key.tokens == meter.tokens
+                && key.cost == meter.cost.to_bits()
+                && key.elapsed == meter.elapsed
+                && key.answered_by.as_deref() == self.answered_by.as_deref()
+        };
+        let Ok(mut cache) = self.run_cache.lock() else {
+            return Arc::new(self.run_value());
+        };
+        if let Some((key, value)) = cache.as_ref()
+            && same(key)
+        {
+            return Arc::clone(value);
+        }
+        let value = Arc::new(self.run_value());
+        *cache = Some((
+            RunKey {
+                round: self.round,
+                steps: meter.steps,
+                tokens: meter.tokens,
+                cost: meter.cost.to_bits(),
+                elapsed: meter.elapsed,
+                answered_by: self.answered_by.clone(),
+            },
+            Arc::clone(&value),
+        ));
         value
     }
 
@@ -355,8 +413,8 @@ impl RunState {
     }
 
     /// Step outputs as expressions see them (shared, not copied).
-    pub fn visible_outputs(&self) -> BTreeMap<String, Arc<Value>> {
-        self.visible.clone()
+    pub fn visible_outputs(&self) -> Arc<BTreeMap<String, Arc<Value>>> {
+        Arc::clone(&self.visible)
     }
 
     /// Step outputs of the current round, by step name.
@@ -366,19 +424,19 @@ impl RunState {
 
     /// Sets a step's output in the current round.
     pub fn set_output(&mut self, step: String, output: StepOutput) {
-        let visible = Arc::new(output.visible());
+        let visible = output.visible_shared();
         self.set_output_visible(step, output, visible);
     }
 
     /// [`RunState::set_output`] with the output's visible value already built.
     pub fn set_output_visible(&mut self, step: String, output: StepOutput, visible: Arc<Value>) {
-        self.visible.insert(step.clone(), visible);
+        Arc::make_mut(&mut self.visible).insert(step.clone(), visible);
         self.outputs.insert(step, output);
     }
 
     /// Removes a step's output from the current round (the step is rerun).
     pub fn remove_output(&mut self, step: &str) {
-        self.visible.remove(step);
+        Arc::make_mut(&mut self.visible).remove(step);
         self.outputs.remove(step);
     }
 

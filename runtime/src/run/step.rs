@@ -66,13 +66,13 @@ pub struct CallUnit {
 }
 
 impl CallUnit {
-    pub fn new(step: &str, item: Option<&str>, role: &str, inputs: Vec<Value>) -> CallUnit {
+    pub fn new(step: &str, item: Option<&str>, role: &str, inputs: Vec<Arc<Value>>) -> CallUnit {
         CallUnit {
             step: step.to_string(),
             item: item.map(str::to_string),
             role: role.to_string(),
             key_role: None,
-            inputs: inputs.into_iter().map(Arc::new).collect(),
+            inputs,
             feedback: None,
             context: Map::new(),
             retries_used: 0,
@@ -186,7 +186,7 @@ impl Scheduler<'_> {
                 .as_ref()
                 .map(|feedback| Arc::new(feedback.to_value())),
             history: self.history_for(&unit.role).map(Arc::new),
-            run: Some(Arc::new(self.state.run_value())),
+            run: Some(self.state.run_shared()),
             session: self.state.session.clone(),
         };
         let mut prompt = self

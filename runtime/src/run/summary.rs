@@ -28,7 +28,7 @@ impl Scheduler<'_> {
         let inputs = self.eval_args(args, &Bindings::default())?;
         match self.single_call(step, role, inputs).await {
             Ok(output) => {
-                self.store(step, StepOutput::Single(output));
+                self.store(step, StepOutput::Single(Arc::new(output)));
                 Ok(Stop::new(
                     Outcome::BelowTarget,
                     Reason::BudgetExhausted(which),

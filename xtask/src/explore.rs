@@ -110,16 +110,7 @@ pub fn scenarios(root: &Path, names: &[&str], what: &str) -> Explored {
 pub fn bench(root: &Path, passes: usize) -> Result<(), String> {
     let dir = root.join("golden").join("closed_loop").join("happy_path");
     let loaded = explore::load(root, &dir)?;
-    let load = || {
-        std::fs::read_to_string("/proc/loadavg")
-            .map(|text| {
-                text.split_whitespace()
-                    .take(3)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_else(|_| "unknown".to_string())
-    };
+    let load = crate::bench_replay::load_average;
     let before = load();
     for depth in [1u8, 2] {
         let options = Options {
@@ -150,6 +141,9 @@ pub fn bench(root: &Path, passes: usize) -> Result<(), String> {
             rates.last().copied().unwrap_or(0.0),
             options.threads
         );
+        if median < 2000.0 {
+            println!("  ^ explore at depth {depth} under target");
+        }
     }
     println!("  load average before {before}, after {}", load());
     Ok(())

@@ -114,8 +114,13 @@ pub async fn run(
     result
 }
 
-/// Runs [`run`] on a fresh current-thread tokio runtime whose clock starts paused: every
-/// recorded latency, timeout and backoff passes in virtual time, deterministically.
+/// Runs [`run`] on a current-thread tokio runtime whose clock is paused: every recorded
+/// latency, timeout and backoff passes in virtual time, deterministically.
+///
+/// The runtime is kept per thread and reused by the next replay on that thread (a
+/// library of scenarios replays thousands of runs): a run's times are measured from its
+/// own start, and a run aborts its jobs before it returns, so nothing of one run reaches
+/// the next. A replay nested in another on the same thread gets a runtime of its own.
 pub fn replay_blocking(
     spec: &CompiledSpec,
     input: Value,
@@ -124,12 +129,29 @@ pub fn replay_blocking(
     config: &RunConfig,
     sink: &mut dyn TraceSink,
 ) -> Result<RunOutcome, RunError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .map_err(|error| RunError::Flow(format!("cannot start the runtime: {error}")))?;
-    runtime.block_on(run(spec, input, provider, humans, config, sink))
+    thread_local! {
+        static PAUSED: std::cell::RefCell<Option<tokio::runtime::Runtime>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let paused = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .map_err(|error| RunError::Flow(format!("cannot start the runtime: {error}")))
+    };
+    PAUSED.with(|slot| {
+        let Ok(mut slot) = slot.try_borrow_mut() else {
+            return paused()?.block_on(run(spec, input, provider, humans, config, sink));
+        };
+        let runtime = match slot.take() {
+            Some(runtime) => runtime,
+            None => paused()?,
+        };
+        let result = runtime.block_on(run(spec, input, provider, humans, config, sink));
+        *slot = Some(runtime);
+        result
+    })
 }
 
 /// What a replay of a cassette produced: the outcome, and the recordings it never used.

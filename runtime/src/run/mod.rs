@@ -120,7 +120,8 @@ pub async fn run(
 /// The runtime is kept per thread and reused by the next replay on that thread (a
 /// library of scenarios replays thousands of runs): a run's times are measured from its
 /// own start, and a run aborts its jobs before it returns, so nothing of one run reaches
-/// the next. A replay nested in another on the same thread gets a runtime of its own.
+/// the next. Should the thread's runtime be in use (a replay called from inside a
+/// replay, which tokio refuses anyway), a runtime is built for the call, as before.
 pub fn replay_blocking(
     spec: &CompiledSpec,
     input: Value,

@@ -158,3 +158,58 @@ flow { answer = runner(request) -> done }
     );
     assert_eq!(replay.replayed.of_kind("tool_call").len(), 1);
 }
+
+/// `max_tool_calls N`: the first N calls that run are made; each call after them is
+/// `tool_denied` without a rule, and a call a `permit` refused does not count.
+#[test]
+fn calls_past_max_tool_calls_are_denied_and_refused_calls_do_not_count() {
+    let text = r#"spec limits version "1.0.0"
+models { default = "openai:m" }
+contract Request { text: string }
+contract Reply { text: string }
+contract WorkflowRun { workflow_id: string }
+contract RunTicket { run_id: string }
+tool run_workflow { input: WorkflowRun  output: RunTicket  effect: external }
+role runner {
+  prompt: """Run what {{ request.text }} asks."""
+  input: Request
+  output: Reply
+  tools: [run_workflow]
+  max_tool_calls: 2
+  permit run_workflow when args.workflow_id != "wf_0"
+}
+flow { answer = runner(request) -> done }
+"#;
+    let compilation = compile("limits.charter", text, &MemoryLoader::default());
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+    let calls = "calls:
+  - step: answer
+    tool_calls:
+      - { tool: run_workflow, args: { workflow_id: wf_0 }, result: { error: refused } }
+      - { tool: run_workflow, args: { workflow_id: wf_1 }, result: { run_id: R-1 } }
+      - { tool: run_workflow, args: { workflow_id: wf_2 }, result: { run_id: R-2 } }
+      - { tool: run_workflow, args: { workflow_id: wf_3 }, result: { error: not run } }
+    response: { text: started wf_1 and wf_2 }
+";
+    let replay = replay_prompts(&spec, r#"{"text": "run four workflows"}"#, calls);
+    replay.replayed.assert_ending("completed{done}");
+    let made: Vec<_> = replay
+        .replayed
+        .of_kind("tool_call")
+        .iter()
+        .map(|event| event["args"]["workflow_id"].clone())
+        .collect();
+    assert_eq!(made, ["wf_1", "wf_2"], "{}", replay.replayed.jsonl);
+    let denied = replay.replayed.of_kind("tool_denied");
+    assert_eq!(denied.len(), 2, "{}", replay.replayed.jsonl);
+    // The first was refused by the permit (it names the rule); the last was past the
+    // limit (no rule).
+    assert!(denied[0]["rule"].is_string(), "{}", replay.replayed.jsonl);
+    assert!(
+        denied[1].get("rule").is_none_or(serde_json::Value::is_null),
+        "{}",
+        replay.replayed.jsonl
+    );
+}

@@ -453,3 +453,60 @@ impl RunState {
         *counter
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn item(id: &str, status: ItemStatus) -> ItemRecord {
+        ItemRecord {
+            id: id.to_string(),
+            value: json!({"id": id}),
+            depends_on: Vec::new(),
+            status,
+        }
+    }
+
+    #[test]
+    fn an_each_steps_output_is_the_list_of_its_done_items_in_order() {
+        let output = StepOutput::Each(vec![
+            item("T-1", ItemStatus::Done(json!({"text": "one"}))),
+            item("T-2", ItemStatus::Failed("timed out".into())),
+            item("T-3", ItemStatus::Done(json!({"text": "three"}))),
+            item("T-4", ItemStatus::Skipped("T-2 failed".into())),
+        ]);
+        let expected = json!([{"text": "one"}, {"text": "three"}]);
+        assert_eq!(output.visible(), expected);
+        assert_eq!(*output.visible_shared(), expected);
+    }
+
+    #[test]
+    fn a_single_output_is_shared_not_copied() {
+        let value = Arc::new(json!({"text": "one"}));
+        let output = StepOutput::Single(Arc::clone(&value));
+        assert!(Arc::ptr_eq(&output.visible_shared(), &value));
+        assert_eq!(output.visible(), *value);
+    }
+
+    #[test]
+    fn run_is_built_again_only_when_what_it_shows_changed() {
+        let meter = BudgetMeter::new(charter_compiler::graph::BudgetIr::default());
+        let mut state = RunState::new(json!({}), meter, 0);
+        let first = state.run_shared();
+        assert!(Arc::ptr_eq(&first, &state.run_shared()));
+        state.meter.steps += 1;
+        let second = state.run_shared();
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert_eq!(second["step_count"], 1);
+        state.answered_by = Some("writer".into());
+        let third = state.run_shared();
+        assert_eq!(third["answered_by"], "writer");
+        state.round += 1;
+        assert_eq!(state.run_shared()["round"], 2);
+        state.meter.elapsed += std::time::Duration::from_secs(1);
+        assert_eq!(state.run_shared()["elapsed"], 1000);
+        state.meter.tokens += 7;
+        assert_eq!(state.run_shared()["tokens"], 7);
+    }
+}

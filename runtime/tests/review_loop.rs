@@ -700,4 +700,27 @@ fn a_retry_after_past_the_wall_budget_left_ends_the_run_at_once() {
         passing_tail(1)
     );
     replay(&spec, INPUT, &calls).assert_ending("completed{gate_passed}");
+
+    // A wait of exactly what is left is not made either: it would leave no time for the
+    // retry it waits for.
+    let calls = "calls:\n  - { step: write, attempt: 1, latency: 60s, error: { status: 429, retry_after: 2m } }\n";
+    let replayed = replay(&spec, INPUT, calls);
+    let finished = &replayed.of_kind("run_finished")[0];
+    assert_eq!(finished["reason"], "budget_exhausted{wall}", "{finished}");
+    assert_eq!(finished["t_ms"], 60_000, "{finished}");
+    assert!(replayed.of_kind("retry").is_empty());
+
+    // With the role's retries used up there is no wait to make: the call fails, and the
+    // wall budget is not what ends the run.
+    let calls = "calls:\n  - { step: write, attempt: 1, error: { status: 429, retry_after: 1s } }\n  \
+                 - { step: write, attempt: 2, error: { status: 429, retry_after: 1s } }\n  \
+                 - { step: write, attempt: 3, latency: 90s, error: { status: 429, retry_after: 2m } }\n";
+    let replayed = replay(&spec, INPUT, calls);
+    let finished = &replayed.of_kind("run_finished")[0];
+    assert_ne!(
+        finished["reason"], "budget_exhausted{wall}",
+        "{}",
+        replayed.jsonl
+    );
+    assert_eq!(replayed.of_kind("retry").len(), 2, "{}", replayed.jsonl);
 }

@@ -372,7 +372,9 @@ impl Scheduler<'_> {
         // The `on_exhausted` summary is one call, whatever the role's `retry`.
         let retries_allowed = if self.summarizing { 0 } else { role.retry };
         // A `Retry-After` counts against the role's timeout and the wall budget: a wait
-        // past either is not made (the provider has already cut it to its cap).
+        // past the timeout is not made, nor one that would use up what is left of the wall
+        // budget, which would leave no time for the retry it waits for (the provider has
+        // already cut the wait to its cap).
         if let Some(wait_ms) = retry_after_ms {
             if let Some(limit_ms) = role.timeout_ms
                 && wait_ms > limit_ms
@@ -388,7 +390,7 @@ impl Scheduler<'_> {
                     .state
                     .meter
                     .wall_left()
-                    .is_some_and(|left| Duration::from_millis(wait_ms) > left)
+                    .is_some_and(|left| Duration::from_millis(wait_ms) >= left)
             {
                 return Err(self.budget_stop(BudgetKind::Wall));
             }

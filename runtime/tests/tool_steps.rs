@@ -286,3 +286,64 @@ fn a_tool_step_without_a_timeout_is_cut_by_the_wall_budget() {
     assert_eq!(budget["t_ms"], 3_600_000, "{}", replay.jsonl);
     assert!(replay.of_kind("tool_call").is_empty());
 }
+
+fn spec_with(validate_retry: &str) -> CompiledSpec {
+    let text = SPEC.replace("retry: 1 backoff 2s", validate_retry);
+    let compilation = compile("tool_steps.charter", &text, &MemoryLoader::default());
+    assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
+    compilation.spec.unwrap_or_else(|| panic!("no spec"))
+}
+
+/// A tool step's retries back off like a role's (the delay doubles each retry), and the
+/// step's failure says how many attempts were made — nothing when there was one.
+#[test]
+fn a_tool_steps_backoff_doubles_and_its_failure_counts_the_attempts() {
+    let failing = |attempts: u64| {
+        let mut calls = String::from(
+            "calls:\n  - { step: make, response: { workflow_id: wf-1, version: 1 } }\n",
+        );
+        for attempt in 1..=attempts {
+            calls.push_str(&format!(
+                "  - {{ step: check, attempt: {attempt}, tool: validate, error: {{ message: \"down {attempt}\" }} }}\n"
+            ));
+        }
+        calls
+    };
+    let replayed = replay(&spec_with("retry: 2 backoff 2s"), INPUT, &failing(3));
+    replayed.assert_ending("failed{step_failed{check}}");
+    let delays: Vec<_> = replayed
+        .of_kind("retry")
+        .iter()
+        .map(|retry| retry["delay_ms"].clone())
+        .collect();
+    assert_eq!(delays, [json!(2000), json!(4000)], "{}", replayed.jsonl);
+    let calls: Vec<_> = replayed
+        .of_kind("tool_call")
+        .iter()
+        .map(|call| call["t_ms"].clone())
+        .collect();
+    assert_eq!(
+        calls,
+        [json!(0), json!(2000), json!(6000)],
+        "{}",
+        replayed.jsonl
+    );
+    let finished = &replayed.of_kind("run_finished")[0];
+    assert!(
+        finished["message"].as_str().is_some_and(
+            |message| message.contains("tool `validate` failed after 3 attempts: down 3")
+        ),
+        "{finished}"
+    );
+
+    let replayed = replay(&spec_with("retry: 0"), INPUT, &failing(1));
+    replayed.assert_ending("failed{step_failed{check}}");
+    assert!(replayed.of_kind("retry").is_empty());
+    let finished = &replayed.of_kind("run_finished")[0];
+    let message = finished["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("tool `validate` failed: down 1"),
+        "{finished}"
+    );
+    assert!(!message.contains("after"), "{finished}");
+}

@@ -126,7 +126,13 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
         return golden_section(root, config);
     }
     if config.sections == Sections::Replay {
-        return crate::bench_replay::bench(root, config.replay_runs).is_ok();
+        return match crate::bench_replay::bench(root, config.replay_runs) {
+            Ok(_) => true,
+            Err(error) => {
+                println!("repair loop replay: {error:#}");
+                false
+            }
+        };
     }
     if !crate::bench_live::bench_live(root, config.live) {
         return false;

@@ -542,18 +542,22 @@ impl<'r> Scheduler<'r> {
     /// Follows the first edge of `node` whose condition holds (edges in source order).
     fn next_node(&mut self, node: NodeIndex) -> Result<NodeIndex, Halt> {
         let edges = self.outgoing(node);
-        let bindings = self.bindings();
+        // The names in scope are gathered only for a `when` condition.
+        let mut bindings: Option<Bindings> = None;
         for edge in edges {
             let take = match edge.weight() {
                 TransitionIr::Always | TransitionIr::Else => true,
-                TransitionIr::When { condition } => match evaluate_bool(condition, &bindings) {
-                    Ok(holds) => holds,
-                    Err(error) => {
-                        return Err(self.step_failure(format!(
-                            "a `when` condition cannot be evaluated: {error}"
-                        )));
+                TransitionIr::When { condition } => {
+                    match evaluate_bool(condition, bindings.get_or_insert_with(|| self.bindings()))
+                    {
+                        Ok(holds) => holds,
+                        Err(error) => {
+                            return Err(self.step_failure(format!(
+                                "a `when` condition cannot be evaluated: {error}"
+                            )));
+                        }
                     }
-                },
+                }
                 TransitionIr::Pass | TransitionIr::Fail | TransitionIr::Repair { .. } => false,
             };
             if take {

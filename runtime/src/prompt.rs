@@ -101,6 +101,8 @@ struct RoleContext<'spec> {
     source_name: String,
     /// The template's name of each input (`work_order` for `WorkOrder`), in order.
     input_names: Vec<String>,
+    /// The role file's own front-matter keys (`meta`), when it has any.
+    meta: Option<minijinja::Value>,
     rules: minijinja::Value,
     tools: minijinja::Value,
     output_schema: minijinja::Value,
@@ -210,13 +212,8 @@ impl<'spec> Prompts<'spec> {
         if let Some(session) = &extra.session {
             variables.insert("session".to_string(), shared_value(session));
         }
-        if !role_ir.meta.is_empty() {
-            let meta: serde_json::Map<String, Value> = role_ir
-                .meta
-                .iter()
-                .map(|(key, value)| (key.clone(), value.clone()))
-                .collect();
-            variables.insert("meta".to_string(), json_value(&Value::Object(meta)));
+        if let Some(meta) = &context.meta {
+            variables.insert("meta".to_string(), meta.clone());
         }
         variables.insert(
             "run".to_string(),
@@ -274,6 +271,15 @@ impl<'spec> Prompts<'spec> {
                 .iter()
                 .map(|contract| snake_case(contract))
                 .collect(),
+            meta: (!role_ir.meta.is_empty()).then(|| {
+                json_value(&Value::Object(
+                    role_ir
+                        .meta
+                        .iter()
+                        .map(|(key, value)| (key.clone(), value.clone()))
+                        .collect(),
+                ))
+            }),
             rules: minijinja::Value::from_object(Lines(rules_lines(spec, role_ir))),
             tools: json_value(&tools(spec, role_ir)),
             output_schema: Json::root(Arc::clone(&schema)),
@@ -378,10 +384,7 @@ fn error_text(error: &minijinja::Error) -> String {
 /// A JSON value as template data: records and lists print as JSON and can be read
 /// field by field; scalars are plain template values.
 fn json_value(value: &Value) -> minijinja::Value {
-    match value {
-        Value::Object(_) | Value::Array(_) => Json::root(Arc::new(value.clone())),
-        scalar => scalar_value(scalar),
-    }
+    shared_value(&Arc::new(value.clone()))
 }
 
 /// [`json_value`] of a shared value: records and lists are read in place, not copied.

@@ -116,31 +116,38 @@ fn mention_and_strip_mention_read_the_leading_name() {
     assert_eq!(strip_mention("no mention"), "no mention");
 }
 
-/// DESIGN §9.2: a traced tool call whose arguments break a `permit` rule is `tool_denied`
-/// naming the rule, like a call outside the whitelist.
-#[test]
-fn a_call_breaking_a_permit_is_denied_naming_the_rule() {
-    let text = r#"spec permits version "1.0.0"
-models { default = "openai:m" }
-contract Request { text: string }
-contract Reply { text: string }
-contract WorkflowRun { workflow_id: string }
-contract RunTicket { run_id: string }
-tool run_workflow { input: WorkflowRun  output: RunTicket  effect: external }
-role runner {
-  prompt: """Run what {{ request.text }} asks."""
+/// A runner that may call `run_workflow` at most twice, when `permit` holds.
+fn runner_spec(permit: &str) -> CompiledSpec {
+    let text = format!(
+        r#"spec permits version "1.0.0"
+models {{ default = "openai:m" }}
+contract Request {{ text: string }}
+contract Reply {{ text: string }}
+contract WorkflowRun {{ workflow_id: string }}
+contract RunTicket {{ run_id: string }}
+tool run_workflow {{ input: WorkflowRun  output: RunTicket  effect: external }}
+role runner {{
+  prompt: """Run what {{{{ request.text }}}} asks."""
   input: Request
   output: Reply
   tools: [run_workflow]
   max_tool_calls: 2
-  permit run_workflow when contains(["wf_1", "wf_2"], args.workflow_id)
-}
-flow { answer = runner(request) -> done }
-"#;
-    let compilation = compile("permits.charter", text, &MemoryLoader::default());
-    let spec = compilation
+  permit run_workflow when {permit}
+}}
+flow {{ answer = runner(request) -> done }}
+"#
+    );
+    let compilation = compile("permits.charter", &text, &MemoryLoader::default());
+    compilation
         .spec
-        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics))
+}
+
+/// DESIGN §9.2: a traced tool call whose arguments break a `permit` rule is `tool_denied`
+/// naming the rule, like a call outside the whitelist.
+#[test]
+fn a_call_breaking_a_permit_is_denied_naming_the_rule() {
+    let spec = runner_spec(r#"contains(["wf_1", "wf_2"], args.workflow_id)"#);
     let calls = "calls:
   - step: answer
     tool_calls:
@@ -163,27 +170,7 @@ flow { answer = runner(request) -> done }
 /// `tool_denied` without a rule, and a call a `permit` refused does not count.
 #[test]
 fn calls_past_max_tool_calls_are_denied_and_refused_calls_do_not_count() {
-    let text = r#"spec limits version "1.0.0"
-models { default = "openai:m" }
-contract Request { text: string }
-contract Reply { text: string }
-contract WorkflowRun { workflow_id: string }
-contract RunTicket { run_id: string }
-tool run_workflow { input: WorkflowRun  output: RunTicket  effect: external }
-role runner {
-  prompt: """Run what {{ request.text }} asks."""
-  input: Request
-  output: Reply
-  tools: [run_workflow]
-  max_tool_calls: 2
-  permit run_workflow when args.workflow_id != "wf_0"
-}
-flow { answer = runner(request) -> done }
-"#;
-    let compilation = compile("limits.charter", text, &MemoryLoader::default());
-    let spec = compilation
-        .spec
-        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+    let spec = runner_spec(r#"args.workflow_id != "wf_0""#);
     let calls = "calls:
   - step: answer
     tool_calls:

@@ -40,9 +40,7 @@ flow {
 "#;
 
 fn spec() -> CompiledSpec {
-    let compilation = compile("tool_steps.charter", SPEC, &MemoryLoader::default());
-    assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
-    compilation.spec.unwrap_or_else(|| panic!("no spec"))
+    spec_with("retry: 1 backoff 2s")
 }
 
 const INPUT: &str = r#"{"text": "upload the report"}"#;
@@ -287,6 +285,7 @@ fn a_tool_step_without_a_timeout_is_cut_by_the_wall_budget() {
     assert!(replay.of_kind("tool_call").is_empty());
 }
 
+/// The spec with `validate`'s `retry: 1 backoff 2s` replaced by `validate_retry`.
 fn spec_with(validate_retry: &str) -> CompiledSpec {
     let text = SPEC.replace("retry: 1 backoff 2s", validate_retry);
     let compilation = compile("tool_steps.charter", &text, &MemoryLoader::default());

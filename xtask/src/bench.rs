@@ -296,7 +296,8 @@ fn time_compilations(name: &str, text: &str, loader: &dyn Loader, runs: usize) -
     times
 }
 
-fn median(sorted: &[Duration]) -> Duration {
+/// The middle of `sorted` (zero when empty).
+pub(crate) fn median(sorted: &[Duration]) -> Duration {
     sorted.get(sorted.len() / 2).copied().unwrap_or_default()
 }
 
@@ -316,12 +317,15 @@ fn report_target(sorted: &[Duration], target: Duration) {
 }
 
 /// `123µs`, `4.56ms`.
-fn show(duration: Duration) -> String {
+/// `123µs`, `4.56ms`, `1.23s`.
+pub(crate) fn show(duration: Duration) -> String {
     let micros = duration.as_secs_f64() * 1e6;
     if micros < 1_000.0 {
         format!("{micros:.0}µs")
-    } else {
+    } else if micros < 1_000_000.0 {
         format!("{:.2}ms", micros / 1_000.0)
+    } else {
+        format!("{:.2}s", micros / 1_000_000.0)
     }
 }
 

@@ -20,6 +20,8 @@ use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderE
 use charter_runtime::providers::{ApiKey, OpenAiConfig, OpenAiProvider};
 use charter_runtime::run::{RunConfig, run};
 use charter_runtime::tools::ToolBox;
+
+use crate::bench::median;
 use charter_runtime::trace::{EventKind, MemorySink, Outcome, Reason, TraceEvent};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
@@ -399,20 +401,16 @@ impl HumanChannel for NoHumans {
 
 /// Forgets the process's peak resident set (Linux: `5` to `/proc/self/clear_refs`), so
 /// the next `VmHWM` is this section's peak. Returns whether it could.
-fn reset_peak_memory() -> bool {
+pub(crate) fn reset_peak_memory() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
 /// A `/proc/self/status` field in kB (`VmHWM:`, `VmRSS:`), in MiB.
-fn memory_mib(field: &str) -> Option<f64> {
+pub(crate) fn memory_mib(field: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|line| line.starts_with(field))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
-}
-
-fn median(sorted: &[Duration]) -> Duration {
-    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -123,7 +123,7 @@ pub fn bench(repo: &Path, runs: usize) -> anyhow::Result<bool> {
     }
     times.sort();
     run_times.sort();
-    let median = times.get(times.len() / 2).copied().unwrap_or_default();
+    let median = crate::bench::median(&times);
     let p90 = times.get(times.len() * 9 / 10).copied().unwrap_or_default();
     println!(
         "{:<46} median {}  p90 {}  min {}  ({} runs, {} trace events; target <= {})",

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+
+use crate::bench::{median, show};
 use charter_runtime::harness::{self, HarnessConfig};
 use charter_runtime::scenario::{Cassette, Recorded, Scenario};
 
@@ -49,7 +51,7 @@ const SEED_SPEC: &str = "specs/seeds/closed_loop.charter";
 pub fn bench(repo: &Path, config: GoldenBenchConfig) -> anyhow::Result<bool> {
     // Reset the peak (Linux: writing 5 to clear_refs resets VmHWM), so the figure below is
     // this benchmark's, not that of the benchmarks before it in the same process.
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let _ = crate::bench_live::reset_peak_memory();
     let root = std::env::temp_dir().join(format!("charter-golden-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     generate_library(repo, &root, config.scenarios)?;
@@ -332,32 +334,7 @@ fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
 
 /// Peak resident memory of this process in MB (`VmHWM` in `/proc/self/status`).
 pub fn peak_memory_mb() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
-    let kilobytes: f64 = line
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kilobytes / 1024.0)
-}
-
-fn median(sorted: &[Duration]) -> Duration {
-    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
-}
-
-/// `123µs`, `4.56ms`, `1.23s`.
-fn show(duration: Duration) -> String {
-    let micros = duration.as_secs_f64() * 1e6;
-    if micros < 1_000.0 {
-        format!("{micros:.0}µs")
-    } else if micros < 1_000_000.0 {
-        format!("{:.2}ms", micros / 1_000.0)
-    } else {
-        format!("{:.2}s", micros / 1_000_000.0)
-    }
+    crate::bench_live::memory_mib("VmHWM:")
 }
 
 #[cfg(test)]

@@ -175,12 +175,18 @@ struct CountingSink<'a> {
     calls: std::collections::BTreeMap<String, u64>,
 }
 
-impl TraceSink for CountingSink<'_> {
-    fn append(&mut self, event: &crate::trace::TraceEvent) -> Result<(), crate::trace::TraceError> {
+impl CountingSink<'_> {
+    fn count(&mut self, event: &crate::trace::TraceEvent) {
         if let (crate::trace::EventKind::ModelCall { .. }, Some(step)) = (&event.kind, &event.step)
         {
             *self.calls.entry(step.clone()).or_insert(0) += 1;
         }
+    }
+}
+
+impl TraceSink for CountingSink<'_> {
+    fn append(&mut self, event: &crate::trace::TraceEvent) -> Result<(), crate::trace::TraceError> {
+        self.count(event);
         self.inner.append(event)
     }
 
@@ -188,10 +194,7 @@ impl TraceSink for CountingSink<'_> {
         &mut self,
         event: crate::trace::TraceEvent,
     ) -> Result<(), crate::trace::TraceError> {
-        if let (crate::trace::EventKind::ModelCall { .. }, Some(step)) = (&event.kind, &event.step)
-        {
-            *self.calls.entry(step.clone()).or_insert(0) += 1;
-        }
+        self.count(&event);
         self.inner.append_owned(event)
     }
 }

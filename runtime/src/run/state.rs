@@ -358,35 +358,24 @@ impl RunState {
 
     /// [`RunState::run_value`], shared: built again only when what it shows changed.
     pub fn run_shared(&self) -> Arc<Value> {
-        let meter = &self.meter;
-        let same = |key: &RunKey| {
-            key.round == self.round
-                && key.steps == meter.steps
-                && key.tokens == meter.tokens
-                && key.cost == meter.cost.to_bits()
-                && key.elapsed == meter.elapsed
-                && key.answered_by.as_deref() == self.answered_by.as_deref()
+        let key = RunKey {
+            round: self.round,
+            steps: self.meter.steps,
+            tokens: self.meter.tokens,
+            cost: self.meter.cost.to_bits(),
+            elapsed: self.meter.elapsed,
+            answered_by: self.answered_by.clone(),
         };
         let Ok(mut cache) = self.run_cache.lock() else {
             return Arc::new(self.run_value());
         };
-        if let Some((key, value)) = cache.as_ref()
-            && same(key)
+        if let Some((cached, value)) = cache.as_ref()
+            && *cached == key
         {
             return Arc::clone(value);
         }
         let value = Arc::new(self.run_value());
-        *cache = Some((
-            RunKey {
-                round: self.round,
-                steps: meter.steps,
-                tokens: meter.tokens,
-                cost: meter.cost.to_bits(),
-                elapsed: meter.elapsed,
-                answered_by: self.answered_by.clone(),
-            },
-            Arc::clone(&value),
-        ));
+        *cache = Some((key, Arc::clone(&value)));
         value
     }
 

@@ -208,17 +208,7 @@ fn a_misspelt_step_or_judge_role_in_a_cassette_is_named_with_did_you_mean() {
         ran.stdout
     );
     // At the entry's own line.
-    let line = read(&cassette(&root))
-        .lines()
-        .position(|line| line.contains("step: evalute"))
-        .map(|index| index + 1)
-        .unwrap_or_default();
-    assert!(
-        ran.stdout
-            .contains(&format!("golden/closed_loop/scenario/cassette.yaml:{line}")),
-        "{}",
-        ran.stdout
-    );
+    assert_points_at_cassette_line(&root, &ran.stdout, "step: evalute");
     // `charter replay` says the same, and nothing about another version of the spec.
     let ran = charter(&root, &["replay", "golden/closed_loop/scenario"]);
     assert_eq!(ran.code, Some(1), "{}", ran.all());
@@ -262,17 +252,7 @@ fn a_missing_call_names_the_closest_unused_recording_and_a_misspelt_item() {
         "{}",
         ran.stdout
     );
-    let line = read(&cassette(&root))
-        .lines()
-        .position(|line| line.contains("item: T-02,"))
-        .map(|index| index + 1)
-        .unwrap_or_default();
-    assert!(
-        ran.stdout
-            .contains(&format!("golden/closed_loop/scenario/cassette.yaml:{line}")),
-        "{}",
-        ran.stdout
-    );
+    assert_points_at_cassette_line(&root, &ran.stdout, "item: T-02,");
     // `charter replay` of an unpinned cassette does not blame another version of the spec.
     let ran = charter(&root, &["replay", "golden/closed_loop/scenario"]);
     assert_eq!(ran.code, Some(1), "{}", ran.all());
@@ -650,5 +630,18 @@ fn replay_ends_with_totals_of_calls_tokens_cost_and_virtual_time() {
         ),
         "{}",
         ran.stderr
+    );
+}
+
+/// `stdout` names the line of the scenario's cassette that holds `needle`.
+fn assert_points_at_cassette_line(root: &Path, stdout: &str, needle: &str) {
+    let line = read(&cassette(root))
+        .lines()
+        .position(|line| line.contains(needle))
+        .map(|index| index + 1)
+        .unwrap_or_default();
+    assert!(
+        stdout.contains(&format!("golden/closed_loop/scenario/cassette.yaml:{line}")),
+        "{stdout}"
     );
 }

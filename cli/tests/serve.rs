@@ -95,6 +95,15 @@ impl Drop for Server {
     }
 }
 
+/// `charter serve ARGS` refused as a usage error (exit 2): its stderr.
+fn usage_error(project: &Path, model: &MockServer, args: &[&str]) -> String {
+    let output = serve_command(project, model, args)
+        .output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(output.status.code(), Some(2));
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 fn serve_command(project: &Path, model: &MockServer, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_charter"));
     command
@@ -545,15 +554,11 @@ async fn a_killed_server_resumes_its_runs_from_their_journals() {
 async fn a_token_is_required_off_loopback_and_checked_when_given() {
     let project = project("token");
     let model = model().await;
-    let output = serve_command(
+    let stderr = usage_error(
         &project,
         &model,
         &["--host", "0.0.0.0", "specs/review_loop.charter"],
-    )
-    .output()
-    .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    );
     assert!(stderr.contains("--token"), "{stderr}");
 
     let server = start(
@@ -803,15 +808,11 @@ async fn the_stream_tells_a_watcher_of_retries_gate_issues_repairs_and_shortened
 async fn a_tool_no_served_spec_declares_is_a_usage_error() {
     let project = project("tool");
     let model = model().await;
-    let output = serve_command(
+    let stderr = usage_error(
         &project,
         &model,
         &["--tool", "serch=true", "specs/review_loop.charter"],
-    )
-    .output()
-    .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    );
     assert!(
         stderr.contains("no spec served declares a tool `serch`"),
         "{stderr}"

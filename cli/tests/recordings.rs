@@ -1,11 +1,11 @@
 //! Recordings people can write and trust (DESIGN §10): hand-written (unpinned) cassettes, "did you mean" for names a cassette gets wrong, the closest unused recording for a missing call, per-call prompt hashes, and `expect` on delivery, answer and calls.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use support::{copy_dir, copy_file, repository};
 
 struct Ran {
     code: Option<i32>,
@@ -57,26 +57,6 @@ fn project(name: &str, from: &str) -> PathBuf {
         &root.join("golden/closed_loop/scenario"),
     );
     root
-}
-
-fn copy_file(from: &Path, to: &Path) {
-    if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).unwrap_or_else(|error| panic!("{error}"));
-    }
-    std::fs::copy(from, to).unwrap_or_else(|error| panic!("{}: {error}", from.display()));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    let entries = std::fs::read_dir(from).unwrap_or_else(|error| panic!("{error}"));
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let target = to.join(entry.file_name());
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            copy_file(&path, &target);
-        }
-    }
 }
 
 fn read(path: &Path) -> String {

@@ -1,28 +1,12 @@
 //! `charter review` in a real terminal (tmux): `charter verify` leaves `trace.snap.new` beside each changed or new snapshot, and review shows each diff and takes `a` (accept), `r` (reject) and `s` (skip) typed at the keyboard; verify also shows its progress there.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
 use std::time::{Duration, Instant};
-
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap_or_else(|error| panic!("{error}"));
-    for entry in std::fs::read_dir(from)
-        .unwrap_or_else(|error| panic!("{error}"))
-        .flatten()
-    {
-        let path = entry.path();
-        let target = to.join(entry.file_name());
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).unwrap_or_else(|error| panic!("{error}"));
-        }
-    }
-}
+use support::{copy_dir, repository};
 
 /// A project with the closed_loop seed and three of its scenarios: one whose recorded
 /// score changed, two whose snapshots do not exist yet.

@@ -1,12 +1,11 @@
 //! `charter verify` end to end (issue 4's acceptance): a changed recorded response fails with a diff naming the scenario, a changed prompt template is a stale recording with the prompt diff, `--accept` makes both pass; partitions cover every scenario once; JUnit and GitHub output.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The repository root (it holds `golden/` and `specs/`).
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use support::{copy_dir, copy_file, repository};
 
 struct Verified {
     code: Option<i32>,
@@ -54,26 +53,6 @@ fn project(name: &str, scenario: &str) -> PathBuf {
         &root.join("golden/closed_loop").join(scenario),
     );
     root
-}
-
-fn copy_file(from: &Path, to: &Path) {
-    if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).unwrap_or_else(|error| panic!("{error}"));
-    }
-    std::fs::copy(from, to).unwrap_or_else(|error| panic!("{}: {error}", from.display()));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    let entries = std::fs::read_dir(from).unwrap_or_else(|error| panic!("{error}"));
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let target = to.join(entry.file_name());
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            copy_file(&path, &target);
-        }
-    }
 }
 
 fn edit(path: &Path, from: &str, to: &str) {

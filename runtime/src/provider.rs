@@ -427,7 +427,29 @@ pub trait Provider: Send + Sync {
             })
         })
     }
+
+    /// Whether this provider knows its answers without waiting for them (a recording
+    /// does): the scheduler then asks [`Provider::answer_now`] instead of running
+    /// [`Provider::complete`] as a task, and lets each call's latency pass on its own
+    /// clock. The default is `false`.
+    fn answers_now(&self) -> bool {
+        false
+    }
+
+    /// `request`'s answer and how long the call takes, given at once, when
+    /// [`Provider::answers_now`]. It has the effects [`Provider::complete`] has when it
+    /// starts (the call is marked used, its log written); the scheduler makes the answer
+    /// arrive after the latency, or the role's timeout, as a task's would. `None` (the
+    /// default): the call goes through `complete`.
+    fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
+        let _ = request;
+        None
+    }
 }
+
+/// A call's answer given at once ([`Provider::answer_now`]): how long the call takes,
+/// and what it answers then.
+pub type Played = (Duration, Result<ModelResponse, ProviderError>);
 
 impl<P: Provider + ?Sized> Provider for Arc<P> {
     fn complete(
@@ -439,6 +461,14 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
 
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         (**self).run_tool(request)
+    }
+
+    fn answers_now(&self) -> bool {
+        (**self).answers_now()
+    }
+
+    fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
+        (**self).answer_now(request)
     }
 }
 
@@ -452,6 +482,14 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
 
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         (**self).run_tool(request)
+    }
+
+    fn answers_now(&self) -> bool {
+        (**self).answers_now()
+    }
+
+    fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
+        (**self).answer_now(request)
     }
 }
 

@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use crate::provider::{
     BoxFuture, CallKey, CallLog, HumanChannel, HumanKey, HumanRequest, ModelOutput, ModelRequest,
-    ModelResponse, Provider, ProviderError, ToolCall, ToolRequest, ToolResponse, Usage,
+    ModelResponse, Played, Provider, ProviderError, ToolCall, ToolRequest, ToolResponse, Usage,
 };
 use crate::scenario::{Cassette, Fault, Recorded, RecordedCall, RecordedToolCall};
 
@@ -319,15 +319,36 @@ impl Provider for ReplayProvider {
         request: ModelRequest,
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
         Box::pin(async move {
-            let (latency, outcome) = self.play(&request)?;
-            if let Some(call) = self.calls.get(&request.key) {
-                playback_log(call, &outcome, &request.log);
-            }
+            let (latency, outcome) = self.start(&request);
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;
             }
             outcome
         })
+    }
+
+    fn answers_now(&self) -> bool {
+        true
+    }
+
+    fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
+        Some(self.start(request))
+    }
+}
+
+impl ReplayProvider {
+    /// Starts a recorded call: marks it used, checks its prompt, writes its log, and gives
+    /// its latency and answer (a call the recording cannot answer fails at once).
+    fn start(&self, request: &ModelRequest) -> Played {
+        match self.play(request) {
+            Ok((latency, outcome)) => {
+                if let Some(call) = self.calls.get(&request.key) {
+                    playback_log(call, &outcome, &request.log);
+                }
+                (latency, outcome)
+            }
+            Err(error) => (Duration::ZERO, Err(error)),
+        }
     }
 }
 

@@ -10,11 +10,12 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::provider::{
-    BoxFuture, CallKey, HumanChannel, HumanKey, HumanRequest, ModelRequest, ModelResponse,
+    BoxFuture, CallKey, HumanChannel, HumanKey, HumanRequest, ModelRequest, ModelResponse, Played,
     Provider, ProviderError, ToolRequest, ToolResponse,
 };
 use crate::replay::{playback, playback_log, playback_tool};
@@ -155,6 +156,28 @@ impl ExploreProvider {
     }
 }
 
+impl ExploreProvider {
+    /// Starts a call: counts it against the variant's limit, serves its answer and
+    /// writes its log (a call past the limit, or one nothing answers, fails at once).
+    fn start(&self, request: &ModelRequest) -> Played {
+        let made = self.model_calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if made > self.call_limit {
+            let error = ProviderError::NotRecorded {
+                key: request.key.clone(),
+                closest: None,
+            };
+            return (Duration::ZERO, Err(error));
+        }
+        let call = match self.serve(&request.key, false) {
+            Ok(call) => call,
+            Err(error) => return (Duration::ZERO, Err(error)),
+        };
+        let (latency, outcome) = playback(&call);
+        playback_log(&call, &outcome, &request.log);
+        (latency, outcome)
+    }
+}
+
 /// A recorded answer served to a variant: its prompt is the variant's (a fault changes
 /// what later roles are shown), so neither the base's prompt expectation nor its prompt
 /// hash goes with it.
@@ -173,21 +196,20 @@ impl Provider for ExploreProvider {
         request: ModelRequest,
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
         Box::pin(async move {
-            let made = self.model_calls.fetch_add(1, Ordering::Relaxed) + 1;
-            if made > self.call_limit {
-                return Err(ProviderError::NotRecorded {
-                    key: request.key.clone(),
-                    closest: None,
-                });
-            }
-            let call = self.serve(&request.key, false)?;
-            let (latency, outcome) = playback(&call);
-            playback_log(&call, &outcome, &request.log);
+            let (latency, outcome) = self.start(&request);
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;
             }
             outcome
         })
+    }
+
+    fn answers_now(&self) -> bool {
+        true
+    }
+
+    fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
+        Some(self.start(request))
     }
 
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {

@@ -812,11 +812,9 @@ struct PromptCapture {
     first: Mutex<BTreeMap<String, (CallKey, String)>>,
 }
 
-impl Provider for PromptCapture {
-    fn complete(
-        &self,
-        request: ModelRequest,
-    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+impl PromptCapture {
+    /// Keeps `request`'s prompt if it is its role's first call.
+    fn capture(&self, request: &ModelRequest) {
         if let Ok(mut first) = self.first.lock() {
             let earlier = first
                 .get(&request.role)
@@ -828,7 +826,25 @@ impl Provider for PromptCapture {
                 );
             }
         }
+    }
+}
+
+impl Provider for PromptCapture {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        self.capture(&request);
         self.inner.complete(request)
+    }
+
+    fn answers_now(&self) -> bool {
+        self.inner.answers_now()
+    }
+
+    fn answer_now(&self, request: &ModelRequest) -> Option<crate::provider::Played> {
+        self.capture(request);
+        self.inner.answer_now(request)
     }
 
     fn run_tool(

@@ -1,6 +1,9 @@
-//! Jobs: ids, collecting the messages of one instant in a fixed order (item id, then job), cancellation and dropping in-flight calls.
+//! Jobs: ids, tasks and the scheduler's own timed jobs, collecting the messages of one instant in a fixed order (item id, then job), cancellation and dropping in-flight calls.
+
+use std::time::Duration;
 
 use super::*;
+use step::{CallFailure, JobBody, spawn_call};
 
 impl Scheduler<'_> {
     pub(super) fn next_job(&mut self) -> u64 {
@@ -12,20 +15,46 @@ impl Scheduler<'_> {
     /// Waits for the next replies and returns every one that arrives at the same instant,
     /// in item id order (then job order). A wall budget that runs out while waiting
     /// stops the run.
+    ///
+    /// Two kinds of job reply: tasks (calls to a provider that must be waited for) over
+    /// the channel, and the scheduler's own jobs (backoff timers, and calls to a provider
+    /// that [answers at once](crate::provider::Provider::answers_now)), each due at an
+    /// instant. With no task in flight, waiting is one sleep to the next instant due.
     pub(super) async fn wait_batch(
         &mut self,
         owners: &BTreeMap<u64, usize>,
         works: &[Work],
     ) -> Result<Vec<JobMessage>, Halt> {
-        let deadline = self.wall_deadline;
+        self.start_calls();
+        let tasks = !self.handles.is_empty();
+        if !tasks && self.due.is_empty() {
+            return Err(Halt::Error(RunError::Flow(
+                "the run waits for a reply, but no call is in flight".to_string(),
+            )));
+        }
+        let due = self.due.iter().map(|(at, _)| *at).min();
+        let wake = match (self.wall_deadline, due) {
+            (Some(deadline), Some(due)) => Some(deadline.min(due)),
+            (deadline, due) => deadline.or(due),
+        };
         let receiver = &mut self.receiver;
         let receive = async move {
-            match deadline {
-                Some(deadline) => tokio::time::timeout_at(deadline, receiver.recv())
-                    .await
-                    .ok()
-                    .flatten(),
-                None => receiver.recv().await,
+            if tasks {
+                match wake {
+                    Some(wake) => tokio::time::timeout_at(wake, receiver.recv())
+                        .await
+                        .ok()
+                        .flatten(),
+                    None => receiver.recv().await,
+                }
+            } else {
+                // No task can send: what comes next is a job of the scheduler's own.
+                if let Some(wake) = wake
+                    && wake > Instant::now()
+                {
+                    tokio::time::sleep_until(wake).await;
+                }
+                None
             }
         };
         let first = match self.config.cancel.clone() {
@@ -43,7 +72,7 @@ impl Scheduler<'_> {
         // Let every task woken at this instant run and report before deciding anything:
         // yielding never advances a paused clock.
         let mut quiet = 0;
-        while quiet < 3 {
+        while tasks && quiet < 3 {
             tokio::task::yield_now().await;
             let mut got = false;
             while let Ok(message) = self.receiver.try_recv() {
@@ -51,6 +80,14 @@ impl Scheduler<'_> {
                 got = true;
             }
             quiet = if got { 0 } else { quiet + 1 };
+        }
+        if !self.due.is_empty() {
+            let now = Instant::now();
+            let (ready, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.due)
+                .into_iter()
+                .partition(|(at, _)| *at <= now);
+            self.due = later;
+            batch.extend(ready.into_iter().map(|(_, message)| message));
         }
         if batch.is_empty() {
             self.check_budget()?;
@@ -88,6 +125,45 @@ impl Scheduler<'_> {
     pub(super) fn abort_jobs(&mut self) {
         for (_, handle) in std::mem::take(&mut self.handles) {
             handle.abort();
+        }
+        self.calls.clear();
+        self.due.clear();
+    }
+
+    /// Runs a job of the scheduler's own: its message arrives `after` from now.
+    pub(super) fn run_local(&mut self, job: u64, after: Duration, body: JobBody) {
+        self.due
+            .push((Instant::now() + after, JobMessage { job, body }));
+    }
+
+    /// Starts the calls issued since the last wait, in job order, as their tasks would
+    /// start then: a provider that answers at once gives its answer, due after the call's
+    /// latency or at the role's timeout, whichever comes first; a call it cannot answer
+    /// so runs as a task.
+    fn start_calls(&mut self) {
+        for (job, request, timeout_ms) in std::mem::take(&mut self.calls) {
+            let Some((latency, outcome)) = self.provider.answer_now(&request) else {
+                let handle = spawn_call(
+                    self.provider.clone(),
+                    request,
+                    timeout_ms,
+                    job,
+                    self.sender.clone(),
+                );
+                self.handles.insert(job, handle);
+                continue;
+            };
+            let log = request.log.entries();
+            let (after, result) = match timeout_ms.map(Duration::from_millis) {
+                Some(limit) if latency > limit => (
+                    limit,
+                    Err(CallFailure::TimedOut {
+                        after_ms: timeout_ms.unwrap_or_default(),
+                    }),
+                ),
+                _ => (latency, outcome.map_err(CallFailure::Provider)),
+            };
+            self.run_local(job, after, JobBody::Reply(result, log));
         }
     }
 }

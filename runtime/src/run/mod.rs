@@ -1,19 +1,22 @@
 //! The scheduler: the single writer of run state, driving a compiled flow through its phases to a terminal state with a reason.
 //!
-//! One [`Scheduler`] owns the [`RunState`]. Role calls run as tokio tasks (jobs) that send
-//! their results back over a channel; they never touch the state. Every change is written
-//! to the trace before it takes effect. Replies that arrive at the same instant are
-//! applied in a fixed order (item id, then job number), so on a paused clock the same
-//! cassette gives the same trace whatever order tokio wakes the tasks in.
+//! One [`Scheduler`] owns the [`RunState`]. Role calls run as jobs that give their results
+//! back; they never touch the state. A live call is a tokio task replying over a channel;
+//! a replayed call (its answer and latency known at once) and a backoff are timed by the
+//! scheduler itself, with no task. Every change is written to the trace before it takes
+//! effect. Replies that arrive at the same instant are applied in a fixed order (item id,
+//! then job number), so on a paused clock the same cassette gives the same trace whatever
+//! order tokio wakes the tasks in.
 //!
 //! Module map: this file holds the flow walk (`step`, transitions, `each` and call steps,
 //! candidates, faults, invariants, budgets, scope); `rounds` gate steps and the repair
-//! loop's mechanics; `finalize` the finalize and `ask` steps; `jobs` the job channel and
-//! its per-instant ordering; `emit` the trace. [`step`] is one role call and its provider
-//! retries; [`each`] work items, the task DAG, checks and stage retries; [`gate`] gate
-//! evaluation with the items issues name; [`repair`] the repair decision (the policy);
-//! [`delivery`] the verified delivery; [`state`] the state. The pure pieces they build on
-//! are the crate's `gate`, `repair`, `candidate`, `dag` and `budget` modules.
+//! loop's mechanics; `finalize` the finalize and `ask` steps; `jobs` the job channel, the
+//! scheduler's own timed jobs and their per-instant ordering; `emit` the trace. [`step`]
+//! is one role call and its provider retries; [`each`] work items, the task DAG, checks
+//! and stage retries; [`gate`] gate evaluation with the items issues name; [`repair`] the
+//! repair decision (the policy); [`delivery`] the verified delivery; [`state`] the state.
+//! The pure pieces they build on are the crate's `gate`, `repair`, `candidate`, `dag` and
+//! `budget` modules.
 
 pub mod delivery;
 pub mod each;
@@ -75,6 +78,7 @@ pub async fn run(
     sink: &mut dyn TraceSink,
 ) -> Result<RunOutcome, RunError> {
     let (sender, receiver) = unbounded_channel();
+    let answers_now = provider.answers_now();
     let now = Instant::now();
     let mut scheduler = Scheduler {
         spec,
@@ -96,6 +100,9 @@ pub async fn run(
         sender,
         receiver,
         handles: BTreeMap::new(),
+        answers_now,
+        calls: Vec::new(),
+        due: Vec::new(),
         next_job_id: 0,
         last_job: 0,
         seq: 0,
@@ -308,8 +315,14 @@ pub(crate) struct Scheduler<'r> {
     wall_deadline: Option<Instant>,
     sender: UnboundedSender<JobMessage>,
     receiver: UnboundedReceiver<JobMessage>,
-    /// Jobs in flight, by id (aborted when the run stops).
+    /// Tasks in flight, by job id (aborted when the run stops).
     handles: BTreeMap<u64, JoinHandle<()>>,
+    /// Whether the provider answers at once: its calls are then the scheduler's own jobs.
+    answers_now: bool,
+    /// Calls issued to such a provider since the last wait: (job, request, timeout).
+    calls: Vec<(u64, crate::provider::ModelRequest, Option<u64>)>,
+    /// The scheduler's own jobs that have started: each message and when it arrives.
+    due: Vec<(Instant, JobMessage)>,
     next_job_id: u64,
     /// The id of the job created last.
     last_job: u64,

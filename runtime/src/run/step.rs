@@ -1,7 +1,9 @@
-//! Role calls: one attempt per spawned job, with the provider-retry policy (doubling backoff, per-call timeout, contract violations re-asked) decided by the scheduler.
+//! Role calls: one attempt per job, with the provider-retry policy (doubling backoff, per-call timeout, contract violations re-asked) decided by the scheduler.
 //!
-//! A job is a tokio task that makes exactly one provider call (or sleeps one backoff) and
-//! sends the result back over the scheduler's channel; it never touches run state. The
+//! A job makes exactly one provider call (or waits one backoff) and gives its result back
+//! to the scheduler; it never touches run state. A call to a live provider is a tokio task
+//! that replies over the scheduler's channel; a backoff, and a call to a provider that
+//! answers at once (a recording), is a job the scheduler times itself. The
 //! scheduler decides, per reply, whether the call is done, retried or failed, and writes
 //! every event (`model_call`, `model_result`, `timeout`, `provider_error`,
 //! `contract_violation`, `tool_call`, `tool_denied`, `retry{provider}`) to the trace.
@@ -143,21 +145,6 @@ pub fn spawn_call(
     })
 }
 
-/// Spawns a job that sleeps `delay_ms` and then wakes the scheduler.
-pub fn spawn_timer(
-    delay_ms: u64,
-    job: u64,
-    sender: UnboundedSender<JobMessage>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-        let _ = sender.send(JobMessage {
-            job,
-            body: JobBody::Wake,
-        });
-    })
-}
-
 impl Scheduler<'_> {
     /// Makes the next attempt of `unit`: checks the budget, numbers the attempt, writes
     /// `model_call` and spawns the call. Returns the job id.
@@ -233,14 +220,18 @@ impl Scheduler<'_> {
             log,
         };
         let job = self.next_job();
-        let handle = spawn_call(
-            self.provider.clone(),
-            request,
-            role.timeout_ms,
-            job,
-            self.sender.clone(),
-        );
-        self.handles.insert(job, handle);
+        if self.answers_now {
+            self.calls.push((job, request, role.timeout_ms));
+        } else {
+            let handle = spawn_call(
+                self.provider.clone(),
+                request,
+                role.timeout_ms,
+                job,
+                self.sender.clone(),
+            );
+            self.handles.insert(job, handle);
+        }
         Ok(job)
     }
 
@@ -433,8 +424,7 @@ impl Scheduler<'_> {
             },
         )?;
         let job = self.next_job();
-        let handle = spawn_timer(delay_ms, job, self.sender.clone());
-        self.handles.insert(job, handle);
+        self.run_local(job, Duration::from_millis(delay_ms), JobBody::Wake);
         Ok(CallUpdate::Retrying)
     }
 

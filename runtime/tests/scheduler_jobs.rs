@@ -1,0 +1,143 @@
+//! A replay's calls are jobs the scheduler times itself (the recording answers at once): every golden scenario gives exactly the trace and outcome it gives when each call runs as a tokio task that waits out its latency, as a live provider's does.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use charter_runtime::harness::{self, CASSETTE_FILE, SCENARIO_FILE};
+use charter_runtime::provider::{
+    BoxFuture, ModelRequest, ModelResponse, Played, Provider, ProviderError, ToolRequest,
+    ToolResponse,
+};
+use charter_runtime::replay::ReplayProvider;
+use charter_runtime::run::{DeliveryTarget, RunConfig, replay_blocking};
+use charter_runtime::scenario::{Cassette, Scenario};
+use charter_runtime::trace::{MemorySink, to_jsonl};
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A recording that hides that it answers at once: each call is a task that sleeps its
+/// recorded latency, under the role's timeout.
+struct AsTask(Arc<ReplayProvider>);
+
+impl Provider for AsTask {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        self.0.complete(request)
+    }
+
+    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
+        self.0.run_tool(request)
+    }
+}
+
+/// A recording that says it answers at once, then declines every call: each call falls
+/// back to a task.
+struct Declines(Arc<ReplayProvider>);
+
+impl Provider for Declines {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        self.0.complete(request)
+    }
+
+    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
+        self.0.run_tool(request)
+    }
+
+    fn answers_now(&self) -> bool {
+        true
+    }
+
+    fn answer_now(&self, _request: &ModelRequest) -> Option<Played> {
+        None
+    }
+}
+
+/// How a replay of one scenario went: its trace text, or the error that stopped it, and
+/// the recordings it left unused.
+fn replay_with(
+    root: &Path,
+    dir: &Path,
+    wrap: &dyn Fn(Arc<ReplayProvider>) -> Arc<dyn Provider>,
+) -> (String, usize) {
+    let scenario = Scenario::read(&dir.join(SCENARIO_FILE)).unwrap_or_else(|e| panic!("{e}"));
+    let cassette = Cassette::read(&dir.join(CASSETTE_FILE)).unwrap_or_else(|e| panic!("{e}"));
+    let spec = harness::compile_spec(root, &scenario.spec)
+        .unwrap_or_else(|problem| panic!("{}", problem.message));
+    let config = RunConfig {
+        delivery: DeliveryTarget::Memory,
+        faults: cassette.faults.clone(),
+        cancel: None,
+        observer: None,
+        session: None,
+    };
+    let replay = Arc::new(ReplayProvider::new(cassette));
+    let mut sink = MemorySink::new();
+    let outcome = replay_blocking(
+        &spec,
+        scenario.input.clone(),
+        wrap(replay.clone()),
+        replay.as_ref(),
+        &config,
+        &mut sink,
+    );
+    let trace = to_jsonl(sink.events()).unwrap_or_else(|e| panic!("{e}"));
+    let ended = match outcome {
+        Ok(outcome) => format!("{}", outcome.termination()),
+        Err(error) => format!("error: {error}"),
+    };
+    (format!("{trace}{ended}\n"), replay.unused().len())
+}
+
+/// Every single-turn golden scenario's directory, in name order.
+fn goldens(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let seeds = std::fs::read_dir(root.join("golden")).unwrap_or_else(|e| panic!("{e}"));
+    for seed in seeds.flatten().filter(|entry| entry.path().is_dir()) {
+        for scenario in std::fs::read_dir(seed.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let dir = scenario.path();
+            let single_turn = Scenario::read(&dir.join(SCENARIO_FILE))
+                .is_ok_and(|scenario| scenario.turns.is_none());
+            if single_turn && dir.join(CASSETTE_FILE).is_file() {
+                found.push(dir);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn every_golden_replays_the_same_whether_its_calls_are_jobs_or_tasks() {
+    let root = repository();
+    let scenarios = goldens(&root);
+    assert!(
+        scenarios.len() >= 40,
+        "only {} golden scenarios found",
+        scenarios.len()
+    );
+    let mut timed = 0;
+    for dir in &scenarios {
+        let jobs = replay_with(&root, dir, &|replay| replay);
+        let tasks = replay_with(&root, dir, &|replay| Arc::new(AsTask(replay)));
+        let declined = replay_with(&root, dir, &|replay| Arc::new(Declines(replay)));
+        assert_eq!(jobs, tasks, "{}: jobs and tasks differ", dir.display());
+        assert_eq!(jobs, declined, "{}: a declined call differs", dir.display());
+        if jobs.0.contains("\"kind\":\"timeout\"") || jobs.0.contains("\"retry\":\"provider\"") {
+            timed += 1;
+        }
+    }
+    // The comparison covers timeouts and provider retries (backoff timers), not only
+    // calls that answer in time.
+    assert!(timed >= 3, "only {timed} goldens time out or retry a call");
+}

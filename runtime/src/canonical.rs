@@ -8,65 +8,84 @@
 //! The keys are sorted here explicitly, so the form does not depend on whether some
 //! crate in the build enables `serde_json`'s `preserve_order`.
 
+use std::io::Write;
+
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The canonical JSON text of `value`.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    // Only `serde_json`'s output and ASCII punctuation were written: always UTF-8.
+    String::from_utf8(out)
+        .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
 }
 
 /// `sha256:<hex>` of the canonical JSON of `value`: a candidate's hash.
 pub fn hash_value(value: &Value) -> String {
-    sha256(canonical_json(value).as_bytes())
+    let mut out = Vec::new();
+    write_canonical(value, &mut out);
+    sha256(&out)
 }
 
 /// `sha256:<hex>` of `bytes` (the same form as the compiler's spec and prompt hashes).
 pub fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{:x}", Sha256::digest(bytes))
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = Sha256::digest(bytes);
+    let mut text = String::with_capacity("sha256:".len() + 2 * digest.len());
+    text.push_str("sha256:");
+    for byte in digest {
+        text.push(char::from(HEX[usize::from(byte >> 4)]));
+        text.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+    text
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(true) => out.push_str("true"),
-        Value::Bool(false) => out.push_str("false"),
-        Value::Number(number) => out.push_str(&number.to_string()),
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        // `Number`'s text is the one `to_string` gives; writing to a `Vec` cannot fail.
+        Value::Number(number) => {
+            let _ = write!(out, "{number}");
+        }
         Value::String(text) => write_string(text, out),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (index, item) in items.iter().enumerate() {
                 if index > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
         Value::Object(record) => {
             let mut entries: Vec<(&String, &Value)> = record.iter().collect();
             entries.sort_by(|(a, _), (b, _)| a.as_bytes().cmp(b.as_bytes()));
-            out.push('{');
+            out.push(b'{');
             for (index, (key, item)) in entries.into_iter().enumerate() {
                 if index > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_string(key, out);
-                out.push(':');
+                out.push(b':');
                 write_canonical(item, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
     }
 }
 
-fn write_string(text: &str, out: &mut String) {
-    // Serializing a `&str` cannot fail; the fallback keeps this total anyway.
-    match serde_json::to_string(text) {
-        Ok(escaped) => out.push_str(&escaped),
-        Err(_) => out.push_str("\"\""),
+/// `text` as `serde_json` writes a string, escapes and quotes included.
+fn write_string(text: &str, out: &mut Vec<u8>) {
+    // Serializing a `&str` into a `Vec` cannot fail; the fallback keeps this total anyway.
+    let start = out.len();
+    if serde_json::to_writer(&mut *out, text).is_err() {
+        out.truncate(start);
+        out.extend_from_slice(b"\"\"");
     }
 }
 

@@ -97,6 +97,22 @@ impl Bindings {
     }
 }
 
+impl Bindings {
+    /// The value of `name` when it is held shared (the request, step outputs, the
+    /// candidates, `run`, `session`), without a copy.
+    pub fn shared(&self, name: &NameIr) -> Option<Arc<Value>> {
+        match name {
+            NameIr::Request => self.request.clone(),
+            NameIr::Step(step) => self.steps.get(step).cloned(),
+            NameIr::Candidate => self.candidate.clone(),
+            NameIr::Best => self.best.clone(),
+            NameIr::Run => self.run.clone(),
+            NameIr::Session => self.session.clone(),
+            NameIr::Score | NameIr::Item | NameIr::ByRole(_) | NameIr::Local(_) => None,
+        }
+    }
+}
+
 impl Env for Bindings {
     fn get(&self, name: &NameIr) -> Option<&Value> {
         match name {
@@ -158,6 +174,18 @@ pub fn evaluate(expr: &ExprIr, env: &dyn Env) -> Result<Value, EvalError> {
         regexes: HashMap::new(),
     }
     .eval(expr)
+}
+
+/// [`evaluate`], sharing the value when `expr` is a bare name `bindings` holds shared: a
+/// call's argument `plan` is the step's output itself, not a copy.
+pub fn evaluate_shared(expr: &ExprIr, bindings: &Bindings) -> Result<Arc<Value>, EvalError> {
+    if let ExprIr::Path { root, fields } = expr
+        && fields.is_empty()
+        && let Some(value) = bindings.shared(root)
+    {
+        return Ok(value);
+    }
+    evaluate(expr, bindings).map(Arc::new)
 }
 
 /// Evaluates `expr` in `env` and requires a `bool` (a gate rule, `pass when`, a `when`

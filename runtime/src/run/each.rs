@@ -44,7 +44,7 @@ pub struct Work {
     pub state: WorkState,
     pub stage_retries_used: u64,
     /// The feedback this item runs with (a repair, a person's answer), for every call.
-    pub feedback: Option<crate::feedback::Feedback>,
+    pub feedback: Option<Arc<crate::feedback::Feedback>>,
     /// The outputs of the item's dependencies, by id (set when the item starts).
     pub context: Map<String, Value>,
 }
@@ -315,7 +315,7 @@ impl Scheduler<'_> {
             },
         )?;
         let mut unit = CallUnit::new(step, work.id.as_deref(), &role, work.inputs.clone());
-        unit.feedback = Some(feedback);
+        unit.feedback = Some(Arc::new(feedback));
         unit.context = work.context.clone();
         let job = self.issue_attempt(&mut unit)?;
         work.state = WorkState::Exec(unit);

@@ -47,7 +47,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::eval::{Bindings, EvalError, evaluate, evaluate_bool};
+use crate::eval::{Bindings, EvalError, evaluate, evaluate_bool, evaluate_shared};
 use crate::prompt::Prompts;
 use crate::provider::{HumanChannel, HumanRequest, Provider};
 use crate::trace::{EventKind, RepairAction, RetryKind, TraceEvent, TraceSink};
@@ -588,20 +588,20 @@ impl<'r> Scheduler<'r> {
         &mut self,
         step: &str,
         role: &str,
-        inputs: Vec<Value>,
+        inputs: Vec<Arc<Value>>,
     ) -> Result<Value, Halt> {
         let mut works = vec![Work {
             id: None,
             value: Value::Null,
             depends_on: Vec::new(),
-            inputs: inputs.into_iter().map(Arc::new).collect(),
+            inputs,
             state: WorkState::Waiting,
             stage_retries_used: 0,
             feedback: self
                 .state
                 .feedback
                 .remove(step)
-                .map(state::PendingFeedback::for_call),
+                .map(|pending| Arc::new(pending.for_call())),
             context: serde_json::Map::new(),
         }];
         self.drive(step, role, &mut works, 1, None).await?;
@@ -691,10 +691,10 @@ impl<'r> Scheduler<'r> {
                 id: Some(id),
                 value,
                 depends_on,
-                inputs: inputs.into_iter().map(Arc::new).collect(),
+                inputs,
                 state,
                 stage_retries_used: 0,
-                feedback: item_feedback,
+                feedback: item_feedback.map(Arc::new),
                 context: serde_json::Map::new(),
             });
         }
@@ -1074,7 +1074,7 @@ impl<'r> Scheduler<'r> {
     }
 
     /// Evaluates a call's arguments (with `extra`'s locals on top of the run's names).
-    fn eval_args(&mut self, args: &[ExprIr], extra: &Bindings) -> Result<Vec<Value>, Halt> {
+    fn eval_args(&mut self, args: &[ExprIr], extra: &Bindings) -> Result<Vec<Arc<Value>>, Halt> {
         let mut bindings = self.bindings();
         bindings.locals.extend(extra.locals.clone());
         if bindings.best.is_none() {
@@ -1082,11 +1082,11 @@ impl<'r> Scheduler<'r> {
         }
         let mut values = Vec::with_capacity(args.len());
         for arg in args {
-            match evaluate(arg, &bindings) {
+            match evaluate_shared(arg, &bindings) {
                 Ok(value) => values.push(value),
                 // A step that did not run on the way here (another `when` branch, or a
                 // finalize reached when repair stopped) is `none` to the role.
-                Err(EvalError::Unbound { .. }) => values.push(Value::Null),
+                Err(EvalError::Unbound { .. }) => values.push(Arc::new(Value::Null)),
                 Err(error) => {
                     return Err(
                         self.step_failure(format!("an argument cannot be evaluated: {error}"))

@@ -54,7 +54,7 @@ pub struct CallUnit {
     /// attempt's prompt).
     pub inputs: Vec<Arc<Value>>,
     /// Why this call runs again, if it does (DESIGN §8.2).
-    pub feedback: Option<crate::feedback::Feedback>,
+    pub feedback: Option<Arc<crate::feedback::Feedback>>,
     /// Dependencies' outputs (context isolation: nothing else).
     pub context: Map<String, Value>,
     /// Provider retries used so far.
@@ -251,12 +251,11 @@ impl Scheduler<'_> {
                 unit.role
             ))));
         };
-        let model = format!("{}:{}", role.model.provider, role.model.model);
         for message in &log.notes {
             self.emit_call(
                 unit,
                 EventKind::ProviderNote {
-                    model: model.clone(),
+                    model: format!("{}:{}", role.model.provider, role.model.model),
                     message: message.clone(),
                 },
             )?;
@@ -326,10 +325,15 @@ impl Scheduler<'_> {
                     }
                 };
                 let validator = Validator::for_spec(spec);
-                let answered = parsed.as_ref().ok().cloned();
-                let checked = parsed
-                    .and_then(|value| validator.validate(&role.output, &value))
-                    .and_then(|output| self.names_a_candidate(unit, output));
+                // The answer itself is kept for the feedback of a violation (validation
+                // builds the output it returns).
+                let checked = match &parsed {
+                    Ok(value) => validator
+                        .validate(&role.output, value)
+                        .and_then(|output| self.names_a_candidate(unit, output)),
+                    Err(violations) => Err(violations.clone()),
+                };
+                let answered = parsed.ok();
                 match checked {
                     Ok(output) => {
                         self.check_budget()?;
@@ -338,13 +342,13 @@ impl Scheduler<'_> {
                     }
                     Err(violations) => {
                         let text = violations_text(&violations);
-                        unit.feedback = Some(crate::feedback::contract(
-                            unit.feedback.take(),
+                        unit.feedback = Some(Arc::new(crate::feedback::contract(
+                            unit.feedback.take().map(Arc::unwrap_or_clone),
                             self.state.round,
                             &role.output,
                             &violations,
                             answered,
-                        ));
+                        )));
                         self.emit_call(
                             unit,
                             EventKind::ContractViolation {

@@ -37,7 +37,10 @@ impl Scheduler<'_> {
             return Err(flow_error(&format!("the spec declares no tool `{tool}`")));
         };
         let args = self.eval_args(args, &Bindings::default())?;
-        let args = args.into_iter().next().unwrap_or(Value::Null);
+        let args = args
+            .into_iter()
+            .next()
+            .map_or(Value::Null, Arc::unwrap_or_clone);
         // The argument the step built must fit the tool's input contract (defaults
         // filled): one that does not would fail the same way on every try, so the tool is
         // not called at all.

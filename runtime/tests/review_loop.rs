@@ -269,6 +269,65 @@ fn max_rounds_delivers_the_best_candidate_not_the_last() {
     assert_eq!(delivery["expected_hash"], outcome.candidates[1].1.as_str());
 }
 
+/// The review loop with a second finalize step, `archive`, first in the flow but reached
+/// only by a `branch` the run does not take: a run whose repair stops delivers through
+/// the finalize step reachable from the gate's `pass` edge, not the first in the flow.
+#[test]
+fn repair_that_stops_delivers_through_the_finalize_step_after_the_gate() {
+    let path = format!(
+        "{}/tests/fixtures/review_loop.charter",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{path}: {error}"));
+    let flow = "flow {
+  start   = branch  when request.goal == \"archive\" -> archive  else -> write
+  archive = finalize finalizer(best)   -> done
+  write   = writer(request)            -> review";
+    let text = text.replace(
+        "flow {\n  write   = writer(request)            -> review",
+        flow,
+    );
+    assert!(
+        text.contains("archive = finalize"),
+        "the flow was not replaced"
+    );
+    let compilation = charter_runtime::compiler::compile(
+        "two_finalize.charter",
+        &text,
+        &charter_runtime::compiler::MemoryLoader::default(),
+    );
+    assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+    let calls = "calls:
+  - { step: write, round: 1, response: { title: A, body: first } }
+  - { step: review, round: 1, response: { relevance: 4, verdict: PASS } }
+  - { step: write, round: 2, response: { title: B, body: second } }
+  - { step: review, round: 2, response: { relevance: 5, verdict: PASS } }
+  - { step: write, round: 3, response: { title: C, body: third } }
+  - { step: review, round: 3, response: { relevance: 3, verdict: PASS } }
+  - { step: deliver, round: 3, response: { candidate_id: c2, summary: the best of three } }
+";
+    let replayed = replay(&spec, INPUT, calls);
+    replayed.assert_ending("below_target{max_rounds}");
+    let started: Vec<_> = replayed
+        .of_kind("step_started")
+        .iter()
+        .map(|event| event["step"].clone())
+        .collect();
+    assert_eq!(
+        started.last(),
+        Some(&serde_json::json!("deliver")),
+        "{started:?}"
+    );
+    assert!(
+        !started.contains(&serde_json::json!("archive")),
+        "{started:?}"
+    );
+    assert_eq!(replayed.of_kind("delivery")[0]["matches"], true);
+}
+
 #[test]
 fn a_budget_runs_out() {
     let calls = "calls:

@@ -188,6 +188,21 @@ pub fn evaluate_shared(expr: &ExprIr, bindings: &Bindings) -> Result<Arc<Value>,
     evaluate(expr, bindings).map(Arc::new)
 }
 
+/// Whether `expr` reads `name` anywhere (a value that is costly to build, like `run`, is
+/// built only for an expression that reads it).
+pub fn mentions(expr: &ExprIr, name: &NameIr) -> bool {
+    match expr {
+        ExprIr::Path { root, .. } => root == name,
+        ExprIr::Literal { .. } | ExprIr::Variant { .. } => false,
+        ExprIr::List { items } => items.iter().any(|item| mentions(item, name)),
+        ExprIr::Record { fields } => fields.values().any(|field| mentions(field, name)),
+        ExprIr::Unary { operand, .. } => mentions(operand, name),
+        ExprIr::Binary { lhs, rhs, .. } => mentions(lhs, name) || mentions(rhs, name),
+        ExprIr::Call { args, .. } => args.iter().any(|arg| mentions(arg, name)),
+        ExprIr::Quantifier { over, body, .. } => mentions(over, name) || mentions(body, name),
+    }
+}
+
 /// Evaluates `expr` in `env` and requires a `bool` (a gate rule, `pass when`, a `when`
 /// condition, an `always` invariant).
 pub fn evaluate_bool(expr: &ExprIr, env: &dyn Env) -> Result<bool, EvalError> {

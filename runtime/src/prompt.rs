@@ -97,7 +97,7 @@ pub struct Prompts<'spec> {
 #[derive(Debug)]
 struct RoleContext<'spec> {
     ir: &'spec RoleIr,
-    environment: Arc<Environment<'static>>,
+    environment: Arc<CompiledTemplate>,
     source_name: String,
     /// The template's name of each input (`work_order` for `WorkOrder`), in order.
     input_names: Vec<String>,
@@ -116,6 +116,14 @@ impl<'spec> Prompts<'spec> {
             spec,
             roles: HashMap::new(),
         }
+    }
+
+    /// Whether `role`'s template reads `run` (or prints its whole context with
+    /// `debug()`): only then need a caller build `run` for it. `false` for a role whose
+    /// template cannot be built (rendering it says why).
+    pub fn reads_run(&mut self, role: &str) -> bool {
+        self.role(role)
+            .is_ok_and(|context| context.environment.reads_run)
     }
 
     /// The JSON Schema of `role`'s output contract (`null` when it has none), shared.
@@ -175,6 +183,7 @@ impl<'spec> Prompts<'spec> {
             message: error_text(&error),
         };
         let compiled = context
+            .environment
             .environment
             .get_template(&context.source_name)
             .map_err(template_error)?;
@@ -295,14 +304,22 @@ const TEMPLATE_CACHE_LIMIT: usize = 1024;
 /// Compiled templates by source name, then template text: parsing a template once per
 /// process instead of on every call (each environment holds that one template). Looked
 /// up by `&str`, so a hit copies nothing.
-type TemplateCache = Mutex<HashMap<String, Vec<(String, Arc<Environment<'static>>)>>>;
+type TemplateCache = Mutex<HashMap<String, Vec<(String, Arc<CompiledTemplate>)>>>;
+
+/// One template, compiled alone in its environment, and what it reads of the context.
+#[derive(Debug)]
+struct CompiledTemplate {
+    environment: Environment<'static>,
+    /// The template names `run`, or calls `debug()`, which prints every variable.
+    reads_run: bool,
+}
 
 /// The environment holding `template` compiled under `source_name`, built once per
 /// process; a template that does not compile is not cached.
 fn cached_environment(
     source_name: &str,
     template: &str,
-) -> Result<Arc<Environment<'static>>, minijinja::Error> {
+) -> Result<Arc<CompiledTemplate>, minijinja::Error> {
     static CACHE: OnceLock<TemplateCache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let found = cache.lock().ok().and_then(|cache| {
@@ -310,11 +327,11 @@ fn cached_environment(
             versions
                 .iter()
                 .find(|(text, _)| text == template)
-                .map(|(_, environment)| Arc::clone(environment))
+                .map(|(_, compiled)| Arc::clone(compiled))
         })
     });
-    if let Some(environment) = found {
-        return Ok(environment);
+    if let Some(compiled) = found {
+        return Ok(compiled);
     }
     let mut environment = Environment::new();
     environment.set_auto_escape_callback(|_| AutoEscape::None);
@@ -323,7 +340,13 @@ fn cached_environment(
         crate::eval::strip_mention(&text)
     });
     environment.add_template_owned(source_name.to_string(), template.to_string())?;
-    let environment = Arc::new(environment);
+    let names = environment
+        .get_template(source_name)?
+        .undeclared_variables(false);
+    let compiled = Arc::new(CompiledTemplate {
+        environment,
+        reads_run: names.contains("run") || names.contains("debug"),
+    });
     if let Ok(mut cache) = cache.lock() {
         if cache.values().map(Vec::len).sum::<usize>() >= TEMPLATE_CACHE_LIMIT {
             cache.clear();
@@ -331,9 +354,9 @@ fn cached_environment(
         cache
             .entry(source_name.to_string())
             .or_default()
-            .push((template.to_string(), Arc::clone(&environment)));
+            .push((template.to_string(), Arc::clone(&compiled)));
     }
-    Ok(environment)
+    Ok(compiled)
 }
 
 /// The lines of the role's rules blocks, in the order the role lists them.

@@ -630,3 +630,30 @@ fn a_run_that_opens_with_a_question_is_planning_while_it_asks() {
         "the question is asked while planning; the writer then executes"
     );
 }
+
+/// A call's argument that reads `run` gets the run as it is when the call starts (the
+/// scheduler builds `run` only for the expressions and templates that read it).
+#[test]
+fn an_argument_reading_run_sees_the_run_so_far() {
+    let spec = compile_text(
+        r#"spec ticking version "1.0.0"
+models { default = "openai:m" }
+contract Request { topic: string }
+contract Tick { steps: int  topic: string }
+contract Draft { text: string }
+role first { prompt: """Start {{ request.topic }}."""  input: Request  output: Draft }
+role counter { prompt: """{{ tick.topic }} after {{ tick.steps }} steps."""  input: Tick  output: Draft }
+flow {
+  start = first(request)                                            -> count
+  count = counter({ steps: run.step_count, topic: request.topic })  -> done
+}
+"#,
+    );
+    let calls = "calls:
+  - { step: start, response: { text: a } }
+  - { step: count, response: { text: b } }
+";
+    let replay = replay_prompts(&spec, r#"{"topic": "t"}"#, calls);
+    replay.replayed.assert_ending("completed{done}");
+    assert_eq!(replay.prompt("count#1 r1"), "t after 2 steps.");
+}

@@ -349,3 +349,34 @@ fn scores_are_numbers() {
         Err("the score must be a number, but is string \"ship it\"".to_string())
     );
 }
+
+#[test]
+fn mentions_finds_a_name_at_any_depth() {
+    let run = NameIr::Run;
+    for (expr, reads) in [
+        ("run.tokens <= 5000", true),
+        ("review.score >= 7 and not (run.round > 2)", true),
+        ("sum([1, run.step_count]) == 2", true),
+        ("some x in request.xs: x > run.round", true),
+        ("review.score >= 7", false),
+        ("every x in request.xs: x > 1", false),
+    ] {
+        assert_eq!(mentions(&gate_expr(expr), &run), reads, "{expr}");
+    }
+}
+
+#[test]
+fn a_shared_name_is_not_copied() {
+    let bindings = env();
+    let plan = path(NameIr::Step("review".into()), &[]);
+    let shared = evaluate_shared(&plan, &bindings).unwrap_or_default();
+    assert!(
+        bindings
+            .steps
+            .get("review")
+            .is_some_and(|step| Arc::ptr_eq(step, &shared)),
+        "a bare step name is the step's output itself"
+    );
+    let field = path(NameIr::Step("review".into()), &["score"]);
+    assert_eq!(evaluate_shared(&field, &bindings).as_deref(), Ok(&json!(8)));
+}

@@ -224,3 +224,33 @@ fn one_renderer_renders_each_call_from_its_own_inputs() {
         Ok(json!(["summary"]))
     );
 }
+
+#[test]
+fn a_template_reads_run_when_it_names_it_or_prints_its_whole_context() {
+    let spec = compile_spec_with(
+        r#"spec r version "1"
+contract Req { goal: string }
+contract Out { text: string }
+role counts { model: "openai:m"  prompt: """Step {{ run.step_count }}: {{ req.goal }}"""  input: Req  output: Out }
+role dumps { model: "openai:m"  prompt: """{{ debug() }}"""  input: Req  output: Out }
+role plain { model: "openai:m"  prompt: """{{ req.goal }}"""  input: Req  output: Out }
+role shadows { model: "openai:m"  prompt: """{% set run = 1 %}{{ run }}"""  input: Req  output: Out }
+role default { model: "openai:m"  input: Req  output: Out }
+flow { a = counts(request) -> b  b = dumps(request) -> c  c = plain(request) -> d  d = shadows(request) -> e  e = default(request) -> done }
+"#,
+        &[],
+    );
+    let mut prompts = Prompts::new(&spec);
+    assert!(prompts.reads_run("counts"));
+    assert!(prompts.reads_run("dumps"));
+    assert!(!prompts.reads_run("plain"));
+    assert!(
+        !prompts.reads_run("shadows"),
+        "a variable the template sets"
+    );
+    assert!(
+        !prompts.reads_run("default"),
+        "the default template lists the inputs"
+    );
+    assert!(!prompts.reads_run("nobody"), "an unknown role");
+}

@@ -47,7 +47,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::eval::{Bindings, EvalError, evaluate, evaluate_bool, evaluate_shared};
+use crate::eval::{Bindings, EvalError, evaluate, evaluate_bool, evaluate_shared, mentions};
 use crate::prompt::Prompts;
 use crate::provider::{HumanChannel, HumanRequest, Provider};
 use crate::trace::{EventKind, RepairAction, RetryKind, TraceEvent, TraceSink};
@@ -1051,10 +1051,16 @@ impl<'r> Scheduler<'r> {
     /// Names in scope: `request`, step outputs of this round, `run`, `best`, and the
     /// current round's latest candidate.
     fn bindings(&self) -> Bindings {
+        self.scope(true)
+    }
+
+    /// [`Scheduler::bindings`], with `run` only `with_run`: it changes with every call, so
+    /// it is built for the expressions that read it.
+    fn scope(&self, with_run: bool) -> Bindings {
         let mut bindings = Bindings {
             request: Some(self.state.request.clone()),
             steps: self.state.visible_outputs(),
-            run: Some(self.state.run_shared()),
+            run: with_run.then(|| self.state.run_shared()),
             session: self.state.session.clone(),
             ..Bindings::default()
         };
@@ -1075,7 +1081,7 @@ impl<'r> Scheduler<'r> {
 
     /// Evaluates a call's arguments (with `extra`'s locals on top of the run's names).
     fn eval_args(&mut self, args: &[ExprIr], extra: &Bindings) -> Result<Vec<Arc<Value>>, Halt> {
-        let mut bindings = self.bindings();
+        let mut bindings = self.scope(args.iter().any(|arg| mentions(arg, &NameIr::Run)));
         bindings.locals.extend(extra.locals.clone());
         if bindings.best.is_none() {
             bindings.best = Some(Arc::new(Value::Null));

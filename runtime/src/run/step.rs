@@ -173,7 +173,11 @@ impl Scheduler<'_> {
                 .as_ref()
                 .map(|feedback| Arc::new(feedback.to_value())),
             history: self.history_for(&unit.role).map(Arc::new),
-            run: Some(self.state.run_shared()),
+            // `run` changes with every call: built only for a template that reads it.
+            run: self
+                .prompts
+                .reads_run(&unit.role)
+                .then(|| self.state.run_shared()),
             session: self.state.session.clone(),
         };
         let mut prompt = self

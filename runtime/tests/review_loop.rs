@@ -328,6 +328,45 @@ fn repair_that_stops_delivers_through_the_finalize_step_after_the_gate() {
     assert_eq!(replayed.of_kind("delivery")[0]["matches"], true);
 }
 
+/// A gate that reads `run` sees the round it judges: a hard rule `run.round >= 2` fails a
+/// good first round (REJECTED: rerun) and passes the second.
+#[test]
+fn a_gate_reading_run_sees_the_round() {
+    let path = format!(
+        "{}/tests/fixtures/review_loop.charter",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{path}: {error}"));
+    let text = text.replace(
+        "pass when score >= 7.0",
+        "hard later: run.round >= 2 else REJECTED\n  pass when score >= 7.0",
+    );
+    assert!(text.contains("run.round >= 2"), "the gate was not changed");
+    let compilation = charter_runtime::compiler::compile(
+        "round_gate.charter",
+        &text,
+        &charter_runtime::compiler::MemoryLoader::default(),
+    );
+    assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
+    let spec = compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
+    let calls = format!(
+        "calls:\n  - {{ step: write, round: 1, response: {{ title: A, body: first }} }}\n  \
+         - {{ step: review, round: 1, response: {{ relevance: 9, verdict: PASS }} }}\n  \
+         - {{ step: write, round: 2, response: {{ title: A, body: second }} }}\n{}",
+        passing_tail(2)
+    );
+    let replayed = replay(&spec, INPUT, &calls);
+    replayed.assert_ending("completed{gate_passed}");
+    let gates: Vec<_> = replayed
+        .of_kind("gate")
+        .iter()
+        .map(|gate| gate["passed"].clone())
+        .collect();
+    assert_eq!(gates, [false, true], "round 1 fails on the round alone");
+}
+
 #[test]
 fn a_budget_runs_out() {
     let calls = "calls:

@@ -23,7 +23,7 @@ impl Scheduler<'_> {
                 gate.subject, self.state.round
             )));
         };
-        let mut bindings = self.bindings();
+        let mut bindings = self.scope(reads_run(gate));
         bindings.candidate = Some(candidate.value());
         let mut failed_ids = candidate.inner.failed.clone();
         failed_ids.extend(candidate.inner.skipped.iter().cloned());
@@ -277,7 +277,7 @@ impl Scheduler<'_> {
         let mut feedback = Feedback::new(reason, self.state.round);
         feedback.issues = result.issues(None);
         if let Some(gate) = self.spec.gates.get(&result.evaluation.gate) {
-            feedback.judges = self.judges_of(gate, &self.bindings());
+            feedback.judges = self.judges_of(gate, &self.scope(false));
         }
         state::PendingFeedback {
             feedback,
@@ -452,4 +452,23 @@ impl Scheduler<'_> {
             items,
         })
     }
+}
+
+/// Whether any of `gate`'s expressions reads `run`.
+fn reads_run(gate: &charter_compiler::graph::GateIr) -> bool {
+    let run = NameIr::Run;
+    let reads = |expr: &ExprIr| crate::eval::mentions(expr, &run);
+    reads(&gate.pass_when)
+        || gate
+            .rules
+            .iter()
+            .any(|rule| reads(&rule.expr) || rule.detail.as_ref().is_some_and(reads))
+        || gate.scores.iter().any(|score| {
+            reads(&score.expr)
+                || score
+                    .below
+                    .as_ref()
+                    .and_then(|below| below.detail.as_ref())
+                    .is_some_and(reads)
+        })
 }

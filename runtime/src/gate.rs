@@ -119,20 +119,25 @@ impl GateEvaluation {
                     error: score.error.clone(),
                 })
                 .collect(),
-            issues: self
-                .issues
-                .iter()
-                .map(|issue| Issue {
-                    code: issue.code.clone(),
-                    severity: issue.severity,
-                    gate: Some(self.gate.clone()),
-                    rule: issue.rule.clone(),
-                    message: Some(issue.message.clone()),
-                    detail: issue.detail.clone(),
-                    items: item.map(str::to_string).into_iter().collect(),
-                })
-                .collect(),
+            issues: self.trace_issues(item),
         }
+    }
+
+    /// The issues as the `gate` event shows them (`item`: the work item of a per-item
+    /// check).
+    pub fn trace_issues(&self, item: Option<&str>) -> Vec<Issue> {
+        self.issues
+            .iter()
+            .map(|issue| Issue {
+                code: issue.code.clone(),
+                severity: issue.severity,
+                gate: Some(self.gate.clone()),
+                rule: issue.rule.clone(),
+                message: Some(issue.message.clone()),
+                detail: issue.detail.clone(),
+                items: item.map(str::to_string).into_iter().collect(),
+            })
+            .collect()
     }
 }
 

@@ -54,28 +54,32 @@ impl Judged {
     pub fn event(&self, candidate: &str, hash: &str, item: Option<&str>) -> EventKind {
         let mut event = self.evaluation.to_event(candidate, hash, item);
         if let EventKind::Gate { issues, .. } = &mut event {
-            for issue in issues.iter_mut() {
-                if let Some(named) = self.items.get(&issue.code)
-                    && !named.is_empty()
-                {
-                    issue.items = named.clone();
-                }
-            }
+            self.name_items(issues);
         }
         event
+    }
+
+    /// Gives each issue the work items its rule named, where it named any.
+    fn name_items(&self, issues: &mut [crate::trace::Issue]) {
+        for issue in issues {
+            if let Some(named) = self.items.get(&issue.code)
+                && !named.is_empty()
+            {
+                issue.items = named.clone();
+            }
+        }
     }
 
     /// The issues as feedback carries them: the `gate` event's issues as JSON,
     /// `{code, severity, gate, rule, message, detail?, items}` (`item`: the work item of a
     /// per-item check), so feedback and the trace show one shape.
     pub fn issues(&self, item: Option<&str>) -> Vec<Value> {
-        match self.event("", "", item) {
-            EventKind::Gate { issues, .. } => issues
-                .iter()
-                .filter_map(|issue| serde_json::to_value(issue).ok())
-                .collect(),
-            _ => Vec::new(),
-        }
+        let mut issues = self.evaluation.trace_issues(item);
+        self.name_items(&mut issues);
+        issues
+            .iter()
+            .filter_map(|issue| serde_json::to_value(issue).ok())
+            .collect()
     }
 }
 

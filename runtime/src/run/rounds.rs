@@ -27,7 +27,13 @@ impl Scheduler<'_> {
         bindings.candidate = Some(candidate.value());
         let mut failed_ids = candidate.inner.failed.clone();
         failed_ids.extend(candidate.inner.skipped.iter().cloned());
-        let result = judge(gate_name, gate, &bindings, &candidate.item_ids, &failed_ids);
+        let result = Arc::new(judge(
+            gate_name,
+            gate,
+            &bindings,
+            &candidate.item_ids,
+            &failed_ids,
+        ));
         self.emit(result.event(candidate.id(), candidate.hash(), None))?;
         if let Some(stored) = self
             .state
@@ -36,7 +42,7 @@ impl Scheduler<'_> {
             .rev()
             .find(|c| c.id() == candidate.id() && c.step == candidate.step)
         {
-            stored.evaluation = Some(result.clone());
+            stored.evaluation = Some(Arc::clone(&result));
         }
         let gate_value = serde_json::json!({
             "gate": gate_name,

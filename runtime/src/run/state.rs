@@ -176,10 +176,11 @@ pub struct Candidate {
     pub step: String,
     /// The ids of the items, in the order of `inner.items` (empty for a single call).
     pub item_ids: Vec<String>,
-    /// Id `c<round>`, content, text and hash.
-    pub inner: crate::candidate::Candidate,
+    /// Id `c<round>`, content, text and hash (shared: a gate step works on a copy of its
+    /// candidate while the run state changes).
+    pub inner: Arc<crate::candidate::Candidate>,
     /// The gate's evaluation, once a gate judged it.
-    pub evaluation: Option<Judged>,
+    pub evaluation: Option<Arc<Judged>>,
     /// `inner` as expressions and prompts see it, built once.
     value: Arc<Value>,
 }
@@ -190,7 +191,7 @@ impl Candidate {
         Candidate {
             step,
             item_ids,
-            inner,
+            inner: Arc::new(inner),
             evaluation: None,
             value,
         }
@@ -214,7 +215,7 @@ impl Candidate {
     }
 
     pub fn score(&self) -> Option<f64> {
-        self.evaluation.as_ref().and_then(Judged::score)
+        self.evaluation.as_deref().and_then(Judged::score)
     }
 }
 

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::canonical::{canonical_json, hash_value};
+use crate::canonical::{canonical_json, hash_value, sha256, write_canonical, write_string};
 
 /// A round's candidate.
 #[derive(Clone, Debug, PartialEq)]
@@ -91,12 +91,41 @@ fn content_hash(
     skipped: &[String],
     artifacts: &BTreeMap<String, String>,
 ) -> String {
-    hash_value(&json!({
-        "items": items,
-        "failed": failed,
-        "skipped": skipped,
-        "artifacts": artifacts,
-    }))
+    // The canonical JSON of `{items, failed, skipped, artifacts}`, written directly: its
+    // keys in byte order, and `artifacts`' paths already are (a `BTreeMap` of `String`s).
+    fn strings(list: &[String], out: &mut Vec<u8>) {
+        out.push(b'[');
+        for (index, text) in list.iter().enumerate() {
+            if index > 0 {
+                out.push(b',');
+            }
+            write_string(text, out);
+        }
+        out.push(b']');
+    }
+    let mut out = Vec::new();
+    out.extend_from_slice(b"{\"artifacts\":{");
+    for (index, (path, content)) in artifacts.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        write_string(path, &mut out);
+        out.push(b':');
+        write_string(content, &mut out);
+    }
+    out.extend_from_slice(b"},\"failed\":");
+    strings(failed, &mut out);
+    out.extend_from_slice(b",\"items\":[");
+    for (index, item) in items.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        write_canonical(item, &mut out);
+    }
+    out.extend_from_slice(b"],\"skipped\":");
+    strings(skipped, &mut out);
+    out.push(b'}');
+    sha256(&out)
 }
 
 /// The index of the best of `candidates`, given as `(score, hard_failure)` in the order
@@ -214,6 +243,39 @@ mod tests {
             .map(|output| json!({"task_id": "T", "output": output}))
             .collect();
         Candidate::new(round, items, vec![], vec!["T-9".into()], BTreeMap::new())
+    }
+
+    /// The hash written directly is the hash of the content's canonical JSON.
+    #[test]
+    fn the_content_hash_is_the_hash_of_the_canonical_content() {
+        let contents = [
+            (vec![], vec![], vec![], BTreeMap::new()),
+            (
+                vec![
+                    json!({"z": 1, "a": [true, null, 2.5]}),
+                    json!("line\nbreak \"q\" é"),
+                ],
+                vec!["T-2".to_string()],
+                vec!["T-3".to_string(), "T-é".to_string()],
+                BTreeMap::from([
+                    ("b/é.md".to_string(), "tab\there".to_string()),
+                    ("a.md".to_string(), "\u{1}".to_string()),
+                    ("B.md".to_string(), String::new()),
+                ]),
+            ),
+        ];
+        for (items, failed, skipped, artifacts) in contents {
+            let expected = hash_value(&json!({
+                "items": items,
+                "failed": failed,
+                "skipped": skipped,
+                "artifacts": artifacts,
+            }));
+            assert_eq!(
+                content_hash(&items, &failed, &skipped, &artifacts),
+                expected
+            );
+        }
     }
 
     #[test]

@@ -42,7 +42,8 @@ pub fn sha256(bytes: &[u8]) -> String {
     text
 }
 
-fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+/// Appends the canonical JSON text of `value` to `out`.
+pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -79,8 +80,8 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
-/// `text` as `serde_json` writes a string, escapes and quotes included.
-fn write_string(text: &str, out: &mut Vec<u8>) {
+/// Appends `text` as `serde_json` writes a string, escapes and quotes included.
+pub fn write_string(text: &str, out: &mut Vec<u8>) {
     // Serializing a `&str` into a `Vec` cannot fail; the fallback keeps this total anyway.
     let start = out.len();
     if serde_json::to_writer(&mut *out, text).is_err() {

@@ -23,17 +23,21 @@ impl Scheduler<'_> {
                 gate.subject, self.state.round
             )));
         };
-        let mut bindings = self.scope(reads_run(gate));
-        bindings.candidate = Some(candidate.value());
-        let mut failed_ids = candidate.inner.failed.clone();
-        failed_ids.extend(candidate.inner.skipped.iter().cloned());
-        let result = Arc::new(judge(
-            gate_name,
-            gate,
-            &bindings,
-            &candidate.item_ids,
-            &failed_ids,
-        ));
+        let result = {
+            // The scope ends with the judging: it shares the step outputs, which the gate
+            // step's own output then joins without a copy of the others.
+            let mut bindings = self.scope(reads_run(gate));
+            bindings.candidate = Some(candidate.value());
+            let mut failed_ids = candidate.inner.failed.clone();
+            failed_ids.extend(candidate.inner.skipped.iter().cloned());
+            Arc::new(judge(
+                gate_name,
+                gate,
+                &bindings,
+                &candidate.item_ids,
+                &failed_ids,
+            ))
+        };
         self.emit(result.event(candidate.id(), candidate.hash(), None))?;
         if let Some(stored) = self
             .state

@@ -1,4 +1,4 @@
-//! A replay's calls are jobs the scheduler times itself (the recording answers at once): every golden scenario gives exactly the trace and outcome it gives when each call runs as a tokio task that waits out its latency, as a live provider's does.
+//! A replay's calls are jobs the scheduler times itself (the recording answers at once, and the run moves its paused clock on to the next job due): every golden scenario gives exactly the trace and outcome it gives when each call runs as a tokio task that waits out its latency, as a live provider's does, sub-millisecond latencies included.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,6 +56,46 @@ impl Provider for Declines {
 
     fn answer_now(&self, _request: &ModelRequest) -> Option<Played> {
         None
+    }
+}
+
+/// A recording whose every call takes half a millisecond longer than recorded, as a
+/// task (`now: false`) or answered at once: a timer rounds the latency up to the whole
+/// millisecond, and a run moving its paused clock itself must do the same.
+struct Slower {
+    replay: Arc<ReplayProvider>,
+    now: bool,
+}
+
+const HALF_MS: std::time::Duration = std::time::Duration::from_micros(500);
+
+impl Provider for Slower {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        Box::pin(async move {
+            let (latency, outcome) = self
+                .replay
+                .answer_now(&request)
+                .unwrap_or_else(|| panic!("a recording answers at once"));
+            tokio::time::sleep(latency + HALF_MS).await;
+            outcome
+        })
+    }
+
+    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
+        self.replay.run_tool(request)
+    }
+
+    fn answers_now(&self) -> bool {
+        self.now
+    }
+
+    fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
+        self.replay
+            .answer_now(request)
+            .map(|(latency, outcome)| (latency + HALF_MS, outcome))
     }
 }
 
@@ -133,6 +173,15 @@ fn every_golden_replays_the_same_whether_its_calls_are_jobs_or_tasks() {
         let declined = replay_with(&root, dir, &|replay| Arc::new(Declines(replay)));
         assert_eq!(jobs, tasks, "{}: jobs and tasks differ", dir.display());
         assert_eq!(jobs, declined, "{}: a declined call differs", dir.display());
+        let slower = |now| move |replay| -> Arc<dyn Provider> { Arc::new(Slower { replay, now }) };
+        let slower_jobs = replay_with(&root, dir, &slower(true));
+        let slower_tasks = replay_with(&root, dir, &slower(false));
+        assert_eq!(
+            slower_jobs,
+            slower_tasks,
+            "{}: sub-millisecond latencies differ",
+            dir.display()
+        );
         if jobs.0.contains("\"kind\":\"timeout\"") || jobs.0.contains("\"retry\":\"provider\"") {
             timed += 1;
         }

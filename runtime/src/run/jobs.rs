@@ -37,6 +37,7 @@ impl Scheduler<'_> {
             (Some(deadline), Some(due)) => Some(deadline.min(due)),
             (deadline, due) => deadline.or(due),
         };
+        let paused = self.clock == Clock::Paused;
         let receiver = &mut self.receiver;
         let receive = async move {
             if tasks {
@@ -49,10 +50,19 @@ impl Scheduler<'_> {
                 }
             } else {
                 // No task can send: what comes next is a job of the scheduler's own.
+                let now = Instant::now();
                 if let Some(wake) = wake
-                    && wake > Instant::now()
+                    && wake > now
                 {
-                    tokio::time::sleep_until(wake).await;
+                    if paused {
+                        // As a timer would: to the whole millisecond (the clock started on
+                        // one and only moves by whole ones).
+                        let wait = wake.duration_since(now).as_nanos().div_ceil(1_000_000);
+                        let wait = Duration::from_millis(u64::try_from(wait).unwrap_or(u64::MAX));
+                        tokio::time::advance(wait).await;
+                    } else {
+                        tokio::time::sleep_until(wake).await;
+                    }
                 }
                 None
             }

@@ -77,6 +77,29 @@ pub async fn run(
     config: &RunConfig,
     sink: &mut dyn TraceSink,
 ) -> Result<RunOutcome, RunError> {
+    run_on(spec, input, provider, humans, config, sink, Clock::Given).await
+}
+
+/// The clock a run is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Clock {
+    /// The runtime's, whatever it is: the run waits by sleeping.
+    Given,
+    /// A paused clock the run alone uses ([`replay_blocking`]'s): with nothing in flight
+    /// but its own jobs, the run moves the clock on to the next one itself (to the whole
+    /// millisecond, as a timer would).
+    Paused,
+}
+
+async fn run_on(
+    spec: &CompiledSpec,
+    input: Value,
+    provider: Arc<dyn Provider>,
+    humans: &dyn HumanChannel,
+    config: &RunConfig,
+    sink: &mut dyn TraceSink,
+    clock: Clock,
+) -> Result<RunOutcome, RunError> {
     let (sender, receiver) = unbounded_channel();
     let answers_now = provider.answers_now();
     let now = Instant::now();
@@ -101,6 +124,7 @@ pub async fn run(
         receiver,
         handles: BTreeMap::new(),
         answers_now,
+        clock,
         calls: Vec::new(),
         due: Vec::new(),
         next_job_id: 0,
@@ -150,13 +174,29 @@ pub fn replay_blocking(
     };
     PAUSED.with(|slot| {
         let Ok(mut slot) = slot.try_borrow_mut() else {
-            return paused()?.block_on(run(spec, input, provider, humans, config, sink));
+            return paused()?.block_on(run_on(
+                spec,
+                input,
+                provider,
+                humans,
+                config,
+                sink,
+                Clock::Paused,
+            ));
         };
         let runtime = match slot.take() {
             Some(runtime) => runtime,
             None => paused()?,
         };
-        let result = runtime.block_on(run(spec, input, provider, humans, config, sink));
+        let result = runtime.block_on(run_on(
+            spec,
+            input,
+            provider,
+            humans,
+            config,
+            sink,
+            Clock::Paused,
+        ));
         *slot = Some(runtime);
         result
     })
@@ -319,6 +359,7 @@ pub(crate) struct Scheduler<'r> {
     handles: BTreeMap<u64, JoinHandle<()>>,
     /// Whether the provider answers at once: its calls are then the scheduler's own jobs.
     answers_now: bool,
+    clock: Clock,
     /// Calls issued to such a provider since the last wait: (job, request, timeout).
     calls: Vec<(u64, crate::provider::ModelRequest, Option<u64>)>,
     /// The scheduler's own jobs that have started: each message and when it arrives.

@@ -146,10 +146,7 @@ impl ReplayProvider {
 
     /// What the call `request` returns and after how long; `Err` when it is not recorded
     /// or its prompt does not meet the call's `expect_prompt`.
-    fn play(
-        &self,
-        request: &ModelRequest,
-    ) -> Result<(Duration, Result<ModelResponse, ProviderError>), ProviderError> {
+    fn play(&self, request: &ModelRequest) -> Result<(&RecordedCall, Played), ProviderError> {
         let key = &request.key;
         let Some(call) = self.calls.get(key).filter(|call| call.tool.is_none()) else {
             let used = lock(&self.used_calls);
@@ -184,7 +181,7 @@ impl ReplayProvider {
                 });
             }
         }
-        Ok(playback(call))
+        Ok((call, playback(call)))
     }
 }
 
@@ -341,10 +338,8 @@ impl ReplayProvider {
     /// its latency and answer (a call the recording cannot answer fails at once).
     fn start(&self, request: &ModelRequest) -> Played {
         match self.play(request) {
-            Ok((latency, outcome)) => {
-                if let Some(call) = self.calls.get(&request.key) {
-                    playback_log(call, &outcome, &request.log);
-                }
+            Ok((call, (latency, outcome))) => {
+                playback_log(call, &outcome, &request.log);
                 (latency, outcome)
             }
             Err(error) => (Duration::ZERO, Err(error)),

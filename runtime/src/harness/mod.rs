@@ -784,21 +784,23 @@ pub fn replay_counting(
     let prompts = capture
         .first
         .lock()
-        .map(|first| {
-            first
-                .iter()
-                .map(|(role, (_, prompt))| (role.clone(), prompt.clone()))
+        .map(|mut first| {
+            std::mem::take(&mut *first)
+                .into_iter()
+                .map(|(role, (_, prompt))| (role, prompt))
                 .collect()
         })
         .unwrap_or_default();
+    let unused_calls = replay.unused();
+    let unused_humans = replay.unused_humans();
     let replayed = Replayed {
         outcome,
         events,
         trace,
-        unused_call_turns: replay.unused().iter().map(|_| 1).collect(),
-        unused_human_turns: replay.unused_humans().iter().map(|_| 1).collect(),
-        unused_calls: replay.unused(),
-        unused_humans: replay.unused_humans(),
+        unused_call_turns: unused_calls.iter().map(|_| 1).collect(),
+        unused_human_turns: unused_humans.iter().map(|_| 1).collect(),
+        unused_calls,
+        unused_humans,
         prompts,
         stale_prompts: replay.stale_prompts(),
     };

@@ -226,7 +226,12 @@ impl CountingSink<'_> {
     fn count(&mut self, event: &crate::trace::TraceEvent) {
         if let (crate::trace::EventKind::ModelCall { .. }, Some(step)) = (&event.kind, &event.step)
         {
-            *self.calls.entry(step.clone()).or_insert(0) += 1;
+            match self.calls.get_mut(step) {
+                Some(calls) => *calls += 1,
+                None => {
+                    self.calls.insert(step.clone(), 1);
+                }
+            }
         }
     }
 }

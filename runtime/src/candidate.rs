@@ -93,16 +93,17 @@ fn content_hash(
 ) -> String {
     // The canonical JSON of `{items, failed, skipped, artifacts}`, written directly: its
     // keys in byte order, and `artifacts`' paths already are (a `BTreeMap` of `String`s).
-    fn strings(list: &[String], out: &mut Vec<u8>) {
+    fn list<T>(items: &[T], write: fn(&T, &mut Vec<u8>), out: &mut Vec<u8>) {
         out.push(b'[');
-        for (index, text) in list.iter().enumerate() {
+        for (index, item) in items.iter().enumerate() {
             if index > 0 {
                 out.push(b',');
             }
-            write_string(text, out);
+            write(item, out);
         }
         out.push(b']');
     }
+    let text = |text: &String, out: &mut Vec<u8>| write_string(text, out);
     let mut out = Vec::new();
     out.extend_from_slice(b"{\"artifacts\":{");
     for (index, (path, content)) in artifacts.iter().enumerate() {
@@ -114,16 +115,11 @@ fn content_hash(
         write_string(content, &mut out);
     }
     out.extend_from_slice(b"},\"failed\":");
-    strings(failed, &mut out);
-    out.extend_from_slice(b",\"items\":[");
-    for (index, item) in items.iter().enumerate() {
-        if index > 0 {
-            out.push(b',');
-        }
-        write_canonical(item, &mut out);
-    }
-    out.extend_from_slice(b"],\"skipped\":");
-    strings(skipped, &mut out);
+    list(failed, text, &mut out);
+    out.extend_from_slice(b",\"items\":");
+    list(items, write_canonical, &mut out);
+    out.extend_from_slice(b",\"skipped\":");
+    list(skipped, text, &mut out);
     out.push(b'}');
     sha256(&out)
 }

@@ -10,6 +10,26 @@ fn run(calls: &str) -> Replayed {
     replay(&fixture("review_loop"), INPUT, calls)
 }
 
+/// The `review_loop` fixture with `from` replaced by `to`, compiled.
+fn review_loop_with(from: &str, to: &str) -> charter_runtime::compiler::CompiledSpec {
+    let path = format!(
+        "{}/tests/fixtures/review_loop.charter",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{path}: {error}"));
+    assert!(text.contains(from), "the fixture has no {from:?}");
+    let text = text.replace(from, to);
+    let compilation = charter_runtime::compiler::compile(
+        "review_loop.charter",
+        &text,
+        &charter_runtime::compiler::MemoryLoader::default(),
+    );
+    assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
+    compilation
+        .spec
+        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics))
+}
+
 /// The review and delivery of a passing round `round` whose candidate is `c<round>`.
 fn passing_tail(round: u64) -> String {
     format!(
@@ -274,32 +294,13 @@ fn max_rounds_delivers_the_best_candidate_not_the_last() {
 /// the finalize step reachable from the gate's `pass` edge, not the first in the flow.
 #[test]
 fn repair_that_stops_delivers_through_the_finalize_step_after_the_gate() {
-    let path = format!(
-        "{}/tests/fixtures/review_loop.charter",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{path}: {error}"));
-    let flow = "flow {
+    let spec = review_loop_with(
+        "flow {\n  write   = writer(request)            -> review",
+        "flow {
   start   = branch  when request.goal == \"archive\" -> archive  else -> write
   archive = finalize finalizer(best)   -> done
-  write   = writer(request)            -> review";
-    let text = text.replace(
-        "flow {\n  write   = writer(request)            -> review",
-        flow,
+  write   = writer(request)            -> review",
     );
-    assert!(
-        text.contains("archive = finalize"),
-        "the flow was not replaced"
-    );
-    let compilation = charter_runtime::compiler::compile(
-        "two_finalize.charter",
-        &text,
-        &charter_runtime::compiler::MemoryLoader::default(),
-    );
-    assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
-    let spec = compilation
-        .spec
-        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
     let calls = "calls:
   - { step: write, round: 1, response: { title: A, body: first } }
   - { step: review, round: 1, response: { relevance: 4, verdict: PASS } }
@@ -332,25 +333,10 @@ fn repair_that_stops_delivers_through_the_finalize_step_after_the_gate() {
 /// good first round (REJECTED: rerun) and passes the second.
 #[test]
 fn a_gate_reading_run_sees_the_round() {
-    let path = format!(
-        "{}/tests/fixtures/review_loop.charter",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{path}: {error}"));
-    let text = text.replace(
+    let spec = review_loop_with(
         "pass when score >= 7.0",
         "hard later: run.round >= 2 else REJECTED\n  pass when score >= 7.0",
     );
-    assert!(text.contains("run.round >= 2"), "the gate was not changed");
-    let compilation = charter_runtime::compiler::compile(
-        "round_gate.charter",
-        &text,
-        &charter_runtime::compiler::MemoryLoader::default(),
-    );
-    assert!(!compilation.has_errors(), "{:#?}", compilation.diagnostics);
-    let spec = compilation
-        .spec
-        .unwrap_or_else(|| panic!("{:#?}", compilation.diagnostics));
     let calls = format!(
         "calls:\n  - {{ step: write, round: 1, response: {{ title: A, body: first }} }}\n  \
          - {{ step: review, round: 1, response: {{ relevance: 9, verdict: PASS }} }}\n  \

@@ -172,31 +172,16 @@ pub fn replay_blocking(
             .build()
             .map_err(|error| RunError::Flow(format!("cannot start the runtime: {error}")))
     };
+    let replay = run_on(spec, input, provider, humans, config, sink, Clock::Paused);
     PAUSED.with(|slot| {
         let Ok(mut slot) = slot.try_borrow_mut() else {
-            return paused()?.block_on(run_on(
-                spec,
-                input,
-                provider,
-                humans,
-                config,
-                sink,
-                Clock::Paused,
-            ));
+            return paused()?.block_on(replay);
         };
         let runtime = match slot.take() {
             Some(runtime) => runtime,
             None => paused()?,
         };
-        let result = runtime.block_on(run_on(
-            spec,
-            input,
-            provider,
-            humans,
-            config,
-            sink,
-            Clock::Paused,
-        ));
+        let result = runtime.block_on(replay);
         *slot = Some(runtime);
         result
     })

@@ -261,9 +261,9 @@ fn a_converging_run_is_never_stopped_for_no_progress() {
     assert!(replayed.of_kind("no_progress").is_empty());
 }
 
-#[test]
-fn max_rounds_delivers_the_best_candidate_not_the_last() {
-    let calls = "calls:
+/// Three rounds below the gate's target (relevance 4, 5, 3): repair stops at `rounds 2`
+/// and delivers the best, c2.
+const THREE_ROUNDS: &str = "calls:
   - { step: write, round: 1, response: { title: A, body: first } }
   - { step: review, round: 1, response: { relevance: 4, verdict: PASS } }
   - { step: write, round: 2, response: { title: B, body: second } }
@@ -272,7 +272,10 @@ fn max_rounds_delivers_the_best_candidate_not_the_last() {
   - { step: review, round: 3, response: { relevance: 3, verdict: PASS } }
   - { step: deliver, round: 3, response: { candidate_id: c2, summary: the best of three } }
 ";
-    let replayed = run(calls);
+
+#[test]
+fn max_rounds_delivers_the_best_candidate_not_the_last() {
+    let replayed = run(THREE_ROUNDS);
     replayed.assert_ending("below_target{max_rounds}");
     let outcome = &replayed.report().outcome;
     assert_eq!(outcome.best.as_deref(), Some("c2"));
@@ -301,16 +304,7 @@ fn repair_that_stops_delivers_through_the_finalize_step_after_the_gate() {
   archive = finalize finalizer(best)   -> done
   write   = writer(request)            -> review",
     );
-    let calls = "calls:
-  - { step: write, round: 1, response: { title: A, body: first } }
-  - { step: review, round: 1, response: { relevance: 4, verdict: PASS } }
-  - { step: write, round: 2, response: { title: B, body: second } }
-  - { step: review, round: 2, response: { relevance: 5, verdict: PASS } }
-  - { step: write, round: 3, response: { title: C, body: third } }
-  - { step: review, round: 3, response: { relevance: 3, verdict: PASS } }
-  - { step: deliver, round: 3, response: { candidate_id: c2, summary: the best of three } }
-";
-    let replayed = replay(&spec, INPUT, calls);
+    let replayed = replay(&spec, INPUT, THREE_ROUNDS);
     replayed.assert_ending("below_target{max_rounds}");
     let started: Vec<_> = replayed
         .of_kind("step_started")

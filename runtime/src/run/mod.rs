@@ -86,8 +86,8 @@ enum Clock {
     /// The runtime's, whatever it is: the run waits by sleeping.
     Given,
     /// A paused clock the run alone uses ([`replay_blocking`]'s): with nothing in flight
-    /// but its own jobs, the run moves the clock on to the next one itself (to the whole
-    /// millisecond, as a timer would).
+    /// but its own jobs and no cancel to watch, the run moves the clock on to the next one
+    /// itself (to the whole millisecond, as a timer would).
     Paused,
 }
 

@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::canonical::{canonical_json, hash_value, sha256, write_canonical, write_string};
+use crate::canonical::{
+    canonical_json, hash_value, sha256, write_canonical, write_list, write_string,
+};
 
 /// A round's candidate.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,16 +95,6 @@ fn content_hash(
 ) -> String {
     // The canonical JSON of `{items, failed, skipped, artifacts}`, written directly: its
     // keys in byte order, and `artifacts`' paths already are (a `BTreeMap` of `String`s).
-    fn list<T>(items: &[T], write: fn(&T, &mut Vec<u8>), out: &mut Vec<u8>) {
-        out.push(b'[');
-        for (index, item) in items.iter().enumerate() {
-            if index > 0 {
-                out.push(b',');
-            }
-            write(item, out);
-        }
-        out.push(b']');
-    }
     let text = |text: &String, out: &mut Vec<u8>| write_string(text, out);
     let mut out = Vec::new();
     out.extend_from_slice(b"{\"artifacts\":{");
@@ -115,11 +107,11 @@ fn content_hash(
         write_string(content, &mut out);
     }
     out.extend_from_slice(b"},\"failed\":");
-    list(failed, text, &mut out);
+    write_list(failed, text, &mut out);
     out.extend_from_slice(b",\"items\":");
-    list(items, write_canonical, &mut out);
+    write_list(items, write_canonical, &mut out);
     out.extend_from_slice(b",\"skipped\":");
-    list(skipped, text, &mut out);
+    write_list(skipped, text, &mut out);
     out.push(b'}');
     sha256(&out)
 }

@@ -53,16 +53,7 @@ pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             let _ = write!(out, "{number}");
         }
         Value::String(text) => write_string(text, out),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    out.push(b',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(b']');
-        }
+        Value::Array(items) => write_list(items, write_canonical, out),
         Value::Object(record) => {
             let mut entries: Vec<(&String, &Value)> = record.iter().collect();
             entries.sort_by(|(a, _), (b, _)| a.as_bytes().cmp(b.as_bytes()));
@@ -78,6 +69,18 @@ pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             out.push(b'}');
         }
     }
+}
+
+/// Appends the JSON list of `items`, each written by `write`.
+pub fn write_list<T>(items: &[T], write: impl Fn(&T, &mut Vec<u8>), out: &mut Vec<u8>) {
+    out.push(b'[');
+    for (index, item) in items.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        write(item, out);
+    }
+    out.push(b']');
 }
 
 /// Appends `text` as `serde_json` writes a string, escapes and quotes included.

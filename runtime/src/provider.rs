@@ -428,19 +428,12 @@ pub trait Provider: Send + Sync {
         })
     }
 
-    /// Whether this provider knows its answers without waiting for them (a recording
-    /// does): the scheduler then asks [`Provider::answer_now`] instead of running
-    /// [`Provider::complete`] as a task, and lets each call's latency pass on its own
-    /// clock. The default is `false`.
-    fn answers_now(&self) -> bool {
-        false
-    }
-
-    /// `request`'s answer and how long the call takes, given at once, when
-    /// [`Provider::answers_now`]. It has the effects [`Provider::complete`] has when it
-    /// starts (the call is marked used, its log written); the scheduler makes the answer
-    /// arrive after the latency, or the role's timeout, as a task's would. `None` (the
-    /// default): the call goes through `complete`.
+    /// `request`'s answer and how long the call takes, given at once by a provider that
+    /// knows it without waiting (a recording). It has the effects [`Provider::complete`]
+    /// has when it starts (the call is marked used, its log written); the scheduler makes
+    /// the answer arrive after the latency, or at the role's timeout, as a task's would,
+    /// on its own clock. `None` (the default): the call runs as a task, through
+    /// `complete`.
     fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
         let _ = request;
         None
@@ -450,6 +443,14 @@ pub trait Provider: Send + Sync {
 /// A call's answer given at once ([`Provider::answer_now`]): how long the call takes,
 /// and what it answers then.
 pub type Played = (Duration, Result<ModelResponse, ProviderError>);
+
+/// A played answer as [`Provider::complete`] gives it: after its latency.
+pub async fn wait_out((latency, outcome): Played) -> Result<ModelResponse, ProviderError> {
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    outcome
+}
 
 impl<P: Provider + ?Sized> Provider for Arc<P> {
     fn complete(
@@ -461,10 +462,6 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
 
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         (**self).run_tool(request)
-    }
-
-    fn answers_now(&self) -> bool {
-        (**self).answers_now()
     }
 
     fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
@@ -482,10 +479,6 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
 
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         (**self).run_tool(request)
-    }
-
-    fn answers_now(&self) -> bool {
-        (**self).answers_now()
     }
 
     fn answer_now(&self, request: &ModelRequest) -> Option<Played> {

@@ -35,6 +35,7 @@ use serde_json::Value;
 use crate::provider::{
     BoxFuture, CallKey, CallLog, HumanChannel, HumanKey, HumanRequest, ModelOutput, ModelRequest,
     ModelResponse, Played, Provider, ProviderError, ToolCall, ToolRequest, ToolResponse, Usage,
+    wait_out,
 };
 use crate::scenario::{Cassette, Fault, Recorded, RecordedCall, RecordedToolCall};
 
@@ -315,17 +316,7 @@ impl Provider for ReplayProvider {
         &self,
         request: ModelRequest,
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
-        Box::pin(async move {
-            let (latency, outcome) = self.start(&request);
-            if !latency.is_zero() {
-                tokio::time::sleep(latency).await;
-            }
-            outcome
-        })
-    }
-
-    fn answers_now(&self) -> bool {
-        true
+        Box::pin(wait_out(self.start(&request)))
     }
 
     fn answer_now(&self, request: &ModelRequest) -> Option<Played> {

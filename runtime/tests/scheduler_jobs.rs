@@ -6,7 +6,7 @@ use std::sync::Arc;
 use charter_runtime::harness::{self, CASSETTE_FILE, SCENARIO_FILE};
 use charter_runtime::provider::{
     BoxFuture, ModelRequest, ModelResponse, Played, Provider, ProviderError, ToolRequest,
-    ToolResponse,
+    ToolResponse, wait_out,
 };
 use charter_runtime::replay::ReplayProvider;
 use charter_runtime::run::{DeliveryTarget, RunConfig, replay_blocking};
@@ -17,7 +17,7 @@ fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A recording that hides that it answers at once: each call is a task that sleeps its
+/// A recording that does not answer at once: each call is a task that sleeps its
 /// recorded latency, under the role's timeout.
 struct AsTask(Arc<ReplayProvider>);
 
@@ -34,31 +34,6 @@ impl Provider for AsTask {
     }
 }
 
-/// A recording that says it answers at once, then declines every call: each call falls
-/// back to a task.
-struct Declines(Arc<ReplayProvider>);
-
-impl Provider for Declines {
-    fn complete(
-        &self,
-        request: ModelRequest,
-    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
-        self.0.complete(request)
-    }
-
-    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
-        self.0.run_tool(request)
-    }
-
-    fn answers_now(&self) -> bool {
-        true
-    }
-
-    fn answer_now(&self, _request: &ModelRequest) -> Option<Played> {
-        None
-    }
-}
-
 /// A recording whose every call takes half a millisecond longer than recorded, as a
 /// task (`now: false`) or answered at once: a timer rounds the latency up to the whole
 /// millisecond, and a run moving its paused clock itself must do the same.
@@ -67,35 +42,32 @@ struct Slower {
     now: bool,
 }
 
-const HALF_MS: std::time::Duration = std::time::Duration::from_micros(500);
+impl Slower {
+    fn play(&self, request: &ModelRequest) -> Option<Played> {
+        let half_ms = std::time::Duration::from_micros(500);
+        self.replay
+            .answer_now(request)
+            .map(|(latency, outcome)| (latency + half_ms, outcome))
+    }
+}
 
 impl Provider for Slower {
     fn complete(
         &self,
         request: ModelRequest,
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
-        Box::pin(async move {
-            let (latency, outcome) = self
-                .replay
-                .answer_now(&request)
-                .unwrap_or_else(|| panic!("a recording answers at once"));
-            tokio::time::sleep(latency + HALF_MS).await;
-            outcome
-        })
+        let played = self
+            .play(&request)
+            .unwrap_or_else(|| panic!("a recording answers at once"));
+        Box::pin(wait_out(played))
     }
 
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         self.replay.run_tool(request)
     }
 
-    fn answers_now(&self) -> bool {
-        self.now
-    }
-
     fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
-        self.replay
-            .answer_now(request)
-            .map(|(latency, outcome)| (latency + HALF_MS, outcome))
+        if self.now { self.play(request) } else { None }
     }
 }
 
@@ -170,9 +142,7 @@ fn every_golden_replays_the_same_whether_its_calls_are_jobs_or_tasks() {
     for dir in &scenarios {
         let jobs = replay_with(&root, dir, &|replay| replay);
         let tasks = replay_with(&root, dir, &|replay| Arc::new(AsTask(replay)));
-        let declined = replay_with(&root, dir, &|replay| Arc::new(Declines(replay)));
         assert_eq!(jobs, tasks, "{}: jobs and tasks differ", dir.display());
-        assert_eq!(jobs, declined, "{}: a declined call differs", dir.display());
         let slower = |now| move |replay| -> Arc<dyn Provider> { Arc::new(Slower { replay, now }) };
         let slower_jobs = replay_with(&root, dir, &slower(true));
         let slower_tasks = replay_with(&root, dir, &slower(false));

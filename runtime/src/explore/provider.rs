@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::provider::{
     BoxFuture, CallKey, HumanChannel, HumanKey, HumanRequest, ModelRequest, ModelResponse, Played,
-    Provider, ProviderError, ToolRequest, ToolResponse,
+    Provider, ProviderError, ToolRequest, ToolResponse, wait_out,
 };
 use crate::replay::{playback, playback_log, playback_tool};
 use crate::scenario::{Cassette, RecordedCall, RecordedHuman};
@@ -195,17 +195,7 @@ impl Provider for ExploreProvider {
         &self,
         request: ModelRequest,
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
-        Box::pin(async move {
-            let (latency, outcome) = self.start(&request);
-            if !latency.is_zero() {
-                tokio::time::sleep(latency).await;
-            }
-            outcome
-        })
-    }
-
-    fn answers_now(&self) -> bool {
-        true
+        Box::pin(wait_out(self.start(&request)))
     }
 
     fn answer_now(&self, request: &ModelRequest) -> Option<Played> {

@@ -840,10 +840,6 @@ impl Provider for PromptCapture {
         self.inner.complete(request)
     }
 
-    fn answers_now(&self) -> bool {
-        self.inner.answers_now()
-    }
-
     fn answer_now(&self, request: &ModelRequest) -> Option<crate::provider::Played> {
         self.capture(request);
         self.inner.answer_now(request)

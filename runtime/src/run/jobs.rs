@@ -18,7 +18,7 @@ impl Scheduler<'_> {
     ///
     /// Two kinds of job reply: tasks (calls to a provider that must be waited for) over
     /// the channel, and the scheduler's own jobs (backoff timers, and calls to a provider
-    /// that [answers at once](crate::provider::Provider::answers_now)), each due at an
+    /// that [answers at once](crate::provider::Provider::answer_now)), each due at an
     /// instant. With no task in flight, waiting is one sleep to the next instant due.
     pub(super) async fn wait_batch(
         &mut self,
@@ -148,10 +148,10 @@ impl Scheduler<'_> {
             .push((Instant::now() + after, JobMessage { job, body }));
     }
 
-    /// Starts the calls issued since the last wait, in job order, as their tasks would
-    /// start then: a provider that answers at once gives its answer, due after the call's
-    /// latency or at the role's timeout, whichever comes first; a call it cannot answer
-    /// so runs as a task.
+    /// Starts the calls issued since the last wait, in job order (tasks are first polled
+    /// then, in that order): a provider that answers at once gives its answer, due after
+    /// the call's latency or at the role's timeout, whichever comes first; any other call
+    /// runs as a task.
     fn start_calls(&mut self) {
         for (job, request, timeout_ms) in std::mem::take(&mut self.calls) {
             let Some((latency, outcome)) = self.provider.answer_now(&request) else {
@@ -166,12 +166,10 @@ impl Scheduler<'_> {
                 continue;
             };
             let log = request.log.entries();
-            let (after, result) = match timeout_ms.map(Duration::from_millis) {
-                Some(limit) if latency > limit => (
-                    limit,
-                    Err(CallFailure::TimedOut {
-                        after_ms: timeout_ms.unwrap_or_default(),
-                    }),
+            let (after, result) = match timeout_ms {
+                Some(after_ms) if latency > Duration::from_millis(after_ms) => (
+                    Duration::from_millis(after_ms),
+                    Err(CallFailure::TimedOut { after_ms }),
                 ),
                 _ => (latency, outcome.map_err(CallFailure::Provider)),
             };

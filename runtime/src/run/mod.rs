@@ -101,7 +101,6 @@ async fn run_on(
     clock: Clock,
 ) -> Result<RunOutcome, RunError> {
     let (sender, receiver) = unbounded_channel();
-    let answers_now = provider.answers_now();
     let now = Instant::now();
     let mut scheduler = Scheduler {
         spec,
@@ -123,7 +122,6 @@ async fn run_on(
         sender,
         receiver,
         handles: BTreeMap::new(),
-        answers_now,
         clock,
         calls: Vec::new(),
         due: Vec::new(),
@@ -347,8 +345,6 @@ pub(crate) struct Scheduler<'r> {
     receiver: UnboundedReceiver<JobMessage>,
     /// Tasks in flight, by job id (aborted when the run stops).
     handles: BTreeMap<u64, JoinHandle<()>>,
-    /// Whether the provider answers at once: its calls are then the scheduler's own jobs.
-    answers_now: bool,
     clock: Clock,
     /// Calls issued to such a provider since the last wait: (job, request, timeout).
     calls: Vec<(u64, crate::provider::ModelRequest, Option<u64>)>,

@@ -223,19 +223,9 @@ impl Scheduler<'_> {
             },
             log,
         };
+        // Started when the scheduler next waits, as the job of a task or its own.
         let job = self.next_job();
-        if self.answers_now {
-            self.calls.push((job, request, role.timeout_ms));
-        } else {
-            let handle = spawn_call(
-                self.provider.clone(),
-                request,
-                role.timeout_ms,
-                job,
-                self.sender.clone(),
-            );
-            self.handles.insert(job, handle);
-        }
+        self.calls.push((job, request, role.timeout_ms));
         Ok(job)
     }
 

@@ -73,7 +73,43 @@ impl TraceEvent {
 
     /// The event as one line of JSON (no trailing newline).
     pub fn to_json_line(&self) -> Result<String, TraceError> {
-        serde_json::to_string(self).map_err(TraceError::from)
+        let mut out = Vec::with_capacity(192);
+        self.write_json(&mut out)?;
+        // serde_json writes UTF-8 only.
+        String::from_utf8(out).map_err(|error| {
+            TraceError::Serialize(serde_json::Error::io(std::io::Error::other(error)))
+        })
+    }
+
+    /// Appends the event as one line of JSON (no trailing newline) to `out`: the text
+    /// `serde_json` writes for it, without going through the map serializer its
+    /// flattened `kind` needs. The header fields are written first, then the kind as the
+    /// object serde writes for it, whose opening brace becomes the separating comma.
+    pub fn write_json(&self, out: &mut Vec<u8>) -> Result<(), TraceError> {
+        fn number(out: &mut Vec<u8>, key: &[u8], value: u64) -> Result<(), TraceError> {
+            out.extend_from_slice(key);
+            serde_json::to_writer(&mut *out, &value).map_err(TraceError::from)
+        }
+        number(out, b"{\"seq\":", self.seq)?;
+        number(out, b",\"t_ms\":", self.t_ms)?;
+        number(out, b",\"round\":", self.round)?;
+        if let Some(step) = &self.step {
+            out.extend_from_slice(b",\"step\":");
+            serde_json::to_writer(&mut *out, step)?;
+        }
+        if let Some(item) = &self.item {
+            out.extend_from_slice(b",\"item\":");
+            serde_json::to_writer(&mut *out, item)?;
+        }
+        if let Some(attempt) = self.attempt {
+            number(out, b",\"attempt\":", attempt)?;
+        }
+        let kind = out.len();
+        serde_json::to_writer(&mut *out, &self.kind)?;
+        if let Some(brace) = out.get_mut(kind) {
+            *brace = b',';
+        }
+        Ok(())
     }
 }
 
@@ -703,7 +739,7 @@ impl<A: TraceSink, B: TraceSink> TraceSink for Tee<A, B> {
 pub fn to_jsonl(events: &[TraceEvent]) -> Result<String, TraceError> {
     let mut out = Vec::with_capacity(events.len() * 160);
     for event in events {
-        serde_json::to_writer(&mut out, event)?;
+        event.write_json(&mut out)?;
         out.push(b'\n');
     }
     // serde_json writes UTF-8 only.

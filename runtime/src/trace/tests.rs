@@ -341,3 +341,20 @@ fn a_sink_that_cannot_be_created_says_where() {
         "{message:?}"
     );
 }
+
+#[test]
+fn the_line_writer_writes_what_serde_writes_for_every_kind() {
+    for (n, kind) in every_kind().into_iter().enumerate() {
+        let bare = TraceEvent::new(n as u64, 10 * n as u64, 1, kind);
+        let full = bare
+            .clone()
+            .with_step("execute \"quoted\" é")
+            .with_item("T-1\n")
+            .with_attempt(u64::MAX);
+        for event in [bare, full] {
+            let serde = serde_json::to_string(&event).ok();
+            assert!(serde.is_some());
+            assert_eq!(event.to_json_line().ok(), serde);
+        }
+    }
+}

@@ -100,7 +100,7 @@ struct RoleContext<'spec> {
     environment: Arc<CompiledTemplate>,
     source_name: String,
     /// The template's name of each input (`work_order` for `WorkOrder`), in order.
-    input_names: Vec<String>,
+    input_names: Arc<[String]>,
     /// The role file's own front-matter keys (`meta`), when it has any.
     meta: Option<minijinja::Value>,
     rules: minijinja::Value,
@@ -189,23 +189,26 @@ impl<'spec> Prompts<'spec> {
             .map_err(template_error)?;
 
         // A role without a template gets the default one, which lists every input.
-        let default = role_ir.prompt.is_none();
-        let mut variables = std::collections::BTreeMap::new();
-        let mut named_inputs = Vec::new();
-        for (name, value) in context.input_names.iter().zip(inputs) {
-            let name = name.clone();
-            let value = shared_value(value);
-            if default {
-                named_inputs.push(minijinja::Value::from(vec![
-                    minijinja::Value::from(name.as_str()),
-                    value.clone(),
-                ]));
-            }
-            variables.insert(name, value);
-        }
-        variables.insert(
-            "feedback".to_string(),
-            feedback.filter(|feedback| !feedback.is_null()).map_or(
+        let inputs: Vec<minijinja::Value> = inputs.iter().map(shared_value).collect();
+        let listed = role_ir.prompt.is_none().then(|| {
+            minijinja::Value::from(
+                context
+                    .input_names
+                    .iter()
+                    .zip(&inputs)
+                    .map(|(name, value)| {
+                        minijinja::Value::from(vec![
+                            minijinja::Value::from(name.as_str()),
+                            value.clone(),
+                        ])
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        });
+        let variables = Variables {
+            input_names: Arc::clone(&context.input_names),
+            inputs,
+            feedback: feedback.filter(|feedback| !feedback.is_null()).map_or(
                 minijinja::Value::from(()),
                 |feedback| {
                     minijinja::Value::from_object(FeedbackView {
@@ -214,30 +217,21 @@ impl<'spec> Prompts<'spec> {
                     })
                 },
             ),
-        );
-        if let Some(history) = &extra.history {
-            variables.insert("history".to_string(), shared_value(history));
-        }
-        if let Some(session) = &extra.session {
-            variables.insert("session".to_string(), shared_value(session));
-        }
-        if let Some(meta) = &context.meta {
-            variables.insert("meta".to_string(), meta.clone());
-        }
-        variables.insert(
-            "run".to_string(),
-            extra
+            history: extra.history.as_ref().map(shared_value),
+            session: extra.session.as_ref().map(shared_value),
+            meta: context.meta.clone(),
+            run: extra
                 .run
                 .as_ref()
                 .map_or(minijinja::Value::from(()), shared_value),
-        );
-        variables.insert("rules".to_string(), context.rules.clone());
-        variables.insert("tools".to_string(), context.tools.clone());
-        variables.insert("output_schema".to_string(), context.output_schema.clone());
-        if default {
-            variables.insert("inputs".to_string(), minijinja::Value::from(named_inputs));
-        }
-        compiled.render(variables).map_err(template_error)
+            rules: context.rules.clone(),
+            tools: context.tools.clone(),
+            output_schema: context.output_schema.clone(),
+            listed,
+        };
+        compiled
+            .render(minijinja::Value::from_object(variables))
+            .map_err(template_error)
     }
 
     /// `role`'s fixed context, built on first use.
@@ -279,7 +273,8 @@ impl<'spec> Prompts<'spec> {
                 .inputs
                 .iter()
                 .map(|contract| snake_case(contract))
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
             meta: (!role_ir.meta.is_empty()).then(|| {
                 json_value(&Value::Object(
                     role_ir
@@ -576,6 +571,71 @@ impl Object for FeedbackView {
 
     fn render(self: &Arc<Self>, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter.write_str(&crate::feedback::markdown(&self.value))
+    }
+}
+
+/// What a template sees at its top level: each input under its name, then what the call
+/// adds, each of which hides an input of the same name. Looked up by name, so a render
+/// builds no map of its variables.
+#[derive(Debug)]
+struct Variables {
+    input_names: Arc<[String]>,
+    inputs: Vec<minijinja::Value>,
+    feedback: minijinja::Value,
+    history: Option<minijinja::Value>,
+    session: Option<minijinja::Value>,
+    meta: Option<minijinja::Value>,
+    run: minijinja::Value,
+    rules: minijinja::Value,
+    tools: minijinja::Value,
+    output_schema: minijinja::Value,
+    /// `inputs`, `[[name, value], ...]`, for the default template only.
+    listed: Option<minijinja::Value>,
+}
+
+impl Variables {
+    fn get(&self, name: &str) -> Option<&minijinja::Value> {
+        match name {
+            "feedback" => Some(&self.feedback),
+            "run" => Some(&self.run),
+            "rules" => Some(&self.rules),
+            "tools" => Some(&self.tools),
+            "output_schema" => Some(&self.output_schema),
+            "history" if self.history.is_some() => self.history.as_ref(),
+            "session" if self.session.is_some() => self.session.as_ref(),
+            "meta" if self.meta.is_some() => self.meta.as_ref(),
+            "inputs" if self.listed.is_some() => self.listed.as_ref(),
+            _ => self
+                .input_names
+                .iter()
+                .rposition(|input| input == name)
+                .and_then(|index| self.inputs.get(index)),
+        }
+    }
+}
+
+impl Object for Variables {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
+        self.get(key.as_str()?).cloned()
+    }
+
+    /// The names in order (as `debug()` prints them), each once.
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        let mut names: Vec<&str> = ["feedback", "run", "rules", "tools", "output_schema"]
+            .into_iter()
+            .chain(self.history.as_ref().map(|_| "history"))
+            .chain(self.session.as_ref().map(|_| "session"))
+            .chain(self.meta.as_ref().map(|_| "meta"))
+            .chain(self.listed.as_ref().map(|_| "inputs"))
+            .chain(self.input_names.iter().map(String::as_str))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        Enumerator::Values(names.into_iter().map(minijinja::Value::from).collect())
     }
 }
 

@@ -85,12 +85,7 @@ pub fn write_list<T>(items: &[T], write: impl Fn(&T, &mut Vec<u8>), out: &mut Ve
 
 /// Appends `text` as `serde_json` writes a string, escapes and quotes included.
 pub fn write_string(text: &str, out: &mut Vec<u8>) {
-    // Serializing a `&str` into a `Vec` cannot fail; the fallback keeps this total anyway.
-    let start = out.len();
-    if serde_json::to_writer(&mut *out, text).is_err() {
-        out.truncate(start);
-        out.extend_from_slice(b"\"\"");
-    }
+    crate::trace::text::write_str(out, text);
 }
 
 #[cfg(test)]

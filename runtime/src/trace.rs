@@ -83,7 +83,7 @@ impl TraceEvent {
 
     /// Appends the event as one line of JSON (no trailing newline) to `out`: the text
     /// `serde_json` writes for it, without going through the map serializer its
-    /// flattened `kind` needs. The header fields are written first, then the kind as the
+    /// flattened `kind` needs, and with strings copied whole ([`text`]). The header fields are written first, then the kind as the
     /// object serde writes for it, whose opening brace becomes the separating comma.
     pub fn write_json(&self, out: &mut Vec<u8>) -> Result<(), TraceError> {
         fn number(out: &mut Vec<u8>, key: &[u8], value: u64) -> Result<(), TraceError> {
@@ -95,17 +95,17 @@ impl TraceEvent {
         number(out, b",\"round\":", self.round)?;
         if let Some(step) = &self.step {
             out.extend_from_slice(b",\"step\":");
-            serde_json::to_writer(&mut *out, step)?;
+            text::write_str(out, step);
         }
         if let Some(item) = &self.item {
             out.extend_from_slice(b",\"item\":");
-            serde_json::to_writer(&mut *out, item)?;
+            text::write_str(out, item);
         }
         if let Some(attempt) = self.attempt {
             number(out, b",\"attempt\":", attempt)?;
         }
         let kind = out.len();
-        serde_json::to_writer(&mut *out, &self.kind)?;
+        text::write(out, &self.kind)?;
         if let Some(brace) = out.get_mut(kind) {
             *brace = b',';
         }
@@ -754,6 +754,8 @@ pub fn from_jsonl(text: &str) -> Result<Vec<TraceEvent>, TraceError> {
         .map(|line| serde_json::from_str(line).map_err(TraceError::from))
         .collect()
 }
+
+pub mod text;
 
 #[cfg(test)]
 mod tests;

@@ -148,12 +148,13 @@ pub struct CallLogEntries {
 }
 
 impl CallLog {
-    /// A log for the call `key`, telling `observer` (if any) of its tool calls.
-    pub fn new(key: CallKey, observer: Option<Arc<dyn CallObserver>>) -> Self {
+    /// A log for the call `key`, telling `observer` (if any) of its tool calls (the key is
+    /// made only for an observer).
+    pub fn new(key: impl FnOnce() -> CallKey, observer: Option<Arc<dyn CallObserver>>) -> Self {
         CallLog {
             entries: Arc::default(),
+            key: observer.as_ref().map(|_| key()),
             observer,
-            key: Some(key),
         }
     }
 

@@ -43,10 +43,13 @@ use crate::scenario::{Cassette, Fault, Recorded, RecordedCall, RecordedToolCall}
 #[derive(Debug)]
 pub struct ReplayProvider {
     recorded: Option<Recorded>,
-    calls: BTreeMap<CallKey, RecordedCall>,
+    /// The recorded calls in key order, one per key (found by binary search, so a
+    /// lookup copies no key).
+    calls: Vec<RecordedCall>,
     humans: BTreeMap<HumanKey, Value>,
     faults: Vec<Fault>,
-    used_calls: Mutex<BTreeSet<CallKey>>,
+    /// Which of `calls` a request has asked for.
+    used_calls: Mutex<Vec<bool>>,
     used_humans: Mutex<BTreeSet<HumanKey>>,
     stale_prompts: Mutex<Vec<StalePrompt>>,
 }
@@ -70,11 +73,17 @@ impl ReplayProvider {
     /// A replay of `cassette` (loaded and checked by `Cassette::from_yaml`; should two
     /// calls share a key anyway, the last one wins).
     pub fn new(cassette: Cassette) -> Self {
-        let calls = cassette
-            .calls
-            .into_iter()
-            .map(|call| (call.key(), call))
-            .collect();
+        let mut calls = cassette.calls;
+        calls.sort_by(|a, b| key_of(a).cmp(&key_of(b)));
+        // Of calls that share a key, the last one is kept (the sort is stable).
+        calls.dedup_by(|later, kept| {
+            let same = key_of(later) == key_of(kept);
+            if same {
+                std::mem::swap(later, kept);
+            }
+            same
+        });
+        let used_calls = Mutex::new(vec![false; calls.len()]);
         let humans = cassette
             .humans
             .into_iter()
@@ -85,7 +94,7 @@ impl ReplayProvider {
             calls,
             humans,
             faults: cassette.faults,
-            used_calls: Mutex::new(BTreeSet::new()),
+            used_calls,
             used_humans: Mutex::new(BTreeSet::new()),
             stale_prompts: Mutex::new(Vec::new()),
         }
@@ -105,10 +114,42 @@ impl ReplayProvider {
     pub fn unused(&self) -> Vec<CallKey> {
         let used = lock(&self.used_calls);
         self.calls
-            .keys()
-            .filter(|key| !used.contains(*key))
-            .cloned()
+            .iter()
+            .zip(used.iter())
+            .filter(|(_, used)| !**used)
+            .map(|(call, _)| call.key())
             .collect()
+    }
+
+    /// The index in `calls` of the call recorded under `key` that `wanted` accepts.
+    fn find(&self, key: &CallKey, wanted: impl Fn(&RecordedCall) -> bool) -> Option<usize> {
+        let sought = (
+            key.step.as_str(),
+            key.round,
+            key.item.as_deref(),
+            key.attempt,
+            key.role.as_deref(),
+        );
+        self.calls
+            .binary_search_by(|call| key_of(call).cmp(&sought))
+            .ok()
+            .filter(|index| self.calls.get(*index).is_some_and(&wanted))
+    }
+
+    /// Marks call `index` used.
+    fn use_call(&self, index: usize) {
+        if let Some(used) = lock(&self.used_calls).get_mut(index) {
+            *used = true;
+        }
+    }
+
+    /// `key` is not recorded: the error, naming the closest unused recording.
+    fn not_recorded(&self, key: &CallKey) -> ProviderError {
+        let unused = self.unused();
+        ProviderError::NotRecorded {
+            key: key.clone(),
+            closest: crate::scenario::closest_key(key, &unused).map(Box::new),
+        }
     }
 
     /// The calls replayed so far whose prompt differs from the one they were recorded
@@ -149,18 +190,13 @@ impl ReplayProvider {
     /// or its prompt does not meet the call's `expect_prompt`.
     fn play(&self, request: &ModelRequest) -> Result<(&RecordedCall, Played), ProviderError> {
         let key = &request.key;
-        let Some(call) = self.calls.get(key).filter(|call| call.tool.is_none()) else {
-            let used = lock(&self.used_calls);
-            let unused = self
-                .calls
-                .keys()
-                .filter(|recorded| !used.contains(*recorded));
-            return Err(ProviderError::NotRecorded {
-                key: key.clone(),
-                closest: crate::scenario::closest_key(key, unused).map(Box::new),
-            });
+        let Some(index) = self.find(key, |call| call.tool.is_none()) else {
+            return Err(self.not_recorded(key));
         };
-        lock(&self.used_calls).insert(key.clone());
+        self.use_call(index);
+        let Some(call) = self.calls.get(index) else {
+            return Err(self.not_recorded(key));
+        };
         if let Some(expect) = &call.expect_prompt {
             let unmet = expect.unmet(&request.messages().join("\n\n"));
             if !unmet.is_empty() {
@@ -184,6 +220,17 @@ impl ReplayProvider {
         }
         Ok((call, playback(call)))
     }
+}
+
+/// A recorded call's key as [`CallKey`] orders it, without copying it.
+fn key_of(call: &RecordedCall) -> (&str, u64, Option<&str>, u64, Option<&str>) {
+    (
+        call.step.as_str(),
+        call.round,
+        call.item.as_deref(),
+        call.attempt,
+        call.role.as_deref(),
+    )
 }
 
 /// What a recorded call gives back, and after how long (the table at the top of this
@@ -288,22 +335,15 @@ impl Provider for ReplayProvider {
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         Box::pin(async move {
             let key = request.key;
-            let Some(call) = self
-                .calls
-                .get(&key)
-                .filter(|call| call.tool.as_deref() == Some(request.tool.as_str()))
-            else {
-                let used = lock(&self.used_calls);
-                let unused = self
-                    .calls
-                    .keys()
-                    .filter(|recorded| !used.contains(*recorded));
-                return Err(ProviderError::NotRecorded {
-                    key: key.clone(),
-                    closest: crate::scenario::closest_key(&key, unused).map(Box::new),
-                });
+            let Some(index) = self.find(&key, |call| {
+                call.tool.as_deref() == Some(request.tool.as_str())
+            }) else {
+                return Err(self.not_recorded(&key));
             };
-            lock(&self.used_calls).insert(key);
+            self.use_call(index);
+            let Some(call) = self.calls.get(index) else {
+                return Err(self.not_recorded(&key));
+            };
             let (latency, response) = playback_tool(call);
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;

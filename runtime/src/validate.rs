@@ -77,21 +77,20 @@ impl<'a> Validator<'a> {
     /// every absent defaulted field filled in (optional fields without a default stay
     /// absent); otherwise every violation found, in document order.
     pub fn validate(&self, contract: &str, value: &Value) -> Result<Value, Vec<Violation>> {
-        self.validate_type(
-            &TypeIr::Contract {
-                name: contract.to_string(),
-            },
-            value,
-        )
+        self.walk(|walk| walk.contract(contract, value, &Path::root()))
     }
 
     /// Checks `value` against any resolved type (a tool's output, a list of items, ...).
     pub fn validate_type(&self, ty: &TypeIr, value: &Value) -> Result<Value, Vec<Violation>> {
+        self.walk(|walk| walk.check(ty, value, &Path::root()))
+    }
+
+    fn walk(&self, check: impl FnOnce(&mut Walk<'_>) -> Value) -> Result<Value, Vec<Violation>> {
         let mut walk = Walk {
             contracts: self.contracts,
             violations: Vec::new(),
         };
-        let filled = walk.check(ty, value, &Path::root());
+        let filled = check(&mut walk);
         if walk.violations.is_empty() {
             Ok(filled)
         } else {
@@ -168,32 +167,55 @@ pub fn type_text(ty: &TypeIr) -> String {
     }
 }
 
-/// A path being walked: `tasks[2].id`.
-struct Path(String);
+/// A path being walked: `tasks[2].id`. Each step borrows the one before it, so the text
+/// is written only for a violation.
+#[derive(Clone, Copy)]
+enum Path<'p> {
+    Root,
+    Field(&'p Path<'p>, &'p str),
+    Index(&'p Path<'p>, usize),
+}
 
-impl Path {
+impl<'p> Path<'p> {
     fn root() -> Self {
-        Path(String::new())
+        Path::Root
     }
 
     fn text(&self) -> String {
-        if self.0.is_empty() {
+        let mut text = String::new();
+        self.write(&mut text);
+        if text.is_empty() {
             "$".to_string()
         } else {
-            self.0.clone()
+            text
         }
     }
 
-    fn field(&self, name: &str) -> Path {
-        if self.0.is_empty() {
-            Path(name.to_string())
-        } else {
-            Path(format!("{}.{name}", self.0))
+    fn write(&self, text: &mut String) {
+        match self {
+            Path::Root => {}
+            Path::Field(parent, name) => {
+                parent.write(text);
+                if !text.is_empty() {
+                    text.push('.');
+                }
+                text.push_str(name);
+            }
+            Path::Index(parent, index) => {
+                parent.write(text);
+                text.push('[');
+                text.push_str(&index.to_string());
+                text.push(']');
+            }
         }
     }
 
-    fn index(&self, index: usize) -> Path {
-        Path(format!("{}[{index}]", self.0))
+    fn field(&'p self, name: &'p str) -> Path<'p> {
+        Path::Field(self, name)
+    }
+
+    fn index(&'p self, index: usize) -> Path<'p> {
+        Path::Index(self, index)
     }
 }
 

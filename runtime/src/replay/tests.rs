@@ -333,3 +333,36 @@ calls:
         "{message}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn calls_given_out_of_order_are_found_and_of_two_with_one_key_the_last_wins() {
+    let mut cassette = match Cassette::from_yaml("cassette.yaml", EXAMPLE_CASSETTE) {
+        Ok(cassette) => cassette,
+        Err(error) => panic!("{error}"),
+    };
+    cassette.calls.reverse();
+    let Some(mut again) = cassette
+        .calls
+        .iter()
+        .find(|call| call.step == "plan")
+        .cloned()
+    else {
+        panic!("the example cassette has a plan call");
+    };
+    again.response = Some(json!({"goal": "the later one", "tasks": []}));
+    cassette.calls.push(again);
+    let provider = ReplayProvider::new(cassette);
+    assert_eq!(provider.unused().len(), 6);
+    let sorted = provider.unused();
+    assert!(sorted.windows(2).all(|pair| pair[0] < pair[1]), "{sorted:?}");
+    let answer = provider.complete(request(CallKey::new("plan"))).await;
+    assert_eq!(
+        answer.map(|response| response.output),
+        Ok(ModelOutput::Json(
+            json!({"goal": "the later one", "tasks": []})
+        ))
+    );
+    let answer = provider.complete(request(execute(4))).await;
+    assert!(answer.is_ok(), "{answer:?}");
+    assert_eq!(provider.unused().len(), 4);
+}

@@ -205,7 +205,7 @@ impl Scheduler<'_> {
                 prompt_hash: sha256(prompt.as_bytes()),
             },
         )?;
-        let log = CallLog::new(key.clone(), self.config.observer.clone());
+        let log = CallLog::new(|| key.clone(), self.config.observer.clone());
         let request = ModelRequest {
             key,
             role: unit.role.clone(),

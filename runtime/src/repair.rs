@@ -52,7 +52,7 @@ pub fn action_for<'a>(repair: &'a RepairIr, code: &str) -> Option<&'a ActionIr> 
 pub fn decide_repair(
     repair: &RepairIr,
     error_codes: &[String],
-    order: &BTreeMap<String, usize>,
+    order: &BTreeMap<&str, usize>,
 ) -> RepairDecision {
     let mut best: Option<(ActionIr, Vec<String>)> = None;
     for code in error_codes {
@@ -98,7 +98,7 @@ fn strength(action: &ActionIr) -> u8 {
     }
 }
 
-fn stronger(new: &ActionIr, current: &ActionIr, order: &BTreeMap<String, usize>) -> Choice {
+fn stronger(new: &ActionIr, current: &ActionIr, order: &BTreeMap<&str, usize>) -> Choice {
     match strength(new).cmp(&strength(current)) {
         std::cmp::Ordering::Greater => Choice::New,
         std::cmp::Ordering::Less => Choice::Current,
@@ -113,7 +113,7 @@ fn stronger(new: &ActionIr, current: &ActionIr, order: &BTreeMap<String, usize>)
                     with_feedback: current_feedback,
                 },
             ) => {
-                let rank = |step: &String| order.get(step).copied().unwrap_or(usize::MAX);
+                let rank = |step: &String| order.get(step.as_str()).copied().unwrap_or(usize::MAX);
                 let step = if (rank(new_step), new_step) < (rank(current_step), current_step) {
                     new_step
                 } else {
@@ -157,7 +157,7 @@ pub fn action_event(action: &ActionIr) -> RepairAction {
 
 /// Every step's distance from the entry step along non-repair edges (upstream steps have
 /// lower ranks); steps reached only through repair edges are left out.
-pub fn flow_order(flow: &FlowIr) -> BTreeMap<String, usize> {
+pub fn flow_order(flow: &FlowIr) -> BTreeMap<&str, usize> {
     let mut order = BTreeMap::new();
     let mut queue = VecDeque::from([(flow.entry, 0usize)]);
     let mut seen = BTreeSet::from([flow.entry]);
@@ -166,7 +166,7 @@ pub fn flow_order(flow: &FlowIr) -> BTreeMap<String, usize> {
             continue;
         };
         if !step.kind.is_terminal() {
-            order.insert(step.name.clone(), depth);
+            order.insert(step.name.as_str(), depth);
         }
         for edge in flow.graph.edges(node) {
             if matches!(edge.weight(), TransitionIr::Repair { .. }) {
@@ -181,8 +181,9 @@ pub fn flow_order(flow: &FlowIr) -> BTreeMap<String, usize> {
 }
 
 /// What `rerun step` invalidates: `step` and every step reachable from it without a
-/// repair edge, ordered upstream first (then by name). Empty for an unknown step.
-pub fn downstream(flow: &FlowIr, step: &str) -> Vec<String> {
+/// repair edge, ordered upstream first (then by name), by `order` ([`flow_order`]).
+/// Empty for an unknown step.
+pub fn downstream(flow: &FlowIr, order: &BTreeMap<&str, usize>, step: &str) -> Vec<String> {
     let Some(&start) = flow.steps.get(step) else {
         return Vec::new();
     };
@@ -195,14 +196,16 @@ pub fn downstream(flow: &FlowIr, step: &str) -> Vec<String> {
             }
         }
     }
-    let order = flow_order(flow);
     let mut steps: Vec<String> = seen
         .into_iter()
         .filter_map(|node| flow.graph.node_weight(node))
         .filter(|node| !node.kind.is_terminal())
         .map(|node| node.name.clone())
         .collect();
-    steps.sort_by_key(|name| (order.get(name).copied().unwrap_or(usize::MAX), name.clone()));
+    steps.sort_by(|a, b| {
+        let rank = |name: &String| order.get(name.as_str()).copied().unwrap_or(usize::MAX);
+        (rank(a), a).cmp(&(rank(b), b))
+    });
     steps
 }
 

@@ -4,10 +4,12 @@
 //! every issue that asks for that rerun names items; one issue naming none reruns the
 //! whole step.
 
-use charter_compiler::graph::{ActionIr, FlowIr, RepairIr};
+use std::collections::BTreeMap;
+
+use charter_compiler::graph::{ActionIr, RepairIr};
 
 use super::gate::Judged;
-use crate::repair::{RepairDecision, action_for, decide_repair, flow_order};
+use crate::repair::{RepairDecision, action_for, decide_repair};
 
 /// What the repair table decides for a failed gate.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,7 +40,8 @@ pub enum Decision {
 #[derive(Clone, Copy, Debug)]
 pub struct RepairPolicy<'a> {
     pub table: &'a RepairIr,
-    pub flow: &'a FlowIr,
+    /// The flow's steps ranked upstream first ([`crate::repair::flow_order`]).
+    pub order: &'a BTreeMap<&'a str, usize>,
 }
 
 impl RepairPolicy<'_> {
@@ -50,7 +53,7 @@ impl RepairPolicy<'_> {
     /// Decides what the arms of `issue_codes` (the error-level issues of a failed gate, or
     /// the warnings of a passed one) call for.
     pub fn decide_codes(&self, judged: &Judged, issue_codes: &[String]) -> Decision {
-        let (action, codes) = match decide_repair(self.table, issue_codes, &flow_order(self.flow)) {
+        let (action, codes) = match decide_repair(self.table, issue_codes, self.order) {
             RepairDecision::NoAction => return Decision::NoAction,
             RepairDecision::Act { action, codes } => (action, codes),
         };
@@ -167,9 +170,10 @@ flow {
         );
         bindings.set(NameIr::Step("review".to_string()), json!({"score": score}));
         let judged = judge("g", gate, &bindings, &ids, &failed);
+        let order = crate::repair::flow_order(&spec.flow);
         let policy = RepairPolicy {
             table: spec.repair.as_ref().unwrap_or_else(|| panic!("no repair")),
-            flow: &spec.flow,
+            order: &order,
         };
         policy.decide(&judged)
     }

@@ -101,9 +101,10 @@ impl Scheduler<'_> {
                 limit: self.state.progress.limit(),
             })?;
         }
+        let order = crate::repair::flow_order(&spec.flow);
         let policy = RepairPolicy {
             table,
-            flow: &spec.flow,
+            order: &order,
         };
         let decision = policy.decide(result);
         match &decision {
@@ -150,9 +151,10 @@ impl Scheduler<'_> {
         if codes.is_empty() {
             return Ok(None);
         }
+        let order = crate::repair::flow_order(&spec.flow);
         let policy = RepairPolicy {
             table,
-            flow: &spec.flow,
+            order: &order,
         };
         let decision = match policy.decide_codes(result, &codes) {
             Decision::NoAction => return Ok(None),
@@ -256,7 +258,7 @@ impl Scheduler<'_> {
         // "downstream": steps ranked before the target in flow order are kept.
         let order = crate::repair::flow_order(&spec.flow);
         let rank = |step: &str| order.get(step).copied().unwrap_or(usize::MAX);
-        let invalidated: Vec<String> = crate::repair::downstream(&spec.flow, &target)
+        let invalidated: Vec<String> = crate::repair::downstream(&spec.flow, &order, &target)
             .into_iter()
             .filter(|step| rank(step) >= rank(&target))
             .collect();

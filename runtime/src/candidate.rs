@@ -48,12 +48,16 @@ impl Candidate {
         skipped: Vec<String>,
         artifacts: BTreeMap<String, String>,
     ) -> Self {
-        let text = items
-            .iter()
-            .map(canonical_json)
-            .collect::<Vec<_>>()
-            .join("\n");
-        let hash = content_hash(&items, &failed, &skipped, &artifacts);
+        let (content, item_texts) = content_json(&items, &failed, &skipped, &artifacts);
+        let hash = sha256(&content);
+        // Each item's canonical JSON is already in the content, once.
+        let mut text = String::new();
+        for (index, range) in item_texts.into_iter().enumerate() {
+            if index > 0 {
+                text.push('\n');
+            }
+            text.push_str(&String::from_utf8_lossy(content.get(range).unwrap_or_default()));
+        }
         Candidate {
             id: format!("c{round}"),
             round,
@@ -93,8 +97,18 @@ fn content_hash(
     skipped: &[String],
     artifacts: &BTreeMap<String, String>,
 ) -> String {
-    // The canonical JSON of `{items, failed, skipped, artifacts}`, written directly: its
-    // keys in byte order, and `artifacts`' paths already are (a `BTreeMap` of `String`s).
+    sha256(&content_json(items, failed, skipped, artifacts).0)
+}
+
+/// The canonical JSON of `{items, failed, skipped, artifacts}`, written directly (its
+/// keys in byte order, and `artifacts`' paths already are: a `BTreeMap` of `String`s),
+/// and where in it each item's own canonical JSON is.
+fn content_json(
+    items: &[Value],
+    failed: &[String],
+    skipped: &[String],
+    artifacts: &BTreeMap<String, String>,
+) -> (Vec<u8>, Vec<std::ops::Range<usize>>) {
     let text = |text: &String, out: &mut Vec<u8>| write_string(text, out);
     let mut out = Vec::new();
     out.extend_from_slice(b"{\"artifacts\":{");
@@ -109,11 +123,21 @@ fn content_hash(
     out.extend_from_slice(b"},\"failed\":");
     write_list(failed, text, &mut out);
     out.extend_from_slice(b",\"items\":");
-    write_list(items, write_canonical, &mut out);
+    let mut ranges = Vec::with_capacity(items.len());
+    out.push(b'[');
+    for (index, item) in items.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        let start = out.len();
+        write_canonical(item, &mut out);
+        ranges.push(start..out.len());
+    }
+    out.push(b']');
     out.extend_from_slice(b",\"skipped\":");
     write_list(skipped, text, &mut out);
     out.push(b'}');
-    sha256(&out)
+    (out, ranges)
 }
 
 /// The index of the best of `candidates`, given as `(score, hard_failure)` in the order
@@ -235,7 +259,7 @@ mod tests {
 
     /// The hash written directly is the hash of the content's canonical JSON.
     #[test]
-    fn the_content_hash_is_the_hash_of_the_canonical_content() {
+    fn the_content_hash_is_the_hash_of_the_canonical_content_and_the_text_its_items() {
         let contents = [
             (vec![], vec![], vec![], BTreeMap::new()),
             (
@@ -263,6 +287,14 @@ mod tests {
                 content_hash(&items, &failed, &skipped, &artifacts),
                 expected
             );
+            let text = items
+                .iter()
+                .map(canonical_json)
+                .collect::<Vec<_>>()
+                .join("\n");
+            let candidate = Candidate::new(1, items, failed, skipped, artifacts);
+            assert_eq!(candidate.hash, expected);
+            assert_eq!(candidate.text, text);
         }
     }
 

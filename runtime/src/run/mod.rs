@@ -938,6 +938,9 @@ impl<'r> Scheduler<'r> {
     /// Applies the `tamper` faults that fire after `step` (each once): the stored output
     /// of the named item, or of the candidate's step, is overwritten after the fact.
     fn apply_faults(&mut self, step: &str) {
+        if self.config.faults.is_empty() {
+            return;
+        }
         let faults = self.config.faults.clone();
         let round = self.state.round;
         let subjects: Vec<String> = self

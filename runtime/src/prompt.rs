@@ -90,7 +90,8 @@ pub fn render_prompt(
 #[derive(Debug)]
 pub struct Prompts<'spec> {
     spec: &'spec CompiledSpec,
-    roles: HashMap<String, RoleContext<'spec>>,
+    /// Each role's context, with its name (a spec has few roles: a scan beats hashing).
+    roles: Vec<(String, RoleContext<'spec>)>,
 }
 
 /// A role's fixed template context.
@@ -114,7 +115,7 @@ impl<'spec> Prompts<'spec> {
     pub fn new(spec: &'spec CompiledSpec) -> Self {
         Prompts {
             spec,
-            roles: HashMap::new(),
+            roles: Vec::new(),
         }
     }
 
@@ -237,10 +238,11 @@ impl<'spec> Prompts<'spec> {
     /// `role`'s fixed context, built on first use.
     fn role(&mut self, role: &str) -> Result<&RoleContext<'spec>, PromptError> {
         let spec = self.spec;
-        if self.roles.contains_key(role) {
+        if let Some(index) = self.roles.iter().position(|(name, _)| name == role) {
             return self
                 .roles
-                .get(role)
+                .get(index)
+                .map(|(_, context)| context)
                 .ok_or_else(|| PromptError::UnknownRole {
                     role: role.to_string(),
                 });
@@ -289,7 +291,13 @@ impl<'spec> Prompts<'spec> {
             output_schema: Json::root(Arc::clone(&schema)),
             schema,
         };
-        Ok(self.roles.entry(role.to_string()).or_insert(context))
+        self.roles.push((role.to_string(), context));
+        self.roles
+            .last()
+            .map(|(_, context)| context)
+            .ok_or_else(|| PromptError::UnknownRole {
+                role: role.to_string(),
+            })
     }
 }
 

@@ -56,7 +56,9 @@ impl Candidate {
             if index > 0 {
                 text.push('\n');
             }
-            text.push_str(&String::from_utf8_lossy(content.get(range).unwrap_or_default()));
+            text.push_str(&String::from_utf8_lossy(
+                content.get(range).unwrap_or_default(),
+            ));
         }
         Candidate {
             id: format!("c{round}"),

@@ -650,8 +650,12 @@ pub struct MemorySink {
 }
 
 impl MemorySink {
+    /// An empty sink with room for a short run's events (a run of a few calls writes a
+    /// few dozen), so they are not copied as the list grows.
     pub fn new() -> Self {
-        MemorySink::default()
+        MemorySink {
+            events: Vec::with_capacity(64),
+        }
     }
 
     pub fn events(&self) -> &[TraceEvent] {
@@ -737,7 +741,7 @@ impl<A: TraceSink, B: TraceSink> TraceSink for Tee<A, B> {
 
 /// `events` as JSON lines, each ending in a newline.
 pub fn to_jsonl(events: &[TraceEvent]) -> Result<String, TraceError> {
-    let mut out = Vec::with_capacity(events.len() * 160);
+    let mut out = Vec::with_capacity(events.len() * 192);
     for event in events {
         event.write_json(&mut out)?;
         out.push(b'\n');

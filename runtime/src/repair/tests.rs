@@ -226,10 +226,7 @@ fn the_design_table_is_applied() {
 fn flow_order_and_invalidation() {
     let spec = spec();
     let order = flow_order(&spec.flow);
-    let ranked: Vec<(&str, usize)> = order
-        .iter()
-        .map(|(name, rank)| (*name, *rank))
-        .collect();
+    let ranked: Vec<(&str, usize)> = order.iter().map(|(name, rank)| (*name, *rank)).collect();
     assert_eq!(
         ranked,
         [
@@ -248,7 +245,10 @@ fn flow_order_and_invalidation() {
         downstream(&spec.flow, &order, "plan"),
         ["plan", "execute", "review", "judge", "deliver"]
     );
-    assert_eq!(downstream(&spec.flow, &order, "judge"), ["judge", "deliver"]);
+    assert_eq!(
+        downstream(&spec.flow, &order, "judge"),
+        ["judge", "deliver"]
+    );
     assert!(downstream(&spec.flow, &order, "nowhere").is_empty());
 }
 

@@ -354,7 +354,10 @@ async fn calls_given_out_of_order_are_found_and_of_two_with_one_key_the_last_win
     let provider = ReplayProvider::new(cassette);
     assert_eq!(provider.unused().len(), 6);
     let sorted = provider.unused();
-    assert!(sorted.windows(2).all(|pair| pair[0] < pair[1]), "{sorted:?}");
+    assert!(
+        sorted.windows(2).all(|pair| pair[0] < pair[1]),
+        "{sorted:?}"
+    );
     let answer = provider.complete(request(CallKey::new("plan"))).await;
     assert_eq!(
         answer.map(|response| response.output),

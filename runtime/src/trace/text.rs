@@ -246,11 +246,7 @@ impl<'w, 'a> ser::Serializer for &'w mut Writer<'a> {
         Ok(self.open(b'{', None))
     }
 
-    fn serialize_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Compound<'w, 'a>, Error> {
+    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Compound<'w, 'a>, Error> {
         Ok(self.open(b'{', None))
     }
 

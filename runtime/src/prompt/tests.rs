@@ -254,3 +254,33 @@ flow { a = counts(request) -> b  b = dumps(request) -> c  c = plain(request) -> 
     );
     assert!(!prompts.reads_run("nobody"), "an unknown role");
 }
+
+#[test]
+fn debug_prints_every_name_a_template_can_read_and_an_input_is_found_by_its_name() {
+    let spec = compile_spec_with(
+        r#"spec r version "1"
+contract Req { goal: string }
+contract Out { text: string }
+role dumps { model: "openai:m"  prompt: """{{ debug() }}"""  input: Req  output: Out }
+role reads { model: "openai:m"  prompt: """{{ req.goal }}|{{ feedback }}|{{ run }}"""  input: Req  output: Out }
+flow { a = dumps(request) -> b  b = reads(request) -> done }
+"#,
+        &[],
+    );
+    let mut prompts = Prompts::new(&spec);
+    let dumped = prompts.render("dumps", &[json!({"goal": "g"})], None);
+    let Ok(dumped) = dumped else {
+        panic!("{dumped:?}");
+    };
+    for name in ["feedback", "output_schema", "req", "rules", "run", "tools"] {
+        assert!(
+            dumped.contains(&format!("\"{name}\"")),
+            "{name} in {dumped}"
+        );
+    }
+    assert!(!dumped.contains("\"inputs\""), "{dumped}");
+    assert_eq!(
+        prompts.render("reads", &[json!({"goal": "g"})], None),
+        Ok("g|None|None".to_string())
+    );
+}

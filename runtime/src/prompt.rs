@@ -237,16 +237,25 @@ impl<'spec> Prompts<'spec> {
 
     /// `role`'s fixed context, built on first use.
     fn role(&mut self, role: &str) -> Result<&RoleContext<'spec>, PromptError> {
+        let index = match self.roles.iter().position(|(name, _)| name == role) {
+            Some(index) => index,
+            None => {
+                let context = self.build_role(role)?;
+                self.roles.push((role.to_string(), context));
+                self.roles.len() - 1
+            }
+        };
+        self.roles
+            .get(index)
+            .map(|(_, context)| context)
+            .ok_or_else(|| PromptError::UnknownRole {
+                role: role.to_string(),
+            })
+    }
+
+    /// Builds `role`'s fixed context.
+    fn build_role(&self, role: &str) -> Result<RoleContext<'spec>, PromptError> {
         let spec = self.spec;
-        if let Some(index) = self.roles.iter().position(|(name, _)| name == role) {
-            return self
-                .roles
-                .get(index)
-                .map(|(_, context)| context)
-                .ok_or_else(|| PromptError::UnknownRole {
-                    role: role.to_string(),
-                });
-        }
         let role_ir = spec
             .roles
             .get(role)
@@ -267,7 +276,7 @@ impl<'spec> Prompts<'spec> {
             || Arc::new(Value::Null),
             |contract| Arc::clone(&contract.schema),
         );
-        let context = RoleContext {
+        Ok(RoleContext {
             ir: role_ir,
             environment,
             source_name,
@@ -290,14 +299,7 @@ impl<'spec> Prompts<'spec> {
             tools: json_value(&tools(spec, role_ir)),
             output_schema: Json::root(Arc::clone(&schema)),
             schema,
-        };
-        self.roles.push((role.to_string(), context));
-        self.roles
-            .last()
-            .map(|(_, context)| context)
-            .ok_or_else(|| PromptError::UnknownRole {
-                role: role.to_string(),
-            })
+        })
     }
 }
 

@@ -121,8 +121,13 @@ impl ReplayProvider {
             .collect()
     }
 
-    /// The index in `calls` of the call recorded under `key` that `wanted` accepts.
-    fn find(&self, key: &CallKey, wanted: impl Fn(&RecordedCall) -> bool) -> Option<usize> {
+    /// The call recorded under `key` that `wanted` accepts, marked used; not recorded:
+    /// the error, naming the closest unused recording.
+    fn use_call(
+        &self,
+        key: &CallKey,
+        wanted: impl Fn(&RecordedCall) -> bool,
+    ) -> Result<&RecordedCall, ProviderError> {
         let sought = (
             key.step.as_str(),
             key.round,
@@ -130,17 +135,19 @@ impl ReplayProvider {
             key.attempt,
             key.role.as_deref(),
         );
-        self.calls
+        let found = self
+            .calls
             .binary_search_by(|call| key_of(call).cmp(&sought))
             .ok()
-            .filter(|index| self.calls.get(*index).is_some_and(&wanted))
-    }
-
-    /// Marks call `index` used.
-    fn use_call(&self, index: usize) {
+            .and_then(|index| self.calls.get(index).map(|call| (index, call)))
+            .filter(|(_, call)| wanted(call));
+        let Some((index, call)) = found else {
+            return Err(self.not_recorded(key));
+        };
         if let Some(used) = lock(&self.used_calls).get_mut(index) {
             *used = true;
         }
+        Ok(call)
     }
 
     /// `key` is not recorded: the error, naming the closest unused recording.
@@ -190,13 +197,7 @@ impl ReplayProvider {
     /// or its prompt does not meet the call's `expect_prompt`.
     fn play(&self, request: &ModelRequest) -> Result<(&RecordedCall, Played), ProviderError> {
         let key = &request.key;
-        let Some(index) = self.find(key, |call| call.tool.is_none()) else {
-            return Err(self.not_recorded(key));
-        };
-        self.use_call(index);
-        let Some(call) = self.calls.get(index) else {
-            return Err(self.not_recorded(key));
-        };
+        let call = self.use_call(key, |call| call.tool.is_none())?;
         if let Some(expect) = &call.expect_prompt {
             let unmet = expect.unmet(&request.messages().join("\n\n"));
             if !unmet.is_empty() {
@@ -335,15 +336,9 @@ impl Provider for ReplayProvider {
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         Box::pin(async move {
             let key = request.key;
-            let Some(index) = self.find(&key, |call| {
+            let call = self.use_call(&key, |call| {
                 call.tool.as_deref() == Some(request.tool.as_str())
-            }) else {
-                return Err(self.not_recorded(&key));
-            };
-            self.use_call(index);
-            let Some(call) = self.calls.get(index) else {
-                return Err(self.not_recorded(&key));
-            };
+            })?;
             let (latency, response) = playback_tool(call);
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;

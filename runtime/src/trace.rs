@@ -75,16 +75,13 @@ impl TraceEvent {
     pub fn to_json_line(&self) -> Result<String, TraceError> {
         let mut out = Vec::with_capacity(192);
         self.write_json(&mut out)?;
-        // serde_json writes UTF-8 only.
-        String::from_utf8(out).map_err(|error| {
-            TraceError::Serialize(serde_json::Error::io(std::io::Error::other(error)))
-        })
+        utf8(out)
     }
 
     /// Appends the event as one line of JSON (no trailing newline) to `out`: the text
-    /// `serde_json` writes for it, without going through the map serializer its
-    /// flattened `kind` needs, and with strings copied whole ([`text`]). The header fields are written first, then the kind as the
-    /// object serde writes for it, whose opening brace becomes the separating comma.
+    /// `serde_json` writes for it, without the map serializer its flattened `kind` needs,
+    /// and with strings copied whole ([`text`]). The header fields are written first, then
+    /// the kind as the object serde writes for it, whose opening brace becomes the comma.
     pub fn write_json(&self, out: &mut Vec<u8>) -> Result<(), TraceError> {
         fn number(out: &mut Vec<u8>, key: &[u8], value: u64) -> Result<(), TraceError> {
             out.extend_from_slice(key);
@@ -712,10 +709,11 @@ impl JsonlSink {
 
 impl TraceSink for JsonlSink {
     fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
-        let mut line = event.to_json_line()?;
-        line.push('\n');
+        let mut line = Vec::with_capacity(192);
+        event.write_json(&mut line)?;
+        line.push(b'\n');
         self.file
-            .append_line(line.as_bytes())
+            .append_line(&line)
             .map_err(|source| TraceError::Io {
                 path: self.path.clone(),
                 source,
@@ -746,7 +744,11 @@ pub fn to_jsonl(events: &[TraceEvent]) -> Result<String, TraceError> {
         event.write_json(&mut out)?;
         out.push(b'\n');
     }
-    // serde_json writes UTF-8 only.
+    utf8(out)
+}
+
+/// Written JSON as text (serde_json and [`text`] write UTF-8 only).
+fn utf8(out: Vec<u8>) -> Result<String, TraceError> {
     String::from_utf8(out)
         .map_err(|error| TraceError::Serialize(serde_json::Error::io(std::io::Error::other(error))))
 }

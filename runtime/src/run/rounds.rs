@@ -120,7 +120,10 @@ impl Scheduler<'_> {
         if self.state.round > table.rounds {
             return self.stop_repairing(Reason::MaxRounds, gate_node);
         }
-        match self.start_repair(&decision, candidate, result).await? {
+        match self
+            .start_repair(&decision, candidate, result, &order)
+            .await?
+        {
             Some(target) => Ok(target),
             // A person said no to repairing an error: the run is blocked (DESIGN §8.4).
             None => Err(Halt::Stop(Stop::new(
@@ -178,7 +181,8 @@ impl Scheduler<'_> {
             return Ok(None);
         }
         self.enter_phase(Phase::Repairing)?;
-        self.start_repair(&decision, candidate, result).await
+        self.start_repair(&decision, candidate, result, &order)
+            .await
     }
 
     /// A `block`/`fail` arm: the run stops with the arm's reason.
@@ -199,13 +203,14 @@ impl Scheduler<'_> {
     }
 
     /// Carries out an `ask`, `replan` or `rerun` decision: the target, what it
-    /// invalidates, the feedback it runs with, and the next round. `None` when a person
-    /// said no to an `ask`.
+    /// invalidates (by `order`, the flow ranked upstream first), the feedback it runs
+    /// with, and the next round. `None` when a person said no to an `ask`.
     async fn start_repair(
         &mut self,
         decision: &Decision,
         candidate: &Candidate,
         result: &Judged,
+        order: &BTreeMap<&str, usize>,
     ) -> Result<Option<NodeIndex>, Halt> {
         let spec = self.spec;
         let (target, items, feedback) = match decision {
@@ -256,9 +261,8 @@ impl Scheduler<'_> {
         // What a rerun invalidates: the target and what follows it. A loop back through the
         // flow (an `ask` that returns to an earlier step) does not make an upstream step
         // "downstream": steps ranked before the target in flow order are kept.
-        let order = crate::repair::flow_order(&spec.flow);
         let rank = |step: &str| order.get(step).copied().unwrap_or(usize::MAX);
-        let invalidated: Vec<String> = crate::repair::downstream(&spec.flow, &order, &target)
+        let invalidated: Vec<String> = crate::repair::downstream(&spec.flow, order, &target)
             .into_iter()
             .filter(|step| rank(step) >= rank(&target))
             .collect();

@@ -27,7 +27,7 @@
 //! timeout), so [`ReplayProvider::unused`] lists the recorded calls a run never made.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -42,13 +42,13 @@ use crate::scenario::{Cassette, Fault, Recorded, RecordedCall, RecordedToolCall}
 /// A provider and human channel that plays back a cassette.
 #[derive(Debug)]
 pub struct ReplayProvider {
-    recorded: Option<Recorded>,
-    /// The recorded calls in key order, one per key (found by binary search, so a
-    /// lookup copies no key).
-    calls: Vec<RecordedCall>,
+    /// The cassette, shared: a library or an exploration replays one many times.
+    cassette: Arc<Cassette>,
+    /// The places of the cassette's calls in key order, one per key (found by binary
+    /// search, so a lookup copies no key).
+    order: Vec<usize>,
     humans: BTreeMap<HumanKey, Value>,
-    faults: Vec<Fault>,
-    /// Which of `calls` a request has asked for.
+    /// Which of `order` a request has asked for.
     used_calls: Mutex<Vec<bool>>,
     used_humans: Mutex<BTreeSet<HumanKey>>,
     stale_prompts: Mutex<Vec<StalePrompt>>,
@@ -71,29 +71,38 @@ pub struct StalePrompt {
 
 impl ReplayProvider {
     /// A replay of `cassette` (loaded and checked by `Cassette::from_yaml`; should two
-    /// calls share a key anyway, the last one wins).
-    pub fn new(cassette: Cassette) -> Self {
-        let mut calls = cassette.calls;
-        calls.sort_by(|a, b| key_of(a).cmp(&key_of(b)));
-        // Of calls that share a key, the last one is kept (the sort is stable).
-        calls.dedup_by(|later, kept| {
-            let same = key_of(later) == key_of(kept);
-            if same {
-                std::mem::swap(later, kept);
-            }
-            same
-        });
-        let used_calls = Mutex::new(vec![false; calls.len()]);
+    /// calls share a key anyway, the last one wins). A shared cassette is not copied.
+    pub fn new(cassette: impl Into<Arc<Cassette>>) -> Self {
+        let cassette = cassette.into();
+        let calls = &cassette.calls;
+        let mut order: Vec<usize> = (0..calls.len()).collect();
+        let key = |index: &usize| calls.get(*index).map(key_of);
+        if !order.is_sorted_by(|a, b| key(a) < key(b)) {
+            order.sort_by(|a, b| key(a).cmp(&key(b)));
+            // Of calls that share a key, the last one is kept (the sort is stable).
+            order.dedup_by(|later, kept| {
+                let same = key(later) == key(kept);
+                if same {
+                    std::mem::swap(later, kept);
+                }
+                same
+            });
+        }
+        let used_calls = Mutex::new(vec![false; order.len()]);
         let humans = cassette
             .humans
-            .into_iter()
-            .map(|human| ((human.step, human.round, human.attempt), human.answer))
+            .iter()
+            .map(|human| {
+                (
+                    (human.step.clone(), human.round, human.attempt),
+                    human.answer.clone(),
+                )
+            })
             .collect();
         ReplayProvider {
-            recorded: cassette.recorded,
-            calls,
+            cassette,
+            order,
             humans,
-            faults: cassette.faults,
             used_calls,
             used_humans: Mutex::new(BTreeSet::new()),
             stale_prompts: Mutex::new(Vec::new()),
@@ -102,19 +111,25 @@ impl ReplayProvider {
 
     /// The hashes the cassette was recorded under (none for a hand-written cassette).
     pub fn recorded(&self) -> Option<&Recorded> {
-        self.recorded.as_ref()
+        self.cassette.recorded.as_ref()
     }
 
     /// The faults to inject (the scheduler applies them).
     pub fn faults(&self) -> &[Fault] {
-        &self.faults
+        &self.cassette.faults
+    }
+
+    /// The recorded calls, one per key, in key order.
+    fn calls(&self) -> impl Iterator<Item = &RecordedCall> {
+        self.order
+            .iter()
+            .filter_map(|index| self.cassette.calls.get(*index))
     }
 
     /// Recorded calls no request has asked for yet, in key order.
     pub fn unused(&self) -> Vec<CallKey> {
         let used = lock(&self.used_calls);
-        self.calls
-            .iter()
+        self.calls()
             .zip(used.iter())
             .filter(|(_, used)| !**used)
             .map(|(call, _)| call.key())
@@ -135,16 +150,20 @@ impl ReplayProvider {
             key.attempt,
             key.role.as_deref(),
         );
+        let calls = &self.cassette.calls;
         let found = self
-            .calls
-            .binary_search_by(|call| key_of(call).cmp(&sought))
+            .order
+            .binary_search_by(|index| calls.get(*index).map(key_of).cmp(&Some(sought)))
             .ok()
-            .and_then(|index| self.calls.get(index).map(|call| (index, call)))
+            .and_then(|place| {
+                let index = self.order.get(place)?;
+                calls.get(*index).map(|call| (place, call))
+            })
             .filter(|(_, call)| wanted(call));
-        let Some((index, call)) = found else {
+        let Some((place, call)) = found else {
             return Err(self.not_recorded(key));
         };
-        if let Some(used) = lock(&self.used_calls).get_mut(index) {
+        if let Some(used) = lock(&self.used_calls).get_mut(place) {
             *used = true;
         }
         Ok(call)

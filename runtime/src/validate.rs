@@ -48,13 +48,21 @@ pub fn violations_text(violations: &[Violation]) -> String {
 /// `CompiledSpec::request`) before anything runs. On success returns the input with its
 /// defaults filled in; a spec whose request contract nothing decides takes any input.
 pub fn validate_request(spec: &CompiledSpec, input: &Value) -> Result<Value, Vec<Violation>> {
+    validate_request_owned(spec, input.clone())
+}
+
+/// [`validate_request`] for an input the caller gives away: one that needs nothing filled
+/// in is not copied.
+pub fn validate_request_owned(spec: &CompiledSpec, input: Value) -> Result<Value, Vec<Violation>> {
     match spec
         .request
         .as_deref()
         .filter(|contract| spec.contracts.contains_key(*contract))
     {
-        Some(contract) => Validator::for_spec(spec).validate(contract, input),
-        None => Ok(input.clone()),
+        Some(contract) => Validator::for_spec(spec)
+            .validate_owned(contract, input)
+            .map_err(|(violations, _)| violations),
+        None => Ok(input),
     }
 }
 
@@ -78,14 +86,34 @@ impl<'a> Validator<'a> {
     /// absent); otherwise every violation found, in document order.
     pub fn validate(&self, contract: &str, value: &Value) -> Result<Value, Vec<Violation>> {
         self.walk(|walk| walk.contract(contract, value, &Path::root()))
+            .map(|filled| filled.unwrap_or_else(|| value.clone()))
+    }
+
+    /// [`Validator::validate`] for a value the caller gives away (a model's answer): a
+    /// value that needs nothing filled in is returned as it is, not copied. On violations
+    /// the value comes back too, as given.
+    pub fn validate_owned(
+        &self,
+        contract: &str,
+        value: Value,
+    ) -> Result<Value, (Vec<Violation>, Value)> {
+        match self.walk(|walk| walk.contract(contract, &value, &Path::root())) {
+            Ok(filled) => Ok(filled.unwrap_or(value)),
+            Err(violations) => Err((violations, value)),
+        }
     }
 
     /// Checks `value` against any resolved type (a tool's output, a list of items, ...).
     pub fn validate_type(&self, ty: &TypeIr, value: &Value) -> Result<Value, Vec<Violation>> {
         self.walk(|walk| walk.check(ty, value, &Path::root()))
+            .map(|filled| filled.unwrap_or_else(|| value.clone()))
     }
 
-    fn walk(&self, check: impl FnOnce(&mut Walk<'_>) -> Value) -> Result<Value, Vec<Violation>> {
+    /// Runs `check`; its value (none: the value checked, as it is) or the violations.
+    fn walk(
+        &self,
+        check: impl FnOnce(&mut Walk<'_>) -> Option<Value>,
+    ) -> Result<Option<Value>, Vec<Violation>> {
         let mut walk = Walk {
             contracts: self.contracts,
             violations: Vec::new(),
@@ -241,13 +269,15 @@ impl Walk<'_> {
         self.report(path, message);
     }
 
-    /// Checks `value` against `ty`, returning it with defaults filled in.
-    fn check(&mut self, ty: &TypeIr, value: &Value, path: &Path) -> Value {
+    /// Checks `value` against `ty`: the value with defaults filled in, or none when that
+    /// is the value as it is (most answers need nothing filled in, and are not copied).
+    /// What it gives back for a value with violations is of no use.
+    fn check(&mut self, ty: &TypeIr, value: &Value, path: &Path) -> Option<Value> {
         match ty {
-            TypeIr::Any => value.clone(),
+            TypeIr::Any => None,
             TypeIr::Optional { inner } => {
                 if value.is_null() {
-                    Value::Null
+                    None
                 } else {
                     self.check(inner, value, path)
                 }
@@ -256,19 +286,19 @@ impl Walk<'_> {
                 if !value.is_string() {
                     self.mismatch(path, ty, value);
                 }
-                value.clone()
+                None
             }
             TypeIr::Bool => {
                 if !value.is_boolean() {
                     self.mismatch(path, ty, value);
                 }
-                value.clone()
+                None
             }
             TypeIr::Int { min, max } => self.int(ty, *min, *max, value, path),
             TypeIr::Float { min, max } => {
                 let Some(number) = Num::from_value(value) else {
                     self.mismatch(path, ty, value);
-                    return value.clone();
+                    return None;
                 };
                 let number = number.as_f64();
                 let below = min.is_some_and(|min| number < min);
@@ -283,7 +313,7 @@ impl Walk<'_> {
                         ),
                     );
                 }
-                value.clone()
+                None
             }
             TypeIr::Enum { variants } => {
                 match value {
@@ -307,7 +337,7 @@ impl Walk<'_> {
                     }
                     other => self.mismatch(path, ty, other),
                 }
-                value.clone()
+                None
             }
             TypeIr::List {
                 item,
@@ -316,7 +346,7 @@ impl Walk<'_> {
             } => {
                 let Value::Array(items) = value else {
                     self.mismatch(path, ty, value);
-                    return value.clone();
+                    return None;
                 };
                 let count = items.len() as u64;
                 if let Some(min) = min_items.filter(|min| count < *min) {
@@ -331,12 +361,23 @@ impl Walk<'_> {
                         format!("expected at most {max} item{}, got {count}", plural(max)),
                     );
                 }
-                let filled = items
-                    .iter()
-                    .enumerate()
-                    .map(|(index, element)| self.check(item, element, &path.index(index)))
-                    .collect();
-                Value::Array(filled)
+                let mut filled: Option<Vec<Value>> = None;
+                for (index, element) in items.iter().enumerate() {
+                    let checked = self.check(item, element, &path.index(index));
+                    match (checked, &mut filled) {
+                        (Some(checked), Some(filled)) => filled.push(checked),
+                        (Some(checked), None) => {
+                            // The first item that changes: the ones before it as they are.
+                            let mut so_far = Vec::with_capacity(items.len());
+                            so_far.extend(items.iter().take(index).cloned());
+                            so_far.push(checked);
+                            filled = Some(so_far);
+                        }
+                        (None, Some(filled)) => filled.push(element.clone()),
+                        (None, None) => {}
+                    }
+                }
+                filled.map(Value::Array)
             }
             TypeIr::Contract { name } => self.contract(name, value, path),
         }
@@ -349,7 +390,7 @@ impl Walk<'_> {
         max: Option<i64>,
         value: &Value,
         path: &Path,
-    ) -> Value {
+    ) -> Option<Value> {
         // A float with no fractional part (`7.0`) is accepted as the int it equals, as
         // JSON Schema's `integer` does, and normalized to an int.
         let int = match Num::from_value(value) {
@@ -361,7 +402,7 @@ impl Walk<'_> {
             }
             _ => {
                 self.mismatch(path, ty, value);
-                return value.clone();
+                return None;
             }
         };
         let below = min.is_some_and(|min| int < min);
@@ -376,35 +417,41 @@ impl Walk<'_> {
                 ),
             );
         }
-        Value::from(int)
+        let normal = Value::from(int);
+        (normal != *value).then_some(normal)
     }
 
-    fn contract(&mut self, name: &str, value: &Value, path: &Path) -> Value {
+    fn contract(&mut self, name: &str, value: &Value, path: &Path) -> Option<Value> {
         let Some(contract) = self.contracts.get(name) else {
             self.report(path, format!("unknown contract `{name}`"));
-            return value.clone();
+            return None;
         };
         let Value::Object(record) = value else {
             self.report(
                 path,
                 format!("expected a `{name}` record, got {}", describe(value)),
             );
-            return value.clone();
+            return None;
         };
-        let mut filled = Map::new();
+        // Copied only once a field changes or a default is filled in; a field the record
+        // does not know is a violation, so the copy need not drop it.
+        let mut filled: Option<Map<String, Value>> = None;
         for field in &contract.fields {
             let field_path = path.field(&field.name);
             match record.get(&field.name) {
-                Some(Value::Null) if field.optional => {
-                    filled.insert(field.name.clone(), Value::Null);
-                }
+                Some(Value::Null) if field.optional => {}
                 Some(field_value) => {
-                    let checked = self.check(&field.ty, field_value, &field_path);
-                    filled.insert(field.name.clone(), checked);
+                    if let Some(checked) = self.check(&field.ty, field_value, &field_path) {
+                        filled
+                            .get_or_insert_with(|| record.clone())
+                            .insert(field.name.clone(), checked);
+                    }
                 }
                 None => {
                     if let Some(default) = &field.default {
-                        filled.insert(field.name.clone(), default.value.clone());
+                        filled
+                            .get_or_insert_with(|| record.clone())
+                            .insert(field.name.clone(), default.value.clone());
                     } else if !field.optional {
                         self.report(
                             &field_path,
@@ -433,7 +480,7 @@ impl Walk<'_> {
             });
             self.report(&path.field(key), format!("unknown field `{key}`; {hint}"));
         }
-        Value::Object(filled)
+        filled.map(Value::Object)
     }
 }
 

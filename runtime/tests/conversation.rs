@@ -1,6 +1,7 @@
 //! Conversations (DESIGN §9.4) through the harness's turn-by-turn replay: `remember` assigns session fields after a turn that answered, `session.turns` keeps the last `keep` turns and reaches templates, `run.answered_by` names the role that answered, and a turn that fails leaves the session as it was.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
 use charter_runtime::harness::{ReplayFailure, Replayed, replay_scenario};
@@ -51,7 +52,7 @@ fn conversation(turns: &[&str], calls: &str) -> Result<Replayed, Box<ReplayFailu
         &format!("version: 1\nrecorded: {{ spec_hash: x }}\ncalls:\n{calls}"),
     )
     .unwrap_or_else(|error| panic!("{error}"));
-    replay_scenario(&spec(), &scenario, &cassette, Path::new("."))
+    replay_scenario(&spec(), &scenario, &Arc::new(cassette), Path::new("."))
 }
 
 fn kinds(replayed: &Replayed, kind: &str) -> Vec<Value> {
@@ -171,7 +172,7 @@ fn a_single_run_of_a_session_spec_is_the_first_turn_of_a_new_session() {
         "version: 1\nrecorded: { spec_hash: x }\ncalls:\n  - { step: answer, response: { text: hello, topic: greetings } }\n",
     )
     .unwrap_or_else(|error| panic!("{error}"));
-    let replayed = replay_scenario(&spec, &scenario, &cassette, Path::new("."))
+    let replayed = replay_scenario(&spec, &scenario, &Arc::new(cassette), Path::new("."))
         .unwrap_or_else(|failure| panic!("{}", failure.error));
     let fresh = Session::new(&spec).unwrap_or_else(|error| panic!("{error}"));
     let next = replayed

@@ -24,7 +24,7 @@ pub const TARGET: Duration = Duration::from_micros(30);
 pub struct Loop {
     spec: std::sync::Arc<charter_compiler::CompiledSpec>,
     scenario: Scenario,
-    cassette: Cassette,
+    cassette: std::sync::Arc<Cassette>,
     root: std::path::PathBuf,
 }
 
@@ -33,7 +33,7 @@ impl Loop {
     pub fn load(repo: &Path) -> anyhow::Result<Loop> {
         let root = repo.join(FIXTURE);
         let scenario = Scenario::read(&root.join(SCENARIO_FILE))?;
-        let cassette = Cassette::read(&root.join(CASSETTE_FILE))?;
+        let cassette = std::sync::Arc::new(Cassette::read(&root.join(CASSETTE_FILE))?);
         let spec = harness::compile_spec(&root, &scenario.spec)
             .map_err(|problem| anyhow::anyhow!("{}: {}", problem.location.file, problem.message))?;
         Ok(Loop {
@@ -49,7 +49,7 @@ impl Loop {
         harness::replay(
             &self.spec,
             self.scenario.input.clone(),
-            self.cassette.clone(),
+            std::sync::Arc::clone(&self.cassette),
             &self.root,
         )
         .map_err(|error| anyhow::anyhow!("the repair loop did not replay: {error}"))
@@ -61,7 +61,7 @@ impl Loop {
         charter_runtime::run::replay_cassette(
             &self.spec,
             self.scenario.input.clone(),
-            self.cassette.clone(),
+            std::sync::Arc::clone(&self.cassette),
             charter_runtime::run::DeliveryTarget::Memory,
             &mut sink,
         )

@@ -155,14 +155,19 @@ pub fn bench(repo: &Path, config: GoldenBenchConfig) -> anyhow::Result<bool> {
 fn time_long_scenario(root: &Path, runs: usize) -> anyhow::Result<Duration> {
     let dir = root.join("golden/closed_loop_long/timeout_15m");
     let scenario = Scenario::read(&dir.join(harness::SCENARIO_FILE))?;
-    let cassette = Cassette::read(&dir.join(harness::CASSETTE_FILE))?;
+    let cassette = std::sync::Arc::new(Cassette::read(&dir.join(harness::CASSETTE_FILE))?);
     let spec = harness::compile_spec(root, &scenario.spec)
         .map_err(|problem| anyhow::anyhow!("{}: {}", problem.location.file, problem.message))?;
     let mut times = Vec::new();
     for run in 0..=runs.max(1) {
         let started = Instant::now();
-        let replayed = harness::replay(&spec, scenario.input.clone(), cassette.clone(), root)
-            .map_err(|error| anyhow::anyhow!("the long scenario failed: {error}"))?;
+        let replayed = harness::replay(
+            &spec,
+            scenario.input.clone(),
+            std::sync::Arc::clone(&cassette),
+            root,
+        )
+        .map_err(|error| anyhow::anyhow!("the long scenario failed: {error}"))?;
         let time = started.elapsed();
         if run == 0 {
             println!(

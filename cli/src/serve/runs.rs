@@ -444,7 +444,7 @@ impl Runs {
         input: Value,
         dir: &Path,
     ) -> Result<RunOutcome, String> {
-        let provider = Arc::new(ReplayProvider::new((*replay.cassette).clone()));
+        let provider = Arc::new(ReplayProvider::new(Arc::clone(&replay.cassette)));
         let humans = RecordedHumans(provider.clone());
         let sinks: Vec<Box<dyn TraceSink>> = vec![
             Box::new(JsonlSink::create(dir.join(EVENTS_FILE)).map_err(|error| error.to_string())?),

@@ -35,12 +35,14 @@ pub struct RoleTemplate {
 /// The name a template sees a contract under: `WorkflowPlan` -> `workflow_plan`,
 /// `HTTPRequest` -> `http_request`.
 pub fn snake_case(name: &str) -> String {
-    let chars: Vec<char> = name.chars().collect();
     let mut out = String::with_capacity(name.len() + 4);
-    for (index, &current) in chars.iter().enumerate() {
-        if current.is_uppercase() && index > 0 {
-            let previous = chars.get(index - 1).copied().unwrap_or('_');
-            let next = chars.get(index + 1).copied();
+    let mut previous: Option<char> = None;
+    let mut chars = name.chars().peekable();
+    while let Some(current) = chars.next() {
+        if current.is_uppercase()
+            && let Some(previous) = previous
+        {
+            let next = chars.peek().copied();
             let after_lower = previous.is_lowercase() || previous.is_ascii_digit();
             let acronym_end =
                 previous.is_uppercase() && next.is_some_and(|next| next.is_lowercase());
@@ -48,7 +50,12 @@ pub fn snake_case(name: &str) -> String {
                 out.push('_');
             }
         }
-        out.extend(current.to_lowercase());
+        if current.is_ascii() {
+            out.push(current.to_ascii_lowercase());
+        } else {
+            out.extend(current.to_lowercase());
+        }
+        previous = Some(current);
     }
     out
 }

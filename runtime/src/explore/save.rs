@@ -178,7 +178,12 @@ fn write_scenario(
         crate::yaml::to_string(CASSETTE_FILE, cassette).map_err(|error| error.to_string())?;
     write(SCENARIO_FILE, &scenario_text)?;
     write(CASSETTE_FILE, &cassette_text)?;
-    let replayed = crate::harness::replay_scenario(&loaded.spec, scenario, cassette, &loaded.root);
+    let replayed = crate::harness::replay_scenario(
+        &loaded.spec,
+        scenario,
+        &std::sync::Arc::new(cassette.clone()),
+        &loaded.root,
+    );
     match replayed {
         Ok(replayed) => {
             let source = target

@@ -411,7 +411,7 @@ fn saved_scenarios_replay_to_what_they_expect_with_the_ordinary_replay() {
         let replayed = crate::harness::replay_scenario(
             &again.spec,
             &again.scenario,
-            &again.cassette,
+            &std::sync::Arc::new(again.cassette.clone()),
             &again.root,
         )
         .unwrap_or_else(|failure| panic!("{}", failure.error));

@@ -638,12 +638,17 @@ pub struct ReplayFailure {
 pub fn replay_scenario(
     spec: &CompiledSpec,
     scenario: &Scenario,
-    cassette: &Cassette,
+    cassette: &Arc<Cassette>,
     root: &Path,
 ) -> Result<Replayed, Box<ReplayFailure>> {
     let Some(turns) = &scenario.turns else {
-        let (replayed, events) =
-            replay_counting(spec, scenario.input.clone(), cassette.clone(), root, None);
+        let (replayed, events) = replay_counting(
+            spec,
+            scenario.input.clone(),
+            Arc::clone(cassette),
+            root,
+            None,
+        );
         return replayed.map_err(|error| {
             Box::new(ReplayFailure {
                 turn: 1,
@@ -724,7 +729,7 @@ pub fn replay_scenario(
 pub fn replay(
     spec: &CompiledSpec,
     input: Value,
-    cassette: Cassette,
+    cassette: impl Into<Arc<Cassette>>,
     root: &Path,
 ) -> Result<Replayed, RunError> {
     replay_turn(spec, input, cassette, root, None)
@@ -734,7 +739,7 @@ pub fn replay(
 pub fn replay_turn(
     spec: &CompiledSpec,
     input: Value,
-    cassette: Cassette,
+    cassette: impl Into<Arc<Cassette>>,
     root: &Path,
     session: Option<crate::session::Session>,
 ) -> Result<Replayed, RunError> {
@@ -746,18 +751,18 @@ pub fn replay_turn(
 pub fn replay_counting(
     spec: &CompiledSpec,
     input: Value,
-    cassette: Cassette,
+    cassette: impl Into<Arc<Cassette>>,
     root: &Path,
     session: Option<crate::session::Session>,
 ) -> (Result<Replayed, RunError>, usize) {
+    let replay = Arc::new(ReplayProvider::new(cassette));
     let config = RunConfig {
         delivery: DeliveryTarget::Memory,
-        faults: cassette.faults.clone(),
+        faults: replay.faults().to_vec(),
         cancel: None,
         observer: None,
         session,
     };
-    let replay = Arc::new(ReplayProvider::new(cassette));
     let capture = Arc::new(PromptCapture {
         inner: replay.clone(),
         first: Mutex::new(BTreeMap::new()),
@@ -778,7 +783,7 @@ pub fn replay_counting(
         Err(error) => return (Err(error), count),
     };
     let trace = match to_jsonl(&events) {
-        Ok(text) => normalize_trace(&text, root),
+        Ok(text) => normalized_trace(text, root),
         Err(error) => return (Err(RunError::Flow(error.to_string())), count),
     };
     let prompts = capture
@@ -860,6 +865,12 @@ impl Provider for PromptCapture {
 /// The paths are worked out once per root (they take system calls) and replaced in one
 /// pass over the trace, the longest match first at each place.
 pub fn normalize_trace(trace: &str, root: &Path) -> String {
+    normalized_trace(trace.to_string(), root)
+}
+
+/// [`normalize_trace`] for a trace the caller gives away: one with nothing to replace (the
+/// usual case) is returned as it is, not copied.
+pub fn normalized_trace(trace: String, root: &Path) -> String {
     let replacements = path_replacements(root);
     let mut firsts: Vec<char> = replacements
         .iter()
@@ -872,7 +883,7 @@ pub fn normalize_trace(trace: &str, root: &Path) -> String {
         [only] => rest.find(*only),
         many => rest.find(many),
     };
-    let mut normalized = String::with_capacity(trace.len());
+    let mut normalized: Option<String> = None;
     let (mut copied, mut at) = (0, 0);
     while let Some(offset) = trace.get(at..).and_then(next) {
         let start = at + offset;
@@ -882,6 +893,8 @@ pub fn normalize_trace(trace: &str, root: &Path) -> String {
             .find(|(text, _)| rest.starts_with(text.as_str()))
         {
             Some((text, placeholder)) => {
+                let normalized =
+                    normalized.get_or_insert_with(|| String::with_capacity(trace.len()));
                 normalized.push_str(trace.get(copied..start).unwrap_or_default());
                 normalized.push_str(placeholder);
                 at = start + text.len();
@@ -890,8 +903,13 @@ pub fn normalize_trace(trace: &str, root: &Path) -> String {
             None => at = start + rest.chars().next().map_or(1, char::len_utf8),
         }
     }
-    normalized.push_str(trace.get(copied..).unwrap_or_default());
-    normalized
+    match normalized {
+        Some(mut normalized) => {
+            normalized.push_str(trace.get(copied..).unwrap_or_default());
+            normalized
+        }
+        None => trace,
+    }
 }
 
 /// What [`normalize_trace`] replaces for `root`, longest first (so a root inside the
@@ -1045,7 +1063,7 @@ fn check_scenario(
             .map_err(|error| error_at(cassette_file.clone(), error.0.line, error.to_string()))
     });
     let (cassette, cassette_text) = match loaded {
-        Ok(loaded) => loaded,
+        Ok((cassette, text)) => (Arc::new(cassette), text),
         Err(problem) => return report.problems.push(problem),
     };
     let spec = match specs.get(root, &scenario.spec) {
@@ -1075,7 +1093,7 @@ fn check_scenario(
     report.stale = !changes.is_empty();
     report.unpinned = cassette.recorded.is_none();
     let recorded = cassette.recorded.clone();
-    let calls = cassette.calls.clone();
+    let calls = &cassette.calls;
 
     // Names the spec does not have (a misspelt step, a wrong judge role): each at its
     // entry's line, with "did you mean"; nothing is replayed.

@@ -199,4 +199,7 @@ fn every_path_in_a_trace_is_replaced_in_one_pass_and_other_text_is_kept() {
     assert_eq!(normalize_trace(&trace, root), expected);
     // The second time comes from the per-root cache and gives the same text.
     assert_eq!(normalize_trace(&trace, root), expected);
+    // A trace with nothing to replace comes back as it was.
+    let plain = "{\"d\":\"/elsewhere/x\",\"e\":\"1/2\"}\n".to_string();
+    assert_eq!(normalized_trace(plain.clone(), root), plain);
 }

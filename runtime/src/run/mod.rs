@@ -51,7 +51,7 @@ use crate::eval::{Bindings, EvalError, evaluate, evaluate_bool, evaluate_shared,
 use crate::prompt::Prompts;
 use crate::provider::{HumanChannel, HumanRequest, Provider};
 use crate::trace::{EventKind, RepairAction, RetryKind, TraceEvent, TraceSink};
-use crate::validate::{Validator, validate_request, violations_text};
+use crate::validate::{Validator, validate_request_owned, violations_text};
 
 pub use crate::trace::BudgetKind;
 pub use delivery::{Delivered, DeliveryTarget};
@@ -239,7 +239,7 @@ impl TraceSink for CountingSink<'_> {
 pub fn replay_cassette(
     spec: &CompiledSpec,
     input: Value,
-    cassette: crate::scenario::Cassette,
+    cassette: impl Into<Arc<crate::scenario::Cassette>>,
     delivery: DeliveryTarget,
     sink: &mut dyn TraceSink,
 ) -> Result<ReplayReport, RunError> {
@@ -251,19 +251,19 @@ pub fn replay_cassette(
 pub fn replay_cassette_in(
     spec: &CompiledSpec,
     input: Value,
-    cassette: crate::scenario::Cassette,
+    cassette: impl Into<Arc<crate::scenario::Cassette>>,
     delivery: DeliveryTarget,
     session: Option<crate::session::Session>,
     sink: &mut dyn TraceSink,
 ) -> Result<ReplayReport, RunError> {
+    let replay = Arc::new(crate::replay::ReplayProvider::new(cassette));
     let config = RunConfig {
         delivery,
-        faults: cassette.faults.clone(),
+        faults: replay.faults().to_vec(),
         cancel: None,
         observer: None,
         session,
     };
-    let replay = Arc::new(crate::replay::ReplayProvider::new(cassette));
     let mut counting = CountingSink {
         inner: sink,
         calls: std::collections::BTreeMap::new(),
@@ -384,7 +384,7 @@ impl<'r> Scheduler<'r> {
     async fn run_to_end(&mut self, input: Value) -> Result<RunOutcome, RunError> {
         let spec = self.spec;
         // Before anything runs: a bad input calls nothing.
-        let request = validate_request(spec, &input)
+        let request = validate_request_owned(spec, input)
             .map_err(|violations| RunError::Input(violations_text(&violations)))?;
         self.state.request = Arc::new(request.clone());
         // A spec that keeps a session runs each turn in one; given none, a new one.

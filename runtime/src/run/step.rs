@@ -319,22 +319,25 @@ impl Scheduler<'_> {
                     }
                 };
                 let validator = Validator::for_spec(spec);
-                // The answer itself is kept for the feedback of a violation (validation
-                // builds the output it returns).
-                let checked = match &parsed {
-                    Ok(value) => validator
-                        .validate(&role.output, value)
-                        .and_then(|output| self.names_a_candidate(unit, output)),
-                    Err(violations) => Err(violations.clone()),
+                // The answer comes back with the violations, for their feedback (one that
+                // names no candidate comes back as checked, defaults filled in).
+                let checked = match parsed {
+                    Ok(value) => match validator.validate_owned(&role.output, value) {
+                        Ok(output) => match self.names_a_candidate(unit, &output) {
+                            Ok(()) => Ok(output),
+                            Err(violations) => Err((violations, Some(output))),
+                        },
+                        Err((violations, value)) => Err((violations, Some(value))),
+                    },
+                    Err(violations) => Err((violations, None)),
                 };
-                let answered = parsed.ok();
                 match checked {
                     Ok(output) => {
                         self.check_budget()?;
                         unit.validation_error = None;
                         return Ok(CallUpdate::Output(output));
                     }
-                    Err(violations) => {
+                    Err((violations, answered)) => {
                         let text = violations_text(&violations);
                         unit.feedback = Some(Arc::new(crate::feedback::contract(
                             unit.feedback.take().map(Arc::unwrap_or_clone),
@@ -438,22 +441,22 @@ impl Scheduler<'_> {
     fn names_a_candidate(
         &self,
         unit: &CallUnit,
-        output: Value,
-    ) -> Result<Value, Vec<crate::validate::Violation>> {
+        output: &Value,
+    ) -> Result<(), Vec<crate::validate::Violation>> {
         let finalizing = self
             .spec
             .flow
             .step(&unit.step)
             .is_some_and(|(_, step)| matches!(step.kind, StepKind::Finalize { .. }));
         if !finalizing || self.state.candidates.is_empty() {
-            return Ok(output);
+            return Ok(());
         }
         let proposed = output
             .get("candidate_id")
             .and_then(Value::as_str)
             .unwrap_or_default();
         if self.state.candidates.iter().any(|c| c.id() == proposed) {
-            return Ok(output);
+            return Ok(());
         }
         let ids: Vec<&str> = self.state.candidates.iter().map(|c| c.id()).collect();
         let best = self

@@ -44,6 +44,11 @@ fn check_filled(contract: &str, value: Value, expected: Value) {
         Ok(filled) => assert_eq!(filled, expected),
         Err(violations) => panic!("unexpected violations: {}", violations_text(&violations)),
     }
+    // A value given away is checked the same (and returned as it is when it needs nothing).
+    match validator.validate_owned(contract, value) {
+        Ok(filled) => assert_eq!(filled, expected),
+        Err((violations, _)) => panic!("unexpected violations: {}", violations_text(&violations)),
+    }
 }
 
 fn task(id: &str) -> Value {
@@ -165,6 +170,34 @@ fn defaults_are_filled_in_and_ints_normalized() {
         json!({"goal": "g", "tasks": [task("a")]}),
         json!({"goal": "g", "tasks": [{"id": "a", "goal": "g", "acceptance": [], "depends_on": []}]}),
     );
+    // Only the second item needs its default: the first is kept as it was, in its place.
+    let full = json!({"id": "a", "goal": "g", "acceptance": [], "depends_on": ["z"]});
+    check_filled(
+        "Plan",
+        json!({"goal": "g", "tasks": [full.clone(), task("b"), full.clone()]}),
+        json!({"goal": "g", "tasks": [
+            full.clone(),
+            {"id": "b", "goal": "g", "acceptance": [], "depends_on": []},
+            full.clone(),
+        ]}),
+    );
+    // A value that needs nothing filled in comes back equal.
+    let whole = json!({"relevance": 3, "verdict": "FAIL", "tags": [], "done": true});
+    check_filled("Review", whole.clone(), whole);
+}
+
+#[test]
+fn a_value_given_away_comes_back_with_its_violations_as_it_was_given() {
+    let spec = compile_spec(SPEC);
+    let validator = Validator::for_spec(&spec);
+    let given = json!({"relevance": 7.0, "verdict": "MAYBE"});
+    match validator.validate_owned("Review", given.clone()) {
+        Ok(filled) => panic!("MAYBE is no verdict, yet it passed as {filled}"),
+        Err((violations, answer)) => {
+            assert_eq!(answer, given, "not normalized, nothing filled in");
+            assert_eq!(violations.len(), 1, "{violations:?}");
+        }
+    }
 }
 
 #[test]

@@ -28,6 +28,8 @@ fn snake_case_names() {
         ("Candidate", "candidate"),
         ("HTTPRequest", "http_request"),
         ("Plan2Go", "plan2_go"),
+        ("Snake_Case", "snake_case"),
+        ("ÜberPlanÉtat", "über_plan_état"),
     ] {
         assert_eq!(snake_case(contract), variable);
     }

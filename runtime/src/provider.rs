@@ -101,8 +101,9 @@ pub struct ModelRequest {
     /// On a provider retry after a contract violation: the violations, given back to the
     /// model so it can correct its output.
     pub previous_error: Option<String>,
-    /// The model entry's parameters and the role's `tool_choice`.
-    pub settings: CallSettings,
+    /// The model entry's parameters and the role's `tool_choice` (shared by every call of
+    /// the role in a run).
+    pub settings: Arc<CallSettings>,
     /// Where the call leaves what it did as it goes (tool calls, notes), so that what a
     /// failed or timed-out attempt ran is still known to the scheduler.
     pub log: CallLog,

@@ -513,7 +513,7 @@ impl<'a> ToolLoop<'a> {
     pub(crate) fn new(tools: &'a ToolBox, request: &'a ModelRequest) -> Self {
         ToolLoop {
             tools,
-            settings: &request.settings,
+            settings: request.settings.as_ref(),
             allowed: &request.tools,
             limit: request.max_tool_calls,
             permitted: 0,

@@ -3,11 +3,26 @@
 use super::*;
 
 impl Scheduler<'_> {
-    pub(super) fn elapsed(&self) -> std::time::Duration {
-        Instant::now().duration_since(self.started)
+    /// The run's clock now. A paused clock moves only while the run waits, so it is read
+    /// once between two waits ([`Scheduler::clock_moved`], after each wait, forgets the
+    /// reading); any other clock is read every time.
+    pub(super) fn now(&mut self) -> Instant {
+        if self.clock != Clock::Paused {
+            return Instant::now();
+        }
+        *self.now.get_or_insert_with(Instant::now)
     }
 
-    pub(super) fn elapsed_ms(&self) -> u64 {
+    /// The run has waited: its clock may have moved.
+    pub(super) fn clock_moved(&mut self) {
+        self.now = None;
+    }
+
+    pub(super) fn elapsed(&mut self) -> std::time::Duration {
+        self.now().duration_since(self.started)
+    }
+
+    pub(super) fn elapsed_ms(&mut self) -> u64 {
         u64::try_from(self.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 

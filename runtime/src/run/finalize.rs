@@ -193,11 +193,15 @@ impl Scheduler<'_> {
         let answer = match self.config.cancel.clone() {
             Some(mut cancel) => tokio::select! {
                 biased;
-                () = super::jobs::cancelled(&mut cancel) => return Err(self.cancel_stop()),
+                () = super::jobs::cancelled(&mut cancel) => {
+                    self.clock_moved();
+                    return Err(self.cancel_stop());
+                }
                 answer = asked => answer,
             },
             None => asked.await,
         };
+        self.clock_moved();
         let answer = answer.map_err(|error| {
             Halt::Error(RunError::Human {
                 step: step.clone(),

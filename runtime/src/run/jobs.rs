@@ -77,6 +77,7 @@ impl Scheduler<'_> {
             },
             None => Some(receive.await),
         };
+        self.clock_moved();
         let Some(first) = first else {
             return Err(self.cancel_stop());
         };
@@ -86,6 +87,7 @@ impl Scheduler<'_> {
         let mut quiet = 0;
         while tasks && quiet < 3 {
             tokio::task::yield_now().await;
+            self.clock_moved();
             let mut got = false;
             while let Ok(message) = self.receiver.try_recv() {
                 batch.push(message);
@@ -94,7 +96,7 @@ impl Scheduler<'_> {
             quiet = if got { 0 } else { quiet + 1 };
         }
         if !self.due.is_empty() {
-            let now = Instant::now();
+            let now = self.now();
             let (ready, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.due)
                 .into_iter()
                 .partition(|(at, _)| *at <= now);
@@ -144,8 +146,8 @@ impl Scheduler<'_> {
 
     /// Runs a job of the scheduler's own: its message arrives `after` from now.
     pub(super) fn run_local(&mut self, job: u64, after: Duration, body: JobBody) {
-        self.due
-            .push((Instant::now() + after, JobMessage { job, body }));
+        let at = self.now() + after;
+        self.due.push((at, JobMessage { job, body }));
     }
 
     /// Starts the calls issued since the last wait, in job order (tasks are first polled

@@ -123,6 +123,8 @@ async fn run_on(
         receiver,
         handles: BTreeMap::new(),
         clock,
+        now: None,
+        role_settings: Vec::new(),
         calls: Vec::new(),
         due: Vec::new(),
         next_job_id: 0,
@@ -346,6 +348,10 @@ pub(crate) struct Scheduler<'r> {
     /// Tasks in flight, by job id (aborted when the run stops).
     handles: BTreeMap<u64, JoinHandle<()>>,
     clock: Clock,
+    /// The paused clock's reading since the run last waited ([`Scheduler::now`]).
+    now: Option<Instant>,
+    /// Each role's `provider:model` and call settings, made on its first call.
+    role_settings: Vec<(String, String, Arc<crate::provider::CallSettings>)>,
     /// Calls issued to such a provider since the last wait: (job, request, timeout).
     calls: Vec<(u64, crate::provider::ModelRequest, Option<u64>)>,
     /// The scheduler's own jobs that have started: each message and when it arrives.
@@ -1040,7 +1046,8 @@ impl<'r> Scheduler<'r> {
         if self.summarizing {
             return Ok(());
         }
-        self.state.meter.set_elapsed(self.elapsed());
+        let elapsed = self.elapsed();
+        self.state.meter.set_elapsed(elapsed);
         match self.state.meter.exhausted() {
             Some(BudgetKind::Steps) | None => Ok(()),
             Some(which) => Err(self.budget_stop(which)),
@@ -1051,7 +1058,8 @@ impl<'r> Scheduler<'r> {
     /// candidate so far is named but not delivered.
     fn budget_stop(&mut self, which: BudgetKind) -> Halt {
         self.abort_jobs();
-        self.state.meter.set_elapsed(self.elapsed());
+        let elapsed = self.elapsed();
+        self.state.meter.set_elapsed(elapsed);
         if let Err(halt) = self.emit(self.state.meter.event(which)) {
             return halt;
         }

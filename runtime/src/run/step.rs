@@ -196,7 +196,7 @@ impl Scheduler<'_> {
             .prompts
             .output_schema(&unit.role)
             .map_err(|error| Halt::Error(RunError::Flow(error.to_string())))?;
-        let model = format!("{}:{}", role.model.provider, role.model.model);
+        let (model, settings) = self.role_settings(&unit.role, role);
         self.emit_call(
             unit,
             EventKind::ModelCall {
@@ -215,18 +215,31 @@ impl Scheduler<'_> {
             tools: role.tools.clone(),
             max_tool_calls: role.max_tool_calls,
             previous_error: unit.validation_error.clone(),
-            settings: CallSettings {
-                params: role.model.params.clone(),
-                tool_choice: role.tool_choice.clone(),
-                permits: role.permits.clone(),
-                meta: meta_value(role),
-            },
+            settings,
             log,
         };
         // Started when the scheduler next waits, as the job of a task or its own.
         let job = self.next_job();
         self.calls.push((job, request, role.timeout_ms));
         Ok(job)
+    }
+
+    /// What every call of `role` (named `name`) sends besides its prompt: the model's
+    /// `provider:model` and the call settings, made on the role's first call of the run.
+    fn role_settings(&mut self, name: &str, role: &RoleIr) -> (String, Arc<CallSettings>) {
+        if let Some((_, model, settings)) = self.role_settings.iter().find(|(n, ..)| n == name) {
+            return (model.clone(), Arc::clone(settings));
+        }
+        let model = format!("{}:{}", role.model.provider, role.model.model);
+        let settings = Arc::new(CallSettings {
+            params: role.model.params.clone(),
+            tool_choice: role.tool_choice.clone(),
+            permits: role.permits.clone(),
+            meta: meta_value(role),
+        });
+        self.role_settings
+            .push((name.to_string(), model.clone(), Arc::clone(&settings)));
+        (model, settings)
     }
 
     /// Applies a finished call to `unit`: usage and budgets, tool calls, the contract
@@ -376,7 +389,8 @@ impl Scheduler<'_> {
                      timeout of {limit_ms} ms)"
                 )));
             }
-            self.state.meter.set_elapsed(self.elapsed());
+            let elapsed = self.elapsed();
+            self.state.meter.set_elapsed(elapsed);
             if unit.retries_used < retries_allowed
                 && self
                     .state

@@ -241,11 +241,15 @@ impl Scheduler<'_> {
         let finished = match self.config.cancel.clone() {
             Some(mut cancel) => tokio::select! {
                 biased;
-                () = jobs::cancelled(&mut cancel) => return Err(self.cancel_stop()),
+                () = jobs::cancelled(&mut cancel) => {
+                    self.clock_moved();
+                    return Err(self.cancel_stop());
+                }
                 finished = limited => finished,
             },
             None => limited.await,
         };
+        self.clock_moved();
         match finished {
             Some(value) => Ok(value),
             None => Err(self.budget_stop(BudgetKind::Wall)),

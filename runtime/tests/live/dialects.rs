@@ -259,14 +259,14 @@ async fn llama_server_takes_json_schema_and_the_model_parameters() {
         .await;
     let (provider, _) = openai(&server);
     let mut asked = request("openai:local");
-    asked.settings.params = ModelParamsIr {
+    std::sync::Arc::make_mut(&mut asked.settings).params = ModelParamsIr {
         temperature: Some(0.2),
         top_p: Some(0.9),
         max_tokens: Some(800),
         seed: Some(7),
         output: OutputModeIr::JsonSchema,
     };
-    asked.settings.tool_choice = ToolChoiceIr::Tool("search".into());
+    std::sync::Arc::make_mut(&mut asked.settings).tool_choice = ToolChoiceIr::Tool("search".into());
     provider
         .complete(asked)
         .await
@@ -292,8 +292,8 @@ async fn tool_choice_required_binds_until_a_tool_was_called() {
         .await;
     let (provider, _) = openai(&server);
     let mut asked: ModelRequest = request("openai:local");
-    asked.settings.params.output = OutputModeIr::JsonObject;
-    asked.settings.tool_choice = ToolChoiceIr::Required;
+    std::sync::Arc::make_mut(&mut asked.settings).params.output = OutputModeIr::JsonObject;
+    std::sync::Arc::make_mut(&mut asked.settings).tool_choice = ToolChoiceIr::Required;
     provider
         .complete(asked)
         .await
@@ -320,9 +320,13 @@ async fn anthropic_overloaded_529_is_transient_and_parameters_are_sent() {
     )
     .unwrap_or_else(|error| panic!("{error}"));
     let mut asked = request("anthropic:claude-sonnet-4-5");
-    asked.settings.params.temperature = Some(0.3);
-    asked.settings.params.max_tokens = Some(900);
-    asked.settings.params.seed = Some(1);
+    std::sync::Arc::make_mut(&mut asked.settings)
+        .params
+        .temperature = Some(0.3);
+    std::sync::Arc::make_mut(&mut asked.settings)
+        .params
+        .max_tokens = Some(900);
+    std::sync::Arc::make_mut(&mut asked.settings).params.seed = Some(1);
     let error = provider
         .complete(asked)
         .await

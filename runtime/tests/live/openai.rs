@@ -645,7 +645,7 @@ async fn a_call_breaking_a_permit_is_refused_unrun_naming_the_rule() {
     mount_once(&server, answer(r#"{"text": "done"}"#, 5, 1)).await;
     let (provider, counts) = provider(&server);
     let mut request = request(MODEL);
-    request.settings.permits = spec.roles["writer"].permits.clone();
+    std::sync::Arc::make_mut(&mut request.settings).permits = spec.roles["writer"].permits.clone();
     let response = provider
         .complete(request)
         .await

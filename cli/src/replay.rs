@@ -429,7 +429,7 @@ impl LiveDisplay {
         let Some(calls) = &self.calls else {
             return;
         };
-        let mut slot = event.step.clone().unwrap_or_default();
+        let mut slot = event.step.as_deref().unwrap_or_default().to_string();
         if let Some(item) = &event.item {
             slot.push_str(&format!("[{item}]"));
         }
@@ -450,7 +450,10 @@ impl LiveDisplay {
 
     /// ` [k/n]` after an item settles, when its step said how many items it calls.
     fn progress(&mut self, event: &TraceEvent) -> String {
-        let key = (event.step.clone().unwrap_or_default(), event.round);
+        let key = (
+            event.step.as_deref().unwrap_or_default().to_string(),
+            event.round,
+        );
         match &event.kind {
             EventKind::StepStarted {
                 items: Some(items), ..
@@ -478,7 +481,7 @@ impl TraceSink for LiveDisplay {
         let progress = self.progress(event);
         if let Some(line) = describe(event) {
             let time = format_time(event.t_ms);
-            let mut place = event.step.clone().unwrap_or_default();
+            let mut place = event.step.as_deref().unwrap_or_default().to_string();
             if let Some(item) = &event.item {
                 place.push_str(&format!("[{item}]"));
             }

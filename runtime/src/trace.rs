@@ -31,7 +31,7 @@ pub struct TraceEvent {
     /// The repair round, 1 for the first pass (0 before the first step runs).
     pub round: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step: Option<String>,
+    pub step: Option<std::sync::Arc<str>>,
     /// The work item's id inside an `each` step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<String>,
@@ -56,7 +56,7 @@ impl TraceEvent {
         }
     }
 
-    pub fn with_step(mut self, step: impl Into<String>) -> Self {
+    pub fn with_step(mut self, step: impl Into<std::sync::Arc<str>>) -> Self {
         self.step = Some(step.into());
         self
     }

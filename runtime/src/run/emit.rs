@@ -35,7 +35,7 @@ impl Scheduler<'_> {
     /// Appends an event about one call.
     pub(super) fn emit_call(&mut self, unit: &CallUnit, kind: EventKind) -> Result<(), Halt> {
         self.append(
-            Some(unit.step.clone()),
+            Some(Arc::clone(&unit.step)),
             unit.item.clone(),
             Some(unit.attempt),
             kind,
@@ -49,12 +49,12 @@ impl Scheduler<'_> {
         item: Option<&str>,
         kind: EventKind,
     ) -> Result<(), Halt> {
-        self.append(Some(step.to_string()), item.map(str::to_string), None, kind)
+        self.append(Some(Arc::from(step)), item.map(str::to_string), None, kind)
     }
 
     pub(super) fn append(
         &mut self,
-        step: Option<String>,
+        step: Option<Arc<str>>,
         item: Option<String>,
         attempt: Option<u64>,
         kind: EventKind,

@@ -175,7 +175,7 @@ impl Scheduler<'_> {
     }
 
     pub(super) async fn ask_human(&mut self, question: &str) -> Result<Value, Halt> {
-        let step = self.current_step.clone().unwrap_or_default();
+        let step = self.current_step.as_deref().unwrap_or_default().to_string();
         let attempt = self
             .state
             .human_attempts

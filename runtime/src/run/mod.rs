@@ -211,10 +211,10 @@ impl CountingSink<'_> {
     fn count(&mut self, event: &crate::trace::TraceEvent) {
         if let (crate::trace::EventKind::ModelCall { .. }, Some(step)) = (&event.kind, &event.step)
         {
-            match self.calls.get_mut(step) {
+            match self.calls.get_mut(&**step) {
                 Some(calls) => *calls += 1,
                 None => {
-                    self.calls.insert(step.clone(), 1);
+                    self.calls.insert(step.to_string(), 1);
                 }
             }
         }
@@ -360,7 +360,7 @@ pub(crate) struct Scheduler<'r> {
     /// The id of the job created last.
     last_job: u64,
     seq: u64,
-    current_step: Option<String>,
+    current_step: Option<Arc<str>>,
     /// The role of the step running now (for checks and stage retries).
     current_role: Option<String>,
     /// Where the run ends once it reaches `done` after repair stopped (below_target).
@@ -477,7 +477,7 @@ impl<'r> Scheduler<'r> {
         }
         let name = step.name.clone();
         // A refusal (cancelled, steps budget) is about the step that would have run.
-        self.current_step = Some(name.clone());
+        self.current_step = Some(Arc::from(name.as_str()));
         if self.is_cancelled() {
             return Err(self.cancel_stop());
         }
@@ -740,7 +740,7 @@ impl<'r> Scheduler<'r> {
 
     /// The stop a terminal node means.
     fn terminal_stop(&mut self, kind: &StepKind) -> Stop {
-        let from = self.current_step.clone().unwrap_or_default();
+        let from = self.current_step.as_deref().unwrap_or_default().to_string();
         match kind {
             StepKind::Done => self.pending_stop.take().unwrap_or_else(|| {
                 let reason = if self.state.gate_passed {
@@ -1078,7 +1078,7 @@ impl<'r> Scheduler<'r> {
     }
 
     fn step_failure(&mut self, message: String) -> Halt {
-        let step = self.current_step.clone().unwrap_or_default();
+        let step = self.current_step.as_deref().unwrap_or_default().to_string();
         Halt::Stop(Stop::new(
             Outcome::Failed,
             Reason::StepFailed { step },

@@ -44,7 +44,8 @@ impl RetryPolicy {
 /// One role call in progress: its identity, its inputs, and its provider retries.
 #[derive(Clone, Debug)]
 pub struct CallUnit {
-    pub step: String,
+    /// The step (shared with each event about the call).
+    pub step: Arc<str>,
     pub item: Option<String>,
     /// The role called.
     pub role: String,
@@ -70,7 +71,7 @@ pub struct CallUnit {
 impl CallUnit {
     pub fn new(step: &str, item: Option<&str>, role: &str, inputs: Vec<Arc<Value>>) -> CallUnit {
         CallUnit {
-            step: step.to_string(),
+            step: Arc::from(step),
             item: item.map(str::to_string),
             role: role.to_string(),
             key_role: None,
@@ -161,7 +162,7 @@ impl Scheduler<'_> {
             self.state
                 .next_attempt(&unit.step, unit.item.as_deref(), unit.key_role.as_deref());
         let key = CallKey {
-            step: unit.step.clone(),
+            step: unit.step.to_string(),
             round: self.state.round,
             item: unit.item.clone(),
             attempt: unit.attempt,
@@ -494,7 +495,7 @@ impl Scheduler<'_> {
     /// The key of the attempt `unit` has in flight.
     fn call_key(&self, unit: &CallUnit) -> CallKey {
         CallKey {
-            step: unit.step.clone(),
+            step: unit.step.to_string(),
             round: self.state.round,
             item: unit.item.clone(),
             attempt: unit.attempt,

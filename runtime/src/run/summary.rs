@@ -16,7 +16,7 @@ impl Scheduler<'_> {
         };
         self.summarizing = true;
         self.abort_jobs();
-        self.current_step = Some(step.to_string());
+        self.current_step = Some(Arc::from(step));
         self.current_role = Some(role.clone());
         self.state.meter.count_step();
         self.enter_phase(Phase::Finalizing)?;

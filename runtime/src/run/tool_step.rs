@@ -91,7 +91,7 @@ impl Scheduler<'_> {
             }
             let delay_ms = policy.delay_ms(tries);
             self.append(
-                Some(step.to_string()),
+                Some(Arc::from(step)),
                 None,
                 Some(attempt),
                 EventKind::Retry {
@@ -149,7 +149,7 @@ impl Scheduler<'_> {
             None => {
                 let timeout_ms = timeout_ms.unwrap_or_default();
                 self.append(
-                    Some(key.step.clone()),
+                    Some(Arc::from(key.step.as_str())),
                     None,
                     Some(attempt),
                     EventKind::ToolTimeout {
@@ -177,7 +177,7 @@ impl Scheduler<'_> {
             Ok(result) => result,
             Err(message) => {
                 self.append(
-                    Some(key.step.clone()),
+                    Some(Arc::from(key.step.as_str())),
                     None,
                     Some(attempt),
                     EventKind::ToolCall {
@@ -190,7 +190,7 @@ impl Scheduler<'_> {
             }
         };
         self.append(
-            Some(key.step.clone()),
+            Some(Arc::from(key.step.as_str())),
             None,
             Some(attempt),
             EventKind::ToolCall {
@@ -212,7 +212,7 @@ impl Scheduler<'_> {
                     violations_text(&violations)
                 );
                 self.append(
-                    Some(key.step.clone()),
+                    Some(Arc::from(key.step.as_str())),
                     None,
                     Some(attempt),
                     EventKind::ContractViolation {

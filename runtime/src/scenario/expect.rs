@@ -16,7 +16,7 @@ pub fn calls_per_step(events: &[TraceEvent]) -> BTreeMap<String, u64> {
     let mut calls = BTreeMap::new();
     for event in events {
         if let (EventKind::ModelCall { .. }, Some(step)) = (&event.kind, &event.step) {
-            *calls.entry(step.clone()).or_insert(0) += 1;
+            *calls.entry(step.to_string()).or_insert(0) += 1;
         }
     }
     calls

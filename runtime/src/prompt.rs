@@ -21,7 +21,7 @@
 //! (prompts are not HTML); an undefined attribute renders as nothing, since optional
 //! fields may be absent. A role without a template gets a plain default prompt.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -100,14 +100,26 @@ struct RoleContext<'spec> {
     ir: &'spec RoleIr,
     environment: Arc<CompiledTemplate>,
     source_name: String,
-    /// The template's name of each input (`work_order` for `WorkOrder`), in order.
-    input_names: Arc<[String]>,
+    /// What the template reads that is the same on every call (shared with the
+    /// template's recent renders when they had the same).
+    fixed: Arc<Fixed>,
     /// The role file's own front-matter keys (`meta`), when it has any.
     meta: Option<minijinja::Value>,
     rules: minijinja::Value,
     tools: minijinja::Value,
     output_schema: minijinja::Value,
-    /// The same schema as a value, for the model request.
+}
+
+/// What a role's template reads that is the same on every call of the role, as data:
+/// with equal `Fixed` parts and equal call values, a template renders the same prompt.
+#[derive(Debug, PartialEq)]
+struct Fixed {
+    /// The template's name of each input (`work_order` for `WorkOrder`), in order.
+    input_names: Arc<[String]>,
+    meta: Option<Arc<Value>>,
+    rules: Vec<String>,
+    tools: Arc<Value>,
+    /// The output contract's JSON Schema (also what the model request carries).
     schema: Arc<Value>,
 }
 
@@ -129,7 +141,7 @@ impl<'spec> Prompts<'spec> {
 
     /// The JSON Schema of `role`'s output contract (`null` when it has none), shared.
     pub fn output_schema(&mut self, role: &str) -> Result<Arc<Value>, PromptError> {
-        Ok(Arc::clone(&self.role(role)?.schema))
+        Ok(Arc::clone(&self.role(role)?.fixed.schema))
     }
 
     /// Renders `role`'s prompt for `inputs` (one value per input contract of the role, in
@@ -178,6 +190,11 @@ impl<'spec> Prompts<'spec> {
                 contracts: role_ir.inputs.join(", "),
             });
         }
+        // A prompt this template rendered lately from the same values is not rendered
+        // again (a retry, a second replay of a scenario, an explored variant).
+        if let Some(prompt) = context.environment.recall(&context.fixed, inputs, extra) {
+            return Ok(prompt);
+        }
         let template_error = |error: minijinja::Error| PromptError::Template {
             role: role.to_string(),
             source_name: context.source_name.clone(),
@@ -190,10 +207,12 @@ impl<'spec> Prompts<'spec> {
             .map_err(template_error)?;
 
         // A role without a template gets the default one, which lists every input.
+        let shared = inputs;
         let inputs: Vec<minijinja::Value> = inputs.iter().map(shared_value).collect();
         let listed = role_ir.prompt.is_none().then(|| {
             minijinja::Value::from(
                 context
+                    .fixed
                     .input_names
                     .iter()
                     .zip(&inputs)
@@ -207,7 +226,7 @@ impl<'spec> Prompts<'spec> {
             )
         });
         let variables = Variables {
-            input_names: Arc::clone(&context.input_names),
+            input_names: Arc::clone(&context.fixed.input_names),
             inputs,
             feedback: feedback.filter(|feedback| !feedback.is_null()).map_or(
                 minijinja::Value::from(()),
@@ -230,9 +249,16 @@ impl<'spec> Prompts<'spec> {
             output_schema: context.output_schema.clone(),
             listed,
         };
-        compiled
+        let prompt = compiled
             .render(minijinja::Value::from_object(variables))
-            .map_err(template_error)
+            .map_err(template_error)?;
+        context.environment.remember(Render {
+            fixed: Arc::clone(&context.fixed),
+            inputs: shared.to_vec(),
+            extra: extra.clone(),
+            prompt: prompt.clone(),
+        });
+        Ok(prompt)
     }
 
     /// `role`'s fixed context, built on first use.
@@ -276,10 +302,7 @@ impl<'spec> Prompts<'spec> {
             || Arc::new(Value::Null),
             |contract| Arc::clone(&contract.schema),
         );
-        Ok(RoleContext {
-            ir: role_ir,
-            environment,
-            source_name,
+        let fixed = environment.adopt(Fixed {
             input_names: role_ir
                 .inputs
                 .iter()
@@ -287,7 +310,7 @@ impl<'spec> Prompts<'spec> {
                 .collect::<Vec<_>>()
                 .into(),
             meta: (!role_ir.meta.is_empty()).then(|| {
-                json_value(&Value::Object(
+                Arc::new(Value::Object(
                     role_ir
                         .meta
                         .iter()
@@ -295,10 +318,19 @@ impl<'spec> Prompts<'spec> {
                         .collect(),
                 ))
             }),
-            rules: minijinja::Value::from_object(Lines(rules_lines(spec, role_ir))),
-            tools: json_value(&tools(spec, role_ir)),
-            output_schema: Json::root(Arc::clone(&schema)),
+            rules: rules_lines(spec, role_ir),
+            tools: Arc::new(tools(spec, role_ir)),
             schema,
+        });
+        Ok(RoleContext {
+            ir: role_ir,
+            environment,
+            source_name,
+            meta: fixed.meta.as_ref().map(shared_value),
+            rules: minijinja::Value::from_object(Lines(fixed.rules.clone())),
+            tools: shared_value(&fixed.tools),
+            output_schema: Json::root(Arc::clone(&fixed.schema)),
+            fixed,
         })
     }
 }
@@ -317,6 +349,82 @@ struct CompiledTemplate {
     environment: Environment<'static>,
     /// The template names `run`, or calls `debug()`, which prints every variable.
     reads_run: bool,
+    /// Its last renders, newest first.
+    renders: Mutex<VecDeque<Render>>,
+}
+
+/// How many renders each template keeps (a loop's calls of one role differ by their
+/// feedback and inputs, so one is too few).
+const RENDERS_KEPT: usize = 4;
+
+/// A prompt a template rendered, and everything it was rendered from besides the
+/// template: a render reads nothing else (no clock, no randomness), so the same values
+/// give the same prompt.
+#[derive(Debug)]
+struct Render {
+    fixed: Arc<Fixed>,
+    inputs: Vec<Arc<Value>>,
+    extra: PromptContext,
+    prompt: String,
+}
+
+impl CompiledTemplate {
+    /// The prompt rendered lately from `fixed`, `inputs` and `extra`, if any.
+    fn recall(
+        &self,
+        fixed: &Arc<Fixed>,
+        inputs: &[Arc<Value>],
+        extra: &PromptContext,
+    ) -> Option<String> {
+        let renders = self.renders.lock().ok()?;
+        renders
+            .iter()
+            .find(|render| {
+                // One `Fixed` per template and value ([`CompiledTemplate::adopt`]): the
+                // pointer decides.
+                Arc::ptr_eq(&render.fixed, fixed)
+                    && render.inputs.len() == inputs.len()
+                    && render.inputs.iter().zip(inputs).all(|(a, b)| same(a, b))
+                    && same_option(&render.extra.feedback, &extra.feedback)
+                    && same_option(&render.extra.history, &extra.history)
+                    && same_option(&render.extra.run, &extra.run)
+                    && same_option(&render.extra.session, &extra.session)
+            })
+            .map(|render| render.prompt.clone())
+    }
+
+    /// Keeps `render`, dropping the oldest past [`RENDERS_KEPT`].
+    fn remember(&self, render: Render) {
+        if let Ok(mut renders) = self.renders.lock() {
+            renders.truncate(RENDERS_KEPT - 1);
+            renders.push_front(render);
+        }
+    }
+
+    /// `fixed` as shared by this template's renders when one was made from the same (so
+    /// [`CompiledTemplate::recall`] compares pointers); otherwise `fixed` itself.
+    fn adopt(&self, fixed: Fixed) -> Arc<Fixed> {
+        let known = self.renders.lock().ok().and_then(|renders| {
+            renders
+                .iter()
+                .find(|render| *render.fixed == fixed)
+                .map(|render| Arc::clone(&render.fixed))
+        });
+        known.unwrap_or_else(|| Arc::new(fixed))
+    }
+}
+
+/// Two shared values are the same: one value, or equal ones.
+fn same(a: &Arc<Value>, b: &Arc<Value>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
+fn same_option(a: &Option<Arc<Value>>, b: &Option<Arc<Value>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => same(a, b),
+        _ => false,
+    }
 }
 
 /// The environment holding `template` compiled under `source_name`, built once per
@@ -351,6 +459,7 @@ fn cached_environment(
     let compiled = Arc::new(CompiledTemplate {
         environment,
         reads_run: names.contains("run") || names.contains("debug"),
+        renders: Mutex::new(VecDeque::with_capacity(RENDERS_KEPT)),
     });
     if let Ok(mut cache) = cache.lock() {
         if cache.values().map(Vec::len).sum::<usize>() >= TEMPLATE_CACHE_LIMIT {
@@ -409,13 +518,8 @@ fn error_text(error: &minijinja::Error) -> String {
     text
 }
 
-/// A JSON value as template data: records and lists print as JSON and can be read
-/// field by field; scalars are plain template values.
-fn json_value(value: &Value) -> minijinja::Value {
-    shared_value(&Arc::new(value.clone()))
-}
-
-/// [`json_value`] of a shared value: records and lists are read in place, not copied.
+/// A shared JSON value as template data: records and lists print as JSON and are read
+/// in place, field by field, not copied; scalars are plain template values.
 fn shared_value(value: &Arc<Value>) -> minijinja::Value {
     match &**value {
         Value::Object(_) | Value::Array(_) => Json::root(Arc::clone(value)),

@@ -284,3 +284,92 @@ flow { a = dumps(request) -> b  b = reads(request) -> done }
         Ok("g|None|None".to_string())
     );
 }
+
+#[test]
+fn a_prompt_is_rendered_again_only_from_other_values() {
+    // A template of its own: the renders it keeps are this test's alone.
+    let spec_with = |rule: &str| {
+        compile_spec_with(
+            &format!(
+                r#"spec m version "1"
+rules house version "1" {{ "{rule}" }}
+contract Req {{ goal: string }}
+contract Out {{ text: string }}
+role w {{
+  model: "openai:m"
+  prompt: """kept-renders {{{{ req.goal }}}} / {{{{ rules }}}} / {{% if feedback %}}{{{{ feedback.reason }}}}{{% endif %}} / {{{{ run.round }}}}"""
+  rules: [house]
+  input: Req
+  output: Out
+}}
+flow {{ a = w(request) -> done }}
+"#
+            ),
+            &[],
+        )
+    };
+    let (first, second) = (spec_with("Rule one."), spec_with("Rule two."));
+    let goal = |goal: &str| vec![Arc::new(json!({ "goal": goal }))];
+    let run = |round: u64| Some(Arc::new(json!({ "round": round })));
+    let feedback = |reason: &str| Some(Arc::new(json!({ "reason": reason })));
+    let render = |spec: &CompiledSpec, inputs: &[Arc<Value>], extra: &PromptContext| {
+        let mut prompts = Prompts::new(spec);
+        let prompt = prompts
+            .render_shared("w", inputs, extra)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let (_, context) = prompts.roles.pop().expect("the role's context");
+        (prompt, context.fixed, context.environment)
+    };
+    let plain = PromptContext {
+        run: run(1),
+        ..PromptContext::default()
+    };
+    let (prompt, fixed, template) = render(&first, &goal("x"), &plain);
+    assert_eq!(prompt, "kept-renders x / - Rule one. /  / 1");
+    let kept = |template: &CompiledTemplate| template.renders.lock().map_or(0, |r| r.len());
+    assert_eq!(kept(&template), 1);
+
+    // A second run of the same spec on equal values: the render kept is given back, and
+    // the run shares its fixed part.
+    let (again, fixed_again, _) = render(&first, &goal("x"), &plain);
+    assert_eq!(again, prompt);
+    assert!(Arc::ptr_eq(&fixed, &fixed_again));
+    assert_eq!(
+        kept(&template),
+        1,
+        "given back, not rendered and kept again"
+    );
+
+    // Anything else the template reads renders anew: the rules of another spec with the
+    // same template, an input, the feedback, `run`.
+    let (other_rules, other_fixed, _) = render(&second, &goal("x"), &plain);
+    assert_eq!(other_rules, "kept-renders x / - Rule two. /  / 1");
+    assert!(!Arc::ptr_eq(&fixed, &other_fixed));
+    assert_eq!(
+        render(&first, &goal("y"), &plain).0,
+        "kept-renders y / - Rule one. /  / 1"
+    );
+    let with = |reason: &str| PromptContext {
+        feedback: feedback(reason),
+        ..plain.clone()
+    };
+    assert_eq!(
+        render(&first, &goal("x"), &with("gate")).0,
+        "kept-renders x / - Rule one. / gate / 1"
+    );
+    assert_eq!(
+        render(&first, &goal("x"), &with("check")).0,
+        "kept-renders x / - Rule one. / check / 1"
+    );
+    let later = PromptContext {
+        run: run(2),
+        ..PromptContext::default()
+    };
+    assert_eq!(
+        render(&first, &goal("x"), &later).0,
+        "kept-renders x / - Rule one. /  / 2"
+    );
+    assert_eq!(kept(&template), RENDERS_KEPT, "the oldest are dropped");
+    // The first render was dropped: it is rendered again, the same.
+    assert_eq!(render(&first, &goal("x"), &plain).0, prompt);
+}

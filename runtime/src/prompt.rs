@@ -343,6 +343,24 @@ const TEMPLATE_CACHE_LIMIT: usize = 1024;
 /// up by `&str`, so a hit copies nothing.
 type TemplateCache = Mutex<HashMap<String, Vec<(String, Arc<CompiledTemplate>)>>>;
 
+/// The process's compiled templates.
+static TEMPLATES: OnceLock<TemplateCache> = OnceLock::new();
+
+/// Forgets the renders every compiled template keeps, so that the next render of each
+/// is made afresh (what `cargo xtask bench` times as a first replay).
+pub fn forget_renders() {
+    let Some(cache) = TEMPLATES.get() else {
+        return;
+    };
+    if let Ok(cache) = cache.lock() {
+        for (_, compiled) in cache.values().flatten() {
+            if let Ok(mut renders) = compiled.renders.lock() {
+                renders.clear();
+            }
+        }
+    }
+}
+
 /// One template, compiled alone in its environment, and what it reads of the context.
 #[derive(Debug)]
 struct CompiledTemplate {
@@ -433,8 +451,7 @@ fn cached_environment(
     source_name: &str,
     template: &str,
 ) -> Result<Arc<CompiledTemplate>, minijinja::Error> {
-    static CACHE: OnceLock<TemplateCache> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let cache = TEMPLATES.get_or_init(|| Mutex::new(HashMap::new()));
     let found = cache.lock().ok().and_then(|cache| {
         cache.get(source_name).and_then(|versions| {
             versions

@@ -375,6 +375,10 @@ struct CompiledTemplate {
 /// feedback and inputs, so one is too few).
 const RENDERS_KEPT: usize = 4;
 
+/// A prompt longer than this is not kept (nor the inputs it was rendered from): the
+/// memory a process's kept renders hold stays small.
+const RENDER_KEPT_MAX_BYTES: usize = 64 * 1024;
+
 /// A prompt a template rendered, and everything it was rendered from besides the
 /// template: a render reads nothing else (no clock, no randomness), so the same values
 /// give the same prompt.
@@ -413,6 +417,9 @@ impl CompiledTemplate {
 
     /// Keeps `render`, dropping the oldest past [`RENDERS_KEPT`].
     fn remember(&self, render: Render) {
+        if render.prompt.len() > RENDER_KEPT_MAX_BYTES {
+            return;
+        }
         if let Ok(mut renders) = self.renders.lock() {
             renders.truncate(RENDERS_KEPT - 1);
             renders.push_front(render);

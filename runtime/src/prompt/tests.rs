@@ -370,6 +370,16 @@ flow {{ a = w(request) -> done }}
         "kept-renders x / - Rule one. /  / 2"
     );
     assert_eq!(kept(&template), RENDERS_KEPT, "the oldest are dropped");
+    // A very long prompt is not kept.
+    let long = "g".repeat(RENDER_KEPT_MAX_BYTES);
+    let (long_prompt, _, _) = render(&first, &goal(&long), &plain);
+    assert!(long_prompt.len() > RENDER_KEPT_MAX_BYTES);
+    let newest = template
+        .renders
+        .lock()
+        .ok()
+        .and_then(|renders| renders.front().map(|render| render.prompt.len()));
+    assert!(newest.is_some_and(|len| len <= RENDER_KEPT_MAX_BYTES));
     // The first render was dropped: it is rendered again, the same.
     assert_eq!(render(&first, &goal("x"), &plain).0, prompt);
 }

@@ -391,14 +391,15 @@ struct Render {
 }
 
 impl CompiledTemplate {
-    /// The prompt rendered lately from `fixed`, `inputs` and `extra`, if any.
+    /// The prompt rendered lately from `fixed`, `inputs` and `extra`, if any. Renders
+    /// kept by a template another thread is using are not waited for: the caller renders.
     fn recall(
         &self,
         fixed: &Arc<Fixed>,
         inputs: &[Arc<Value>],
         extra: &PromptContext,
     ) -> Option<String> {
-        let renders = self.renders.lock().ok()?;
+        let renders = self.renders.try_lock().ok()?;
         renders
             .iter()
             .find(|render| {
@@ -415,12 +416,13 @@ impl CompiledTemplate {
             .map(|render| render.prompt.clone())
     }
 
-    /// Keeps `render`, dropping the oldest past [`RENDERS_KEPT`].
+    /// Keeps `render`, dropping the oldest past [`RENDERS_KEPT`] (not while another
+    /// thread uses the template's renders: no render waits for one).
     fn remember(&self, render: Render) {
         if render.prompt.len() > RENDER_KEPT_MAX_BYTES {
             return;
         }
-        if let Ok(mut renders) = self.renders.lock() {
+        if let Ok(mut renders) = self.renders.try_lock() {
             renders.truncate(RENDERS_KEPT - 1);
             renders.push_front(render);
         }

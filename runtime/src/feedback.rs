@@ -91,20 +91,56 @@ impl Feedback {
 
     /// The value templates see as `feedback`.
     pub fn to_value(&self) -> Value {
+        self.clone().into_value()
+    }
+
+    /// [`Feedback::to_value`], its parts moved, not copied: a call keeps its feedback as
+    /// this value, which its prompts read.
+    pub fn into_value(self) -> Value {
         let mut record = Map::new();
         record.insert("reason".into(), json!(self.reason.as_str()));
         record.insert("round".into(), json!(self.round));
-        record.insert("issues".into(), Value::Array(self.issues.clone()));
+        record.insert("issues".into(), Value::Array(self.issues));
         record.insert(
             "judges".into(),
-            Value::Object(self.judges.clone().into_iter().collect()),
+            Value::Object(self.judges.into_iter().collect()),
         );
-        record.insert(
-            "previous".into(),
-            self.previous.clone().unwrap_or(Value::Null),
-        );
-        record.insert("human".into(), self.human.clone().unwrap_or(Value::Null));
+        record.insert("previous".into(), self.previous.unwrap_or(Value::Null));
+        record.insert("human".into(), self.human.unwrap_or(Value::Null));
         Value::Object(record)
+    }
+
+    /// The feedback a value of [`Feedback::into_value`] holds (a call's feedback, read
+    /// again when the call's answer breaks its contract); `none` for a value that is
+    /// not one.
+    pub fn from_value(value: &Value) -> Option<Feedback> {
+        let reason = match value.get("reason")?.as_str()? {
+            "gate" => Reason::Gate,
+            "check" => Reason::Check,
+            "replan" => Reason::Replan,
+            "human" => Reason::Human,
+            "contract" => Reason::Contract,
+            _ => return None,
+        };
+        let present = |name: &str| value.get(name).filter(|part| !part.is_null()).cloned();
+        Some(Feedback {
+            reason,
+            round: value.get("round")?.as_u64()?,
+            issues: value.get("issues")?.as_array()?.clone(),
+            judges: value
+                .get("judges")?
+                .as_object()?
+                .iter()
+                .map(|(step, output)| (step.clone(), output.clone()))
+                .collect(),
+            previous: present("previous"),
+            human: present("human"),
+        })
+    }
+
+    /// The person's answer in a value of [`Feedback::into_value`], if any.
+    pub fn human_in(value: &Value) -> Option<Value> {
+        value.get("human").filter(|human| !human.is_null()).cloned()
     }
 }
 

@@ -120,3 +120,32 @@ fn markdown_of_a_bare_human_answer_has_no_empty_sections() {
     assert!(!text.contains("judges"), "{text}");
     assert!(text.ends_with("The person approved."), "{text}");
 }
+
+#[test]
+fn the_value_a_call_keeps_gives_its_feedback_back() {
+    let mut feedback = gate_feedback();
+    feedback.previous = Some(json!({"output": "old"}));
+    feedback.human = Some(json!({"decision": "revise", "note": "shorter"}));
+    let value = feedback.clone().into_value();
+    assert_eq!(value, feedback.to_value());
+    assert_eq!(Feedback::from_value(&value), Some(feedback.clone()));
+    assert_eq!(Feedback::human_in(&value), feedback.human);
+    // Without `previous` and `human` (written as none): none again.
+    let bare = gate_feedback();
+    assert_eq!(Feedback::from_value(&bare.clone().into_value()), Some(bare));
+    for reason in [
+        Reason::Check,
+        Reason::Replan,
+        Reason::Human,
+        Reason::Contract,
+    ] {
+        let given = Feedback::new(reason, 1);
+        assert_eq!(
+            Feedback::from_value(&given.clone().into_value()),
+            Some(given)
+        );
+    }
+    assert_eq!(Feedback::human_in(&gate_feedback().into_value()), None);
+    assert_eq!(Feedback::from_value(&json!({"reason": "gate"})), None);
+    assert_eq!(Feedback::from_value(&json!("feedback")), None);
+}

@@ -44,7 +44,8 @@ pub struct Work {
     pub state: WorkState,
     pub stage_retries_used: u64,
     /// The feedback this item runs with (a repair, a person's answer), for every call.
-    pub feedback: Option<Arc<crate::feedback::Feedback>>,
+    /// As its prompts see it ([`crate::feedback::Feedback::into_value`]).
+    pub feedback: Option<Arc<Value>>,
     /// The outputs of the item's dependencies, by id (set when the item starts).
     pub context: Map<String, Value>,
 }
@@ -273,7 +274,10 @@ impl Scheduler<'_> {
             feedback.judges.insert(by.clone(), verdict.clone());
         }
         feedback.previous = Some(output.clone());
-        feedback.human = work.feedback.as_ref().and_then(|f| f.human.clone());
+        feedback.human = work
+            .feedback
+            .as_deref()
+            .and_then(crate::feedback::Feedback::human_in);
         let event = result.event(&item_id, &hash_value(&output), Some(&item_id));
         self.emit_item(step, work.id.as_deref(), event)?;
         if result.passed() {
@@ -315,7 +319,7 @@ impl Scheduler<'_> {
             },
         )?;
         let mut unit = CallUnit::new(step, work.id.as_deref(), &role, work.inputs.clone());
-        unit.feedback = Some(Arc::new(feedback));
+        unit.feedback = Some(Arc::new(feedback.into_value()));
         unit.context = work.context.clone();
         let job = self.issue_attempt(&mut unit)?;
         work.state = WorkState::Exec(unit);

@@ -634,7 +634,7 @@ impl<'r> Scheduler<'r> {
                 .state
                 .feedback
                 .remove(step)
-                .map(|pending| Arc::new(pending.for_call())),
+                .map(|pending| Arc::new(pending.for_call().into_value())),
             context: serde_json::Map::new(),
         }];
         self.drive(step, role, &mut works, 1, None).await?;
@@ -727,7 +727,7 @@ impl<'r> Scheduler<'r> {
                 inputs,
                 state,
                 stage_retries_used: 0,
-                feedback: item_feedback.map(Arc::new),
+                feedback: item_feedback.map(|feedback| Arc::new(feedback.into_value())),
                 context: serde_json::Map::new(),
             });
         }

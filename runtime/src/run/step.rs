@@ -54,8 +54,9 @@ pub struct CallUnit {
     /// The role's inputs, in the order of its input contracts (shared with each
     /// attempt's prompt).
     pub inputs: Vec<Arc<Value>>,
-    /// Why this call runs again, if it does (DESIGN §8.2).
-    pub feedback: Option<Arc<crate::feedback::Feedback>>,
+    /// Why this call runs again, if it does (DESIGN §8.2), as its prompt reads it
+    /// ([`crate::feedback::Feedback::into_value`]).
+    pub feedback: Option<Arc<Value>>,
     /// Dependencies' outputs (context isolation: nothing else).
     pub context: Map<String, Value>,
     /// Provider retries used so far.
@@ -169,10 +170,7 @@ impl Scheduler<'_> {
             role: unit.key_role.clone(),
         };
         let context = crate::prompt::PromptContext {
-            feedback: unit
-                .feedback
-                .as_ref()
-                .map(|feedback| Arc::new(feedback.to_value())),
+            feedback: unit.feedback.clone(),
             history: self.history_for(&unit.role).map(Arc::new),
             // `run` changes with every call: built only for a template that reads it.
             run: self
@@ -353,13 +351,18 @@ impl Scheduler<'_> {
                     }
                     Err((violations, answered)) => {
                         let text = violations_text(&violations);
-                        unit.feedback = Some(Arc::new(crate::feedback::contract(
-                            unit.feedback.take().map(Arc::unwrap_or_clone),
-                            self.state.round,
-                            &role.output,
-                            &violations,
-                            answered,
-                        )));
+                        unit.feedback = Some(Arc::new(
+                            crate::feedback::contract(
+                                unit.feedback.take().and_then(|given| {
+                                    crate::feedback::Feedback::from_value(&given)
+                                }),
+                                self.state.round,
+                                &role.output,
+                                &violations,
+                                answered,
+                            )
+                            .into_value(),
+                        ));
                         self.emit_call(
                             unit,
                             EventKind::ContractViolation {

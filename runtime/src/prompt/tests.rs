@@ -383,3 +383,37 @@ flow {{ a = w(request) -> done }}
     // The first render was dropped: it is rendered again, the same.
     assert_eq!(render(&first, &goal("x"), &plain).0, prompt);
 }
+
+#[test]
+fn threads_that_render_one_template_each_get_their_own_prompts() {
+    let spec = compile_spec_with(
+        r#"spec threads version "1"
+contract Req { goal: string }
+contract Out { text: string }
+role w { model: "openai:m"  prompt: """two-threads {{ req.goal }}"""  input: Req  output: Out }
+flow { a = w(request) -> done }
+"#,
+        &[],
+    );
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..2)
+            .map(|thread| {
+                let spec = &spec;
+                scope.spawn(move || {
+                    for turn in 0..300 {
+                        // Few distinct goals, so kept renders are hit, missed and dropped.
+                        let goal = format!("{thread}-{}", turn % 7);
+                        let inputs = [Arc::new(json!({ "goal": goal }))];
+                        let prompt = Prompts::new(spec)
+                            .render_shared("w", &inputs, &PromptContext::default())
+                            .unwrap_or_else(|error| panic!("{error}"));
+                        assert_eq!(prompt, format!("two-threads {goal}"));
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            assert!(worker.join().is_ok(), "a worker panicked");
+        }
+    });
+}

@@ -207,15 +207,14 @@ impl<'spec> Prompts<'spec> {
             .map_err(template_error)?;
 
         // A role without a template gets the default one, which lists every input.
-        let shared = inputs;
-        let inputs: Vec<minijinja::Value> = inputs.iter().map(shared_value).collect();
+        let values: Vec<minijinja::Value> = inputs.iter().map(shared_value).collect();
         let listed = role_ir.prompt.is_none().then(|| {
             minijinja::Value::from(
                 context
                     .fixed
                     .input_names
                     .iter()
-                    .zip(&inputs)
+                    .zip(&values)
                     .map(|(name, value)| {
                         minijinja::Value::from(vec![
                             minijinja::Value::from(name.as_str()),
@@ -227,7 +226,7 @@ impl<'spec> Prompts<'spec> {
         });
         let variables = Variables {
             input_names: Arc::clone(&context.fixed.input_names),
-            inputs,
+            inputs: values,
             feedback: feedback.filter(|feedback| !feedback.is_null()).map_or(
                 minijinja::Value::from(()),
                 |feedback| {
@@ -254,7 +253,7 @@ impl<'spec> Prompts<'spec> {
             .map_err(template_error)?;
         context.environment.remember(Render {
             fixed: Arc::clone(&context.fixed),
-            inputs: shared.to_vec(),
+            inputs: inputs.to_vec(),
             extra: extra.clone(),
             prompt: prompt.clone(),
         });

@@ -783,7 +783,7 @@ pub fn replay_counting(
         Err(error) => return (Err(error), count),
     };
     let trace = match to_jsonl(&events) {
-        Ok(text) => normalized_trace(text, root),
+        Ok(text) => normalize_trace(text, root),
         Err(error) => return (Err(RunError::Flow(error.to_string())), count),
     };
     let prompts = capture
@@ -863,14 +863,9 @@ impl Provider for PromptCapture {
 /// stay: they are deterministic.
 ///
 /// The paths are worked out once per root (they take system calls) and replaced in one
-/// pass over the trace, the longest match first at each place.
-pub fn normalize_trace(trace: &str, root: &Path) -> String {
-    normalized_trace(trace.to_string(), root)
-}
-
-/// [`normalize_trace`] for a trace the caller gives away: one with nothing to replace (the
-/// usual case) is returned as it is, not copied.
-pub fn normalized_trace(trace: String, root: &Path) -> String {
+/// pass over the trace, the longest match first at each place; a trace with nothing to
+/// replace (the usual case) is returned as it is, not copied.
+pub fn normalize_trace(trace: String, root: &Path) -> String {
     let replacements = path_replacements(root);
     let mut firsts: Vec<char> = replacements
         .iter()

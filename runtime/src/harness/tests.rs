@@ -180,7 +180,7 @@ fn traces_lose_the_project_root_and_the_temporary_directory() {
     let root = std::env::temp_dir().join("charter-harness-normalize");
     let trace = format!("{{\"path\":\"{}/out/delivery.json\"}}", root.display());
     assert_eq!(
-        normalize_trace(&trace, &root),
+        normalize_trace(trace, &root),
         "{\"path\":\"<root>/out/delivery.json\"}"
     );
 }
@@ -196,10 +196,10 @@ fn every_path_in_a_trace_is_replaced_in_one_pass_and_other_text_is_kept() {
         temp = temp.display()
     );
     let expected = "{\"a\":\"<root>/x\",\"b\":\"<tmp>/y\",\"c\":\"1/2 ✓ <root>\",\"d\":\"/elsewhere\"}\n{\"e\":\"<root>/z\"}\n";
-    assert_eq!(normalize_trace(&trace, root), expected);
+    assert_eq!(normalize_trace(trace.clone(), root), expected);
     // The second time comes from the per-root cache and gives the same text.
-    assert_eq!(normalize_trace(&trace, root), expected);
+    assert_eq!(normalize_trace(trace.clone(), root), expected);
     // A trace with nothing to replace comes back as it was.
     let plain = "{\"d\":\"/elsewhere/x\",\"e\":\"1/2\"}\n".to_string();
-    assert_eq!(normalized_trace(plain.clone(), root), plain);
+    assert_eq!(normalize_trace(plain.clone(), root), plain);
 }

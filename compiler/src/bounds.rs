@@ -99,125 +99,157 @@ pub fn compute(spec: &CompiledSpec) -> Bounds {
 pub fn diagnostics(spec: &CompiledSpec) -> Vec<Diagnostic> {
     let analysis = Analysis::new(spec);
     let bounds = analysis.bounds();
-    let mut diagnostics = Vec::new();
-    let calls = bounds
-        .total
+    let mut diagnostics: Vec<Diagnostic> = overruns(spec, &bounds.total)
+        .into_iter()
+        .filter_map(|overrun| over_budget(spec, &bounds.total, overrun))
+        .collect();
+    diagnostics.extend(
+        analysis
+            .lists
+            .iter()
+            .filter_map(|(name, list)| unbounded_fan_out(spec, name, list)),
+    );
+    diagnostics
+}
+
+/// One budget field the worst case exceeds, in the words of its warning.
+struct Overrun {
+    /// The field of `budget`.
+    which: &'static str,
+    /// The worst case of that measure.
+    worst: String,
+    /// The budget's limit.
+    limit: String,
+    /// Where the field is written, if it is.
+    span: Option<Span>,
+    /// What the field would need to be.
+    raise: String,
+}
+
+/// Every budget field the worst case exceeds, in the order the budget lists them.
+fn overruns(spec: &CompiledSpec, total: &TotalBounds) -> Vec<Overrun> {
+    let mut overruns = Vec::new();
+    if let (Some(worst), Some(limit)) = (total.steps, spec.budget.steps)
+        && worst > limit
+    {
+        overruns.push(Overrun {
+            which: "steps",
+            worst: plural(worst, "step"),
+            limit: limit.to_string(),
+            span: spec.spans.budget_steps,
+            raise: worst.to_string(),
+        });
+    }
+    if let (Some(worst), Some(limit)) = (total.wall_ms, spec.budget.wall_ms)
+        && worst > limit
+    {
+        overruns.push(Overrun {
+            which: "wall",
+            worst: format_ms(worst),
+            limit: format_ms(limit),
+            span: spec.spans.budget_wall,
+            raise: format_ms(worst),
+        });
+    }
+    if let (Some(worst), Some(limit)) = (total.tokens, spec.budget.tokens)
+        && worst > limit
+    {
+        overruns.push(Overrun {
+            which: "tokens",
+            worst: plural(worst, "token"),
+            limit: limit.to_string(),
+            span: spec.spans.budget_tokens,
+            raise: worst.to_string(),
+        });
+    }
+    if let (Some(worst), Some(limit)) = (total.cost, spec.budget.cost)
+        && worst > limit
+    {
+        overruns.push(Overrun {
+            which: "cost",
+            worst: format!("${worst:.2}"),
+            limit: format!("${limit:.2}"),
+            span: spec.spans.budget_cost,
+            raise: format!("{worst:.2}"),
+        });
+    }
+    overruns
+}
+
+/// The W007 for one overrun, at the field, else the budget, else the header; `None` when
+/// the spec has none of them to point at.
+fn over_budget(spec: &CompiledSpec, total: &TotalBounds, overrun: Overrun) -> Option<Diagnostic> {
+    let budget_span = spec.spans.budget.or(spec.spans.header);
+    let span = overrun.span.or(budget_span)?;
+    let calls = total
         .calls
         .map_or("unbounded calls".to_string(), |calls| plural(calls, "call"));
-    let budget_span = spec.spans.budget.or(spec.spans.header);
-    let mut exceeds = |which: &str,
-                       worst: String,
-                       limit: String,
-                       span: Option<Span>,
-                       raise: String| {
-        let Some(span) = span.or(budget_span) else {
-            return;
-        };
-        diagnostics.push(
-            Diagnostic::new(
-                Code::W007,
-                span,
-                format!(
-                    "the worst case ({calls}, {worst}) exceeds `budget.{which}`; the budget will cut the run"
-                ),
-            )
-            .with_label(format!("`budget.{which}` is {limit}"))
-            .with_help(format!(
-                "raise `budget.{which}` to at least {raise}, or lower the worst case (`repair.rounds`, `retry`, `retries`, list bounds, `timeout`s)"
-            )),
-        );
-    };
-    if let (Some(worst), Some(limit)) = (bounds.total.steps, spec.budget.steps)
-        && worst > limit
-    {
-        exceeds(
-            "steps",
-            plural(worst, "step"),
-            limit.to_string(),
-            spec.spans.budget_steps,
-            worst.to_string(),
-        );
-    }
-    if let (Some(worst), Some(limit)) = (bounds.total.wall_ms, spec.budget.wall_ms)
-        && worst > limit
-    {
-        exceeds(
-            "wall",
-            format_ms(worst),
-            format_ms(limit),
-            spec.spans.budget_wall,
-            format_ms(worst),
-        );
-    }
-    if let (Some(worst), Some(limit)) = (bounds.total.tokens, spec.budget.tokens)
-        && worst > limit
-    {
-        exceeds(
-            "tokens",
-            plural(worst, "token"),
-            limit.to_string(),
-            spec.spans.budget_tokens,
-            worst.to_string(),
-        );
-    }
-    if let (Some(worst), Some(limit)) = (bounds.total.cost, spec.budget.cost)
-        && worst > limit
-    {
-        exceeds(
-            "cost",
-            format!("${worst:.2}"),
-            format!("${limit:.2}"),
-            spec.spans.budget_cost,
-            format!("{worst:.2}"),
-        );
-    }
-    for (name, list) in &analysis.lists {
-        if list.max.is_some() {
-            continue;
-        }
-        let Some(span) = spec.spans.steps.get(name).copied().or(spec.spans.header) else {
-            continue;
-        };
-        let over = spec
-            .flow
-            .steps
-            .get(name)
-            .and_then(|node| spec.flow.graph.node_weight(*node))
-            .and_then(|step| match &step.kind {
-                StepKind::Each { over, .. } => Some(over.to_string()),
-                _ => None,
-            })
-            .unwrap_or_default();
-        let mut diagnostic = Diagnostic::new(
-            Code::W008,
+    let Overrun {
+        which,
+        worst,
+        limit,
+        raise,
+        ..
+    } = overrun;
+    Some(
+        Diagnostic::new(
+            Code::W007,
             span,
-            format!("`each` over `{over}` has no upper bound on its items"),
-        )
-        .with_label("this fan-out is unbounded");
-        if let Some(over_span) = spec.spans.each_over.get(name) {
-            diagnostic = diagnostic.with_note(*over_span, "this list has no maximum length");
-        }
-        let example = match &list.ty {
-            Some(TypeIr::List {
-                item, min_items, ..
-            }) => TypeIr::List {
-                item: item.clone(),
-                min_items: *min_items,
-                max_items: Some(20),
-            }
-            .to_string(),
-            _ => "list<Task>(1..=20)".to_string(),
-        };
-        diagnostic = diagnostic.with_help(match &list.origin {
-            Some((contract, field)) => format!(
-                "give `{contract}.{field}` a maximum length, e.g. `{example}`, so the worst case is bounded"
+            format!(
+                "the worst case ({calls}, {worst}) exceeds `budget.{which}`; the budget will cut the run"
             ),
-            None => "iterate over a list whose type has a maximum length, e.g. `list<Task>(1..=20)`"
-                .to_string(),
-        });
-        diagnostics.push(diagnostic);
+        )
+        .with_label(format!("`budget.{which}` is {limit}"))
+        .with_help(format!(
+            "raise `budget.{which}` to at least {raise}, or lower the worst case (`repair.rounds`, `retry`, `retries`, list bounds, `timeout`s)"
+        )),
+    )
+}
+
+/// The W008 for an `each` step whose list has no maximum length; `None` when it has one
+/// or the spec has no span to point at.
+fn unbounded_fan_out(spec: &CompiledSpec, name: &str, list: &ListFacts) -> Option<Diagnostic> {
+    if list.max.is_some() {
+        return None;
     }
-    diagnostics
+    let span = spec.spans.steps.get(name).copied().or(spec.spans.header)?;
+    let over = spec
+        .flow
+        .steps
+        .get(name)
+        .and_then(|node| spec.flow.graph.node_weight(*node))
+        .and_then(|step| match &step.kind {
+            StepKind::Each { over, .. } => Some(over.to_string()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let mut diagnostic = Diagnostic::new(
+        Code::W008,
+        span,
+        format!("`each` over `{over}` has no upper bound on its items"),
+    )
+    .with_label("this fan-out is unbounded");
+    if let Some(over_span) = spec.spans.each_over.get(name) {
+        diagnostic = diagnostic.with_note(*over_span, "this list has no maximum length");
+    }
+    let example = match &list.ty {
+        Some(TypeIr::List {
+            item, min_items, ..
+        }) => TypeIr::List {
+            item: item.clone(),
+            min_items: *min_items,
+            max_items: Some(20),
+        }
+        .to_string(),
+        _ => "list<Task>(1..=20)".to_string(),
+    };
+    Some(diagnostic.with_help(match &list.origin {
+        Some((contract, field)) => format!(
+            "give `{contract}.{field}` a maximum length, e.g. `{example}`, so the worst case is bounded"
+        ),
+        None => "iterate over a list whose type has a maximum length, e.g. `list<Task>(1..=20)`"
+            .to_string(),
+    }))
 }
 
 /// What an `each` step's list can hold.
@@ -231,6 +263,50 @@ struct ListFacts {
     ty: Option<TypeIr>,
     /// Items may depend on each other (`depends_on`), so they may run one at a time.
     dependent: bool,
+}
+
+/// The flow's transitions without its (informational) repair edges, and where they loop.
+struct Shape {
+    /// Every node's successors, by node index.
+    successors: Vec<Vec<usize>>,
+    /// A topological order of the nodes; `None`: the flow loops.
+    order: Option<Vec<usize>>,
+    /// The nodes on or after a loop.
+    looping: BTreeSet<usize>,
+}
+
+impl Shape {
+    fn of(spec: &CompiledSpec) -> Shape {
+        let graph = &spec.flow.graph;
+        let mut successors: Vec<Vec<usize>> = vec![Vec::new(); graph.node_count()];
+        for edge in graph.edge_references() {
+            if !matches!(edge.weight(), TransitionIr::Repair { .. })
+                && let Some(list) = successors.get_mut(edge.source().index())
+            {
+                list.push(edge.target().index());
+            }
+        }
+        let order = topological_order(&successors);
+        let looping = match &order {
+            Some(_) => BTreeSet::new(),
+            None => unordered(&successors),
+        };
+        Shape {
+            successors,
+            order,
+            looping,
+        }
+    }
+}
+
+/// What repair adds to a run.
+struct Repairs {
+    /// Rounds a run can take (`repair.rounds + 1`, or 1 without a repairing gate).
+    rounds: u64,
+    /// The steps a repair reruns, by node index.
+    rerun: BTreeSet<usize>,
+    /// A repairing gate may `ask` a person, so the wall time is unbounded.
+    asks: bool,
 }
 
 struct Analysis<'s> {
@@ -254,28 +330,40 @@ impl<'s> Analysis<'s> {
         analysis
     }
 
+    /// The worst case, worked out in stages: the flow's shape, what repair reruns, what
+    /// bounds a loop, each step's cost, and the totals. The notes keep the order in which
+    /// the stages find them.
     fn bounds(&self) -> Bounds {
         let spec = self.spec;
-        let graph = &spec.flow.graph;
-        let count = graph.node_count();
-        let mut notes = Vec::new();
-
-        // The flow without its (informational) repair edges.
-        let mut successors: Vec<Vec<usize>> = vec![Vec::new(); count];
-        for edge in graph.edge_references() {
-            if !matches!(edge.weight(), TransitionIr::Repair { .. })
-                && let Some(list) = successors.get_mut(edge.source().index())
-            {
-                list.push(edge.target().index());
-            }
-        }
-        let order = topological_order(&successors);
-        let looping: BTreeSet<usize> = match &order {
-            Some(_) => BTreeSet::new(),
-            None => unordered(&successors),
+        let shape = Shape::of(spec);
+        let repairs = self.repairs(&shape.successors);
+        let mut notes = repair_notes(&repairs);
+        let ask_bounded = self.ask_bound(&shape, repairs.rounds);
+        notes.extend(loop_note(&shape, ask_bounded, spec.budget.steps));
+        let per_node = self.per_step(&shape, &repairs, ask_bounded, &mut notes);
+        let total = self.totals(&shape, &per_node, ask_bounded);
+        // An `ask` in a repair waits for a person, whatever path the run takes.
+        let total = TotalBounds {
+            wall_ms: if repairs.asks { None } else { total.wall_ms },
+            ..total
         };
+        notes.push(token_note(spec));
+        let mut seen = BTreeSet::new();
+        notes.retain(|note| seen.insert(note.clone()));
+        Bounds {
+            spec: spec.name.clone(),
+            rounds: repairs.rounds,
+            steps: per_node.into_iter().flatten().collect(),
+            total,
+            notes,
+        }
+    }
 
-        // Rounds and the steps a repair reruns.
+    /// The rounds a run can take and the steps a repair reruns: every step on a path from a
+    /// `rerun` or `replan` target, or from the gate's subject for an `ask` arm, to the gate.
+    fn repairs(&self, successors: &[Vec<usize>]) -> Repairs {
+        let spec = self.spec;
+        let graph = &spec.flow.graph;
         let repairing_gates: Vec<NodeIndex> = graph
             .node_indices()
             .filter(|node| {
@@ -289,27 +377,27 @@ impl<'s> Analysis<'s> {
             (Some(repair), false) => repair.rounds.saturating_add(1),
             _ => 1,
         };
+        let asks = spec.repair.as_ref().is_some_and(|repair| {
+            repair
+                .arms
+                .iter()
+                .any(|arm| matches!(arm.action, ActionIr::Ask { .. }))
+        });
         let mut rerun: BTreeSet<usize> = BTreeSet::new();
         for gate in &repairing_gates {
-            let upstream = reaching(&successors, gate.index());
+            let upstream = reaching(successors, gate.index());
             for edge in graph.edges(*gate) {
                 if let TransitionIr::Repair {
                     action: ActionIr::Rerun { .. } | ActionIr::Replan,
                     ..
                 } = edge.weight()
                 {
-                    let downstream = reachable(&successors, edge.target().index());
+                    let downstream = reachable(successors, edge.target().index());
                     rerun.extend(downstream.intersection(&upstream).copied());
                 }
             }
             // An `ask` arm has no edge: approved, it reruns the gate's subject (the judged
             // step) and everything from it to the gate.
-            let asks = spec.repair.as_ref().is_some_and(|repair| {
-                repair
-                    .arms
-                    .iter()
-                    .any(|arm| matches!(arm.action, ActionIr::Ask { .. }))
-            });
             let subject = match graph.node_weight(*gate).map(|step| &step.kind) {
                 Some(StepKind::Gate { gate: name, .. }) => spec
                     .gates
@@ -318,61 +406,55 @@ impl<'s> Analysis<'s> {
                 _ => None,
             };
             if asks && let Some(subject) = subject {
-                let downstream = reachable(&successors, subject.index());
+                let downstream = reachable(successors, subject.index());
                 rerun.extend(downstream.intersection(&upstream).copied());
             }
         }
-        if rounds > 1 {
-            notes.push(format!(
-                "`repair.rounds {}` allows {rounds} rounds; the steps a repair reruns run once per round",
-                rounds - 1
-            ));
+        Repairs {
+            rounds,
+            rerun,
+            asks: asks && !repairing_gates.is_empty(),
         }
-        let repair_asks = spec.repair.as_ref().is_some_and(|repair| {
-            repair
-                .arms
-                .iter()
-                .any(|arm| matches!(arm.action, ActionIr::Ask { .. }))
-        }) && !repairing_gates.is_empty();
-        if repair_asks {
-            notes.push("a repair may `ask` a person: the wall time is unbounded".to_string());
-        }
-        // Loops closed only through `ask "…" max N` steps: cutting those steps' transitions
-        // leaves no cycle, so a run is stretches of acyclic walks, each begun by the start,
-        // a repair round or one of at most ΣN answers, and visits a step once per stretch.
-        let ask_bounded = if looping.is_empty() {
-            None
-        } else {
-            let mut cut = successors.clone();
-            let mut answers = 0u64;
-            for node in graph.node_indices() {
-                if let Some(StepKind::Ask { max: Some(max), .. }) =
-                    graph.node_weight(node).map(|step| &step.kind)
-                    && let Some(list) = cut.get_mut(node.index())
-                {
-                    list.clear();
-                    answers = answers.saturating_add(*max);
-                }
-            }
-            topological_order(&cut)
-                .is_some()
-                .then(|| answers.saturating_add(rounds))
-        };
-        if let Some(runs) = ask_bounded {
-            notes.push(format!(
-                "the flow loops only through `ask \"…\" max N` steps: each step runs at most {runs} times"
-            ));
-        } else if !looping.is_empty() {
-            notes.push(match spec.budget.steps {
-                Some(steps) => format!(
-                    "the flow loops through `when` transitions: at most `budget.steps` = {steps} steps run"
-                ),
-                None => "the flow loops through `when` transitions and has no `budget.steps`: the run is unbounded".to_string(),
-            });
-        }
+    }
 
-        // Per step.
-        let mut per_node: Vec<Option<StepBounds>> = vec![None; count];
+    /// How often each step of a loop closed only through `ask "…" max N` steps can run, or
+    /// `None` when the flow does not loop or loops some other way. Cutting those steps'
+    /// transitions leaves no cycle, so a run is stretches of acyclic walks, each begun by
+    /// the start, a repair round or one of at most ΣN answers, and visits a step once per
+    /// stretch.
+    fn ask_bound(&self, shape: &Shape, rounds: u64) -> Option<u64> {
+        if shape.looping.is_empty() {
+            return None;
+        }
+        let graph = &self.spec.flow.graph;
+        let mut cut = shape.successors.clone();
+        let mut answers = 0u64;
+        for node in graph.node_indices() {
+            if let Some(StepKind::Ask { max: Some(max), .. }) =
+                graph.node_weight(node).map(|step| &step.kind)
+                && let Some(list) = cut.get_mut(node.index())
+            {
+                list.clear();
+                answers = answers.saturating_add(*max);
+            }
+        }
+        topological_order(&cut)
+            .is_some()
+            .then(|| answers.saturating_add(rounds))
+    }
+
+    /// Every step's worst case, by node index (`None` for terminals), noting what leaves a
+    /// step unbounded as it goes.
+    fn per_step(
+        &self,
+        shape: &Shape,
+        repairs: &Repairs,
+        ask_bounded: Option<u64>,
+        notes: &mut Vec<String>,
+    ) -> Vec<Option<StepBounds>> {
+        let spec = self.spec;
+        let graph = &spec.flow.graph;
+        let mut per_node: Vec<Option<StepBounds>> = vec![None; graph.node_count()];
         for node in graph.node_indices() {
             let Some(step) = graph.node_weight(node) else {
                 continue;
@@ -381,15 +463,15 @@ impl<'s> Analysis<'s> {
                 continue;
             }
             let (calls_per_run, wall_ms_per_run, max_items) =
-                self.step_cost(&step.name, &step.kind, &mut notes);
-            let runs = if looping.contains(&node.index()) {
+                self.step_cost(&step.name, &step.kind, notes);
+            let runs = if shape.looping.contains(&node.index()) {
                 match (ask_bounded, spec.budget.steps) {
                     (Some(runs), Some(steps)) => Some(runs.min(steps)),
                     (Some(runs), None) => Some(runs),
                     (None, steps) => steps,
                 }
-            } else if rerun.contains(&node.index()) {
-                Some(rounds)
+            } else if repairs.rerun.contains(&node.index()) {
+                Some(repairs.rounds)
             } else {
                 Some(1)
             };
@@ -407,90 +489,25 @@ impl<'s> Analysis<'s> {
                 });
             }
         }
+        per_node
+    }
 
-        // Totals: the most expensive path, or `budget.steps` times the most expensive step.
-        let total = match &order {
+    /// The whole run's worst case: the most expensive path when the flow does not loop,
+    /// every step's own worst case summed when only `ask` limits close its loops, and
+    /// otherwise `budget.steps` times the most expensive step.
+    fn totals(
+        &self,
+        shape: &Shape,
+        per_node: &[Option<StepBounds>],
+        ask_bounded: Option<u64>,
+    ) -> TotalBounds {
+        match &shape.order {
             Some(order) => {
-                let measure = |pick: &dyn Fn(&StepBounds) -> Option<u64>| -> Option<u64> {
-                    longest_path(order, &successors, spec.flow.entry.index(), |node| {
-                        per_node
-                            .get(node)
-                            .and_then(Option::as_ref)
-                            .map_or(Some(0), pick)
-                    })
-                };
-                TotalBounds {
-                    calls: measure(&|step| step.calls),
-                    steps: measure(&|step| step.runs),
-                    wall_ms: measure(&|step| step.wall_ms),
-                    tokens: None,
-                    cost: None,
-                    looping: false,
-                    summed: false,
-                }
+                let entry = self.spec.flow.entry.index();
+                path_totals(order, &shape.successors, entry, per_node)
             }
-            None if ask_bounded.is_some() => {
-                // Every step at most its own number of runs: the sum bounds any run.
-                let sum = |pick: &dyn Fn(&StepBounds) -> Option<u64>| -> Option<u64> {
-                    per_node
-                        .iter()
-                        .flatten()
-                        .map(pick)
-                        .try_fold(0u64, |sum, value| {
-                            value.map(|value| sum.saturating_add(value))
-                        })
-                };
-                TotalBounds {
-                    calls: sum(&|step| step.calls),
-                    steps: sum(&|step| step.runs),
-                    wall_ms: sum(&|step| step.wall_ms),
-                    tokens: None,
-                    cost: None,
-                    looping: false,
-                    summed: true,
-                }
-            }
-            None => {
-                let steps = spec.budget.steps;
-                let most = |pick: &dyn Fn(&StepBounds) -> Option<u64>| -> Option<u64> {
-                    per_node
-                        .iter()
-                        .flatten()
-                        .map(pick)
-                        .try_fold(0u64, |most, value| value.map(|value| most.max(value)))
-                };
-                TotalBounds {
-                    calls: mul(steps, most(&|step| step.calls_per_run)),
-                    steps,
-                    wall_ms: mul(steps, most(&|step| step.wall_ms_per_run)),
-                    tokens: None,
-                    cost: None,
-                    looping: true,
-                    summed: false,
-                }
-            }
-        };
-        let total = TotalBounds {
-            wall_ms: if repair_asks { None } else { total.wall_ms },
-            ..total
-        };
-        let mut token_note =
-            "tokens and cost are unknown: no per-call token cap is known, so only calls are bounded".to_string();
-        if let Some(tokens) = spec.budget.tokens {
-            token_note.push_str(&format!("; `budget.tokens` caps the run at {tokens}"));
-        }
-        if let Some(cost) = spec.budget.cost {
-            token_note.push_str(&format!("; `budget.cost` caps it at ${cost:.2}"));
-        }
-        notes.push(token_note);
-        let mut seen = BTreeSet::new();
-        notes.retain(|note| seen.insert(note.clone()));
-        Bounds {
-            spec: spec.name.clone(),
-            rounds,
-            steps: per_node.into_iter().flatten().collect(),
-            total,
-            notes,
+            None if ask_bounded.is_some() => summed_totals(per_node),
+            None => looping_totals(per_node, self.spec.budget.steps),
         }
     }
 
@@ -700,6 +717,124 @@ impl<'s> Analysis<'s> {
             }
             _ => None,
         }
+    }
+}
+
+/// The notes on repair: the rounds it allows, and a person it may wait for.
+fn repair_notes(repairs: &Repairs) -> Vec<String> {
+    let mut notes = Vec::new();
+    if repairs.rounds > 1 {
+        notes.push(format!(
+            "`repair.rounds {}` allows {} rounds; the steps a repair reruns run once per round",
+            repairs.rounds - 1,
+            repairs.rounds
+        ));
+    }
+    if repairs.asks {
+        notes.push("a repair may `ask` a person: the wall time is unbounded".to_string());
+    }
+    notes
+}
+
+/// The note on what bounds a looping flow: its `ask` limits, `budget.steps`, or nothing.
+fn loop_note(shape: &Shape, ask_bounded: Option<u64>, budget_steps: Option<u64>) -> Option<String> {
+    if let Some(runs) = ask_bounded {
+        Some(format!(
+            "the flow loops only through `ask \"…\" max N` steps: each step runs at most {runs} times"
+        ))
+    } else if !shape.looping.is_empty() {
+        Some(match budget_steps {
+            Some(steps) => format!(
+                "the flow loops through `when` transitions: at most `budget.steps` = {steps} steps run"
+            ),
+            None => "the flow loops through `when` transitions and has no `budget.steps`: the run is unbounded".to_string(),
+        })
+    } else {
+        None
+    }
+}
+
+/// The note that tokens and cost are unknown, with the budget that caps them.
+fn token_note(spec: &CompiledSpec) -> String {
+    let mut note =
+        "tokens and cost are unknown: no per-call token cap is known, so only calls are bounded"
+            .to_string();
+    if let Some(tokens) = spec.budget.tokens {
+        note.push_str(&format!("; `budget.tokens` caps the run at {tokens}"));
+    }
+    if let Some(cost) = spec.budget.cost {
+        note.push_str(&format!("; `budget.cost` caps it at ${cost:.2}"));
+    }
+    note
+}
+
+/// Totals of a flow without loops: each measure's most expensive path from the entry.
+fn path_totals(
+    order: &[usize],
+    successors: &[Vec<usize>],
+    entry: usize,
+    per_node: &[Option<StepBounds>],
+) -> TotalBounds {
+    let measure = |pick: &dyn Fn(&StepBounds) -> Option<u64>| -> Option<u64> {
+        longest_path(order, successors, entry, |node| {
+            per_node
+                .get(node)
+                .and_then(Option::as_ref)
+                .map_or(Some(0), pick)
+        })
+    };
+    TotalBounds {
+        calls: measure(&|step| step.calls),
+        steps: measure(&|step| step.runs),
+        wall_ms: measure(&|step| step.wall_ms),
+        tokens: None,
+        cost: None,
+        looping: false,
+        summed: false,
+    }
+}
+
+/// Totals of a flow looping only through `ask` limits: every step runs at most its own
+/// number of runs, so the sum bounds any run.
+fn summed_totals(per_node: &[Option<StepBounds>]) -> TotalBounds {
+    let sum = |pick: &dyn Fn(&StepBounds) -> Option<u64>| -> Option<u64> {
+        per_node
+            .iter()
+            .flatten()
+            .map(pick)
+            .try_fold(0u64, |sum, value| {
+                value.map(|value| sum.saturating_add(value))
+            })
+    };
+    TotalBounds {
+        calls: sum(&|step| step.calls),
+        steps: sum(&|step| step.runs),
+        wall_ms: sum(&|step| step.wall_ms),
+        tokens: None,
+        cost: None,
+        looping: false,
+        summed: true,
+    }
+}
+
+/// Totals of a flow looping through `when` transitions: `budget.steps` runs of the most
+/// expensive step.
+fn looping_totals(per_node: &[Option<StepBounds>], steps: Option<u64>) -> TotalBounds {
+    let most = |pick: &dyn Fn(&StepBounds) -> Option<u64>| -> Option<u64> {
+        per_node
+            .iter()
+            .flatten()
+            .map(pick)
+            .try_fold(0u64, |most, value| value.map(|value| most.max(value)))
+    };
+    TotalBounds {
+        calls: mul(steps, most(&|step| step.calls_per_run)),
+        steps,
+        wall_ms: mul(steps, most(&|step| step.wall_ms_per_run)),
+        tokens: None,
+        cost: None,
+        looping: true,
+        summed: false,
     }
 }
 

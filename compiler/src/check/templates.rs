@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::check::Symbols;
-use crate::check::types::Contracts;
+use crate::check::types::{ContractInfo, Contracts};
 use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span, did_you_mean};
 use crate::syntax::ast::{PromptSource, Role, SpecFile};
 
@@ -255,6 +255,8 @@ fn find_in_tags(text: &str, name: &str) -> Option<usize> {
     None
 }
 
+/// Checks one role's prompt template in stages: the variables the role provides, whether
+/// the template parses, and whether every variable and input field it reads exists.
 fn check_role(
     role: &Role,
     symbols: &Symbols<'_>,
@@ -264,6 +266,73 @@ fn check_role(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<RoleTemplate> {
     let template = template_text(role, sources)?;
+    let (provided, inputs) = provided_variables(role, symbols);
+    let file = match template.location {
+        Location::File { file, .. } => Some(file),
+        Location::Inline { span } => Some(span.file),
+    };
+    let mut facts = RoleTemplate {
+        file,
+        provided: provided.clone(),
+        ..RoleTemplate::default()
+    };
+
+    let parsed = match templates.environment.template_from_str(template.text) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            diagnostics.push(parse_error(role, &template, sources, &error));
+            return Some(facts);
+        }
+    };
+    facts.parsed = true;
+    // With an unknown input contract (reported, E002) the names the template may use are
+    // guesses; reporting them would only repeat that error.
+    let inputs_known = role
+        .inputs
+        .iter()
+        .all(|input| symbols.is_contract(&input.name));
+    let mut paths: Vec<String> = parsed.undeclared_variables(true).into_iter().collect();
+    paths.sort();
+    let mut reported: BTreeSet<String> = BTreeSet::new();
+    for path in paths {
+        let mut segments = path.split('.');
+        let Some(variable) = segments.next() else {
+            continue;
+        };
+        if templates.globals.contains(variable) {
+            continue;
+        }
+        facts.variables.insert(variable.to_string());
+        facts.paths.insert(path.clone());
+        if !provided.iter().any(|name| name == variable) {
+            if inputs_known && reported.insert(variable.to_string()) {
+                diagnostics.push(unprovided(role, &template, sources, &provided, variable));
+            }
+            continue;
+        }
+        // `task.field`: the field must exist on the input contract.
+        let (Some(contract), Some(field)) = (inputs.get(variable), segments.next()) else {
+            continue;
+        };
+        let Some(info) = contracts.get(contract) else {
+            continue;
+        };
+        if info.field(field).is_some() || !reported.insert(format!("{variable}.{field}")) {
+            continue;
+        }
+        let span = locate_path(&template, sources, variable, field);
+        diagnostics.push(missing_field(role, span, contract, info, variable, field));
+    }
+    Some(facts)
+}
+
+/// The variables a role's template may read, in the order the help lists them (its
+/// inputs, then what every template sees, then what the role or spec adds), and the
+/// contract each input variable holds, for checking the fields read from it.
+fn provided_variables<'r>(
+    role: &'r Role,
+    symbols: &Symbols<'_>,
+) -> (Vec<String>, BTreeMap<String, &'r str>) {
     let mut provided: Vec<String> = Vec::new();
     let mut inputs: BTreeMap<String, &str> = BTreeMap::new();
     for input in &role.inputs {
@@ -283,164 +352,135 @@ fn check_role(
     if symbols.session.is_some() {
         provided.push("session".to_string());
     }
-    let file = match template.location {
-        Location::File { file, .. } => Some(file),
-        Location::Inline { span } => Some(span.file),
-    };
-    let mut facts = RoleTemplate {
-        file,
-        provided: provided.clone(),
-        ..RoleTemplate::default()
-    };
+    (provided, inputs)
+}
 
-    let parsed = match templates.environment.template_from_str(template.text) {
-        Ok(parsed) => parsed,
-        Err(error) => {
-            let detail = error.detail().unwrap_or("syntax error").to_string();
-            // The line in the file (a role file's body starts after its front matter); an
-            // inline prompt is de-indented, so its lines are not the spec's: the span says where.
-            let line = match (&template.location, error.line()) {
-                (Location::File { file, offset }, Some(line)) => {
-                    let before = sources
-                        .get(*file)
-                        .and_then(|source| source.text.get(..*offset))
-                        .map_or(0, |text| text.matches('\n').count());
-                    format!(" (line {})", line + before)
-                }
-                _ => String::new(),
-            };
-            let range = error.range().unwrap_or(0..0);
-            let mut span = template.span(sources, range.clone(), "");
-            if range.is_empty()
-                && let (Location::File { file, offset }, Some(line)) =
-                    (&template.location, error.line())
-            {
-                let start = line_start(template.text, line);
-                let end = template
-                    .text
-                    .get(start..)
-                    .and_then(|rest| rest.find('\n'))
-                    .map_or(template.text.len(), |at| start + at);
-                span = Span::new(*file, offset + start, offset + end);
-            }
-            diagnostics.push(
-                Diagnostic::new(
-                    Code::E014,
-                    span,
-                    format!(
-                        "prompt template of `{}` does not parse: {detail}{line}",
-                        role.name.name
-                    ),
-                )
-                .with_label("template syntax error")
-                .with_help("fix the minijinja syntax; `{{ x }}` prints, `{% if x %}...{% endif %}` branches"),
-            );
-            return Some(facts);
+/// E014 for a template that does not parse, pointing at the error's range or, when
+/// minijinja gives none, at its whole line.
+fn parse_error(
+    role: &Role,
+    template: &TemplateText<'_>,
+    sources: &Sources,
+    error: &minijinja::Error,
+) -> Diagnostic {
+    let detail = error.detail().unwrap_or("syntax error").to_string();
+    // The line in the file (a role file's body starts after its front matter); an
+    // inline prompt is de-indented, so its lines are not the spec's: the span says where.
+    let line = match (&template.location, error.line()) {
+        (Location::File { file, offset }, Some(line)) => {
+            let before = sources
+                .get(*file)
+                .and_then(|source| source.text.get(..*offset))
+                .map_or(0, |text| text.matches('\n').count());
+            format!(" (line {})", line + before)
         }
+        _ => String::new(),
     };
-    facts.parsed = true;
-    // With an unknown input contract (reported, E002) the names the template may use are
-    // guesses; reporting them would only repeat that error.
-    let inputs_known = role
-        .inputs
+    let range = error.range().unwrap_or(0..0);
+    let mut span = template.span(sources, range.clone(), "");
+    if range.is_empty()
+        && let (Location::File { file, offset }, Some(line)) = (&template.location, error.line())
+    {
+        let start = line_start(template.text, line);
+        let end = template
+            .text
+            .get(start..)
+            .and_then(|rest| rest.find('\n'))
+            .map_or(template.text.len(), |at| start + at);
+        span = Span::new(*file, offset + start, offset + end);
+    }
+    Diagnostic::new(
+        Code::E014,
+        span,
+        format!(
+            "prompt template of `{}` does not parse: {detail}{line}",
+            role.name.name
+        ),
+    )
+    .with_label("template syntax error")
+    .with_help("fix the minijinja syntax; `{{ x }}` prints, `{% if x %}...{% endif %}` branches")
+}
+
+/// E014 for a variable the role does not provide, with help naming what it does provide.
+fn unprovided(
+    role: &Role,
+    template: &TemplateText<'_>,
+    sources: &Sources,
+    provided: &[String],
+    variable: &str,
+) -> Diagnostic {
+    let span = locate(template, sources, variable);
+    let provided_list = provided
         .iter()
-        .all(|input| symbols.is_contract(&input.name));
-    let globals = templates.globals;
-    let mut paths: Vec<String> = parsed.undeclared_variables(true).into_iter().collect();
-    paths.sort();
-    let mut reported: BTreeSet<String> = BTreeSet::new();
-    for path in paths {
-        let mut segments = path.split('.');
-        let Some(variable) = segments.next() else {
-            continue;
-        };
-        if globals.contains(variable) {
-            continue;
-        }
-        facts.variables.insert(variable.to_string());
-        facts.paths.insert(path.clone());
-        if !provided.iter().any(|name| name == variable) {
-            if !inputs_known || !reported.insert(variable.to_string()) {
-                continue;
-            }
-            let span = locate(&template, sources, variable);
-            let provided_list = provided
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut diagnostic = Diagnostic::new(
+        Code::E014,
+        span,
+        format!(
+            "template of role `{}` uses `{variable}`, which the role does not provide",
+            role.name.name
+        ),
+    )
+    .with_label("not provided to this template");
+    let suggestion = did_you_mean(variable, provided.iter().map(String::as_str));
+    diagnostic = diagnostic.with_help(match suggestion {
+        _ if variable == "session" => "`session` exists in a spec that keeps one between turns: declare `session Chat keep 20 { FIELD: TYPE? }`".to_string(),
+        _ if variable == "history" => format!(
+            "add `history: [STEP, ...]` to role `{}` to give its template the earlier outputs of those steps",
+            role.name.name
+        ),
+        Some(suggestion) => format!("{suggestion} the role provides {provided_list}"),
+        None => format!(
+            "the role provides {provided_list}; add an input contract to `{}` to provide more",
+            role.name.name
+        ),
+    });
+    if let Some(first) = role.inputs.first() {
+        diagnostic = diagnostic.with_note(first.span, "the role's inputs are declared here");
+    }
+    diagnostic
+}
+
+/// E014 for `variable.field` where `contract`, the input's contract, has no such field.
+fn missing_field(
+    role: &Role,
+    span: Span,
+    contract: &str,
+    info: &ContractInfo,
+    variable: &str,
+    field: &str,
+) -> Diagnostic {
+    let names: Vec<&str> = info
+        .fields
+        .iter()
+        .map(|field| field.name.as_str())
+        .collect();
+    let help = did_you_mean(field, names.iter().copied()).unwrap_or_else(|| {
+        format!(
+            "`{contract}` has {}",
+            names
                 .iter()
                 .map(|name| format!("`{name}`"))
                 .collect::<Vec<_>>()
-                .join(", ");
-            let mut diagnostic = Diagnostic::new(
-                Code::E014,
-                span,
-                format!(
-                    "template of role `{}` uses `{variable}`, which the role does not provide",
-                    role.name.name
-                ),
-            )
-            .with_label("not provided to this template");
-            let suggestion = did_you_mean(variable, provided.iter().map(String::as_str));
-            diagnostic = diagnostic.with_help(match suggestion {
-                _ if variable == "session" => "`session` exists in a spec that keeps one between turns: declare `session Chat keep 20 { FIELD: TYPE? }`".to_string(),
-                _ if variable == "history" => format!(
-                    "add `history: [STEP, ...]` to role `{}` to give its template the earlier outputs of those steps",
-                    role.name.name
-                ),
-                Some(suggestion) => format!("{suggestion} the role provides {provided_list}"),
-                None => format!(
-                    "the role provides {provided_list}; add an input contract to `{}` to provide more",
-                    role.name.name
-                ),
-            });
-            if let Some(first) = role.inputs.first() {
-                diagnostic =
-                    diagnostic.with_note(first.span, "the role's inputs are declared here");
-            }
-            diagnostics.push(diagnostic);
-            continue;
-        }
-        // `task.field`: the field must exist on the input contract.
-        let (Some(contract), Some(field)) = (inputs.get(variable), segments.next()) else {
-            continue;
-        };
-        let Some(info) = contracts.get(contract) else {
-            continue;
-        };
-        if info.field(field).is_some() || !reported.insert(format!("{variable}.{field}")) {
-            continue;
-        }
-        let span = locate_path(&template, sources, variable, field);
-        let names: Vec<&str> = info
-            .fields
-            .iter()
-            .map(|field| field.name.as_str())
-            .collect();
-        let help = did_you_mean(field, names.iter().copied()).unwrap_or_else(|| {
-            format!(
-                "`{contract}` has {}",
-                names
-                    .iter()
-                    .map(|name| format!("`{name}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        });
-        let mut diagnostic = Diagnostic::new(
-            Code::E014,
-            span,
-            format!(
-                "template of role `{}` uses `{variable}.{field}`, but `{contract}` has no field `{field}`",
-                role.name.name
-            ),
+                .join(", ")
         )
-        .with_label("no such field")
-        .with_help(help);
-        if let Some(contract_span) = info.span {
-            diagnostic =
-                diagnostic.with_note(contract_span, format!("`{contract}` is defined here"));
-        }
-        diagnostics.push(diagnostic);
+    });
+    let mut diagnostic = Diagnostic::new(
+        Code::E014,
+        span,
+        format!(
+            "template of role `{}` uses `{variable}.{field}`, but `{contract}` has no field `{field}`",
+            role.name.name
+        ),
+    )
+    .with_label("no such field")
+    .with_help(help);
+    if let Some(contract_span) = info.span {
+        diagnostic = diagnostic.with_note(contract_span, format!("`{contract}` is defined here"));
     }
-    Some(facts)
+    diagnostic
 }
 
 fn line_start(text: &str, line: usize) -> usize {

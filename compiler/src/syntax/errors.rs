@@ -258,6 +258,7 @@ fn help(expected: &[&str], found: &str) -> Option<String> {
 /// The plain-words name of a grammar rule, as shown in "expected ..." (empty for rules
 /// that are never worth naming).
 fn readable(rule: Rule) -> &'static str {
+    // One piece: one arm per grammar rule worth naming; splitting would scatter the table.
     match rule {
         Rule::ident | Rule::has_no_tools | Rule::call_body => "a name",
         Rule::type_name => "a contract name",

@@ -240,104 +240,21 @@ impl RoleFile<'_> {
         None
     }
 
+    /// Reads the role in stages: find the front matter, parse it, keep the file's own
+    /// keys, read the `id`, then the known keys, then point the prompt at the body.
     fn role(&mut self) -> Option<Role> {
         let Some(layout) = self.layout() else {
-            let at = self.span(0, self.text.find('\n').unwrap_or(self.text.len()).min(3));
-            self.error(
-                at,
-                format!(
-                    "role file `{}` has no front matter",
-                    self.path.value
-                ),
-                Some(
-                    "a role file starts with YAML front matter between `---` lines, then the prompt"
-                        .to_string(),
-                ),
-            );
+            self.no_front_matter();
             return None;
         };
-        let yaml_text = self.text.get(layout.yaml.clone()).unwrap_or("");
-        let values: BTreeMap<String, serde_saphyr::Spanned<Yaml>> = if yaml_text.trim().is_empty() {
-            BTreeMap::new()
-        } else {
-            match serde_saphyr::from_str_with_options(yaml_text, front_matter_options()) {
-                Ok(values) => values,
-                Err(error) => {
-                    let at = error
-                        .location()
-                        .and_then(|location| {
-                            offset_of(yaml_text, location.line(), location.column())
-                        })
-                        .map_or(layout.yaml.start, |offset| {
-                            (layout.yaml.start + offset).min(layout.yaml.end)
-                        });
-                    let reason = if is_budget_breach(&error) {
-                        "it is too large or complex to read (anchors, aliases and merge keys \
-                         count each time they are used)"
-                            .to_string()
-                    } else {
-                        yaml_reason(&error.to_string())
-                    };
-                    let span = self.span(at, at);
-                    self.error(
-                        span,
-                        format!("malformed front matter in role file: {reason}"),
-                        Some("the front matter must be a YAML map of role properties".to_string()),
-                    );
-                    return None;
-                }
-            }
-        };
-        let whole = self.span(0, self.text.len());
         let front = Front {
-            values,
+            values: self.front_matter(&layout)?,
             yaml: layout.yaml.clone(),
             text: self.text,
         };
-        // Keys of the file's own (a seed's `workflows`, `skillRules`): kept as `meta.KEY`
-        // (DESIGN §9.2); the checks warn (W012) about those the role never reads.
-        let mut meta = Vec::new();
-        for (key, spanned) in &front.values {
-            if !KEYS.contains(&key.as_str()) {
-                meta.push(MetaEntry {
-                    key: key.clone(),
-                    value: spanned.value.to_json(),
-                    span: self.span_of_key(&front, key),
-                });
-            }
-        }
-        let id_span = self.value_span(&front, "id");
-        let name = match front.values.get("id").map(|spanned| &spanned.value) {
-            Some(Yaml::Str(id)) if is_ident(id) => Ident {
-                name: id.clone(),
-                span: id_span,
-            },
-            Some(Yaml::Str(id)) => {
-                self.error(
-                    id_span,
-                    format!("role id `{id}` is not a valid name"),
-                    Some("role ids are lower-case names (`[a-z_][a-z0-9_]*`)".to_string()),
-                );
-                return None;
-            }
-            Some(other) => {
-                self.error(
-                    id_span,
-                    format!("role `id` must be a string, found {}", other.kind()),
-                    None,
-                );
-                return None;
-            }
-            None => {
-                let span = self.span(layout.yaml.start, layout.yaml.start);
-                self.error(
-                    span,
-                    "role file has no `id`".to_string(),
-                    Some("add `id: role_name` to the front matter".to_string()),
-                );
-                return None;
-            }
-        };
+        let meta = self.meta(&front);
+        let name = self.id(&front)?;
+        let whole = self.span(0, self.text.len());
         let mut role = empty_role(
             name,
             RoleOrigin::File {
@@ -345,9 +262,121 @@ impl RoleFile<'_> {
             },
             whole,
         );
-        role.display_name = self.string(&front, "name");
-        role.description = self.string(&front, "description");
-        if let Some(model) = self.string(&front, "model") {
+        self.known_keys(&front, &mut role);
+        role.meta = meta;
+        role.prompt = Some(self.body(&layout));
+        Some(role)
+    }
+
+    /// E016 for a file that does not start with front matter, at its first line.
+    fn no_front_matter(&mut self) {
+        let at = self.span(0, self.text.find('\n').unwrap_or(self.text.len()).min(3));
+        self.error(
+            at,
+            format!("role file `{}` has no front matter", self.path.value),
+            Some(
+                "a role file starts with YAML front matter between `---` lines, then the prompt"
+                    .to_string(),
+            ),
+        );
+    }
+
+    /// The front matter's keys and values; `None` (reported, E016) when it is not a YAML
+    /// map. An empty front matter is an empty map, for the missing `id` to report.
+    fn front_matter(
+        &mut self,
+        layout: &Layout,
+    ) -> Option<BTreeMap<String, serde_saphyr::Spanned<Yaml>>> {
+        let yaml_text = self.text.get(layout.yaml.clone()).unwrap_or("");
+        if yaml_text.trim().is_empty() {
+            return Some(BTreeMap::new());
+        }
+        match serde_saphyr::from_str_with_options(yaml_text, front_matter_options()) {
+            Ok(values) => Some(values),
+            Err(error) => {
+                let at = error
+                    .location()
+                    .and_then(|location| offset_of(yaml_text, location.line(), location.column()))
+                    .map_or(layout.yaml.start, |offset| {
+                        (layout.yaml.start + offset).min(layout.yaml.end)
+                    });
+                let reason = if is_budget_breach(&error) {
+                    "it is too large or complex to read (anchors, aliases and merge keys \
+                     count each time they are used)"
+                        .to_string()
+                } else {
+                    yaml_reason(&error.to_string())
+                };
+                let span = self.span(at, at);
+                self.error(
+                    span,
+                    format!("malformed front matter in role file: {reason}"),
+                    Some("the front matter must be a YAML map of role properties".to_string()),
+                );
+                None
+            }
+        }
+    }
+
+    /// Keys of the file's own (a seed's `workflows`, `skillRules`): kept as `meta.KEY`
+    /// (DESIGN §9.2); the checks warn (W012) about those the role never reads.
+    fn meta(&self, front: &Front<'_>) -> Vec<MetaEntry> {
+        let mut meta = Vec::new();
+        for (key, spanned) in &front.values {
+            if !KEYS.contains(&key.as_str()) {
+                meta.push(MetaEntry {
+                    key: key.clone(),
+                    value: spanned.value.to_json(),
+                    span: self.span_of_key(front, key),
+                });
+            }
+        }
+        meta
+    }
+
+    /// The role's name from `id`; `None` (reported, E016) when it is missing, not a
+    /// string or not a valid name, since a role without a name cannot be referred to.
+    fn id(&mut self, front: &Front<'_>) -> Option<Ident> {
+        let id_span = self.value_span(front, "id");
+        match front.values.get("id").map(|spanned| &spanned.value) {
+            Some(Yaml::Str(id)) if is_ident(id) => Some(Ident {
+                name: id.clone(),
+                span: id_span,
+            }),
+            Some(Yaml::Str(id)) => {
+                self.error(
+                    id_span,
+                    format!("role id `{id}` is not a valid name"),
+                    Some("role ids are lower-case names (`[a-z_][a-z0-9_]*`)".to_string()),
+                );
+                None
+            }
+            Some(other) => {
+                self.error(
+                    id_span,
+                    format!("role `id` must be a string, found {}", other.kind()),
+                    None,
+                );
+                None
+            }
+            None => {
+                let span = self.span(front.yaml.start, front.yaml.start);
+                self.error(
+                    span,
+                    "role file has no `id`".to_string(),
+                    Some("add `id: role_name` to the front matter".to_string()),
+                );
+                None
+            }
+        }
+    }
+
+    /// Reads every key Charter knows besides `id` into `role`, in a fixed order so the
+    /// problems they have are reported in that order.
+    fn known_keys(&mut self, front: &Front<'_>, role: &mut Role) {
+        role.display_name = self.string(front, "name");
+        role.description = self.string(front, "description");
+        if let Some(model) = self.string(front, "model") {
             role.model = Some(if is_ident(&model.value) {
                 ModelRef::Alias(Ident {
                     name: model.value,
@@ -357,18 +386,17 @@ impl RoleFile<'_> {
                 ModelRef::Literal(model)
             });
         }
-        role.inputs = self.names(&front, "input");
-        role.output = self.names(&front, "output").into_iter().next();
-        role.tools = self.names(&front, "tools");
-        role.rules = self.names(&front, "rules");
-        if let Some(timeout) = self.string(&front, "timeout") {
+        role.inputs = self.names(front, "input");
+        role.output = self.names(front, "output").into_iter().next();
+        role.tools = self.names(front, "tools");
+        role.rules = self.names(front, "rules");
+        if let Some(timeout) = self.string(front, "timeout") {
             role.timeout = self.duration(&timeout.value, timeout.span);
         }
-        role.max_tool_calls = self.int(&front, "max_tool_calls");
-        role.retry = self.retry(&front);
-        role.tool_rules = self.tool_rules(&front);
-        role.meta = meta;
-        role.tool_choice = self.string(&front, "tool_choice").map(|choice| Ident {
+        role.max_tool_calls = self.int(front, "max_tool_calls");
+        role.retry = self.retry(front);
+        role.tool_rules = self.tool_rules(front);
+        role.tool_choice = self.string(front, "tool_choice").map(|choice| Ident {
             name: choice.value,
             span: choice.span,
         });
@@ -376,14 +404,18 @@ impl RoleFile<'_> {
             Some(spanned) => match &spanned.value {
                 Yaml::Bool(value) => Some(*value),
                 other => {
-                    self.wrong_type(&front, "retry_after_effects", "`true` or `false`", other);
+                    self.wrong_type(front, "retry_after_effects", "`true` or `false`", other);
                     None
                 }
             },
             None => None,
         };
+    }
+
+    /// The prompt: the Markdown body after the front matter, read later as a template.
+    fn body(&self, layout: &Layout) -> Prompt {
         let body_span = self.span(layout.body.min(self.text.len()), self.text.len());
-        role.prompt = Some(Prompt {
+        Prompt {
             source: PromptSource::File {
                 path: StringLit {
                     value: self.path.value.clone(),
@@ -392,8 +424,7 @@ impl RoleFile<'_> {
                 file: Some(self.file),
             },
             span: body_span,
-        });
-        Some(role)
+        }
     }
 
     /// The span of `key:` at the start of a line of the front matter.

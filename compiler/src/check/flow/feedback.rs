@@ -23,7 +23,8 @@ use crate::check::Symbols;
 use crate::check::templates::TemplateFacts;
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::syntax::ast::{
-    Action, Gate, GateRule, Next, RepairPattern, Severity, Step, StepBody, Target,
+    Action, Flow, Gate, GateRule, Next, Repair, RepairArm, RepairPattern, Severity, Step, StepBody,
+    Target,
 };
 
 /// Why a role can receive feedback, and where the spec says so.
@@ -37,27 +38,39 @@ pub(crate) struct FeedbackSource {
     pub reason: String,
 }
 
-/// Every way a role of `symbols` can receive feedback, in source order.
+/// Every way a role of `symbols` can receive feedback, in source order: from the repair's
+/// arms, then from the steps themselves, sorted together by where each is written.
 pub(crate) fn sources(symbols: &Symbols<'_>) -> Vec<FeedbackSource> {
-    let mut found = Vec::new();
     let Some(flow) = symbols.flow else {
-        return found;
+        return Vec::new();
     };
-    let role_of_step = |name: &str| {
-        symbols
-            .steps
-            .get(name)
-            .and_then(|step| step_role(&step.body))
-            .filter(|role| symbols.roles.contains_key(role))
-            .map(str::to_string)
+    let evaluated = evaluated_gates(symbols, flow);
+    let mut found = match symbols.repair {
+        Some(repair) => repair_sources(symbols, flow, repair, &evaluated),
+        None => Vec::new(),
     };
-    let mut push = |role: Option<String>, span: Span, reason: String| {
-        if let Some(role) = role {
-            found.push(FeedbackSource { role, span, reason });
-        }
-    };
+    found.extend(step_sources(symbols, flow));
+    found.sort_by_key(|source| (source.span.file, source.span.start, source.span.end));
+    found
+}
 
-    // The gates `gate` steps evaluate, in flow order, without duplicates.
+/// The role a step calls, when the spec defines it (an undefined one is reported elsewhere).
+fn role_of_step(symbols: &Symbols<'_>, name: &str) -> Option<String> {
+    symbols
+        .steps
+        .get(name)
+        .and_then(|step| step_role(&step.body))
+        .filter(|role| symbols.roles.contains_key(role))
+        .map(str::to_string)
+}
+
+/// A feedback source, when there is a role to receive it.
+fn source(role: Option<String>, span: Span, reason: String) -> Option<FeedbackSource> {
+    role.map(|role| FeedbackSource { role, span, reason })
+}
+
+/// The gates `gate` steps evaluate, in flow order, without duplicates.
+fn evaluated_gates<'a>(symbols: &Symbols<'a>, flow: &Flow) -> Vec<&'a Gate> {
     let mut evaluated: Vec<&Gate> = Vec::new();
     for step in &flow.steps {
         if let StepBody::Gate { gate } = &step.body
@@ -67,101 +80,135 @@ pub(crate) fn sources(symbols: &Symbols<'_>) -> Vec<FeedbackSource> {
             evaluated.push(gate);
         }
     }
+    evaluated
+}
 
-    if let Some(repair) = symbols.repair {
-        let named: BTreeSet<&str> = repair
-            .arms
+/// The roles the repair's arms rerun with feedback, arm by arm.
+fn repair_sources(
+    symbols: &Symbols<'_>,
+    flow: &Flow,
+    repair: &Repair,
+    evaluated: &[&Gate],
+) -> Vec<FeedbackSource> {
+    let named: BTreeSet<&str> = repair
+        .arms
+        .iter()
+        .flat_map(|arm| match &arm.pattern {
+            RepairPattern::Codes(codes) => codes.iter().map(|code| code.name.as_str()).collect(),
+            RepairPattern::Wildcard(_) => Vec::new(),
+        })
+        .collect();
+    let warn_codes: BTreeSet<&str> = evaluated
+        .iter()
+        .flat_map(|gate| &gate.rules)
+        .filter_map(|rule| match rule {
+            GateRule::Check {
+                severity: Severity::Warn,
+                code,
+                ..
+            } => Some(code.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut found = Vec::new();
+    for arm in &repair.arms {
+        // The warn-level codes this arm handles: those it names, or for `_`, those no
+        // other arm names.
+        let warnings: Vec<&str> = match &arm.pattern {
+            RepairPattern::Codes(codes) => codes
+                .iter()
+                .map(|code| code.name.as_str())
+                .filter(|code| warn_codes.contains(code))
+                .collect(),
+            RepairPattern::Wildcard(_) => warn_codes
+                .iter()
+                .copied()
+                .filter(|code| !named.contains(code))
+                .collect(),
+        };
+        found.extend(arm_sources(symbols, flow, arm, &warnings, evaluated));
+    }
+    found
+}
+
+/// The roles one repair arm reruns with feedback, given the warn-level codes it handles.
+fn arm_sources(
+    symbols: &Symbols<'_>,
+    flow: &Flow,
+    arm: &RepairArm,
+    warnings: &[&str],
+    evaluated: &[&Gate],
+) -> Vec<FeedbackSource> {
+    let role_of_step = |name: &str| role_of_step(symbols, name);
+    match &arm.action {
+        Action::Rerun {
+            step,
+            with_feedback: true,
+            span,
+        } => source(
+            role_of_step(&step.name),
+            *span,
+            format!(
+                "`rerun {} with feedback` gives it the gate's issues",
+                step.name
+            ),
+        )
+        .into_iter()
+        .collect(),
+        Action::Rerun { step, span, .. } if !warnings.is_empty() => source(
+            role_of_step(&step.name),
+            *span,
+            format!(
+                "a rerun for the warning `{}` gives it the gate's issues",
+                warnings.join("`, `")
+            ),
+        )
+        .into_iter()
+        .collect(),
+        Action::Ask(question) => evaluated
             .iter()
-            .flat_map(|arm| match &arm.pattern {
-                RepairPattern::Codes(codes) => {
-                    codes.iter().map(|code| code.name.as_str()).collect()
-                }
-                RepairPattern::Wildcard(_) => Vec::new(),
-            })
-            .collect();
-        let warn_codes: BTreeSet<&str> = evaluated
-            .iter()
-            .flat_map(|gate| &gate.rules)
-            .filter_map(|rule| match rule {
-                GateRule::Check {
-                    severity: Severity::Warn,
-                    code,
-                    ..
-                } => Some(code.name.as_str()),
-                _ => None,
-            })
-            .collect();
-        for arm in &repair.arms {
-            // The warn-level codes this arm handles: those it names, or for `_`, those no
-            // other arm names.
-            let warnings: Vec<&str> = match &arm.pattern {
-                RepairPattern::Codes(codes) => codes
-                    .iter()
-                    .map(|code| code.name.as_str())
-                    .filter(|code| warn_codes.contains(code))
-                    .collect(),
-                RepairPattern::Wildcard(_) => warn_codes
-                    .iter()
-                    .copied()
-                    .filter(|code| !named.contains(code))
-                    .collect(),
-            };
-            match &arm.action {
-                Action::Rerun {
-                    step,
-                    with_feedback: true,
-                    span,
-                } => push(
-                    role_of_step(&step.name),
-                    *span,
+            .filter(|gate| arm_applies(arm, Some(gate)))
+            .filter_map(|gate| {
+                source(
+                    role_of_step(&gate.subject.name),
+                    question.span,
                     format!(
-                        "`rerun {} with feedback` gives it the gate's issues",
-                        step.name
+                        "when the person approves, `{}` is rerun with the issues of gate `{}` and the person's note",
+                        gate.subject.name, gate.name.name
                     ),
+                )
+            })
+            .collect(),
+        Action::Replan(span) => {
+            let entry = flow.steps.first().map(|step| step.name.name.as_str());
+            source(
+                entry.and_then(role_of_step),
+                *span,
+                format!(
+                    "`replan` reruns the entry step `{}` with the reason",
+                    entry.unwrap_or_default()
                 ),
-                Action::Rerun { step, span, .. } if !warnings.is_empty() => push(
-                    role_of_step(&step.name),
-                    *span,
-                    format!(
-                        "a rerun for the warning `{}` gives it the gate's issues",
-                        warnings.join("`, `")
-                    ),
-                ),
-                Action::Ask(question) => {
-                    for gate in evaluated.iter().filter(|gate| arm_applies(arm, Some(gate))) {
-                        push(
-                            role_of_step(&gate.subject.name),
-                            question.span,
-                            format!(
-                                "when the person approves, `{}` is rerun with the issues of gate `{}` and the person's note",
-                                gate.subject.name, gate.name.name
-                            ),
-                        );
-                    }
-                }
-                Action::Replan(span) => {
-                    let entry = flow.steps.first().map(|step| step.name.name.as_str());
-                    push(
-                        entry.and_then(role_of_step),
-                        *span,
-                        format!(
-                            "`replan` reruns the entry step `{}` with the reason",
-                            entry.unwrap_or_default()
-                        ),
-                    );
-                }
-                Action::Rerun { .. } | Action::Accept(_) | Action::Block(_) | Action::Fail(_) => {}
-            }
+            )
+            .into_iter()
+            .collect()
+        }
+        Action::Rerun { .. } | Action::Accept(_) | Action::Block(_) | Action::Fail(_) => {
+            Vec::new()
         }
     }
+}
 
+/// The roles steps themselves give feedback to: an `each` step's role through its
+/// per-item `check`, and the role steps an `ask` step's answer leads to.
+fn step_sources(symbols: &Symbols<'_>, flow: &Flow) -> Vec<FeedbackSource> {
+    let mut found = Vec::new();
     for step in &flow.steps {
         match &step.body {
             StepBody::Each {
                 role,
                 check: Some(check),
                 ..
-            } => push(
+            } => found.extend(source(
                 symbols
                     .roles
                     .contains_key(role.name.as_str())
@@ -171,25 +218,24 @@ pub(crate) fn sources(symbols: &Symbols<'_>) -> Vec<FeedbackSource> {
                     "a stage retry of `{}` gives it the check's issues",
                     step.name.name
                 ),
-            ),
+            )),
             StepBody::Ask { .. } => {
                 for target in ask_targets(step) {
                     if let Target::Step(name) = target {
-                        push(
-                            role_of_step(&name.name),
+                        found.extend(source(
+                            role_of_step(symbols, &name.name),
                             name.span,
                             format!(
                                 "the answer to `{}` reaches `{}` as `feedback.human`",
                                 step.name.name, name.name
                             ),
-                        );
+                        ));
                     }
                 }
             }
             _ => {}
         }
     }
-    found.sort_by_key(|source| (source.span.file, source.span.start, source.span.end));
     found
 }
 

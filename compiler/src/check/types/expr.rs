@@ -628,7 +628,11 @@ impl Typer<'_> {
         );
     }
 
+    /// The type of a call to a built-in function, reporting a wrong number or type of
+    /// arguments, or an unknown function.
     fn call(&mut self, function: &Ident, args: &[Expr], span: Span) -> Ty {
+        // One piece: one arm per built-in function, each checking its own arguments;
+        // splitting would scatter the table of built-ins.
         match function.name.as_str() {
             "len" => {
                 if !self.arity(function, args, 1, span) {

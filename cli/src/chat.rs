@@ -6,15 +6,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use charter_compiler::CompiledSpec;
 use charter_compiler::graph::TypeIr;
-use charter_runtime::models::{apply_overrides, parse_override};
-use charter_runtime::providers::LiveSettings;
-use charter_runtime::record::{Recording, write_recording};
-use charter_runtime::run::{DeliveryTarget, RunConfig};
-use charter_runtime::scenario::{Cassette, Recorded, Scenario, TurnInput};
-use charter_runtime::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
-use charter_runtime::session::{load, save_turn, session_path, validate_id};
-use charter_runtime::trace::{Outcome as RunState, TraceSink};
-use charter_runtime::validate::{validate_request, violations_text};
+use charter_runtime::engine::models::{apply_overrides, parse_override};
+use charter_runtime::engine::run::{DeliveryTarget, RunConfig};
+use charter_runtime::engine::validate::{validate_request, violations_text};
+use charter_runtime::formats::scenario::{Cassette, Recorded, Scenario, TurnInput};
+use charter_runtime::formats::trace::{Outcome as RunState, TraceSink};
+use charter_runtime::world::providers::LiveSettings;
+use charter_runtime::world::record::{Recording, write_recording};
+use charter_runtime::world::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
+use charter_runtime::world::sessions::{load, save_turn, session_path, validate_id};
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -315,7 +315,7 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
             recorded
                 .calls
                 .extend(cassette.calls.into_iter().map(|call| {
-                    charter_runtime::scenario::RecordedCall {
+                    charter_runtime::formats::scenario::RecordedCall {
                         turn: this_turn,
                         ..call
                     }
@@ -323,7 +323,7 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
             recorded
                 .humans
                 .extend(cassette.humans.into_iter().map(|human| {
-                    charter_runtime::scenario::RecordedHuman {
+                    charter_runtime::formats::scenario::RecordedHuman {
                         turn: this_turn,
                         ..human
                     }

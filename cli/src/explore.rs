@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use charter_compiler::bounds::format_ms;
-use charter_runtime::escape::one_line;
 use charter_runtime::explore::{self, Ending, Exploration, FaultKind, Loaded, Options, Property};
+use charter_runtime::world::escape::one_line;
 use clap::Args;
 
 use crate::{Context, Outcome, print_err, print_error, print_out};
@@ -88,7 +88,7 @@ pub fn run(args: &ExploreArgs, context: Context) -> anyhow::Result<Outcome> {
         .recorded
         .as_ref()
         .map(|recorded| {
-            recorded.stale_against(&charter_runtime::scenario::Recorded::from_spec(
+            recorded.stale_against(&charter_runtime::formats::scenario::Recorded::from_spec(
                 &loaded.spec,
             ))
         })

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use charter_runtime::provider::{CallKey, CallObserver};
+use charter_runtime::engine::provider::{CallKey, CallObserver};
 
 use crate::print_err;
 

@@ -4,7 +4,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use charter_compiler::{CompiledSpec, LoadedFile, Loader, compile, render};
-use charter_runtime::files;
+use charter_runtime::world::files;
 
 use crate::{Context, print_err, print_error};
 

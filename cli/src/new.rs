@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use charter_runtime::files::write_atomically;
 use charter_runtime::harness::{HarnessConfig, report, verify_project};
+use charter_runtime::world::files::write_atomically;
 use clap::Args;
 
 use crate::loader::display_path;

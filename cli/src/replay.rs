@@ -3,15 +3,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use charter_runtime::models::apply_overrides;
-use charter_runtime::run::{DeliveryTarget, ReplayReport, replay_cassette};
-use charter_runtime::scenario::{Cassette, Recorded, Scenario};
-use charter_runtime::trace::{
-    EventKind, JsonlSink, Outcome as RunOutcome, TraceError, TraceEvent, TraceSink,
+use charter_runtime::engine::models::apply_overrides;
+use charter_runtime::engine::run::DeliveryTarget;
+use charter_runtime::formats::scenario::{Cassette, Recorded, Scenario};
+use charter_runtime::formats::trace::{
+    EventKind, Outcome as RunOutcome, TraceError, TraceEvent, TraceSink,
 };
+use charter_runtime::world::jsonl::JsonlSink;
+use charter_runtime::world::replay::{ReplayReport, replay_cassette};
 use clap::Args;
 
-use charter_runtime::escape::{MAX_LINE_CHARS, one_line};
+use charter_runtime::world::escape::{MAX_LINE_CHARS, one_line};
 
 use crate::loader::{
     ReadError, compile_whole, display_path, normalize, project_root_above, read_text_in,
@@ -133,11 +135,11 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         ));
     }
     // Names the spec does not have: each with "did you mean"; nothing is replayed.
-    let names = charter_runtime::scenario::unknown_names(&cassette, spec);
+    let names = charter_runtime::formats::scenario::unknown_names(&cassette, spec);
     let expected_steps = scenario
         .expect
         .as_ref()
-        .map(|expect| charter_runtime::scenario::unknown_call_steps(expect, spec))
+        .map(|expect| charter_runtime::harness::expect::unknown_call_steps(expect, spec))
         .unwrap_or_default();
     if !names.is_empty() || !expected_steps.is_empty() {
         for problem in &names {
@@ -164,7 +166,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     let live = LiveDisplay::default();
     let totals = charter_runtime::totals::TotalsSink::new(std::sync::Arc::new(spec.clone()));
     let started = std::time::Instant::now();
-    let live = charter_runtime::trace::Tee(live, totals.clone());
+    let live = charter_runtime::formats::trace::Tee(live, totals.clone());
     let report = match &args.events {
         Some(path) => {
             let file = match JsonlSink::create(path) {
@@ -174,7 +176,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
                     return Ok(Outcome::Usage);
                 }
             };
-            let mut sink = charter_runtime::trace::Tee(file, live);
+            let mut sink = charter_runtime::formats::trace::Tee(file, live);
             replay(spec, &scenario, cassette, args, &mut sink)
         }
         None => {
@@ -186,7 +188,7 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
         Ok(report) => report,
         Err(error) => {
             print_error(context, &error.to_string());
-            if let charter_runtime::run::RunError::Input(_) = error {
+            if let charter_runtime::engine::run::RunError::Input(_) = error {
                 print_err(&format!(
                     "help: `input:` in `{}` must be a `{}`\n",
                     display_path(&args.scenario.join("scenario.yaml")),
@@ -195,7 +197,12 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             }
             // The note helps only where the stale hashes can explain the failure: a call
             // the cassette lacks (a changed flow asks for calls it was not recorded with).
-            if stale && matches!(error, charter_runtime::run::RunError::Unrecorded { .. }) {
+            if stale
+                && matches!(
+                    error,
+                    charter_runtime::engine::run::RunError::Unrecorded { .. }
+                )
+            {
                 print_err(STALE_NOTE);
             }
             return Ok(Outcome::Failed);
@@ -262,7 +269,8 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
     }
 
     if let Some(expect) = &scenario.expect {
-        let unmet = charter_runtime::scenario::unmet(expect, outcome, &report.calls_per_step);
+        let unmet =
+            charter_runtime::harness::expect::unmet(expect, outcome, &report.calls_per_step);
         if !unmet.is_empty() {
             print_error(
                 context,
@@ -325,7 +333,7 @@ fn replay(
     cassette: Cassette,
     args: &ReplayArgs,
     sink: &mut dyn TraceSink,
-) -> Result<ReplayReport, charter_runtime::run::RunError> {
+) -> Result<ReplayReport, charter_runtime::engine::run::RunError> {
     let target = match &args.out {
         Some(directory) => DeliveryTarget::Directory(directory.clone()),
         None => DeliveryTarget::Memory,
@@ -335,18 +343,18 @@ fn replay(
     };
     // A conversation: each turn in order, in the session the turn before left; every
     // turn's answer but the last is printed here (the last with the outcome).
-    let mut session = charter_runtime::session::Session::new(spec)
-        .map_err(|error| charter_runtime::run::RunError::Flow(error.to_string()))?;
+    let mut session = charter_runtime::engine::session::Session::new(spec)
+        .map_err(|error| charter_runtime::engine::run::RunError::Flow(error.to_string()))?;
     let mut report: Option<ReplayReport> = None;
     let count = turns.len();
     for (index, turn) in turns.iter().enumerate() {
         if let Some(previous) = &report {
             crate::print_answer(previous.outcome.answer.as_ref())
-                .map_err(|error| charter_runtime::run::RunError::Flow(error.to_string()))?;
+                .map_err(|error| charter_runtime::engine::run::RunError::Flow(error.to_string()))?;
         }
         let number = u64::try_from(index + 1).unwrap_or(u64::MAX);
         print_err(&format!("turn {number} of {count}\n"));
-        let replayed = charter_runtime::run::replay_cassette_in(
+        let replayed = charter_runtime::world::replay::replay_cassette_in(
             spec,
             turn.input.clone(),
             cassette.for_turn(number),
@@ -364,7 +372,8 @@ fn replay(
         }
         report = Some(replayed);
     }
-    report.ok_or_else(|| charter_runtime::run::RunError::Flow("`turns` is empty".to_string()))
+    report
+        .ok_or_else(|| charter_runtime::engine::run::RunError::Flow("`turns` is empty".to_string()))
 }
 
 /// The directory that holds `golden/` above the scenario; the current directory when
@@ -547,9 +556,9 @@ fn describe(event: &TraceEvent) -> Option<String> {
             tool, timeout_ms, ..
         } => format!(
             "tool {tool} TIMED OUT after {} (its process group killed)",
-            charter_runtime::scenario::duration_text::format(std::time::Duration::from_millis(
-                *timeout_ms
-            ))
+            charter_runtime::formats::scenario::duration_text::format(
+                std::time::Duration::from_millis(*timeout_ms)
+            )
         ),
         EventKind::ToolDenied {
             tool,
@@ -731,7 +740,7 @@ pub(crate) fn totals_line(
     real: std::time::Duration,
     virtual_clock: bool,
 ) -> String {
-    use charter_runtime::scenario::duration_text::format;
+    use charter_runtime::formats::scenario::duration_text::format;
     let run_time = format(std::time::Duration::from_millis(totals.t_ms));
     if virtual_clock {
         format!(

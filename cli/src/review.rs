@@ -134,7 +134,10 @@ fn show(snapshot: &Pending, number: usize, total: usize, context: Context) -> an
     let diff = if diff.is_empty() {
         "(the same events: only the header differs)\n".to_string()
     } else {
-        charter_runtime::escape::block(&diff, charter_runtime::escape::MAX_BLOCK_CHARS)
+        charter_runtime::world::escape::block(
+            &diff,
+            charter_runtime::world::escape::MAX_BLOCK_CHARS,
+        )
     };
     if context.color_out {
         print_out(&colorize(&diff))

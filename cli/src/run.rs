@@ -5,17 +5,19 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use charter_compiler::CompiledSpec;
-use charter_runtime::models::{apply_overrides, parse_override};
-use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
-use charter_runtime::providers::LiveSettings;
-use charter_runtime::record::{Journal, Recording, write_atomically, write_recording};
-use charter_runtime::run::{DeliveryTarget, RunConfig, RunOutcome};
-use charter_runtime::scenario::{Recorded, Scenario};
-use charter_runtime::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
-use charter_runtime::tools::{CommandTool, ToolBox};
-use charter_runtime::trace::{JsonlSink, Outcome as RunState, TraceSink};
-use charter_runtime::validate::{Violation, validate_request};
-use charter_runtime::{escape, files};
+use charter_runtime::engine::effects::HumanChannel;
+use charter_runtime::engine::models::{apply_overrides, parse_override};
+use charter_runtime::engine::provider::{BoxFuture, HumanRequest, ProviderError};
+use charter_runtime::engine::run::{DeliveryTarget, RunConfig, RunOutcome};
+use charter_runtime::engine::validate::{Violation, validate_request};
+use charter_runtime::formats::scenario::{Recorded, Scenario};
+use charter_runtime::formats::trace::{Outcome as RunState, TraceSink};
+use charter_runtime::world::jsonl::JsonlSink;
+use charter_runtime::world::providers::LiveSettings;
+use charter_runtime::world::record::{Journal, Recording, write_atomically, write_recording};
+use charter_runtime::world::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
+use charter_runtime::world::tools::{CommandTool, ToolBox};
+use charter_runtime::world::{escape, files};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -147,7 +149,7 @@ impl RunHashes {
             prompts: recorded.prompts,
             rules: recorded.rules,
             sources: spec.source_hashes.clone(),
-            input: charter_runtime::canonical::hash_value(input),
+            input: charter_runtime::formats::canonical::hash_value(input),
         }
     }
 
@@ -407,9 +409,9 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         match &outcome.session {
             Some(next) => {
                 let started = next.turn_count.saturating_sub(1);
-                if let Err(error) =
-                    charter_runtime::session::save_turn(path, spec, started, next, &scrubber)
-                {
+                if let Err(error) = charter_runtime::world::sessions::save_turn(
+                    path, spec, started, next, &scrubber,
+                ) {
                     print_error(context, &error.to_string());
                     return Ok(Outcome::Failed);
                 }
@@ -467,7 +469,7 @@ fn open_session(
     id: &str,
     run_file: &RunFile,
     resuming: bool,
-) -> Result<(PathBuf, charter_runtime::session::Session), String> {
+) -> Result<(PathBuf, charter_runtime::engine::session::Session), String> {
     if spec.session.is_none() {
         return Err(format!(
             "--session {id}: spec `{}` declares no `session`, so it keeps nothing between \
@@ -475,9 +477,10 @@ fn open_session(
             spec.name
         ));
     }
-    let path = charter_runtime::session::session_path(&sessions_dir(), id)
+    let path = charter_runtime::world::sessions::session_path(&sessions_dir(), id)
         .map_err(|error| error.to_string())?;
-    let session = charter_runtime::session::load(&path, spec).map_err(|error| error.to_string())?;
+    let session =
+        charter_runtime::world::sessions::load(&path, spec).map_err(|error| error.to_string())?;
     if resuming
         && run_file
             .session_turn
@@ -563,7 +566,7 @@ fn prepare(args: &RunArgs, context: Context) -> Result<Prepared, Outcome> {
         run_file.record = Some(absolute(record));
     }
     if let Some(session) = &args.session {
-        if let Err(error) = charter_runtime::session::validate_id(session) {
+        if let Err(error) = charter_runtime::world::sessions::validate_id(session) {
             print_error(context, &error.to_string());
             return Err(Outcome::Usage);
         }
@@ -706,14 +709,17 @@ const RUN_FILE_LIMIT: u64 = 1024 * 1024;
 
 /// The run's input, a JSON file.
 fn read_input(path: &Path, context: Context) -> Result<Value, Outcome> {
-    let text = files::read_regular(path, charter_runtime::limits::DEFAULT_MAX_BYTES as u64)
-        .map_err(|error| {
-            print_error(
-                context,
-                &format!("cannot read `{}`: {error}", display_path(path)),
-            );
-            Outcome::Usage
-        })?;
+    let text = files::read_regular(
+        path,
+        charter_runtime::world::limits::DEFAULT_MAX_BYTES as u64,
+    )
+    .map_err(|error| {
+        print_error(
+            context,
+            &format!("cannot read `{}`: {error}", display_path(path)),
+        );
+        Outcome::Usage
+    })?;
     serde_json::from_str(&text).map_err(|error| {
         print_error(
             context,
@@ -749,7 +755,7 @@ pub(crate) fn tool_box(spec: &CompiledSpec, tools: &[String]) -> Result<ToolBox,
 pub(crate) fn run_live(
     spec: &CompiledSpec,
     input: Value,
-    provider: Arc<dyn charter_runtime::provider::Provider>,
+    provider: Arc<dyn charter_runtime::engine::effects::Provider>,
     humans: &dyn HumanChannel,
     mut config: RunConfig,
     sink: &mut dyn TraceSink,
@@ -778,7 +784,14 @@ pub(crate) fn run_live(
                 let _ = cancel.send(true);
             }
         });
-        let result = charter_runtime::run::run(spec, input, provider, humans, &config, sink).await;
+        let result = charter_runtime::engine::run::run(
+            spec,
+            input,
+            charter_runtime::engine::effects::Effects::new(provider, humans, sink)
+                .with_files(&charter_runtime::world::files::LocalFiles),
+            &config,
+        )
+        .await;
         watcher.abort();
         result.map_err(|error| error.to_string())
     })
@@ -836,8 +849,8 @@ pub(crate) struct Fanout(pub(crate) Vec<Box<dyn TraceSink>>);
 impl TraceSink for Fanout {
     fn append(
         &mut self,
-        event: &charter_runtime::trace::TraceEvent,
-    ) -> Result<(), charter_runtime::trace::TraceError> {
+        event: &charter_runtime::formats::trace::TraceEvent,
+    ) -> Result<(), charter_runtime::formats::trace::TraceError> {
         for sink in &mut self.0 {
             sink.append(event)?;
         }

@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use charter_runtime::escape;
 use charter_runtime::harness::report::{
     JunitCase, colorize, details, github_annotations, github_error, junit_case, junit_xml, summary,
     table,
@@ -11,6 +10,7 @@ use charter_runtime::harness::snapshot::write_atomically;
 use charter_runtime::harness::{
     HarnessConfig, Partition, Problem, compile_spec, verify_project_with_progress,
 };
+use charter_runtime::world::escape;
 use clap::Args;
 
 use crate::loader::{collect_specs, display_path};
@@ -326,9 +326,9 @@ fn html_report(root: &Path, reports: &[charter_runtime::harness::ScenarioReport]
                 .map(|name| directory.join(name))
                 .find(|path| path.is_file())
                 .and_then(|path| {
-                    charter_runtime::files::read_regular(
+                    charter_runtime::world::files::read_regular(
                         &path,
-                        charter_runtime::limits::DEFAULT_MAX_BYTES as u64,
+                        charter_runtime::world::limits::DEFAULT_MAX_BYTES as u64,
                     )
                     .ok()
                 })

@@ -25,36 +25,12 @@
 
 pub use charter_compiler as compiler;
 
-pub mod budget;
-pub mod candidate;
-pub mod canonical;
-pub mod dag;
-pub mod escape;
-pub mod eval;
+pub mod engine;
 pub mod explore;
-pub mod feedback;
-pub mod files;
-pub mod gate;
+pub mod formats;
 pub mod harness;
-pub mod limits;
-pub mod models;
-pub mod permit;
-pub mod prompt;
-pub mod provider;
-pub mod providers;
-pub mod record;
-pub mod repair;
-pub mod replay;
-pub mod run;
-pub mod scenario;
-pub mod secrets;
-pub mod session;
-pub mod tools;
 pub mod totals;
-pub mod trace;
-pub mod validate;
-pub mod value;
-pub mod yaml;
+pub mod world;
 
 #[cfg(test)]
 mod testing;

@@ -3,12 +3,12 @@
 use charter_compiler::graph::NameIr;
 use serde_json::{Map, Value, json};
 
-use crate::canonical::{canonical_json, hash_value};
-use crate::eval::{Bindings, evaluate};
-use crate::gate::evaluate_gate;
-use crate::scenario::Cassette;
+use crate::engine::eval::{Bindings, evaluate};
+use crate::engine::gate::evaluate_gate;
+use crate::engine::validate::{Validator, parse_output};
+use crate::formats::canonical::{canonical_json, hash_value};
+use crate::formats::scenario::Cassette;
 use crate::testing::{EXAMPLE_CASSETTE, LOOP_SPEC, compile_spec};
-use crate::validate::{Validator, parse_output};
 
 /// A small deterministic generator (no dependency, same sequence on every run).
 struct Lcg(u64);

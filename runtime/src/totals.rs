@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use charter_compiler::graph::CompiledSpec;
 
-use crate::trace::{EventKind, TraceError, TraceEvent, TraceSink};
+use crate::formats::trace::{EventKind, TraceError, TraceEvent, TraceSink};
 
 /// A sink that adds every event to shared totals (read them after the run).
 #[derive(Clone, Debug)]

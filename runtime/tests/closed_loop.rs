@@ -2,7 +2,7 @@
 
 mod support;
 
-use charter_runtime::run::DeliveryTarget;
+use charter_runtime::engine::run::DeliveryTarget;
 use support::{Replayed, replay, replay_to, seed};
 
 const INPUT: &str = r#"{"goal": "a brief on heat pumps"}"#;

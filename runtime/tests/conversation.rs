@@ -4,10 +4,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
+use charter_runtime::engine::run::Outcome;
+use charter_runtime::engine::session::Session;
+use charter_runtime::formats::scenario::{Cassette, Scenario};
 use charter_runtime::harness::{ReplayFailure, Replayed, replay_scenario};
-use charter_runtime::run::Outcome;
-use charter_runtime::scenario::{Cassette, Scenario};
-use charter_runtime::session::Session;
 use serde_json::{Value, json};
 
 const SPEC: &str = r#"spec notes version "1.0.0"

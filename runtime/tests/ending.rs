@@ -3,7 +3,7 @@
 mod support;
 
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
-use charter_runtime::run::DeliveryTarget;
+use charter_runtime::engine::run::DeliveryTarget;
 use serde_json::json;
 use support::{replay, replay_to};
 

@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use charter_runtime::engine::run::{RunConfig, replay_blocking};
+use charter_runtime::formats::scenario::{Cassette, Recorded, Scenario};
+use charter_runtime::formats::trace::MemorySink;
 use charter_runtime::harness::{self, HarnessConfig, ProblemKind, Status};
-use charter_runtime::record::{Recording, write_recording};
-use charter_runtime::replay::ReplayProvider;
-use charter_runtime::run::{RunConfig, replay_blocking};
-use charter_runtime::scenario::{Cassette, Recorded, Scenario};
-use charter_runtime::trace::MemorySink;
+use charter_runtime::world::record::{Recording, write_recording};
+use charter_runtime::world::replay::ReplayProvider;
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -60,13 +60,15 @@ fn recorded_project(name: &str) -> PathBuf {
     let outcome = replay_blocking(
         &spec,
         scenario.input.clone(),
-        provider,
-        live.as_ref(),
+        charter_runtime::engine::effects::Effects::new(provider, live.as_ref(), &mut sink)
+            .with_files(&charter_runtime::world::files::LocalFiles),
         &RunConfig::default(),
-        &mut sink,
     )
     .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(outcome.outcome, charter_runtime::trace::Outcome::Completed);
+    assert_eq!(
+        outcome.outcome,
+        charter_runtime::formats::trace::Outcome::Completed
+    );
     let cassette = recording.cassette(Recorded::from_spec(&spec));
     assert!(
         cassette.calls.iter().all(|call| call

@@ -434,7 +434,7 @@ fn a_delivery_to_a_directory_is_written_atomically_and_read_back() {
         &fixture("review_loop"),
         INPUT,
         &calls,
-        charter_runtime::run::DeliveryTarget::Directory(directory.clone()),
+        charter_runtime::engine::run::DeliveryTarget::Directory(directory.clone()),
     );
     replayed.assert_ending("completed{gate_passed}");
     let text = std::fs::read_to_string(directory.join("delivery.json")).unwrap_or_default();
@@ -451,13 +451,13 @@ fn a_delivery_to_a_directory_is_written_atomically_and_read_back() {
 /// A person who never answers.
 struct Silent;
 
-impl charter_runtime::provider::HumanChannel for Silent {
+impl charter_runtime::engine::effects::HumanChannel for Silent {
     fn ask(
         &self,
-        _request: charter_runtime::provider::HumanRequest,
-    ) -> charter_runtime::provider::BoxFuture<
+        _request: charter_runtime::engine::provider::HumanRequest,
+    ) -> charter_runtime::engine::provider::BoxFuture<
         '_,
-        Result<serde_json::Value, charter_runtime::provider::ProviderError>,
+        Result<serde_json::Value, charter_runtime::engine::provider::ProviderError>,
     > {
         Box::pin(std::future::pending())
     }
@@ -468,10 +468,10 @@ fn a_cancel_ends_the_wait_for_a_person() {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use charter_runtime::replay::ReplayProvider;
-    use charter_runtime::run::{RunConfig, run as run_spec};
-    use charter_runtime::scenario::Cassette;
-    use charter_runtime::trace::MemorySink;
+    use charter_runtime::engine::run::{RunConfig, run as run_spec};
+    use charter_runtime::formats::scenario::Cassette;
+    use charter_runtime::formats::trace::MemorySink;
+    use charter_runtime::world::replay::ReplayProvider;
 
     let path = format!(
         "{}/tests/fixtures/review_loop.charter",
@@ -517,10 +517,9 @@ fn a_cancel_ends_the_wait_for_a_person() {
         run_spec(
             &spec,
             serde_json::json!({"goal": "rust"}),
-            replay,
-            &Silent,
+            charter_runtime::engine::effects::Effects::new(replay, &Silent, &mut sink)
+                .with_files(&charter_runtime::world::files::LocalFiles),
             &config,
-            &mut sink,
         )
         .await
     });
@@ -538,15 +537,15 @@ fn run_cancelled(
     calls: &str,
     cancel_after: Option<std::time::Duration>,
 ) -> (
-    charter_runtime::run::RunOutcome,
-    charter_runtime::trace::MemorySink,
+    charter_runtime::engine::run::RunOutcome,
+    charter_runtime::formats::trace::MemorySink,
 ) {
     use std::sync::Arc;
 
-    use charter_runtime::replay::ReplayProvider;
-    use charter_runtime::run::{RunConfig, run as run_spec};
-    use charter_runtime::scenario::Cassette;
-    use charter_runtime::trace::MemorySink;
+    use charter_runtime::engine::run::{RunConfig, run as run_spec};
+    use charter_runtime::formats::scenario::Cassette;
+    use charter_runtime::formats::trace::MemorySink;
+    use charter_runtime::world::replay::ReplayProvider;
 
     let spec = fixture("review_loop");
     let text = format!("{}{calls}", support::HEADER);
@@ -575,10 +574,13 @@ fn run_cancelled(
         run_spec(
             &spec,
             serde_json::json!({"goal": "rust"}),
-            replay.clone(),
-            replay.as_ref(),
+            charter_runtime::engine::effects::Effects::new(
+                replay.clone(),
+                replay.as_ref(),
+                &mut sink,
+            )
+            .with_files(&charter_runtime::world::files::LocalFiles),
             &config,
-            &mut sink,
         )
         .await
     });
@@ -617,7 +619,7 @@ fn a_run_cancelled_before_it_starts_makes_no_call() {
     assert!(
         sink.events().iter().all(|event| !matches!(
             event.kind,
-            charter_runtime::trace::EventKind::ModelCall { .. }
+            charter_runtime::formats::trace::EventKind::ModelCall { .. }
         )),
         "no model is called once the run is cancelled"
     );

@@ -3,7 +3,7 @@
 mod support;
 
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
-use charter_runtime::eval::{mention, strip_mention};
+use charter_runtime::engine::eval::{mention, strip_mention};
 use support::replay_prompts;
 
 const SPEC: &str = r#"spec routing version "1.0.0"

@@ -3,15 +3,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use charter_runtime::harness::{self, CASSETTE_FILE, SCENARIO_FILE};
-use charter_runtime::provider::{
-    BoxFuture, ModelRequest, ModelResponse, Played, Provider, ProviderError, ToolRequest,
-    ToolResponse, wait_out,
+use charter_runtime::engine::effects::{Played, Provider, wait_out};
+use charter_runtime::engine::provider::{
+    BoxFuture, ModelRequest, ModelResponse, ProviderError, ToolRequest, ToolResponse,
 };
-use charter_runtime::replay::ReplayProvider;
-use charter_runtime::run::{DeliveryTarget, RunConfig, replay_blocking};
-use charter_runtime::scenario::{Cassette, Scenario};
-use charter_runtime::trace::{MemorySink, to_jsonl};
+use charter_runtime::engine::run::{DeliveryTarget, RunConfig, replay_blocking};
+use charter_runtime::formats::scenario::{Cassette, Scenario};
+use charter_runtime::formats::trace::{MemorySink, to_jsonl};
+use charter_runtime::harness::{self, CASSETTE_FILE, SCENARIO_FILE};
+use charter_runtime::world::replay::ReplayProvider;
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -94,10 +94,13 @@ fn replay_with(
     let outcome = replay_blocking(
         &spec,
         scenario.input.clone(),
-        wrap(replay.clone()),
-        replay.as_ref(),
+        charter_runtime::engine::effects::Effects::new(
+            wrap(replay.clone()),
+            replay.as_ref(),
+            &mut sink,
+        )
+        .with_files(&charter_runtime::world::files::LocalFiles),
         &config,
-        &mut sink,
     );
     let trace = to_jsonl(sink.events()).unwrap_or_else(|e| panic!("{e}"));
     let ended = match outcome {

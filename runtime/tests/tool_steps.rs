@@ -208,7 +208,7 @@ fn a_cassette_mixing_tool_and_model_fields_is_refused_with_the_key() {
         "{}calls:\n  - {{ step: check, tool: validate, response: {{ errors: [] }} }}\n",
         support::HEADER
     );
-    let error = charter_runtime::scenario::Cassette::from_yaml("cassette.yaml", &text)
+    let error = charter_runtime::formats::scenario::Cassette::from_yaml("cassette.yaml", &text)
         .expect_err("a tool entry with a response");
     assert!(
         error.to_string().contains(
@@ -220,7 +220,7 @@ fn a_cassette_mixing_tool_and_model_fields_is_refused_with_the_key() {
         "{}calls:\n  - {{ step: make, error: {{ message: boom }} }}\n",
         support::HEADER
     );
-    let error = charter_runtime::scenario::Cassette::from_yaml("cassette.yaml", &text)
+    let error = charter_runtime::formats::scenario::Cassette::from_yaml("cassette.yaml", &text)
         .expect_err("a model error without a status");
     assert!(
         error

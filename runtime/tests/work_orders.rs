@@ -400,17 +400,20 @@ fn every_concurrency_gives_a_deterministic_trace_and_the_same_outcome() {
 
 /// A provider that records every request before replaying it.
 struct Recording {
-    replay: charter_runtime::replay::ReplayProvider,
-    requests: std::sync::Mutex<Vec<charter_runtime::provider::ModelRequest>>,
+    replay: charter_runtime::world::replay::ReplayProvider,
+    requests: std::sync::Mutex<Vec<charter_runtime::engine::provider::ModelRequest>>,
 }
 
-impl charter_runtime::provider::Provider for Recording {
+impl charter_runtime::engine::effects::Provider for Recording {
     fn complete(
         &self,
-        request: charter_runtime::provider::ModelRequest,
-    ) -> charter_runtime::provider::BoxFuture<
+        request: charter_runtime::engine::provider::ModelRequest,
+    ) -> charter_runtime::engine::provider::BoxFuture<
         '_,
-        Result<charter_runtime::provider::ModelResponse, charter_runtime::provider::ProviderError>,
+        Result<
+            charter_runtime::engine::provider::ModelResponse,
+            charter_runtime::engine::provider::ProviderError,
+        >,
     > {
         if let Ok(mut requests) = self.requests.lock() {
             requests.push(request.clone());
@@ -432,24 +435,26 @@ fn a_worker_sees_its_own_order_and_its_dependencies_outputs_only() {
         deliver(1),
         approve(true)
     );
-    let cassette = charter_runtime::scenario::Cassette::from_yaml("cassette.yaml", &calls)
+    let cassette = charter_runtime::formats::scenario::Cassette::from_yaml("cassette.yaml", &calls)
         .unwrap_or_else(|error| panic!("{error}"));
     let recording = Arc::new(Recording {
-        replay: charter_runtime::replay::ReplayProvider::new(cassette.clone()),
+        replay: charter_runtime::world::replay::ReplayProvider::new(cassette.clone()),
         requests: std::sync::Mutex::new(Vec::new()),
     });
-    let humans = charter_runtime::replay::ReplayProvider::new(cassette);
-    let mut sink = charter_runtime::trace::MemorySink::new();
-    let outcome = charter_runtime::run::replay_blocking(
+    let humans = charter_runtime::world::replay::ReplayProvider::new(cassette);
+    let mut sink = charter_runtime::formats::trace::MemorySink::new();
+    let outcome = charter_runtime::engine::run::replay_blocking(
         &fixture("work_orders"),
         serde_json::json!({"need": "a report"}),
-        recording.clone(),
-        &humans,
-        &charter_runtime::run::RunConfig::default(),
-        &mut sink,
+        charter_runtime::engine::effects::Effects::new(recording.clone(), &humans, &mut sink)
+            .with_files(&charter_runtime::world::files::LocalFiles),
+        &charter_runtime::engine::run::RunConfig::default(),
     )
     .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(outcome.outcome, charter_runtime::trace::Outcome::Completed);
+    assert_eq!(
+        outcome.outcome,
+        charter_runtime::formats::trace::Outcome::Completed
+    );
     let requests = recording
         .requests
         .lock()

@@ -16,13 +16,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use charter_runtime::compiler::CompiledSpec;
-use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
-use charter_runtime::providers::{ApiKey, OpenAiConfig, OpenAiProvider};
-use charter_runtime::run::{RunConfig, run};
-use charter_runtime::tools::ToolBox;
+use charter_runtime::engine::effects::Effects;
+use charter_runtime::engine::effects::HumanChannel;
+use charter_runtime::engine::provider::{BoxFuture, HumanRequest, ProviderError};
+use charter_runtime::engine::run::{RunConfig, run};
+use charter_runtime::world::providers::{ApiKey, OpenAiConfig, OpenAiProvider};
+use charter_runtime::world::tools::ToolBox;
 
 use crate::bench::median;
-use charter_runtime::trace::{EventKind, MemorySink, Outcome, Reason, TraceEvent};
+use charter_runtime::formats::trace::{EventKind, MemorySink, Outcome, Reason, TraceEvent};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -223,10 +225,8 @@ async fn drive(spec: Rc<CompiledSpec>, runs: usize) -> anyhow::Result<LiveReport
                 let outcome = run(
                     &spec,
                     json!({"goal": format!("a brief on heat pumps, number {index}")}),
-                    provider,
-                    &NoHumans,
+                    Effects::new(provider, &NoHumans, &mut sink),
                     &RunConfig::default(),
-                    &mut sink,
                 )
                 .await;
                 let verdict = match outcome {

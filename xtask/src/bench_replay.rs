@@ -15,8 +15,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use charter_runtime::formats::scenario::{Cassette, Scenario};
 use charter_runtime::harness::{self, CASSETTE_FILE, SCENARIO_FILE};
-use charter_runtime::scenario::{Cassette, Scenario};
 
 /// Where the loop's spec, scenario and cassette live, under the repository root.
 pub const FIXTURE: &str = "xtask/bench/repair_loop";
@@ -62,12 +62,12 @@ impl Loop {
 
     /// The run alone: the cassette replayed into an in-memory trace, with no trace text.
     pub fn run_only(&self) -> anyhow::Result<usize> {
-        let mut sink = charter_runtime::trace::MemorySink::new();
-        charter_runtime::run::replay_cassette(
+        let mut sink = charter_runtime::formats::trace::MemorySink::new();
+        charter_runtime::world::replay::replay_cassette(
             &self.spec,
             self.scenario.input.clone(),
             std::sync::Arc::clone(&self.cassette),
-            charter_runtime::run::DeliveryTarget::Memory,
+            charter_runtime::engine::run::DeliveryTarget::Memory,
             &mut sink,
         )
         .map_err(|error| anyhow::anyhow!("the repair loop did not replay: {error}"))?;
@@ -84,7 +84,7 @@ impl Loop {
             .filter(|event| {
                 matches!(
                     event.kind,
-                    charter_runtime::trace::EventKind::ModelCall { .. }
+                    charter_runtime::formats::trace::EventKind::ModelCall { .. }
                 )
             })
             .count();
@@ -126,7 +126,7 @@ pub fn bench(repo: &Path, runs: usize) -> anyhow::Result<bool> {
         let events = replay_loop.run_only()?;
         run_times.push(started.elapsed());
         std::hint::black_box(events);
-        charter_runtime::prompt::forget_renders();
+        charter_runtime::engine::prompt::forget_renders();
         let started = Instant::now();
         let replayed = replay_loop.replay()?;
         first_times.push(started.elapsed());

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use crate::bench::{median, show};
+use charter_runtime::formats::scenario::{Cassette, Recorded, Scenario};
 use charter_runtime::harness::{self, HarnessConfig};
-use charter_runtime::scenario::{Cassette, Recorded, Scenario};
 
 /// What the golden benchmark measures.
 #[derive(Clone, Copy, Debug)]

@@ -13,6 +13,7 @@ pub mod fuzz;
 #[path = "gen.rs"]
 pub mod generator;
 pub mod golden;
+pub mod layers;
 pub mod mutants;
 pub mod mutate;
 pub mod rng;

@@ -136,6 +136,17 @@ pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
         .filter(|(path, _)| !in_subdir(path, &specs_dir, "warnings"))
         .partition(|(path, _)| in_subdir(path, &specs_dir, "invalid"));
 
+    // The architecture check reads the sources, as clippy does: skipped with it.
+    stages.push(if config.skip_cargo {
+        StageResult {
+            name: "layers",
+            verdict: Verdict::Skip,
+            time: Duration::ZERO,
+            note: "--skip-cargo".to_string(),
+        }
+    } else {
+        layers_stage(root)
+    });
     stages.push(spec_stage("specs", &valid, Expect::Clean, &mut specs));
     stages.push(spec_stage("invalid", &invalid, Expect::Errors, &mut specs));
     let (golden, determinism, scenarios) = golden_stages(root, config);
@@ -184,6 +195,36 @@ pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
         }
     }
     passed
+}
+
+/// The architecture check (`layers.rs`): the runtime's layers import only downward, and
+/// no crate has an import circle between its modules.
+fn layers_stage(root: &Path) -> StageResult {
+    println!("==> layers: the runtime's layers import only downward; no import circle");
+    let started = Instant::now();
+    let (verdict, note) = match crate::layers::check_workspace(root) {
+        Ok((findings, _)) if findings.is_empty() => (Verdict::Pass, String::new()),
+        Ok((findings, _)) => {
+            for finding in &findings {
+                println!("  {finding}");
+            }
+            (Verdict::Fail, format!("{} finding(s)", findings.len()))
+        }
+        Err(error) => (Verdict::Fail, error),
+    };
+    let time = started.elapsed();
+    let note = if note.is_empty() {
+        "formats < engine < world < top".to_string()
+    } else {
+        note
+    };
+    print_stage_line("layers", verdict, time, &note);
+    StageResult {
+        name: "layers",
+        verdict,
+        time,
+        note,
+    }
 }
 
 fn in_subdir(path: &Path, specs_dir: &Path, name: &str) -> bool {

@@ -73,14 +73,14 @@ pub struct ServeArgs {
 
 /// The spec a recorded scenario replays (`--replay DIR`), its recording and its input.
 fn replayed_spec(context: Context, dir: &std::path::Path) -> Result<ServedSpec, Outcome> {
-    use charter_runtime::scenario::{Cassette, Scenario};
+    use charter_runtime::formats::scenario::{Cassette, Scenario};
     let shown = display_path(dir);
     let bad = |what: &str, error: String| {
         print_error(
             context,
             &format!(
                 "--replay {shown}: {what}: {}",
-                charter_runtime::escape::one_line(&error, 300)
+                charter_runtime::world::escape::one_line(&error, 300)
             ),
         );
         Outcome::Usage
@@ -113,7 +113,7 @@ fn replayed_spec(context: Context, dir: &std::path::Path) -> Result<ServedSpec, 
     let Some(mut spec) = compile_whole(context, &spec_name, &text, &path, "served") else {
         return Err(Outcome::Failed);
     };
-    charter_runtime::models::apply_overrides(&mut spec, &cassette.overrides())
+    charter_runtime::engine::models::apply_overrides(&mut spec, &cassette.overrides())
         .map_err(|message| bad("bad cassette", message))?;
     Ok(ServedSpec {
         name: spec.name.clone(),
@@ -416,7 +416,7 @@ fn no_run(id: &str) -> Response {
         StatusCode::NOT_FOUND,
         &format!(
             "there is no run `{}` (GET /runs lists them)",
-            charter_runtime::escape::one_line(id, 100)
+            charter_runtime::world::escape::one_line(id, 100)
         ),
     )
 }
@@ -460,7 +460,7 @@ async fn start_run(State(served): State<Arc<Served>>, body: axum::body::Bytes) -
             StatusCode::NOT_FOUND,
             &format!(
                 "this server does not run spec `{}`{closest}; it runs {}",
-                charter_runtime::escape::one_line(name, 100),
+                charter_runtime::world::escape::one_line(name, 100),
                 names.join(", ")
             ),
         );
@@ -471,7 +471,8 @@ async fn start_run(State(served): State<Arc<Served>>, body: axum::body::Bytes) -
         (None, Some(replay)) => replay.input.clone(),
         (None, None) => Value::Null,
     };
-    if let Err(violations) = charter_runtime::validate::validate_request(&spec.spec, &input) {
+    if let Err(violations) = charter_runtime::engine::validate::validate_request(&spec.spec, &input)
+    {
         let contract = spec.spec.request.as_deref().unwrap_or("Request");
         let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
         return (

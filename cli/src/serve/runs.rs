@@ -11,15 +11,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use charter_compiler::CompiledSpec;
-use charter_runtime::files;
-use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
-use charter_runtime::providers::LiveSettings;
-use charter_runtime::record::{Journal, Recording};
-use charter_runtime::replay::ReplayProvider;
-use charter_runtime::run::{RunConfig, RunOutcome};
-use charter_runtime::scenario::{Cassette, Recorded};
-use charter_runtime::secrets::{Scrubber, ScrubbingSink};
-use charter_runtime::trace::{JsonlSink, TraceSink};
+use charter_runtime::engine::effects::HumanChannel;
+use charter_runtime::engine::provider::{BoxFuture, HumanRequest, ProviderError};
+use charter_runtime::engine::run::{RunConfig, RunOutcome};
+use charter_runtime::formats::scenario::{Cassette, Recorded};
+use charter_runtime::formats::trace::TraceSink;
+use charter_runtime::world::files;
+use charter_runtime::world::jsonl::JsonlSink;
+use charter_runtime::world::providers::LiveSettings;
+use charter_runtime::world::record::{Journal, Recording};
+use charter_runtime::world::replay::ReplayProvider;
+use charter_runtime::world::secrets::{Scrubber, ScrubbingSink};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -35,7 +37,7 @@ const RESULT_FILE: &str = "result.json";
 
 /// The most bytes of a run's own file read back (`serve.json`, `input.json`,
 /// `result.json`, `stream.jsonl`).
-const READ_LIMIT: u64 = charter_runtime::limits::DEFAULT_MAX_BYTES as u64;
+const READ_LIMIT: u64 = charter_runtime::world::limits::DEFAULT_MAX_BYTES as u64;
 
 /// A spec the server runs.
 #[derive(Debug)]
@@ -250,7 +252,9 @@ impl Runs {
     ) -> Self {
         let settings = LiveSettings::from_variables(variables.clone());
         let mut secrets = settings.secrets();
-        secrets.extend(charter_runtime::secrets::secrets_by_name(variables.clone()));
+        secrets.extend(charter_runtime::world::secrets::secrets_by_name(
+            variables.clone(),
+        ));
         Runs {
             specs,
             runs_dir,
@@ -428,8 +432,12 @@ impl Runs {
             .build()
             .map_err(|error| format!("cannot start the runtime: {error}"))?;
         runtime
-            .block_on(charter_runtime::run::run(
-                spec, input, provider, &humans, &config, &mut sink,
+            .block_on(charter_runtime::engine::run::run(
+                spec,
+                input,
+                charter_runtime::engine::effects::Effects::new(provider, &humans, &mut sink)
+                    .with_files(&charter_runtime::world::files::LocalFiles),
+                &config,
             ))
             .map_err(|error| error.to_string())
     }
@@ -463,8 +471,12 @@ impl Runs {
             .build()
             .map_err(|error| format!("cannot start the runtime: {error}"))?;
         runtime
-            .block_on(charter_runtime::run::run(
-                spec, input, provider, &humans, &config, &mut sink,
+            .block_on(charter_runtime::engine::run::run(
+                spec,
+                input,
+                charter_runtime::engine::effects::Effects::new(provider, &humans, &mut sink)
+                    .with_files(&charter_runtime::world::files::LocalFiles),
+                &config,
             ))
             .map_err(|error| error.to_string())
     }

@@ -3,11 +3,11 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use charter_runtime::escape;
-use charter_runtime::files::LineFile;
-use charter_runtime::provider::{CallKey, CallObserver};
-use charter_runtime::secrets::Scrubber;
-use charter_runtime::trace::{TraceError, TraceEvent, TraceSink};
+use charter_runtime::engine::provider::{CallKey, CallObserver};
+use charter_runtime::formats::trace::{TraceError, TraceEvent, TraceSink};
+use charter_runtime::world::escape;
+use charter_runtime::world::files::LineFile;
+use charter_runtime::world::secrets::Scrubber;
 use serde_json::{Value, json};
 
 /// The most characters of a string in an event; longer ones are cut with a note.

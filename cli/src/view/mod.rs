@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use charter_runtime::files;
+use charter_runtime::world::files;
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -15,7 +15,7 @@ const LIVE_HTML: &str = include_str!("live.html");
 const STATIC_HTML: &str = include_str!("static.html");
 
 /// The most bytes of a trace read.
-const TRACE_LIMIT: u64 = charter_runtime::limits::DEFAULT_MAX_BYTES as u64;
+const TRACE_LIMIT: u64 = charter_runtime::world::limits::DEFAULT_MAX_BYTES as u64;
 
 /// Write a trace as one self-contained HTML page: its timeline, one section per phase.
 ///

@@ -10,8 +10,8 @@ use std::time::Duration;
 use charter_compiler::graph::{BudgetIr, RoleModelIr};
 use serde_json::{Number, Value, json};
 
-use crate::provider::Usage;
-use crate::trace::{BudgetKind, EventKind};
+use crate::engine::provider::Usage;
+use crate::formats::trace::{BudgetKind, EventKind};
 
 /// What a run has used so far.
 #[derive(Clone, Debug, Default, PartialEq)]

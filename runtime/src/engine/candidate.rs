@@ -12,12 +12,12 @@
 //! it holds and compares it with the hash the gate evaluated.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::canonical::{
+use crate::engine::effects::Files;
+use crate::formats::canonical::{
     canonical_json, hash_value, sha256, write_canonical, write_list, write_string,
 };
 
@@ -190,9 +190,10 @@ pub enum DeliveryError {
 /// The file name of the delivery in the output directory.
 pub const DELIVERY_FILE: &str = "delivery.json";
 
-/// Writes `{candidate, summary}` to `<dir>/delivery.json` atomically, reads it back and
-/// compares the hash of the candidate content in it with `evaluated_hash`.
+/// Writes `{candidate, summary}` to `<dir>/delivery.json` through `files` (whole or not
+/// at all), reads it back and compares the hash of the candidate content in it with `evaluated_hash`.
 pub fn write_delivery(
+    files: &dyn Files,
     dir: &Path,
     candidate: &Candidate,
     summary: &str,
@@ -203,7 +204,7 @@ pub fn write_delivery(
         path: path.clone(),
         source,
     };
-    fs::create_dir_all(dir).map_err(io_error)?;
+    files.create_dir_all(dir).map_err(io_error)?;
     let document = json!({
         "candidate": {
             "id": candidate.id,
@@ -217,9 +218,9 @@ pub fn write_delivery(
     });
     let mut text = canonical_json(&document);
     text.push('\n');
-    crate::files::write_atomically(&path, text.as_bytes()).map_err(io_error)?;
+    files.write(&path, text.as_bytes()).map_err(io_error)?;
     // Read back as written: never through a symlink, and no more than was written.
-    let text = crate::files::read_regular(&path, text.len() as u64).map_err(io_error)?;
+    let text = files.read(&path, text.len() as u64).map_err(io_error)?;
     let unreadable = |message: String| DeliveryError::Unreadable {
         path: path.clone(),
         message,
@@ -249,6 +250,8 @@ pub fn write_delivery(
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn candidate(round: u64, outputs: &[&str]) -> Candidate {
@@ -359,7 +362,13 @@ mod tests {
     fn a_delivery_is_written_read_back_and_verified() {
         let dir = temp_dir("ok");
         let best = candidate(2, &["a"]);
-        let check = write_delivery(&dir, &best, "all done", &best.hash);
+        let check = write_delivery(
+            &crate::world::files::LocalFiles,
+            &dir,
+            &best,
+            "all done",
+            &best.hash,
+        );
         let written = fs::read_to_string(dir.join(DELIVERY_FILE));
         let _ = fs::remove_dir_all(&dir);
         match check {
@@ -386,7 +395,13 @@ mod tests {
         let evaluated = candidate(1, &["a"]);
         let mut tampered = evaluated.clone();
         tampered.items = vec![json!({"task_id": "T", "output": "overwritten late"})];
-        let check = write_delivery(&dir, &tampered, "s", &evaluated.hash);
+        let check = write_delivery(
+            &crate::world::files::LocalFiles,
+            &dir,
+            &tampered,
+            "s",
+            &evaluated.hash,
+        );
         let _ = fs::remove_dir_all(&dir);
         match check {
             Ok(check) => {
@@ -401,6 +416,7 @@ mod tests {
     #[test]
     fn an_unwritable_directory_is_an_error() {
         let result = write_delivery(
+            &crate::world::files::LocalFiles,
             Path::new("/proc/charter-cannot-write-here"),
             &candidate(1, &[]),
             "s",

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use charter_compiler::graph::{BinaryOpIr, BuiltinIr, ExprIr, NameIr, QuantifierIr, UnaryOpIr};
 use serde_json::{Map, Value};
 
-use crate::value::{Num, compare_values, describe, values_equal};
+use crate::engine::value::{Num, compare_values, describe, values_equal};
 
 /// The largest compiled regex `matches` accepts, in bytes (the pattern comes from the spec).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;

@@ -152,7 +152,7 @@ pub fn contract(
     earlier: Option<Feedback>,
     round: u64,
     contract: &str,
-    violations: &[crate::validate::Violation],
+    violations: &[crate::engine::validate::Violation],
     previous: Option<Value>,
 ) -> Feedback {
     let mut feedback = Feedback::new(Reason::Contract, round);

@@ -4,7 +4,7 @@
 //! and the `by` role for a per-item check) and calls [`evaluate_gate`]; the result is a
 //! value, never an error, because a gate failing is expected control flow. Rules:
 //! - A hard rule that is false raises an error-level issue with its code; a warn rule a
-//!   warning. A rule that cannot be evaluated (an [`crate::eval::EvalError`]) does not
+//!   warning. A rule that cannot be evaluated (an [`crate::engine::eval::EvalError`]) does not
 //!   hold, and its issue carries the error's message.
 //! - `score` is the weighted mean of the score rules. A score that cannot be evaluated
 //!   counts as 0 (missing evidence never raises a score) and raises its `below` issue.
@@ -15,8 +15,10 @@
 use charter_compiler::graph::{GateIr, NameIr, SeverityIr};
 use serde_json::Value;
 
-use crate::eval::{Env, evaluate, evaluate_bool, evaluate_number};
-use crate::trace::{EventKind, Issue, IssueSeverity, RuleResult, RuleSeverity, ScoreResult};
+use crate::engine::eval::{Env, evaluate, evaluate_bool, evaluate_number};
+use crate::formats::trace::{
+    EventKind, Issue, IssueSeverity, RuleResult, RuleSeverity, ScoreResult,
+};
 
 /// The evaluation of one gate on one subject.
 #[derive(Clone, Debug, PartialEq)]

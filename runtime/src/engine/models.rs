@@ -4,8 +4,6 @@ use std::collections::BTreeMap;
 
 use charter_compiler::CompiledSpec;
 
-use crate::scenario::RecordedModel;
-
 /// The providers a model can be served by.
 pub const PROVIDERS: [&str; 2] = ["openai", "anthropic"];
 
@@ -72,28 +70,6 @@ pub fn apply_overrides(
         }
     }
     Ok(())
-}
-
-/// Every alias with the model and parameters it runs with.
-pub fn models_used(spec: &CompiledSpec) -> BTreeMap<String, RecordedModel> {
-    spec.models
-        .iter()
-        .map(|(alias, entry)| {
-            let params = &entry.params;
-            (
-                alias.clone(),
-                RecordedModel {
-                    model: format!("{}:{}", entry.provider, entry.model),
-                    temperature: params.temperature,
-                    top_p: params.top_p,
-                    max_tokens: params.max_tokens,
-                    seed: params.seed,
-                    output: (!params.output.is_default())
-                        .then(|| params.output.as_str().to_string()),
-                },
-            )
-        })
-        .collect()
 }
 
 #[cfg(test)]

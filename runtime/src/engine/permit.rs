@@ -7,7 +7,7 @@
 use charter_compiler::graph::{NameIr, PermitIr};
 use serde_json::Value;
 
-use crate::eval::{Bindings, evaluate_bool};
+use crate::engine::eval::{Bindings, evaluate_bool};
 
 /// The first rule of `permits` for `tool` that the call's `args` do not meet (its text, as
 /// written), or `None` when the call is permitted.

@@ -6,7 +6,7 @@
 //!   names the E014 check accepted are the names rendered;
 //! - `feedback`: why the role runs again (DESIGN §8.2: `{reason, round, issues, judges,
 //!   previous, human}`), or none. `{{ feedback }}` alone prints it as Markdown
-//!   ([`crate::feedback::markdown`]); its fields can be read one by one;
+//!   ([`crate::engine::feedback::markdown`]); its fields can be read one by one;
 //! - `history`: for a role with `history: [steps]`, the earlier runs of those steps
 //!   (`[{step, round, visit, output}]`, oldest first);
 //! - `run`: `{round, step_count, tokens, cost, elapsed}` when the call was made;
@@ -475,7 +475,7 @@ fn cached_environment(
     environment.set_auto_escape_callback(|_| AutoEscape::None);
     environment.set_undefined_behavior(UndefinedBehavior::Chainable);
     environment.add_filter("strip_mention", |text: String| {
-        crate::eval::strip_mention(&text)
+        crate::engine::eval::strip_mention(&text)
     });
     environment.add_template_owned(source_name.to_string(), template.to_string())?;
     let names = environment
@@ -709,7 +709,7 @@ impl Object for FeedbackView {
     }
 
     fn render(self: &Arc<Self>, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(&crate::feedback::markdown(&self.value))
+        formatter.write_str(&crate::engine::feedback::markdown(&self.value))
     }
 }
 

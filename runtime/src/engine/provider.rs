@@ -1,6 +1,7 @@
-//! The `Provider` trait: one async model call, keyed by (step, round, item, attempt, role); and `HumanChannel`, the answer to an `ask` step.
+//! What crosses the side-effect boundary for a call: a model call's request and response, keyed by (step, round, item, attempt, role), a `tool` step's, an `ask`'s question, and their errors.
 //!
-//! A provider only answers a request. Timeouts, retries with backoff, recording and
+//! The traits that answer them (`Provider`, `HumanChannel`) are in
+//! [`crate::engine::effects`]. A provider only answers a request. Timeouts, retries with backoff, recording and
 //! contract checks are wrappers around any provider or the scheduler's business
 //! (DESIGN §4), so live providers (openai, anthropic) and the replay provider stay small
 //! and interchangeable. Both traits return boxed futures so they can be used as
@@ -18,69 +19,7 @@ use serde_json::Value;
 /// A boxed, sendable future (what the traits' methods return).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// The key of a model call (DESIGN §5): which step, repair round, work item and attempt,
-/// and for the judge of a per-item `check ... by ROLE`, that role. Cassettes are looked
-/// up by this key, never by the order of calls.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct CallKey {
-    pub step: String,
-    /// The repair round, from 1.
-    pub round: u64,
-    /// The work item's id in an `each` step.
-    pub item: Option<String>,
-    /// The n-th call of this role for this step, round and item, from 1.
-    pub attempt: u64,
-    /// Set only for the `by` role of a per-item check.
-    pub role: Option<String>,
-}
-
-impl CallKey {
-    /// Round 1, attempt 1, no item, no role.
-    pub fn new(step: impl Into<String>) -> Self {
-        CallKey {
-            step: step.into(),
-            round: 1,
-            item: None,
-            attempt: 1,
-            role: None,
-        }
-    }
-
-    pub fn round(mut self, round: u64) -> Self {
-        self.round = round;
-        self
-    }
-
-    pub fn item(mut self, item: impl Into<String>) -> Self {
-        self.item = Some(item.into());
-        self
-    }
-
-    pub fn attempt(mut self, attempt: u64) -> Self {
-        self.attempt = attempt;
-        self
-    }
-
-    pub fn role(mut self, role: impl Into<String>) -> Self {
-        self.role = Some(role.into());
-        self
-    }
-}
-
-/// Written as in a cassette: `{step: execute, round: 1, item: T-002, attempt: 3}`.
-impl fmt::Display for CallKey {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{{step: {}, round: {}", self.step, self.round)?;
-        if let Some(item) = &self.item {
-            write!(formatter, ", item: {item}")?;
-        }
-        write!(formatter, ", attempt: {}", self.attempt)?;
-        if let Some(role) = &self.role {
-            write!(formatter, ", role: {role}")?;
-        }
-        formatter.write_str("}")
-    }
-}
+pub use crate::formats::scenario::CallKey;
 
 /// One model call.
 #[derive(Clone, Debug, PartialEq)]
@@ -211,7 +150,7 @@ impl ModelRequest {
     pub fn messages(&self) -> Vec<String> {
         let mut messages = vec![self.prompt.clone()];
         if let Some(previous_error) = &self.previous_error {
-            messages.push(crate::providers::correction(previous_error));
+            messages.push(correction(previous_error));
         }
         messages
     }
@@ -407,87 +346,6 @@ impl ProviderError {
     }
 }
 
-/// Answers model calls, and the calls of `tool` steps (run live, or played back from a
-/// cassette: they are recorded and replayed like model calls).
-pub trait Provider: Send + Sync {
-    fn complete(
-        &self,
-        request: ModelRequest,
-    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>>;
-
-    /// Runs one attempt of a `tool` step. A tool that fails is an `Ok` response holding
-    /// the error; `Err` is for what stops the run (a call the cassette does not hold).
-    /// A provider that runs no tools answers that the tool is not available.
-    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
-        Box::pin(async move {
-            Ok(ToolResponse {
-                result: Err(format!(
-                    "tool `{}` is not available in this run",
-                    request.tool
-                )),
-                latency: Duration::ZERO,
-            })
-        })
-    }
-
-    /// `request`'s answer and how long the call takes, given at once by a provider that
-    /// knows it without waiting (a recording). It has the effects [`Provider::complete`]
-    /// has when it starts (the call is marked used, its log written); the scheduler makes
-    /// the answer arrive after the latency, or at the role's timeout, as a task's would,
-    /// on its own clock. `None` (the default): the call runs as a task, through
-    /// `complete`.
-    fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
-        let _ = request;
-        None
-    }
-}
-
-/// A call's answer given at once ([`Provider::answer_now`]): how long the call takes,
-/// and what it answers then.
-pub type Played = (Duration, Result<ModelResponse, ProviderError>);
-
-/// A played answer as [`Provider::complete`] gives it: after its latency.
-pub async fn wait_out((latency, outcome): Played) -> Result<ModelResponse, ProviderError> {
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
-    outcome
-}
-
-impl<P: Provider + ?Sized> Provider for Arc<P> {
-    fn complete(
-        &self,
-        request: ModelRequest,
-    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
-        (**self).complete(request)
-    }
-
-    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
-        (**self).run_tool(request)
-    }
-
-    fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
-        (**self).answer_now(request)
-    }
-}
-
-impl<P: Provider + ?Sized> Provider for Box<P> {
-    fn complete(
-        &self,
-        request: ModelRequest,
-    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
-        (**self).complete(request)
-    }
-
-    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
-        (**self).run_tool(request)
-    }
-
-    fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
-        (**self).answer_now(request)
-    }
-}
-
 /// An `ask` step's question.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HumanRequest {
@@ -501,17 +359,12 @@ pub struct HumanRequest {
 /// The key of a human answer: (step, round, attempt), like a call's.
 pub type HumanKey = (String, u64, u64);
 
-/// Where an `ask` step's answer comes from: a person at a terminal in live runs, the
-/// cassette in replays. The answer is an `Answer` record (`{approved, note?}`), which the
-/// scheduler validates.
-pub trait HumanChannel: Send + Sync {
-    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>>;
-}
-
-impl<H: HumanChannel + ?Sized> HumanChannel for Arc<H> {
-    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
-        (**self).ask(request)
-    }
+/// What a model is told when its previous answer broke the output contract.
+pub fn correction(previous_error: &str) -> String {
+    format!(
+        "Your previous answer was rejected because it does not match the required output:\n\
+         {previous_error}\nAnswer again, correcting these problems."
+    )
 }
 
 #[cfg(test)]

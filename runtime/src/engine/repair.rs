@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use charter_compiler::graph::{ActionIr, FlowIr, RepairIr, RepairPatternIr, TransitionIr};
 use petgraph::visit::EdgeRef;
 
-use crate::trace::RepairAction;
+use crate::formats::trace::RepairAction;
 
 /// What to do about a failed gate.
 #[derive(Clone, Debug, PartialEq)]

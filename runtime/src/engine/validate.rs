@@ -11,29 +11,14 @@
 //! Paths are written `tasks[2].id` (the root itself is `$`).
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use charter_compiler::diagnostics::did_you_mean;
 use charter_compiler::graph::{CompiledSpec, ContractIr, TypeIr};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::value::{Num, describe};
+use crate::engine::value::{Num, describe};
 
-/// One way a value breaks its contract.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Violation {
-    /// Where: `tasks[2].id`, or `$` for the value itself.
-    pub path: String,
-    /// What is wrong, in words a model can act on.
-    pub message: String,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{}: {}", self.path, self.message)
-    }
-}
+pub use crate::formats::trace::Violation;
 
 /// The violations as the text given back to a model: one `path: message` per line.
 pub fn violations_text(violations: &[Violation]) -> String {

@@ -14,8 +14,8 @@ use std::time::Duration;
 use charter_compiler::graph::CompiledSpec;
 use serde_json::{Value, json};
 
-use crate::scenario::{Cassette, RecordedCall, RecordedError};
-use crate::validate::Validator;
+use crate::engine::validate::Validator;
+use crate::formats::scenario::{Cassette, RecordedCall, RecordedError};
 
 /// What goes wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -24,9 +24,9 @@ use std::time::Duration;
 use charter_compiler::bounds::{self, Bounds};
 use charter_compiler::graph::CompiledSpec;
 
-use crate::run::{DeliveryTarget, RunConfig, RunError, RunOutcome};
-use crate::scenario::{Cassette, Scenario};
-use crate::trace::{MemorySink, Termination, TraceEvent};
+use crate::engine::run::{DeliveryTarget, RunConfig, RunError, RunOutcome};
+use crate::formats::scenario::{Cassette, Scenario};
+use crate::formats::trace::{MemorySink, Termination, TraceEvent};
 
 pub use faults::{Fault, FaultKind, Site};
 pub use properties::{Property, Violation};
@@ -51,7 +51,7 @@ pub fn load(root: &Path, dir: &Path) -> Result<Loaded, String> {
     use crate::harness::{CASSETTE_FILE, SCENARIO_FILE};
     let read = |file: &str| {
         let path = dir.join(file);
-        crate::files::read_regular(&path, crate::files::MAX_SOURCE_BYTES)
+        crate::world::files::read_regular(&path, crate::world::files::MAX_SOURCE_BYTES)
             .map_err(|error| format!("cannot read {}: {error}", path.display()))
     };
     let scenario_file = dir.join(SCENARIO_FILE).display().to_string();
@@ -76,7 +76,7 @@ pub fn load(root: &Path, dir: &Path) -> Result<Loaded, String> {
         spec
     } else {
         let mut overridden = (*spec).clone();
-        crate::models::apply_overrides(&mut overridden, &overrides)
+        crate::engine::models::apply_overrides(&mut overridden, &overrides)
             .map_err(|message| format!("{cassette_file}: {message}"))?;
         Arc::new(overridden)
     };
@@ -315,8 +315,8 @@ impl Played {
     pub fn served(
         &self,
     ) -> (
-        Vec<crate::scenario::RecordedCall>,
-        Vec<crate::scenario::RecordedHuman>,
+        Vec<crate::formats::scenario::RecordedCall>,
+        Vec<crate::formats::scenario::RecordedHuman>,
     ) {
         let mut calls = Vec::new();
         let mut humans = Vec::new();
@@ -347,7 +347,7 @@ pub fn play(
     let spec = loaded.spec.as_ref();
     let conversation = loaded.scenario.turns.is_some();
     let mut session = if conversation {
-        match crate::session::Session::new(spec) {
+        match crate::engine::session::Session::new(spec) {
             Ok(session) => Some(session),
             Err(error) => {
                 return Played {
@@ -394,13 +394,15 @@ pub fn play(
         let mut sink = MemorySink::new();
         let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
             runtime.block_on(async {
-                let run = crate::run::run(
+                let run = crate::engine::run::run(
                     spec,
                     input,
-                    provider.clone(),
-                    provider.as_ref(),
+                    crate::engine::effects::Effects::new(
+                        provider.clone(),
+                        provider.as_ref(),
+                        &mut sink,
+                    ),
                     &config,
-                    &mut sink,
                 );
                 tokio::time::timeout(limits.virtual_time, run).await
             })
@@ -510,7 +512,10 @@ pub fn judge(
                     events,
                 ));
                 let finished = events.last().is_some_and(|event| {
-                    matches!(event.kind, crate::trace::EventKind::RunFinished { .. })
+                    matches!(
+                        event.kind,
+                        crate::formats::trace::EventKind::RunFinished { .. }
+                    )
                 });
                 if !finished {
                     violations.push(Violation::new(

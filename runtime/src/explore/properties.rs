@@ -13,10 +13,10 @@ use std::fmt;
 use charter_compiler::bounds::{Bounds, format_ms};
 use charter_compiler::graph::CompiledSpec;
 
-use crate::budget::BudgetMeter;
-use crate::provider::Usage;
-use crate::run::RunOutcome;
-use crate::trace::{BudgetKind, EventKind, RuleSeverity, TraceEvent};
+use crate::engine::budget::BudgetMeter;
+use crate::engine::provider::Usage;
+use crate::engine::run::RunOutcome;
+use crate::formats::trace::{BudgetKind, EventKind, RuleSeverity, TraceEvent};
 
 /// Which property.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

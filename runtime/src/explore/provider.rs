@@ -14,12 +14,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::provider::{
-    BoxFuture, CallKey, HumanChannel, HumanKey, HumanRequest, ModelRequest, ModelResponse, Played,
-    Provider, ProviderError, ToolRequest, ToolResponse, wait_out,
+use crate::engine::effects::{HumanChannel, Played, Provider, wait_out};
+use crate::engine::provider::{
+    BoxFuture, CallKey, HumanKey, HumanRequest, ModelRequest, ModelResponse, ProviderError,
+    ToolRequest, ToolResponse,
 };
-use crate::replay::{playback, playback_log, playback_tool};
-use crate::scenario::{Cassette, RecordedCall, RecordedHuman};
+use crate::formats::scenario::{Cassette, RecordedCall, RecordedHuman};
+use crate::world::replay::{playback, playback_log, playback_tool};
 
 /// What identifies "the same step and item" for the nearest-answer lookup.
 type Family = (String, Option<String>, Option<String>, bool);

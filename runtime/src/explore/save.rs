@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::{
     Ending, Exploration, Fault, Limits, Loaded, VariantResult, faults, paused_runtime, play,
 };
-use crate::scenario::{Cassette, Expectation, Scenario};
+use crate::formats::scenario::{Cassette, Expectation, Scenario};
 
 /// One scenario written.
 #[derive(Clone, Debug)]
@@ -107,20 +107,19 @@ pub fn save(loaded: &Loaded, exploration: &Exploration, dir: &Path) -> Result<Ve
             Ok(Ok(outcome)) => Some(outcome.termination()),
             _ => None,
         };
-        let cassette =
-            Cassette {
-                version: loaded.cassette.version,
-                // The rendered prompts are the base's (a diff aid, not compared): left out.
-                recorded: loaded.cassette.recorded.clone().map(|recorded| {
-                    crate::scenario::Recorded {
-                        rendered: std::collections::BTreeMap::new(),
-                        ..recorded
-                    }
-                }),
-                calls,
-                humans,
-                faults: loaded.cassette.faults.clone(),
-            };
+        let cassette = Cassette {
+            version: loaded.cassette.version,
+            // The rendered prompts are the base's (a diff aid, not compared): left out.
+            recorded: loaded.cassette.recorded.clone().map(|recorded| {
+                crate::formats::scenario::Recorded {
+                    rendered: std::collections::BTreeMap::new(),
+                    ..recorded
+                }
+            }),
+            calls,
+            humans,
+            faults: loaded.cassette.faults.clone(),
+        };
         let described: Vec<String> = faults
             .iter()
             .map(|fault| fault.describe(&loaded.cassette))
@@ -169,13 +168,13 @@ fn write_scenario(
         .map_err(|error| format!("cannot create {}: {error}", target.display()))?;
     let write = |file: &str, text: &str| {
         let path = target.join(file);
-        crate::files::write_atomically(&path, text.as_bytes())
+        crate::world::files::write_atomically(&path, text.as_bytes())
             .map_err(|error| format!("cannot write {}: {error}", path.display()))
     };
-    let scenario_text =
-        crate::yaml::to_string(SCENARIO_FILE, scenario).map_err(|error| error.to_string())?;
-    let cassette_text =
-        crate::yaml::to_string(CASSETTE_FILE, cassette).map_err(|error| error.to_string())?;
+    let scenario_text = crate::formats::yaml::to_string(SCENARIO_FILE, scenario)
+        .map_err(|error| error.to_string())?;
+    let cassette_text = crate::formats::yaml::to_string(CASSETTE_FILE, cassette)
+        .map_err(|error| error.to_string())?;
     write(SCENARIO_FILE, &scenario_text)?;
     write(CASSETTE_FILE, &cassette_text)?;
     let replayed = crate::harness::replay_scenario(

@@ -142,7 +142,7 @@ fn every_kind_of_model_fault_shows_in_the_trace() {
 fn a_call_the_recording_lacks_gets_the_nearest_round_of_its_step_and_item() {
     let loaded = loaded("closed_loop/happy_path");
     let provider = provider::ExploreProvider::new(&loaded.cassette, &loaded.cassette, 100);
-    let key = crate::provider::CallKey::new("execute")
+    let key = crate::engine::provider::CallKey::new("execute")
         .round(3)
         .item("T-001")
         .attempt(2);
@@ -155,7 +155,7 @@ fn a_call_the_recording_lacks_gets_the_nearest_round_of_its_step_and_item() {
         Some(&serde_json::json!("T-001"))
     );
     // Nothing of an item the recording never called.
-    let unknown = crate::provider::CallKey::new("execute").item("T-009");
+    let unknown = crate::engine::provider::CallKey::new("execute").item("T-009");
     assert!(provider.answer_for(&unknown, false).is_none());
 }
 
@@ -259,7 +259,7 @@ fn outcome_changes_are_counted_against_the_base() {
 /// The properties, each shown to catch what it is for on a real run's trace.
 mod properties_catch {
     use super::*;
-    use crate::trace::EventKind;
+    use crate::formats::trace::EventKind;
 
     fn base(name: &str) -> (Loaded, RunOutcome, Vec<TraceEvent>) {
         let loaded = loaded(name);
@@ -481,7 +481,7 @@ fn tool_faults_show_in_the_trace() {
         .events
         .iter()
         .filter_map(|event| match &event.kind {
-            crate::trace::EventKind::ToolCall { result, .. } => Some(result.to_string()),
+            crate::formats::trace::EventKind::ToolCall { result, .. } => Some(result.to_string()),
             _ => None,
         })
         .collect();
@@ -517,12 +517,10 @@ fn tool_faults_show_in_the_trace() {
         }],
         limits(&lead),
     );
-    assert!(
-        timeout
-            .events
-            .iter()
-            .any(|event| matches!(event.kind, crate::trace::EventKind::ToolTimeout { .. }))
-    );
+    assert!(timeout.events.iter().any(|event| matches!(
+        event.kind,
+        crate::formats::trace::EventKind::ToolTimeout { .. }
+    )));
     // A `tool` step's call: its error reaches the flow.
     let runner = loaded("workflow_runner/rule_engine_sends_back");
     let call = runner
@@ -539,7 +537,7 @@ fn tool_faults_show_in_the_trace() {
         }],
         limits(&runner),
     );
-    let text = crate::trace::to_jsonl(&played.events).unwrap_or_default();
+    let text = crate::formats::trace::to_jsonl(&played.events).unwrap_or_default();
     assert!(text.contains("the tool failed (explore fault)"), "{text}");
 }
 
@@ -575,7 +573,7 @@ fn a_conversation_is_explored_turn_by_turn() {
     assert!(
         played.events[second]
             .iter()
-            .any(|event| matches!(event.kind, crate::trace::EventKind::Timeout { .. }))
+            .any(|event| matches!(event.kind, crate::formats::trace::EventKind::Timeout { .. }))
     );
     let (calls, _) = played.served();
     assert!(calls.iter().any(|call| call.turn == 3));

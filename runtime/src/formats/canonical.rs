@@ -85,7 +85,7 @@ pub fn write_list<T>(items: &[T], write: impl Fn(&T, &mut Vec<u8>), out: &mut Ve
 
 /// Appends `text` as `serde_json` writes a string, escapes and quotes included.
 pub fn write_string(text: &str, out: &mut Vec<u8>) {
-    crate::trace::text::write_str(out, text);
+    crate::formats::trace::text::write_str(out, text);
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! `expect_prompt` text is empty; every error names the file and, where known, the line.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -19,9 +20,72 @@ use charter_compiler::graph::CompiledSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::provider::CallKey;
-use crate::trace::{Outcome, Reason};
-use crate::yaml::{self, YamlError};
+use crate::formats::trace::{Outcome, Reason};
+use crate::formats::yaml::{self, YamlError};
+
+/// The key of a model call (DESIGN §5): which step, repair round, work item and attempt,
+/// and for the judge of a per-item `check ... by ROLE`, that role. Cassettes are looked
+/// up by this key, never by the order of calls.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CallKey {
+    pub step: String,
+    /// The repair round, from 1.
+    pub round: u64,
+    /// The work item's id in an `each` step.
+    pub item: Option<String>,
+    /// The n-th call of this role for this step, round and item, from 1.
+    pub attempt: u64,
+    /// Set only for the `by` role of a per-item check.
+    pub role: Option<String>,
+}
+
+impl CallKey {
+    /// Round 1, attempt 1, no item, no role.
+    pub fn new(step: impl Into<String>) -> Self {
+        CallKey {
+            step: step.into(),
+            round: 1,
+            item: None,
+            attempt: 1,
+            role: None,
+        }
+    }
+
+    pub fn round(mut self, round: u64) -> Self {
+        self.round = round;
+        self
+    }
+
+    pub fn item(mut self, item: impl Into<String>) -> Self {
+        self.item = Some(item.into());
+        self
+    }
+
+    pub fn attempt(mut self, attempt: u64) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    pub fn role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
+        self
+    }
+}
+
+/// Written as in a cassette: `{step: execute, round: 1, item: T-002, attempt: 3}`.
+impl fmt::Display for CallKey {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{{step: {}, round: {}", self.step, self.round)?;
+        if let Some(item) = &self.item {
+            write!(formatter, ", item: {item}")?;
+        }
+        write!(formatter, ", attempt: {}", self.attempt)?;
+        if let Some(role) = &self.role {
+            write!(formatter, ", role: {role}")?;
+        }
+        formatter.write_str("}")
+    }
+}
 
 /// The cassette format version this runtime reads and writes.
 pub const CASSETTE_VERSION: u64 = 1;
@@ -186,7 +250,7 @@ impl Recorded {
                 .map(|(name, rules)| (name.clone(), rules.hash.clone()))
                 .collect(),
             rendered: BTreeMap::new(),
-            models: crate::models::models_used(spec),
+            models: models_used(spec),
             overrides: BTreeMap::new(),
         }
     }
@@ -809,10 +873,29 @@ pub mod duration_text {
     }
 }
 
-mod expect;
-mod names;
+/// Every alias with the model and parameters it runs with.
+pub fn models_used(spec: &CompiledSpec) -> BTreeMap<String, RecordedModel> {
+    spec.models
+        .iter()
+        .map(|(alias, entry)| {
+            let params = &entry.params;
+            (
+                alias.clone(),
+                RecordedModel {
+                    model: format!("{}:{}", entry.provider, entry.model),
+                    temperature: params.temperature,
+                    top_p: params.top_p,
+                    max_tokens: params.max_tokens,
+                    seed: params.seed,
+                    output: (!params.output.is_default())
+                        .then(|| params.output.as_str().to_string()),
+                },
+            )
+        })
+        .collect()
+}
 
-pub use expect::{calls_per_step, subset_difference, unknown_call_steps, unmet};
+mod names;
 
 pub use names::{Entry, NameProblem, closest_key, unknown_names};
 

@@ -12,14 +12,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Number, Value};
-
-use crate::files::LineFile;
-use crate::validate::Violation;
 
 /// One trace record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -681,46 +678,6 @@ impl TraceSink for MemorySink {
     }
 }
 
-/// Writes each event as one JSON line to a file, flushed per event, so a crashed or
-/// cancelled run leaves every event it appended.
-/// Each line is written whole or not at all (a write that fails part way, on a full disk,
-/// is cut back), and the file is never opened through a symlink.
-#[derive(Debug)]
-pub struct JsonlSink {
-    path: PathBuf,
-    file: LineFile,
-}
-
-impl JsonlSink {
-    /// Creates (or truncates) the file at `path`; a symlink at `path` is an error.
-    pub fn create(path: impl AsRef<Path>) -> Result<Self, TraceError> {
-        let path = path.as_ref().to_path_buf();
-        let file = LineFile::create(&path).map_err(|source| TraceError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        Ok(JsonlSink { path, file })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl TraceSink for JsonlSink {
-    fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
-        let mut line = Vec::with_capacity(192);
-        event.write_json(&mut line)?;
-        line.push(b'\n');
-        self.file
-            .append_line(&line)
-            .map_err(|source| TraceError::Io {
-                path: self.path.clone(),
-                source,
-            })
-    }
-}
-
 /// Sends every event to two sinks (a file and the live display, say), the first first.
 #[derive(Debug)]
 pub struct Tee<A, B>(pub A, pub B);
@@ -753,7 +710,7 @@ fn utf8(out: Vec<u8>) -> Result<String, TraceError> {
         .map_err(|error| TraceError::Serialize(serde_json::Error::io(std::io::Error::other(error))))
 }
 
-/// Parses JSON lines written by [`to_jsonl`] or [`JsonlSink`] (blank lines are skipped).
+/// Parses JSON lines written by [`to_jsonl`] or a JSON Lines trace file (blank lines are skipped).
 pub fn from_jsonl(text: &str) -> Result<Vec<TraceEvent>, TraceError> {
     text.lines()
         .filter(|line| !line.trim().is_empty())
@@ -762,6 +719,21 @@ pub fn from_jsonl(text: &str) -> Result<Vec<TraceEvent>, TraceError> {
 }
 
 pub mod text;
+
+/// One way a value breaks its contract.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    /// Where: `tasks[2].id`, or `$` for the value itself.
+    pub path: String,
+    /// What is wrong, in words a model can act on.
+    pub message: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{}: {}", self.path, self.message)
+    }
+}
 
 #[cfg(test)]
 mod tests;

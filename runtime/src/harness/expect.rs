@@ -6,9 +6,9 @@ use charter_compiler::diagnostics::did_you_mean;
 use charter_compiler::graph::CompiledSpec;
 use serde_json::Value;
 
-use super::Expectation;
-use crate::run::RunOutcome;
-use crate::trace::{EventKind, TraceEvent};
+use crate::engine::run::RunOutcome;
+use crate::formats::scenario::Expectation;
+use crate::formats::trace::{EventKind, TraceEvent};
 
 /// Model calls per step in a trace: its `model_call` events by step (every attempt, a
 /// per-item check's judge calls included).
@@ -125,7 +125,7 @@ pub fn subset_difference(expected: &Value, actual: &Value, path: &str) -> Option
                     subset_difference(expected, actual, &format!("{path}[{index}]"))
                 })
         }
-        _ if crate::value::values_equal(expected, actual) => None,
+        _ if crate::engine::value::values_equal(expected, actual) => None,
         _ => Some(format!(
             "{path} = {}, got {}",
             short(expected),
@@ -143,3 +143,6 @@ fn short(value: &Value) -> String {
         text
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -25,6 +25,7 @@
 //! beside a changed or new snapshot for `charter review` or `cargo insta review`.
 
 pub mod event_diff;
+pub mod expect;
 pub mod report;
 pub mod snapshot;
 
@@ -38,11 +39,12 @@ use std::time::{Duration, Instant};
 use charter_compiler::{CompiledSpec, LoadedFile, Loader, compile, render};
 use serde_json::Value;
 
-use crate::provider::{BoxFuture, CallKey, ModelRequest, ModelResponse, Provider, ProviderError};
-use crate::replay::ReplayProvider;
-use crate::run::{DeliveryTarget, RunConfig, RunError, replay_blocking};
-use crate::scenario::{Cassette, Recorded, Scenario};
-use crate::trace::{MemorySink, Outcome, Reason, TraceEvent, to_jsonl};
+use crate::engine::effects::Provider;
+use crate::engine::provider::{BoxFuture, CallKey, ModelRequest, ModelResponse, ProviderError};
+use crate::engine::run::{DeliveryTarget, RunConfig, RunError, replay_blocking};
+use crate::formats::scenario::{Cassette, Recorded, Scenario};
+use crate::formats::trace::{MemorySink, Outcome, Reason, TraceEvent, to_jsonl};
+use crate::world::replay::ReplayProvider;
 
 /// The directory under the project root that holds the scenarios.
 pub const GOLDEN_DIR: &str = "golden";
@@ -360,7 +362,7 @@ impl ScenarioReport {
     /// safe to show: control characters escaped, long values cut (DESIGN §15). Every
     /// front (table, details, JUnit, GitHub annotations) shows reports in this form.
     pub fn escaped(mut self) -> Self {
-        use crate::escape::{MAX_BLOCK_CHARS, MAX_LINE_CHARS, block, one_line};
+        use crate::world::escape::{MAX_BLOCK_CHARS, MAX_LINE_CHARS, block, one_line};
         let line = |text: &str| one_line(text, MAX_LINE_CHARS);
         self.spec = line(&self.spec);
         self.scenario = line(&self.scenario);
@@ -508,10 +510,11 @@ impl Loader for FsLoader {
 }
 
 /// A file a spec or scenario names, read as text only inside `root`
-/// ([`crate::files::read_source`]); the error is a one-line reason naming it as `shown`.
+/// ([`crate::world::files::read_source`]); the error is a one-line reason naming it as `shown`.
 fn read_source_text(path: &Path, root: &Path, shown: &str) -> Result<String, String> {
-    let bytes = crate::files::read_source(path, Some(root), crate::files::MAX_SOURCE_BYTES)
-        .map_err(|error| error.message(shown, "."))?;
+    let bytes =
+        crate::world::files::read_source(path, Some(root), crate::world::files::MAX_SOURCE_BYTES)
+            .map_err(|error| error.message(shown, "."))?;
     String::from_utf8(bytes).map_err(|_| format!("`{shown}` is not UTF-8 text"))
 }
 
@@ -607,12 +610,12 @@ pub fn verify_project_with_progress(
 /// What one replay gave.
 #[derive(Debug)]
 pub struct Replayed {
-    pub outcome: crate::run::RunOutcome,
+    pub outcome: crate::engine::run::RunOutcome,
     pub events: Vec<TraceEvent>,
     /// The normalized trace as JSON lines.
     pub trace: String,
     pub unused_calls: Vec<CallKey>,
-    pub unused_humans: Vec<crate::provider::HumanKey>,
+    pub unused_humans: Vec<crate::engine::provider::HumanKey>,
     /// The turn of each of `unused_calls` and `unused_humans`, in order (all 1 outside a
     /// conversation).
     pub unused_call_turns: Vec<u64>,
@@ -620,7 +623,7 @@ pub struct Replayed {
     /// Role -> the rendered prompt of its first call (by call key).
     pub prompts: BTreeMap<String, String>,
     /// Calls whose prompt differs from the one their recorded answer was given to.
-    pub stale_prompts: Vec<crate::replay::StalePrompt>,
+    pub stale_prompts: Vec<crate::world::replay::StalePrompt>,
 }
 
 /// A replay that failed, and in which turn of a conversation (1 for a single run).
@@ -657,7 +660,7 @@ pub fn replay_scenario(
             })
         });
     };
-    let mut session = crate::session::Session::new(spec).map_err(|error| {
+    let mut session = crate::engine::session::Session::new(spec).map_err(|error| {
         Box::new(ReplayFailure {
             turn: 1,
             error: RunError::Flow(format!("a scenario with `turns` needs a session: {error}")),
@@ -741,7 +744,7 @@ pub fn replay_turn(
     input: Value,
     cassette: impl Into<Arc<Cassette>>,
     root: &Path,
-    session: Option<crate::session::Session>,
+    session: Option<crate::engine::session::Session>,
 ) -> Result<Replayed, RunError> {
     replay_counting(spec, input, cassette, root, session).0
 }
@@ -753,7 +756,7 @@ pub fn replay_counting(
     input: Value,
     cassette: impl Into<Arc<Cassette>>,
     root: &Path,
-    session: Option<crate::session::Session>,
+    session: Option<crate::engine::session::Session>,
 ) -> (Result<Replayed, RunError>, usize) {
     let replay = Arc::new(ReplayProvider::new(cassette));
     let config = RunConfig {
@@ -771,10 +774,9 @@ pub fn replay_counting(
     let outcome = replay_blocking(
         spec,
         input,
-        capture.clone(),
-        replay.as_ref(),
+        crate::engine::effects::Effects::new(capture.clone(), replay.as_ref(), &mut sink)
+            .with_files(&crate::world::files::LocalFiles),
         &config,
-        &mut sink,
     );
     let events = sink.into_events();
     let count = events.len();
@@ -845,15 +847,15 @@ impl Provider for PromptCapture {
         self.inner.complete(request)
     }
 
-    fn answer_now(&self, request: &ModelRequest) -> Option<crate::provider::Played> {
+    fn answer_now(&self, request: &ModelRequest) -> Option<crate::engine::effects::Played> {
         self.capture(request);
         self.inner.answer_now(request)
     }
 
     fn run_tool(
         &self,
-        request: crate::provider::ToolRequest,
-    ) -> BoxFuture<'_, Result<crate::provider::ToolResponse, ProviderError>> {
+        request: crate::engine::provider::ToolRequest,
+    ) -> BoxFuture<'_, Result<crate::engine::provider::ToolResponse, ProviderError>> {
         self.inner.run_tool(request)
     }
 }
@@ -1071,7 +1073,7 @@ fn check_scenario(
         spec
     } else {
         let mut overridden = (*spec).clone();
-        if let Err(message) = crate::models::apply_overrides(&mut overridden, &overrides) {
+        if let Err(message) = crate::engine::models::apply_overrides(&mut overridden, &overrides) {
             return report.problems.push(error_at(
                 cassette_file.clone(),
                 line_of(&cassette_text, "overrides:"),
@@ -1092,14 +1094,14 @@ fn check_scenario(
 
     // Names the spec does not have (a misspelt step, a wrong judge role): each at its
     // entry's line, with "did you mean"; nothing is replayed.
-    let names = crate::scenario::unknown_names(&cassette, &spec);
+    let names = crate::formats::scenario::unknown_names(&cassette, &spec);
     if !names.is_empty() {
-        let call_lines = crate::yaml::call_lines(&cassette_text);
+        let call_lines = crate::formats::yaml::call_lines(&cassette_text);
         for problem in names {
             let line = match problem.entry {
-                crate::scenario::Entry::Call(index) => call_lines.get(index).copied(),
-                crate::scenario::Entry::Human(_) => line_of(&cassette_text, "humans:"),
-                crate::scenario::Entry::Fault(_) => line_of(&cassette_text, "faults:"),
+                crate::formats::scenario::Entry::Call(index) => call_lines.get(index).copied(),
+                crate::formats::scenario::Entry::Human(_) => line_of(&cassette_text, "humans:"),
+                crate::formats::scenario::Entry::Fault(_) => line_of(&cassette_text, "faults:"),
             };
             report
                 .problems
@@ -1107,7 +1109,7 @@ fn check_scenario(
         }
         return;
     }
-    let unknown_steps = crate::scenario::unknown_call_steps(&expect, &spec);
+    let unknown_steps = expect::unknown_call_steps(&expect, &spec);
     if !unknown_steps.is_empty() {
         for message in unknown_steps {
             report.problems.push(error_at(
@@ -1122,7 +1124,7 @@ fn check_scenario(
     // A bad input is the scenario's mistake, shown at its `input:`; nothing is replayed.
     let conversation = scenario.turns.is_some();
     for (index, input) in scenario.inputs().iter().enumerate() {
-        if let Err(violations) = crate::validate::validate_request(&spec, input) {
+        if let Err(violations) = crate::engine::validate::validate_request(&spec, input) {
             let contract = spec.request.as_deref().unwrap_or("Request");
             let which = if conversation {
                 format!("the `input` of turn {}", index + 1)
@@ -1172,7 +1174,11 @@ fn check_scenario(
                 calls
                     .iter()
                     .position(|call| call.turn == turn && call.key() == *key)
-                    .and_then(|index| crate::yaml::call_lines(&cassette_text).get(index).copied())
+                    .and_then(|index| {
+                        crate::formats::yaml::call_lines(&cassette_text)
+                            .get(index)
+                            .copied()
+                    })
             };
             let line = match &error {
                 RunError::PromptExpectation { key, .. } => line_of_key(key),
@@ -1263,7 +1269,7 @@ fn check_scenario(
     // recorded answer belongs to the other prompt.
     if !first.stale_prompts.is_empty() {
         report.stale = true;
-        let lines = crate::yaml::call_lines(&cassette_text);
+        let lines = crate::formats::yaml::call_lines(&cassette_text);
         for stale in &first.stale_prompts {
             let line = calls
                 .iter()
@@ -1307,10 +1313,10 @@ fn check_scenario(
     }
 
     // Expectations.
-    let unmet = crate::scenario::unmet(
+    let unmet = expect::unmet(
         &expect,
         &first.outcome,
-        &crate::scenario::calls_per_step(&first.events),
+        &expect::calls_per_step(&first.events),
     );
     if !unmet.is_empty() {
         report.problems.push(Problem {
@@ -1328,7 +1334,7 @@ fn check_scenario(
     let lines = if first.unused_calls.is_empty() {
         Vec::new()
     } else {
-        crate::yaml::call_lines(&cassette_text)
+        crate::formats::yaml::call_lines(&cassette_text)
     };
     for (key, turn) in first.unused_calls.iter().zip(&first.unused_call_turns) {
         let line = calls
@@ -1568,10 +1574,13 @@ fn prompt_diffs(
 /// The diff of a stale call's prompt against the one it was recorded for, when the
 /// cassette holds that text (the role's first rendered prompt, if it hashes to the
 /// call's `prompt_hash`).
-fn stale_prompt_diff(recorded: Option<&Recorded>, stale: &crate::replay::StalePrompt) -> String {
+fn stale_prompt_diff(
+    recorded: Option<&Recorded>,
+    stale: &crate::world::replay::StalePrompt,
+) -> String {
     let known = recorded
         .and_then(|recorded| recorded.rendered.get(&stale.role))
-        .filter(|text| crate::canonical::sha256(text.as_bytes()) == stale.recorded);
+        .filter(|text| crate::formats::canonical::sha256(text.as_bytes()) == stale.recorded);
     match known {
         Some(old) => unified_diff(
             old,
@@ -1631,14 +1640,14 @@ fn recorded_block(recorded: &Recorded, literal: bool) -> Result<String, String> 
         #[serde(skip_serializing_if = "BTreeMap::is_empty")]
         rendered: BTreeMap<&'a str, Text<'a>>,
         #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-        models: &'a BTreeMap<String, crate::scenario::RecordedModel>,
+        models: &'a BTreeMap<String, crate::formats::scenario::RecordedModel>,
         #[serde(skip_serializing_if = "BTreeMap::is_empty")]
         overrides: &'a BTreeMap<String, String>,
     }
     #[derive(serde::Serialize)]
     #[serde(untagged)]
     enum Text<'a> {
-        Block(crate::yaml::BlockText<'a>),
+        Block(crate::formats::yaml::BlockText<'a>),
         Plain(&'a str),
     }
     let body = Body {
@@ -1650,7 +1659,7 @@ fn recorded_block(recorded: &Recorded, literal: bool) -> Result<String, String> 
             .iter()
             .map(|(role, text)| {
                 let text = if literal {
-                    Text::Block(crate::yaml::BlockText(text))
+                    Text::Block(crate::formats::yaml::BlockText(text))
                 } else {
                     Text::Plain(text)
                 };
@@ -1660,7 +1669,7 @@ fn recorded_block(recorded: &Recorded, literal: bool) -> Result<String, String> 
         models: &recorded.models,
         overrides: &recorded.overrides,
     };
-    crate::yaml::to_string(CASSETTE_FILE, &Block { recorded: body })
+    crate::formats::yaml::to_string(CASSETTE_FILE, &Block { recorded: body })
         .map_err(|error| error.to_string())
 }
 

@@ -85,10 +85,13 @@ pub fn pending_snapshots(root: &Path) -> Result<Vec<Pending>, super::HarnessErro
 /// The contents (trace lines) of the snapshot and of the pending one; an absent
 /// snapshot reads as empty.
 pub fn pending_contents(pending: &Pending) -> std::io::Result<(String, String)> {
-    let limit = crate::files::MAX_SOURCE_BYTES;
-    let new = crate::files::read_regular(&pending.pending, limit)?;
+    let limit = crate::world::files::MAX_SOURCE_BYTES;
+    let new = crate::world::files::read_regular(&pending.pending, limit)?;
     let old = if pending.snapshot.exists() {
-        contents(&crate::files::read_regular(&pending.snapshot, limit)?)
+        contents(&crate::world::files::read_regular(
+            &pending.snapshot,
+            limit,
+        )?)
     } else {
         String::new()
     };
@@ -98,7 +101,8 @@ pub fn pending_contents(pending: &Pending) -> std::io::Result<(String, String)> 
 /// Accepts a pending snapshot: its text becomes `trace.snap` (written atomically), and
 /// the pending file is removed.
 pub fn accept_pending(pending: &Pending) -> std::io::Result<()> {
-    let text = crate::files::read_regular(&pending.pending, crate::files::MAX_SOURCE_BYTES)?;
+    let text =
+        crate::world::files::read_regular(&pending.pending, crate::world::files::MAX_SOURCE_BYTES)?;
     write_atomically(&pending.snapshot, &text)?;
     std::fs::remove_file(&pending.pending)
 }
@@ -108,11 +112,11 @@ pub fn reject_pending(pending: &Pending) -> std::io::Result<()> {
     std::fs::remove_file(&pending.pending)
 }
 
-/// Writes `text` to `path` through [`crate::files::write_atomically`] (an exclusive
+/// Writes `text` to `path` through [`crate::world::files::write_atomically`] (an exclusive
 /// temporary file and a rename; a symlink at `path` is an error), so the file is never
 /// seen half-written.
 pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    crate::files::write_atomically(path, text.as_bytes())
+    crate::world::files::write_atomically(path, text.as_bytes())
 }
 
 /// A YAML scalar as insta's emitter writes it: plain unless plain could be misread (empty,

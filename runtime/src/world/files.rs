@@ -144,7 +144,7 @@ pub fn read_limited(file: File, path: &Path, limit: u64) -> io::Result<String> {
             format!(
                 "{} is larger than the limit of {}",
                 path.display(),
-                crate::limits::describe_bytes(usize::try_from(limit).unwrap_or(usize::MAX))
+                crate::world::limits::describe_bytes(usize::try_from(limit).unwrap_or(usize::MAX))
             ),
         ));
     }
@@ -189,7 +189,7 @@ impl SourceError {
             SourceError::NotRegular => format!("`{shown}` is not a regular file"),
             SourceError::TooLarge { limit } => format!(
                 "`{shown}` is larger than the limit of {}",
-                crate::limits::describe_bytes(usize::try_from(*limit).unwrap_or(usize::MAX))
+                crate::world::limits::describe_bytes(usize::try_from(*limit).unwrap_or(usize::MAX))
             ),
             SourceError::Io(error) => format!("cannot read `{shown}`: {error}"),
         }
@@ -300,6 +300,29 @@ impl<F: Write + Truncate> LineFile<F> {
 
     pub fn is_empty(&self) -> bool {
         self.length == 0
+    }
+}
+
+/// The run's files on this machine's file system ([`crate::engine::effects::Files`]):
+/// atomic writes, reads that never follow a symlink.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocalFiles;
+
+impl crate::engine::effects::Files for LocalFiles {
+    fn create_dir_all(&self, directory: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(directory)
+    }
+
+    fn write(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        write_atomically(path, bytes)
+    }
+
+    fn read(&self, path: &Path, limit: u64) -> io::Result<String> {
+        read_regular(path, limit)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Recording a live run (DESIGN §5): `Recording` wraps any provider and human channel, keeps what each call answered by its key, scrubs secrets, journals every answer to disk as it comes (so a killed run resumes without asking the model again), and `write_recording` writes `scenario.yaml` and `cassette.yaml` atomically.
 //!
-//! What a call gave becomes a [`RecordedCall`] that [`crate::replay::ReplayProvider`]
+//! What a call gave becomes a [`RecordedCall`] that [`crate::world::replay::ReplayProvider`]
 //! plays back the same way:
 //!
 //! | the call                                   | recorded                                   |
@@ -19,7 +19,7 @@
 //! messages, human answers) has each secret the recording was given replaced by
 //! `<redacted>` (a [`Scrubber`]): the CLI gives it the API keys and the values of
 //! environment variables named `*_KEY`, `*_TOKEN` and `*_SECRET`
-//! ([`crate::secrets::secrets_by_name`]).
+//! ([`crate::world::secrets::secrets_by_name`]).
 //!
 //! **Resume.** With [`Recording::journaled`], every call and human answer is also
 //! appended to a [`Journal`] (JSON lines, synced per line) the moment it ends. A run that
@@ -41,17 +41,18 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::files::{self, LineFile};
-use crate::provider::{
-    BoxFuture, CallKey, CallLog, CallLogEntries, HumanChannel, HumanKey, HumanRequest, ModelOutput,
-    ModelRequest, ModelResponse, Provider, ProviderError, ToolCall, ToolRequest, ToolResponse,
+use crate::engine::effects::{HumanChannel, Provider};
+use crate::engine::provider::{
+    BoxFuture, CallKey, CallLog, CallLogEntries, HumanKey, HumanRequest, ModelOutput, ModelRequest,
+    ModelResponse, ProviderError, ToolCall, ToolRequest, ToolResponse,
 };
-use crate::replay::playback;
-use crate::scenario::{
+use crate::formats::scenario::{
     Cassette, LoadError, Recorded, RecordedCall, RecordedError, RecordedHuman, RecordedToolCall,
     RecordedUsage, Scenario,
 };
-use crate::secrets::Scrubber;
+use crate::world::files::{self, LineFile};
+use crate::world::replay::playback;
+use crate::world::secrets::Scrubber;
 
 /// The status a call that got no HTTP answer is recorded with (it replays as transient).
 pub const NO_ANSWER_STATUS: u16 = 503;
@@ -254,7 +255,7 @@ impl Store {
         calls
             .iter()
             .map(|tool_call| {
-                let error = crate::run::step::error_answer(&tool_call.result);
+                let error = crate::engine::run::step::error_answer(&tool_call.result);
                 RecordedToolCall {
                     tool: tool_call.tool.clone(),
                     args: self.scrub(&tool_call.args),
@@ -421,7 +422,7 @@ impl<P: Provider> Provider for RecordingProvider<P> {
         {
             // Answered before the run was stopped: played back at once, not run again.
             store.replayed.fetch_add(1, Ordering::SeqCst);
-            let (_, response) = crate::replay::playback_tool(previous);
+            let (_, response) = crate::world::replay::playback_tool(previous);
             return Box::pin(async move { Ok(response) });
         }
         let tool = request.tool.clone();
@@ -471,11 +472,11 @@ impl<P: Provider> Provider for RecordingProvider<P> {
             // Answered before the run was stopped: played back at once.
             store.replayed.fetch_add(1, Ordering::SeqCst);
             let (_, result) = playback(previous);
-            crate::replay::playback_log(previous, &result, &request.log);
+            crate::world::replay::playback_log(previous, &result, &request.log);
             return Box::pin(async move { result });
         }
         let log = request.log.clone();
-        let prompt_hash = crate::canonical::sha256(request.prompt.as_bytes());
+        let prompt_hash = crate::formats::canonical::sha256(request.prompt.as_bytes());
         let call = self.inner.complete(request);
         Box::pin(async move {
             let mut guard = DropGuard {

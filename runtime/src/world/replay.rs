@@ -32,12 +32,15 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::provider::{
-    BoxFuture, CallKey, CallLog, HumanChannel, HumanKey, HumanRequest, ModelOutput, ModelRequest,
-    ModelResponse, Played, Provider, ProviderError, ToolCall, ToolRequest, ToolResponse, Usage,
-    wait_out,
+use crate::engine::effects::{HumanChannel, Played, Provider, wait_out};
+use crate::engine::provider::{
+    BoxFuture, CallKey, CallLog, HumanKey, HumanRequest, ModelOutput, ModelRequest, ModelResponse,
+    ProviderError, ToolCall, ToolRequest, ToolResponse, Usage,
 };
-use crate::scenario::{Cassette, Fault, Recorded, RecordedCall, RecordedToolCall};
+use crate::engine::run::{DeliveryTarget, RunConfig, RunError, RunOutcome};
+use crate::formats::scenario::{Cassette, Fault, Recorded, RecordedCall, RecordedToolCall};
+use crate::formats::trace::TraceSink;
+use charter_compiler::CompiledSpec;
 
 /// A provider and human channel that plays back a cassette.
 #[derive(Debug)]
@@ -174,7 +177,7 @@ impl ReplayProvider {
         let unused = self.unused();
         ProviderError::NotRecorded {
             key: key.clone(),
-            closest: crate::scenario::closest_key(key, &unused).map(Box::new),
+            closest: crate::formats::scenario::closest_key(key, &unused).map(Box::new),
         }
     }
 
@@ -227,7 +230,7 @@ impl ReplayProvider {
             }
         }
         if let Some(recorded) = &call.prompt_hash {
-            let now = crate::canonical::sha256(request.prompt.as_bytes());
+            let now = crate::formats::canonical::sha256(request.prompt.as_bytes());
             if *recorded != now {
                 lock(&self.stale_prompts).push(StalePrompt {
                     key: key.clone(),
@@ -345,7 +348,7 @@ pub fn playback_tool(call: &RecordedCall) -> (Duration, ToolResponse) {
             .unwrap_or_else(|| "the tool failed".to_string())),
         (None, None) => Err(format!(
             "the tool gave no result within {}",
-            crate::scenario::duration_text::format(latency)
+            crate::formats::scenario::duration_text::format(latency)
         )),
     };
     (latency, ToolResponse { result, latency })
@@ -403,6 +406,109 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What a replay of a cassette produced: the outcome, and the recordings it never used.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayReport {
+    pub outcome: RunOutcome,
+    /// Recorded calls the run never made.
+    pub unused_calls: Vec<crate::engine::provider::CallKey>,
+    /// Recorded human answers never asked for: (step, round, attempt).
+    pub unused_humans: Vec<crate::engine::provider::HumanKey>,
+    /// Calls whose prompt differs from the one their recorded answer was given to.
+    pub stale_prompts: Vec<StalePrompt>,
+    /// Model calls per step (what `expect.calls` compares).
+    pub calls_per_step: std::collections::BTreeMap<String, u64>,
+}
+
+/// A sink that counts `model_call` events per step on the way to its inner sink.
+struct CountingSink<'a> {
+    inner: &'a mut dyn TraceSink,
+    calls: std::collections::BTreeMap<String, u64>,
+}
+
+impl CountingSink<'_> {
+    fn count(&mut self, event: &crate::formats::trace::TraceEvent) {
+        if let (crate::formats::trace::EventKind::ModelCall { .. }, Some(step)) =
+            (&event.kind, &event.step)
+        {
+            match self.calls.get_mut(&**step) {
+                Some(calls) => *calls += 1,
+                None => {
+                    self.calls.insert(step.to_string(), 1);
+                }
+            }
+        }
+    }
+}
+
+impl TraceSink for CountingSink<'_> {
+    fn append(
+        &mut self,
+        event: &crate::formats::trace::TraceEvent,
+    ) -> Result<(), crate::formats::trace::TraceError> {
+        self.count(event);
+        self.inner.append(event)
+    }
+
+    fn append_owned(
+        &mut self,
+        event: crate::formats::trace::TraceEvent,
+    ) -> Result<(), crate::formats::trace::TraceError> {
+        self.count(&event);
+        self.inner.append_owned(event)
+    }
+}
+
+/// Replays `cassette` for `spec` on `input` on a paused clock: calls and human answers
+/// come from the cassette, its faults are injected, the delivery goes to `delivery`.
+pub fn replay_cassette(
+    spec: &CompiledSpec,
+    input: Value,
+    cassette: impl Into<Arc<crate::formats::scenario::Cassette>>,
+    delivery: DeliveryTarget,
+    sink: &mut dyn TraceSink,
+) -> Result<ReplayReport, RunError> {
+    replay_cassette_in(spec, input, cassette, delivery, None, sink)
+}
+
+/// [`replay_cassette`] as one turn of the conversation `session` (DESIGN §9.4): the
+/// outcome's `session` is the one the next turn replays in.
+pub fn replay_cassette_in(
+    spec: &CompiledSpec,
+    input: Value,
+    cassette: impl Into<Arc<crate::formats::scenario::Cassette>>,
+    delivery: DeliveryTarget,
+    session: Option<crate::engine::session::Session>,
+    sink: &mut dyn TraceSink,
+) -> Result<ReplayReport, RunError> {
+    let replay = Arc::new(ReplayProvider::new(cassette));
+    let config = RunConfig {
+        delivery,
+        faults: replay.faults().to_vec(),
+        cancel: None,
+        observer: None,
+        session,
+    };
+    let mut counting = CountingSink {
+        inner: sink,
+        calls: std::collections::BTreeMap::new(),
+    };
+    let outcome = crate::engine::run::replay_blocking(
+        spec,
+        input,
+        crate::engine::effects::Effects::new(replay.clone(), replay.as_ref(), &mut counting)
+            .with_files(&crate::world::files::LocalFiles),
+        &config,
+    )?;
+    Ok(ReplayReport {
+        outcome,
+        unused_calls: replay.unused(),
+        unused_humans: replay.unused_humans(),
+        stale_prompts: replay.stale_prompts(),
+        calls_per_step: counting.calls,
+    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::trace::{TraceError, TraceEvent, TraceSink};
+use crate::formats::trace::{TraceError, TraceEvent, TraceSink};
 
 /// The shortest variable value [`secrets_by_name`] takes for a secret.
 pub const MIN_SECRET_LEN: usize = 8;
@@ -157,7 +157,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::trace::{EventKind, MemorySink, RetryKind};
+    use crate::formats::trace::{EventKind, MemorySink, RetryKind};
 
     #[test]
     fn secrets_are_replaced_longest_first_everywhere() {

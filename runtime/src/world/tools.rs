@@ -22,8 +22,8 @@ use charter_compiler::graph::{CompiledSpec, ContractIr, EffectIr, ToolIr};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::provider::BoxFuture;
-use crate::validate::{Validator, Violation, violations_text};
+use crate::engine::provider::BoxFuture;
+use crate::engine::validate::{Validator, Violation, violations_text};
 
 /// A tool implementation: takes the call's arguments (already checked against the tool's
 /// input contract) and answers a JSON value (checked against its output contract).
@@ -66,7 +66,7 @@ pub enum ToolError {
     Failed(String),
     /// The tool ran past its `timeout` and was stopped (a command's whole process group
     /// killed).
-    #[error("tool `{tool}` timed out after {}", crate::scenario::duration_text::format(std::time::Duration::from_millis(*after_ms)))]
+    #[error("tool `{tool}` timed out after {}", crate::formats::scenario::duration_text::format(std::time::Duration::from_millis(*after_ms)))]
     TimedOut { tool: String, after_ms: u64 },
 }
 
@@ -129,7 +129,7 @@ impl CommandTool {
     pub fn new(command: impl Into<String>) -> Self {
         CommandTool {
             command: command.into(),
-            max_output_bytes: crate::limits::DEFAULT_MAX_BYTES,
+            max_output_bytes: crate::world::limits::DEFAULT_MAX_BYTES,
         }
     }
 
@@ -198,7 +198,7 @@ impl CommandTool {
             return Err(ToolError::Failed(format!(
                 "`{}` printed more than the limit of {}",
                 self.command,
-                crate::limits::describe_bytes(limit)
+                crate::world::limits::describe_bytes(limit)
             )));
         }
         let status = status.map_err(could_not_run)?;

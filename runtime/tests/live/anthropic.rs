@@ -3,10 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use charter_runtime::provider::{ModelOutput, Provider, ProviderError, Usage};
-use charter_runtime::providers::anthropic::OUTPUT_TOOL;
-use charter_runtime::providers::{AnthropicConfig, AnthropicProvider, ApiKey, StructuredOutput};
-use charter_runtime::validate::Validator;
+use charter_runtime::engine::effects::Provider;
+use charter_runtime::engine::provider::{ModelOutput, ProviderError, Usage};
+use charter_runtime::engine::validate::Validator;
+use charter_runtime::world::providers::anthropic::OUTPUT_TOOL;
+use charter_runtime::world::providers::{
+    AnthropicConfig, AnthropicProvider, ApiKey, StructuredOutput,
+};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};

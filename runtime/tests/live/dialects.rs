@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use charter_runtime::compiler::graph::{ModelParamsIr, OutputModeIr, ToolChoiceIr};
-use charter_runtime::provider::{ModelOutput, ModelRequest, Provider, ProviderError};
-use charter_runtime::providers::{
+use charter_runtime::engine::effects::Provider;
+use charter_runtime::engine::provider::{ModelOutput, ModelRequest, ProviderError};
+use charter_runtime::world::providers::{
     AnthropicConfig, AnthropicProvider, ApiKey, OpenAiConfig, OpenAiProvider,
 };
 use serde_json::{Value, json};

@@ -5,12 +5,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::support::NoHumans;
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
-use charter_runtime::providers::{OpenAiConfig, OpenAiProvider};
-use charter_runtime::record::Recording;
-use charter_runtime::run::{DeliveryTarget, RunConfig, replay_cassette, run};
-use charter_runtime::scenario::Recorded;
-use charter_runtime::tools::{FnTool, ToolBox};
-use charter_runtime::trace::{EventKind, MemorySink, Outcome, TraceEvent};
+use charter_runtime::engine::run::{DeliveryTarget, RunConfig, run};
+use charter_runtime::formats::scenario::Recorded;
+use charter_runtime::formats::trace::{EventKind, MemorySink, Outcome, TraceEvent};
+use charter_runtime::world::providers::{OpenAiConfig, OpenAiProvider};
+use charter_runtime::world::record::Recording;
+use charter_runtime::world::replay::replay_cassette;
+use charter_runtime::world::tools::{FnTool, ToolBox};
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
@@ -76,7 +77,7 @@ async fn run_live(
     server: &MockServer,
 ) -> (
     Vec<TraceEvent>,
-    charter_runtime::run::RunOutcome,
+    charter_runtime::engine::run::RunOutcome,
     Recording,
     usize,
 ) {
@@ -105,10 +106,13 @@ async fn run_live(
     let outcome = run(
         spec,
         json!({"goal": "hi"}),
-        Arc::new(recording.provider(provider)),
-        &NoHumans,
+        charter_runtime::engine::effects::Effects::new(
+            Arc::new(recording.provider(provider)),
+            &NoHumans,
+            &mut sink,
+        )
+        .with_files(&charter_runtime::world::files::LocalFiles),
         &config,
-        &mut sink,
     )
     .await
     .unwrap_or_else(|error| panic!("{error}"));

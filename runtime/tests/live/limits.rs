@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use charter_runtime::limits::Limits;
-use charter_runtime::provider::{Provider, ProviderError};
-use charter_runtime::providers::{
+use charter_runtime::engine::effects::Provider;
+use charter_runtime::engine::provider::ProviderError;
+use charter_runtime::world::limits::Limits;
+use charter_runtime::world::providers::{
     AnthropicConfig, AnthropicProvider, ApiKey, OpenAiConfig, OpenAiProvider,
 };
-use charter_runtime::tools::ToolBox;
+use charter_runtime::world::tools::ToolBox;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -77,7 +78,7 @@ async fn endless_body_server(chunk: usize, pause: Duration) -> String {
 
 fn assert_too_large(
     result: Result<
-        Result<charter_runtime::provider::ModelResponse, ProviderError>,
+        Result<charter_runtime::engine::provider::ModelResponse, ProviderError>,
         tokio::time::error::Elapsed,
     >,
 ) {

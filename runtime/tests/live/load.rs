@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use crate::support::NoHumans;
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
-use charter_runtime::providers::{ApiKey, OpenAiConfig, OpenAiProvider};
-use charter_runtime::run::{RunConfig, run};
-use charter_runtime::tools::ToolBox;
-use charter_runtime::trace::{EventKind, MemorySink};
+use charter_runtime::engine::run::{RunConfig, run};
+use charter_runtime::formats::trace::{EventKind, MemorySink};
+use charter_runtime::world::providers::{ApiKey, OpenAiConfig, OpenAiProvider};
+use charter_runtime::world::tools::ToolBox;
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -85,10 +85,8 @@ async fn two_hundred_concurrent_live_runs_complete_with_whole_traces() {
             let outcome = run(
                 &spec,
                 json!({"goal": format!("topic {index}")}),
-                provider,
-                &NoHumans,
+                charter_runtime::engine::effects::Effects::new(provider, &NoHumans, &mut sink),
                 &RunConfig::default(),
-                &mut sink,
             )
             .await;
             (outcome, sink)

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use charter_runtime::provider::{ModelOutput, Provider, ProviderError, Usage};
-use charter_runtime::providers::{ApiKey, OpenAiConfig, OpenAiProvider, StructuredOutput};
-use charter_runtime::validate::Validator;
+use charter_runtime::engine::effects::Provider;
+use charter_runtime::engine::provider::{ModelOutput, ProviderError, Usage};
+use charter_runtime::engine::validate::Validator;
+use charter_runtime::world::providers::{ApiKey, OpenAiConfig, OpenAiProvider, StructuredOutput};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -572,7 +573,7 @@ async fn the_key_never_shows() {
 
 #[tokio::test]
 async fn a_failing_command_tool_is_told_to_the_model_and_the_call_goes_on() {
-    use charter_runtime::tools::{CommandTool, ToolBox};
+    use charter_runtime::world::tools::{CommandTool, ToolBox};
     let server = MockServer::start().await;
     mount_once(
         &server,

@@ -4,16 +4,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
-use charter_runtime::provider::Provider;
-use charter_runtime::providers::{ApiKey, OpenAiConfig, OpenAiProvider};
-use charter_runtime::record::{Journal, Recording, write_recording};
-use charter_runtime::run::{
-    DeliveryTarget, ReplayReport, RunConfig, RunOutcome, replay_cassette, run,
-};
-use charter_runtime::scenario::{Cassette, Recorded, Scenario};
-use charter_runtime::secrets::{Scrubber, ScrubbingSink};
-use charter_runtime::tools::ToolBox;
-use charter_runtime::trace::{MemorySink, TraceEvent};
+use charter_runtime::engine::effects::Provider;
+use charter_runtime::engine::run::{DeliveryTarget, RunConfig, RunOutcome, run};
+use charter_runtime::formats::scenario::{Cassette, Recorded, Scenario};
+use charter_runtime::formats::trace::{MemorySink, TraceEvent};
+use charter_runtime::world::providers::{ApiKey, OpenAiConfig, OpenAiProvider};
+use charter_runtime::world::record::{Journal, Recording, write_recording};
+use charter_runtime::world::replay::{ReplayReport, replay_cassette};
+use charter_runtime::world::secrets::{Scrubber, ScrubbingSink};
+use charter_runtime::world::tools::ToolBox;
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -150,10 +149,9 @@ async fn live_run(
     let outcome = run(
         spec,
         input(),
-        provider,
-        &NoHumans,
+        charter_runtime::engine::effects::Effects::new(provider, &NoHumans, &mut sink)
+            .with_files(&charter_runtime::world::files::LocalFiles),
         &RunConfig::default(),
-        &mut sink,
     )
     .await
     .unwrap_or_else(|error| panic!("{error}"));
@@ -243,7 +241,13 @@ async fn a_killed_run_resumes_without_asking_the_model_again() {
         let provider: Arc<dyn Provider> = Arc::new(recording.provider(live_provider(&server)));
         let mut sink = MemorySink::new();
         let config = RunConfig::default();
-        let killed = run(&spec, input(), provider, &NoHumans, &config, &mut sink);
+        let killed = run(
+            &spec,
+            input(),
+            charter_runtime::engine::effects::Effects::new(provider, &NoHumans, &mut sink)
+                .with_files(&charter_runtime::world::files::LocalFiles),
+            &config,
+        );
         tokio::pin!(killed);
         tokio::select! {
             ended = &mut killed => panic!("the run ended before it was killed: {ended:?}"),

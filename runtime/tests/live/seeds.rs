@@ -8,14 +8,15 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use charter_runtime::compiler::{CompiledSpec, LoadedFile, Loader, compile};
-use charter_runtime::provider::{BoxFuture, HumanChannel, HumanRequest, ProviderError};
-use charter_runtime::providers::anthropic::OUTPUT_TOOL;
-use charter_runtime::providers::{
+use charter_runtime::engine::effects::HumanChannel;
+use charter_runtime::engine::provider::{BoxFuture, HumanRequest, ProviderError};
+use charter_runtime::engine::run::{RunConfig, RunOutcome, run};
+use charter_runtime::formats::trace::MemorySink;
+use charter_runtime::world::providers::anthropic::OUTPUT_TOOL;
+use charter_runtime::world::providers::{
     AnthropicConfig, AnthropicProvider, ApiKey, OpenAiConfig, OpenAiProvider, Providers,
 };
-use charter_runtime::run::{RunConfig, RunOutcome, run};
-use charter_runtime::tools::ToolBox;
-use charter_runtime::trace::MemorySink;
+use charter_runtime::world::tools::ToolBox;
 use serde_json::{Value, json};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
@@ -161,7 +162,7 @@ fn tool_box(spec: &CompiledSpec) -> Arc<ToolBox> {
         tools
             .insert(
                 "validate_workflow",
-                Arc::new(charter_runtime::tools::FnTool::new(|_args| async {
+                Arc::new(charter_runtime::world::tools::FnTool::new(|_args| async {
                     Ok(json!({"issues": []}))
                 })),
             )
@@ -216,10 +217,9 @@ async fn live(
     let result = run(
         spec,
         input,
-        providers,
-        &Person(person),
+        charter_runtime::engine::effects::Effects::new(providers, &Person(person), &mut sink)
+            .with_files(&charter_runtime::world::files::LocalFiles),
         &RunConfig::default(),
-        &mut sink,
     )
     .await;
     let trace = sink.to_jsonl().unwrap_or_default();
@@ -656,8 +656,8 @@ impl HumanChannel for Sequence {
 
 #[tokio::test]
 async fn a_reject_then_approve_conversation_records_and_replays_exactly() {
-    use charter_runtime::record::{Journal, JournalEntry, Recording};
-    use charter_runtime::scenario::{Cassette, Recorded};
+    use charter_runtime::formats::scenario::{Cassette, Recorded};
+    use charter_runtime::world::record::{Journal, JournalEntry, Recording};
 
     let server = MockServer::start().await;
     Mock::given(wiremock::matchers::method("POST"))
@@ -676,7 +676,7 @@ async fn a_reject_then_approve_conversation_records_and_replays_exactly() {
         .await;
     let spec = seed("lead_agent");
     let tools = tool_box(&spec);
-    let providers: Arc<dyn charter_runtime::provider::Provider> = Arc::new(
+    let providers: Arc<dyn charter_runtime::engine::effects::Provider> = Arc::new(
         Providers::new()
             .with_tools(tools.clone())
             .with(
@@ -717,10 +717,13 @@ async fn a_reject_then_approve_conversation_records_and_replays_exactly() {
     let outcome = run(
         &spec,
         input.clone(),
-        Arc::new(recording.provider(providers)),
-        &humans,
+        charter_runtime::engine::effects::Effects::new(
+            Arc::new(recording.provider(providers)),
+            &humans,
+            &mut live_sink,
+        )
+        .with_files(&charter_runtime::world::files::LocalFiles),
         &RunConfig::default(),
-        &mut live_sink,
     )
     .await
     .unwrap_or_else(|error| panic!("{error}"));
@@ -752,11 +755,11 @@ async fn a_reject_then_approve_conversation_records_and_replays_exactly() {
     let spec_for_replay = spec.clone();
     let (report, replayed) = std::thread::spawn(move || {
         let mut sink = MemorySink::new();
-        let report = charter_runtime::run::replay_cassette(
+        let report = charter_runtime::world::replay::replay_cassette(
             &spec_for_replay,
             input,
             cassette,
-            charter_runtime::run::DeliveryTarget::Memory,
+            charter_runtime::engine::run::DeliveryTarget::Memory,
             &mut sink,
         )
         .unwrap_or_else(|error| panic!("{error}"));
@@ -770,7 +773,7 @@ async fn a_reject_then_approve_conversation_records_and_replays_exactly() {
         "{:?}",
         report.unused_humans
     );
-    let timeless = |events: &[charter_runtime::trace::TraceEvent]| -> Vec<Value> {
+    let timeless = |events: &[charter_runtime::formats::trace::TraceEvent]| -> Vec<Value> {
         events
             .iter()
             .map(|event| {

@@ -5,8 +5,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use charter_runtime::compiler::graph::CompiledSpec;
 use charter_runtime::compiler::{MemoryLoader, compile};
-use charter_runtime::provider::{CallKey, ModelOutput, ModelRequest, ModelResponse, ToolCall};
-use charter_runtime::tools::{FnTool, ToolBox};
+use charter_runtime::engine::provider::{
+    CallKey, ModelOutput, ModelRequest, ModelResponse, ToolCall,
+};
+use charter_runtime::world::tools::{FnTool, ToolBox};
 use serde_json::{Value, json};
 
 /// The key every test uses: no error, Debug output or response may contain it.
@@ -154,20 +156,22 @@ pub fn assert_searched_then_answered(response: &ModelResponse, counts: &Counts) 
 /// A human channel for runs with no `ask` step: any question is an error naming it.
 pub struct NoHumans;
 
-impl charter_runtime::provider::HumanChannel for NoHumans {
+impl charter_runtime::engine::effects::HumanChannel for NoHumans {
     fn ask(
         &self,
-        request: charter_runtime::provider::HumanRequest,
-    ) -> charter_runtime::provider::BoxFuture<
+        request: charter_runtime::engine::provider::HumanRequest,
+    ) -> charter_runtime::engine::provider::BoxFuture<
         '_,
-        Result<Value, charter_runtime::provider::ProviderError>,
+        Result<Value, charter_runtime::engine::provider::ProviderError>,
     > {
         Box::pin(async move {
-            Err(charter_runtime::provider::ProviderError::NoHumanAnswer {
-                step: request.step,
-                round: request.round,
-                attempt: request.attempt,
-            })
+            Err(
+                charter_runtime::engine::provider::ProviderError::NoHumanAnswer {
+                    step: request.step,
+                    round: request.round,
+                    attempt: request.attempt,
+                },
+            )
         })
     }
 }

@@ -3,9 +3,10 @@
 #![allow(dead_code)]
 
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
-use charter_runtime::run::{DeliveryTarget, ReplayReport, RunError, replay_cassette};
-use charter_runtime::scenario::Cassette;
-use charter_runtime::trace::{MemorySink, TraceEvent};
+use charter_runtime::engine::run::{DeliveryTarget, RunError};
+use charter_runtime::formats::scenario::Cassette;
+use charter_runtime::formats::trace::{MemorySink, TraceEvent};
+use charter_runtime::world::replay::{ReplayReport, replay_cassette};
 use serde_json::Value;
 
 /// The header every inline cassette starts with.
@@ -158,17 +159,20 @@ pub fn replay_to(
 
 /// A replay that also keeps every rendered prompt, by call key (`step[item]#attempt rN`).
 pub struct PromptLog {
-    replay: std::sync::Arc<charter_runtime::replay::ReplayProvider>,
+    replay: std::sync::Arc<charter_runtime::world::replay::ReplayProvider>,
     prompts: std::sync::Mutex<Vec<(String, String)>>,
 }
 
-impl charter_runtime::provider::Provider for PromptLog {
+impl charter_runtime::engine::effects::Provider for PromptLog {
     fn complete(
         &self,
-        request: charter_runtime::provider::ModelRequest,
-    ) -> charter_runtime::provider::BoxFuture<
+        request: charter_runtime::engine::provider::ModelRequest,
+    ) -> charter_runtime::engine::provider::BoxFuture<
         '_,
-        Result<charter_runtime::provider::ModelResponse, charter_runtime::provider::ProviderError>,
+        Result<
+            charter_runtime::engine::provider::ModelResponse,
+            charter_runtime::engine::provider::ProviderError,
+        >,
     > {
         let key = &request.key;
         let name = format!(
@@ -194,10 +198,13 @@ impl charter_runtime::provider::Provider for PromptLog {
 
     fn run_tool(
         &self,
-        request: charter_runtime::provider::ToolRequest,
-    ) -> charter_runtime::provider::BoxFuture<
+        request: charter_runtime::engine::provider::ToolRequest,
+    ) -> charter_runtime::engine::provider::BoxFuture<
         '_,
-        Result<charter_runtime::provider::ToolResponse, charter_runtime::provider::ProviderError>,
+        Result<
+            charter_runtime::engine::provider::ToolResponse,
+            charter_runtime::engine::provider::ProviderError,
+        >,
     > {
         self.replay.run_tool(request)
     }
@@ -231,30 +238,31 @@ pub fn replay_prompts(spec: &CompiledSpec, input: &str, calls: &str) -> WithProm
         .unwrap_or_else(|error| panic!("bad test cassette: {error}\n{text}"));
     let input: Value =
         serde_json::from_str(input).unwrap_or_else(|error| panic!("bad input: {error}"));
-    let config = charter_runtime::run::RunConfig {
+    let config = charter_runtime::engine::run::RunConfig {
         faults: cassette.faults.clone(),
-        ..charter_runtime::run::RunConfig::default()
+        ..charter_runtime::engine::run::RunConfig::default()
     };
-    let replay = std::sync::Arc::new(charter_runtime::replay::ReplayProvider::new(cassette));
+    let replay = std::sync::Arc::new(charter_runtime::world::replay::ReplayProvider::new(
+        cassette,
+    ));
     let log = std::sync::Arc::new(PromptLog {
         replay: replay.clone(),
         prompts: std::sync::Mutex::new(Vec::new()),
     });
     let mut sink = MemorySink::new();
-    let outcome = charter_runtime::run::replay_blocking(
+    let outcome = charter_runtime::engine::run::replay_blocking(
         spec,
         input,
-        log.clone(),
-        replay.as_ref(),
+        charter_runtime::engine::effects::Effects::new(log.clone(), replay.as_ref(), &mut sink)
+            .with_files(&charter_runtime::world::files::LocalFiles),
         &config,
-        &mut sink,
     );
     let result = outcome.map(|outcome| ReplayReport {
         outcome,
         unused_calls: replay.unused(),
         unused_humans: replay.unused_humans(),
         stale_prompts: replay.stale_prompts(),
-        calls_per_step: charter_runtime::scenario::calls_per_step(sink.events()),
+        calls_per_step: charter_runtime::harness::expect::calls_per_step(sink.events()),
     });
     let jsonl = sink.to_jsonl().unwrap_or_default();
     let prompts = log

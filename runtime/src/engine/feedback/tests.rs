@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::validate::Violation;
+use crate::engine::validate::Violation;
 
 fn gate_feedback() -> Feedback {
     let mut feedback = Feedback::new(Reason::Gate, 2);

@@ -4,7 +4,7 @@ use charter_compiler::graph::CompiledSpec;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::eval::Bindings;
+use crate::engine::eval::Bindings;
 use crate::testing::{LOOP_SPEC, compile_spec};
 
 fn spec() -> CompiledSpec {

@@ -136,9 +136,9 @@ flow { fix = fixer(request) -> done }
 "#,
         &[],
     );
-    let feedback = crate::feedback::Feedback {
+    let feedback = crate::engine::feedback::Feedback {
         issues: vec![json!({"code": "BAD", "severity": "error", "rule": "r", "message": "no", "detail": {"node": "upload"}, "items": []})],
-        ..crate::feedback::Feedback::new(crate::feedback::Reason::Gate, 1)
+        ..crate::engine::feedback::Feedback::new(crate::engine::feedback::Reason::Gate, 1)
     }
     .to_value();
     let history = json!([

@@ -1,4 +1,4 @@
-//! Delivery for the scheduler: the best candidate rebuilt from the stored outputs, written through [`crate::candidate::write_delivery`] (or checked in memory), re-hashed and compared.
+//! Delivery for the scheduler: the best candidate rebuilt from the stored outputs, written through [`crate::engine::candidate::write_delivery`] and the run's [`Files`] (or checked in memory), re-hashed and compared.
 //!
 //! The delivered candidate is rebuilt from the stored step outputs, not from the copy the
 //! gate saw, so anything that changed them after evaluation (a late overwrite, a `tamper`
@@ -6,7 +6,8 @@
 
 use std::path::PathBuf;
 
-use crate::candidate::{Candidate, DELIVERY_FILE, write_delivery};
+use crate::engine::candidate::{Candidate, DELIVERY_FILE, write_delivery};
+use crate::engine::effects::Files;
 
 /// Where a delivery whose hash does not match is set aside (it is never left as `delivery.json`).
 pub const REJECTED_FILE: &str = "delivery.rejected.json";
@@ -41,6 +42,7 @@ pub struct Checked {
 /// hash with `evaluated_hash`. An I/O failure is an error message.
 pub fn deliver(
     target: &DeliveryTarget,
+    files: &dyn Files,
     rebuilt: &Candidate,
     summary: &str,
     evaluated_hash: &str,
@@ -48,12 +50,13 @@ pub fn deliver(
     let (path, actual_hash, written) = match target {
         DeliveryTarget::Memory => (String::new(), rebuilt.rehash(), None),
         DeliveryTarget::Directory(directory) => {
-            let check = write_delivery(directory, rebuilt, summary, evaluated_hash)
+            let check = write_delivery(files, directory, rebuilt, summary, evaluated_hash)
                 .map_err(|e| e.to_string())?;
             if !check.matches() {
                 // Keep the evidence, but never under the name of a delivery.
                 let rejected = directory.join(REJECTED_FILE);
-                std::fs::rename(&check.path, &rejected)
+                files
+                    .rename(&check.path, &rejected)
                     .map_err(|e| format!("cannot set aside the mismatching delivery: {e}"))?;
             }
             (

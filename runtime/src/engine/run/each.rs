@@ -14,9 +14,9 @@ use super::gate::judge;
 use super::state::{ItemRecord, ItemStatus};
 use super::step::{CallUnit, CallUpdate, JobBody};
 use super::{Halt, Scheduler, Stop};
-use crate::canonical::hash_value;
-use crate::dag::WorkDag;
-use crate::trace::{self, EventKind, Outcome, Reason, RetryKind};
+use crate::engine::dag::WorkDag;
+use crate::formats::canonical::hash_value;
+use crate::formats::trace::{self, EventKind, Outcome, Reason, RetryKind};
 
 /// Where a work item stands.
 #[derive(Clone, Debug)]
@@ -44,7 +44,7 @@ pub struct Work {
     pub state: WorkState,
     pub stage_retries_used: u64,
     /// The feedback this item runs with (a repair, a person's answer), for every call.
-    /// As its prompts see it ([`crate::feedback::Feedback::into_value`]).
+    /// As its prompts see it ([`crate::engine::feedback::Feedback::into_value`]).
     pub feedback: Option<Arc<Value>>,
     /// The outputs of the item's dependencies, by id (set when the item starts).
     pub context: Map<String, Value>,
@@ -264,12 +264,15 @@ impl Scheduler<'_> {
         }
         let result = judge(&check.gate, gate, &bindings, &[], &[]);
         let item_id = work.id.clone().unwrap_or_default();
-        let mut feedback =
-            crate::feedback::Feedback::new(crate::feedback::Reason::Check, self.state.round);
+        let mut feedback = crate::engine::feedback::Feedback::new(
+            crate::engine::feedback::Reason::Check,
+            self.state.round,
+        );
         feedback.issues = result.issues(work.id.as_deref());
         feedback.judges = self.judges_of(gate, &bindings);
         if let Some(by) = &check.by
-            && let Some(verdict) = crate::eval::Env::get(&bindings, &NameIr::ByRole(by.clone()))
+            && let Some(verdict) =
+                crate::engine::eval::Env::get(&bindings, &NameIr::ByRole(by.clone()))
         {
             feedback.judges.insert(by.clone(), verdict.clone());
         }
@@ -277,7 +280,7 @@ impl Scheduler<'_> {
         feedback.human = work
             .feedback
             .as_deref()
-            .and_then(crate::feedback::Feedback::human_in);
+            .and_then(crate::engine::feedback::Feedback::human_in);
         let event = result.event(&item_id, &hash_value(&output), Some(&item_id));
         self.emit_item(step, work.id.as_deref(), event)?;
         if result.passed() {

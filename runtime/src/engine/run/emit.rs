@@ -3,14 +3,15 @@
 use super::*;
 
 impl Scheduler<'_> {
-    /// The run's clock now. A paused clock moves only while the run waits, so it is read
+    /// The run's clock now. A clock only the run moves (a replay's paused one) moves only while the run waits, so it is read
     /// once between two waits ([`Scheduler::clock_moved`], after each wait, forgets the
     /// reading); any other clock is read every time.
     pub(super) fn now(&mut self) -> Instant {
-        if self.clock != Clock::Paused {
-            return Instant::now();
+        if !self.run_moves_clock {
+            return self.clock.now();
         }
-        *self.now.get_or_insert_with(Instant::now)
+        let clock = &self.clock;
+        *self.now.get_or_insert_with(|| clock.now())
     }
 
     /// The run has waited: its clock may have moved.

@@ -44,8 +44,14 @@ impl Scheduler<'_> {
             .get("summary")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let checked = delivery::deliver(&self.config.delivery, &rebuilt, summary, best.hash())
-            .map_err(|message| Halt::Error(RunError::Delivery(message)))?;
+        let checked = delivery::deliver(
+            &self.config.delivery,
+            self.files,
+            &rebuilt,
+            summary,
+            best.hash(),
+        )
+        .map_err(|message| Halt::Error(RunError::Delivery(message)))?;
         self.emit(EventKind::Delivery {
             candidate: best.id().to_string(),
             path: checked.path.clone(),
@@ -165,8 +171,8 @@ impl Scheduler<'_> {
             .feedback
             .entry(target)
             .or_insert_with(|| state::PendingFeedback {
-                feedback: crate::feedback::Feedback::new(
-                    crate::feedback::Reason::Human,
+                feedback: crate::engine::feedback::Feedback::new(
+                    crate::engine::feedback::Reason::Human,
                     self.state.round,
                 ),
                 previous,

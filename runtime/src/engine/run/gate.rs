@@ -1,4 +1,4 @@
-//! The scheduler's view of a gate evaluation: [`crate::gate::evaluate_gate`] plus the work items each issue names, so a rerun can be limited to them.
+//! The scheduler's view of a gate evaluation: [`crate::engine::gate::evaluate_gate`] plus the work items each issue names, so a rerun can be limited to them.
 //!
 //! A failing `every VAR in candidate.items: BODY` rule names the items BODY does not hold
 //! for; a failing rule that reads `candidate.failed` or `candidate.skipped` names the
@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use charter_compiler::graph::{ExprIr, GateIr, NameIr, QuantifierIr};
 use serde_json::Value;
 
-use crate::eval::{Bindings, evaluate_bool};
-use crate::gate::{GateEvaluation, evaluate_gate};
-use crate::trace::{EventKind, IssueSeverity};
+use crate::engine::eval::{Bindings, evaluate_bool};
+use crate::engine::gate::{GateEvaluation, evaluate_gate};
+use crate::formats::trace::{EventKind, IssueSeverity};
 
 /// A gate's evaluation and the items its issues name.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,7 +60,7 @@ impl Judged {
     }
 
     /// Gives each issue the work items its rule named, where it named any.
-    fn name_items(&self, issues: &mut [crate::trace::Issue]) {
+    fn name_items(&self, issues: &mut [crate::formats::trace::Issue]) {
         for issue in issues {
             if let Some(named) = self.items.get(&issue.code)
                 && !named.is_empty()

@@ -18,7 +18,7 @@ impl Scheduler<'_> {
     ///
     /// Two kinds of job reply: tasks (calls to a provider that must be waited for) over
     /// the channel, and the scheduler's own jobs (backoff timers, and calls to a provider
-    /// that [answers at once](crate::provider::Provider::answer_now)), each due at an
+    /// that [answers at once](crate::engine::effects::Provider::answer_now)), each due at an
     /// instant. With no task in flight, waiting is one sleep to the next instant due.
     pub(super) async fn wait_batch(
         &mut self,
@@ -39,31 +39,28 @@ impl Scheduler<'_> {
         };
         // Moving the clock on skips every instant in between: only when nothing outside
         // the run could act at one (a cancel is sent by another task).
-        let paused = self.clock == Clock::Paused && self.config.cancel.is_none();
+        let paused = self.run_moves_clock && self.config.cancel.is_none();
+        let clock = self.clock.clone();
         let receiver = &mut self.receiver;
         let receive = async move {
             if tasks {
                 match wake {
-                    Some(wake) => tokio::time::timeout_at(wake, receiver.recv())
-                        .await
-                        .ok()
-                        .flatten(),
+                    Some(wake) => tokio::select! {
+                        biased;
+                        message = receiver.recv() => message,
+                        () = clock.sleep_until(wake) => None,
+                    },
                     None => receiver.recv().await,
                 }
             } else {
                 // No task can send: what comes next is a job of the scheduler's own.
-                let now = Instant::now();
                 if let Some(wake) = wake
-                    && wake > now
+                    && wake > clock.now()
                 {
                     if paused {
-                        // As a timer would: to the whole millisecond (the clock started on
-                        // one and only moves by whole ones).
-                        let wait = wake.duration_since(now).as_nanos().div_ceil(1_000_000);
-                        let wait = Duration::from_millis(u64::try_from(wait).unwrap_or(u64::MAX));
-                        tokio::time::advance(wait).await;
+                        clock.skip_to(wake).await;
                     } else {
-                        tokio::time::sleep_until(wake).await;
+                        clock.sleep_until(wake).await;
                     }
                 }
                 None
@@ -159,6 +156,7 @@ impl Scheduler<'_> {
             let Some((latency, outcome)) = self.provider.answer_now(&request) else {
                 let handle = spawn_call(
                     self.provider.clone(),
+                    self.clock.clone(),
                     request,
                     timeout_ms,
                     job,

@@ -47,61 +47,47 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::eval::{Bindings, EvalError, evaluate, evaluate_bool, evaluate_shared, mentions};
-use crate::prompt::Prompts;
-use crate::provider::{HumanChannel, HumanRequest, Provider};
-use crate::trace::{EventKind, RepairAction, RetryKind, TraceEvent, TraceSink};
-use crate::validate::{Validator, validate_request_owned, violations_text};
+use crate::engine::effects::{Clock, Effects, Files, HumanChannel, PausedClock, Provider};
+use crate::engine::eval::{
+    Bindings, EvalError, evaluate, evaluate_bool, evaluate_shared, mentions,
+};
+use crate::engine::prompt::Prompts;
+use crate::engine::provider::HumanRequest;
+use crate::engine::validate::{Validator, validate_request_owned, violations_text};
+use crate::formats::trace::{EventKind, RepairAction, RetryKind, TraceEvent, TraceSink};
 
-pub use crate::trace::BudgetKind;
+pub use crate::formats::trace::BudgetKind;
 pub use delivery::{Delivered, DeliveryTarget};
 pub use outcome::{Fault, Outcome, Reason, RunConfig, RunError, RunOutcome, Tamper};
 pub use state::Phase;
 
-use crate::budget::BudgetMeter;
+use crate::engine::budget::BudgetMeter;
 use each::{Work, WorkState, build_items};
 use gate::{Judged, judge};
 use repair::{Decision, RepairPolicy};
 use state::{Candidate, CandidateContent, ItemStatus, RunState, StepOutput};
 use step::{CallUnit, JobMessage};
 
-/// Runs `spec` on `input` to a terminal state. All I/O comes in through the parameters:
-/// models through `provider`, people through `humans`, the trace through `sink`, the
-/// delivery through `config`. Call it inside a tokio runtime; a replay uses a paused
-/// clock (see [`replay_blocking`]).
+/// Runs `spec` on `input` to a terminal state. Every effect on the outside world goes
+/// through `effects` (DESIGN §16): models and tools through its provider, people through
+/// its human channel, the trace to its sink, the delivery through its files, time on its
+/// clock; `config` says where the delivery goes. Call it inside a tokio runtime; a replay
+/// uses a paused clock (see [`replay_blocking`]).
 pub async fn run(
     spec: &CompiledSpec,
     input: Value,
-    provider: Arc<dyn Provider>,
-    humans: &dyn HumanChannel,
+    effects: Effects<'_>,
     config: &RunConfig,
-    sink: &mut dyn TraceSink,
 ) -> Result<RunOutcome, RunError> {
-    run_on(spec, input, provider, humans, config, sink, Clock::Given).await
-}
-
-/// The clock a run is on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Clock {
-    /// The runtime's, whatever it is: the run waits by sleeping.
-    Given,
-    /// A paused clock the run alone uses ([`replay_blocking`]'s): with nothing in flight
-    /// but its own jobs and no cancel to watch, the run moves the clock on to the next one
-    /// itself (to the whole millisecond, as a timer would).
-    Paused,
-}
-
-async fn run_on(
-    spec: &CompiledSpec,
-    input: Value,
-    provider: Arc<dyn Provider>,
-    humans: &dyn HumanChannel,
-    config: &RunConfig,
-    sink: &mut dyn TraceSink,
-    clock: Clock,
-) -> Result<RunOutcome, RunError> {
+    let Effects {
+        provider,
+        humans,
+        sink,
+        files,
+        clock,
+    } = effects;
     let (sender, receiver) = unbounded_channel();
-    let now = Instant::now();
+    let now = clock.now();
     let mut scheduler = Scheduler {
         spec,
         prompts: Prompts::new(spec),
@@ -109,6 +95,7 @@ async fn run_on(
         humans,
         config,
         sink,
+        files,
         state: RunState::new(
             Value::Null,
             BudgetMeter::new(spec.budget.clone()),
@@ -122,6 +109,7 @@ async fn run_on(
         sender,
         receiver,
         handles: BTreeMap::new(),
+        run_moves_clock: clock.moved_only_by_the_run(),
         clock,
         now: None,
         role_settings: Vec::new(),
@@ -156,10 +144,8 @@ async fn run_on(
 pub fn replay_blocking(
     spec: &CompiledSpec,
     input: Value,
-    provider: Arc<dyn Provider>,
-    humans: &dyn HumanChannel,
+    effects: Effects<'_>,
     config: &RunConfig,
-    sink: &mut dyn TraceSink,
 ) -> Result<RunOutcome, RunError> {
     thread_local! {
         static PAUSED: std::cell::RefCell<Option<tokio::runtime::Runtime>> =
@@ -172,7 +158,12 @@ pub fn replay_blocking(
             .build()
             .map_err(|error| RunError::Flow(format!("cannot start the runtime: {error}")))
     };
-    let replay = run_on(spec, input, provider, humans, config, sink, Clock::Paused);
+    let replay = run(
+        spec,
+        input,
+        effects.with_clock(Arc::new(PausedClock)),
+        config,
+    );
     PAUSED.with(|slot| {
         let Ok(mut slot) = slot.try_borrow_mut() else {
             return paused()?.block_on(replay);
@@ -184,106 +175,6 @@ pub fn replay_blocking(
         let result = runtime.block_on(replay);
         *slot = Some(runtime);
         result
-    })
-}
-
-/// What a replay of a cassette produced: the outcome, and the recordings it never used.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ReplayReport {
-    pub outcome: RunOutcome,
-    /// Recorded calls the run never made.
-    pub unused_calls: Vec<crate::provider::CallKey>,
-    /// Recorded human answers never asked for: (step, round, attempt).
-    pub unused_humans: Vec<crate::provider::HumanKey>,
-    /// Calls whose prompt differs from the one their recorded answer was given to.
-    pub stale_prompts: Vec<crate::replay::StalePrompt>,
-    /// Model calls per step (what `expect.calls` compares).
-    pub calls_per_step: std::collections::BTreeMap<String, u64>,
-}
-
-/// A sink that counts `model_call` events per step on the way to its inner sink.
-struct CountingSink<'a> {
-    inner: &'a mut dyn TraceSink,
-    calls: std::collections::BTreeMap<String, u64>,
-}
-
-impl CountingSink<'_> {
-    fn count(&mut self, event: &crate::trace::TraceEvent) {
-        if let (crate::trace::EventKind::ModelCall { .. }, Some(step)) = (&event.kind, &event.step)
-        {
-            match self.calls.get_mut(&**step) {
-                Some(calls) => *calls += 1,
-                None => {
-                    self.calls.insert(step.to_string(), 1);
-                }
-            }
-        }
-    }
-}
-
-impl TraceSink for CountingSink<'_> {
-    fn append(&mut self, event: &crate::trace::TraceEvent) -> Result<(), crate::trace::TraceError> {
-        self.count(event);
-        self.inner.append(event)
-    }
-
-    fn append_owned(
-        &mut self,
-        event: crate::trace::TraceEvent,
-    ) -> Result<(), crate::trace::TraceError> {
-        self.count(&event);
-        self.inner.append_owned(event)
-    }
-}
-
-/// Replays `cassette` for `spec` on `input` on a paused clock: calls and human answers
-/// come from the cassette, its faults are injected, the delivery goes to `delivery`.
-pub fn replay_cassette(
-    spec: &CompiledSpec,
-    input: Value,
-    cassette: impl Into<Arc<crate::scenario::Cassette>>,
-    delivery: DeliveryTarget,
-    sink: &mut dyn TraceSink,
-) -> Result<ReplayReport, RunError> {
-    replay_cassette_in(spec, input, cassette, delivery, None, sink)
-}
-
-/// [`replay_cassette`] as one turn of the conversation `session` (DESIGN §9.4): the
-/// outcome's `session` is the one the next turn replays in.
-pub fn replay_cassette_in(
-    spec: &CompiledSpec,
-    input: Value,
-    cassette: impl Into<Arc<crate::scenario::Cassette>>,
-    delivery: DeliveryTarget,
-    session: Option<crate::session::Session>,
-    sink: &mut dyn TraceSink,
-) -> Result<ReplayReport, RunError> {
-    let replay = Arc::new(crate::replay::ReplayProvider::new(cassette));
-    let config = RunConfig {
-        delivery,
-        faults: replay.faults().to_vec(),
-        cancel: None,
-        observer: None,
-        session,
-    };
-    let mut counting = CountingSink {
-        inner: sink,
-        calls: std::collections::BTreeMap::new(),
-    };
-    let outcome = replay_blocking(
-        spec,
-        input,
-        replay.clone(),
-        replay.as_ref(),
-        &config,
-        &mut counting,
-    )?;
-    Ok(ReplayReport {
-        outcome,
-        unused_calls: replay.unused(),
-        unused_humans: replay.unused_humans(),
-        stale_prompts: replay.stale_prompts(),
-        calls_per_step: counting.calls,
     })
 }
 
@@ -340,6 +231,7 @@ pub(crate) struct Scheduler<'r> {
     humans: &'r dyn HumanChannel,
     config: &'r RunConfig,
     sink: &'r mut dyn TraceSink,
+    files: &'r dyn Files,
     state: RunState,
     started: Instant,
     wall_deadline: Option<Instant>,
@@ -347,13 +239,15 @@ pub(crate) struct Scheduler<'r> {
     receiver: UnboundedReceiver<JobMessage>,
     /// Tasks in flight, by job id (aborted when the run stops).
     handles: BTreeMap<u64, JoinHandle<()>>,
-    clock: Clock,
+    clock: Arc<dyn Clock>,
+    /// Whether only the run's own waits move the clock ([`Clock::moved_only_by_the_run`]).
+    run_moves_clock: bool,
     /// The paused clock's reading since the run last waited ([`Scheduler::now`]).
     now: Option<Instant>,
     /// Each role's `provider:model` and call settings, made on its first call.
-    role_settings: Vec<(String, String, Arc<crate::provider::CallSettings>)>,
+    role_settings: Vec<(String, String, Arc<crate::engine::provider::CallSettings>)>,
     /// Calls issued to such a provider since the last wait: (job, request, timeout).
-    calls: Vec<(u64, crate::provider::ModelRequest, Option<u64>)>,
+    calls: Vec<(u64, crate::engine::provider::ModelRequest, Option<u64>)>,
     /// The scheduler's own jobs that have started: each message and when it arrives.
     due: Vec<(Instant, JobMessage)>,
     next_job_id: u64,
@@ -374,7 +268,7 @@ pub(crate) struct Scheduler<'r> {
     /// The output of the last role step that ran: the run's answer if it ends well.
     answer: Option<Arc<Value>>,
     /// The conversation this run is a turn of, as the turn found it.
-    session: Option<crate::session::Session>,
+    session: Option<crate::engine::session::Session>,
 }
 
 impl std::fmt::Debug for Scheduler<'_> {
@@ -396,7 +290,7 @@ impl<'r> Scheduler<'r> {
         // A spec that keeps a session runs each turn in one; given none, a new one.
         self.session = match (&self.config.session, &spec.session) {
             (Some(session), _) => Some(session.clone()),
-            (None, Some(_)) => crate::session::Session::new(spec).ok(),
+            (None, Some(_)) => crate::engine::session::Session::new(spec).ok(),
             (None, None) => None,
         };
         self.state.session = self
@@ -406,7 +300,7 @@ impl<'r> Scheduler<'r> {
         let turn = self
             .session
             .as_ref()
-            .map(crate::session::Session::next_turn);
+            .map(crate::engine::session::Session::next_turn);
         let frozen = (|| {
             self.emit(EventKind::RunStarted {
                 spec: spec.name.clone(),
@@ -654,7 +548,7 @@ impl<'r> Scheduler<'r> {
             Ok(other) => {
                 return Err(format!(
                     "`each` needs a list, but got {}",
-                    crate::value::describe(&other)
+                    crate::engine::value::describe(&other)
                 ));
             }
             Err(error) => return Err(error.to_string()),
@@ -790,7 +684,7 @@ impl<'r> Scheduler<'r> {
         {
             let path = directory.join("answer.json");
             let text = serde_json::to_string_pretty(answer).unwrap_or_default() + "\n";
-            crate::files::write_atomically(&path, text.as_bytes()).map_err(|error| {
+            self.files.write(&path, text.as_bytes()).map_err(|error| {
                 RunError::Delivery(format!(
                     "cannot write the answer to {}: {error}",
                     path.display()

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use super::delivery::Delivered;
-use crate::provider::CallKey;
-pub use crate::scenario::{Fault, Tamper};
-pub use crate::trace::{Outcome, Reason};
+use crate::engine::provider::CallKey;
+pub use crate::formats::scenario::{Fault, Tamper};
+pub use crate::formats::trace::{Outcome, Reason};
 
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,13 +30,13 @@ pub struct RunOutcome {
     pub answered_by: Option<String>,
     /// The conversation after this turn (DESIGN §9.4), for a run given a session whose
     /// turn answered; `None` otherwise (the session is left as it was).
-    pub session: Option<crate::session::Session>,
+    pub session: Option<crate::engine::session::Session>,
 }
 
 impl RunOutcome {
     /// `outcome{reason}`, as scenarios' `expect` and the harness compare it.
-    pub fn termination(&self) -> crate::trace::Termination {
-        crate::trace::Termination {
+    pub fn termination(&self) -> crate::formats::trace::Termination {
+        crate::formats::trace::Termination {
             outcome: self.outcome,
             reason: self.reason.clone(),
         }
@@ -64,13 +64,13 @@ pub struct RunConfig {
     pub cancel: Option<tokio::sync::watch::Receiver<bool>>,
     /// Told of tool calls as they start and end, and of each model answer (a live
     /// display); never part of the trace.
-    pub observer: Option<std::sync::Arc<dyn crate::provider::CallObserver>>,
+    pub observer: Option<std::sync::Arc<dyn crate::engine::provider::CallObserver>>,
     /// The conversation this run is one turn of (`charter run --session`, `charter
     /// chat`, a multi-turn scenario); `None` for a run outside a conversation.
-    pub session: Option<crate::session::Session>,
+    pub session: Option<crate::engine::session::Session>,
 }
 
-impl std::fmt::Debug for dyn crate::provider::CallObserver {
+impl std::fmt::Debug for dyn crate::engine::provider::CallObserver {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter.write_str("CallObserver")
     }
@@ -99,7 +99,7 @@ impl RunConfig {
 /// A run that could not go on: not a terminal state, an error (exit 1).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RunError {
-    #[error("no recorded call for {key}{}", crate::provider::closest_text(closest.as_deref()))]
+    #[error("no recorded call for {key}{}", crate::engine::provider::closest_text(closest.as_deref()))]
     Unrecorded {
         key: CallKey,
         /// The unused recording nearest to `key`, when one is close.
@@ -126,15 +126,15 @@ pub enum RunError {
 #[cfg(test)]
 mod tests {
     use super::{RunError, RunOutcome};
-    use crate::candidate::DeliveryError;
-    use crate::trace::{Outcome, Reason};
+    use crate::engine::candidate::DeliveryError;
+    use crate::formats::trace::{Outcome, Reason};
 
     #[test]
     fn with_out_dir_delivers_into_the_directory() {
         let config = super::RunConfig::default().with_out_dir("out/run-1".into());
         assert!(matches!(
             config.delivery,
-            crate::run::delivery::DeliveryTarget::Directory(ref directory)
+            crate::engine::run::delivery::DeliveryTarget::Directory(ref directory)
                 if directory == std::path::Path::new("out/run-1")
         ));
     }

@@ -1,4 +1,4 @@
-//! The repair decision for the scheduler: [`crate::repair::decide_repair`] (strongest action, most upstream rerun) plus the items a rerun is limited to.
+//! The repair decision for the scheduler: [`crate::engine::repair::decide_repair`] (strongest action, most upstream rerun) plus the items a rerun is limited to.
 //!
 //! A rerun of step X is limited to the items its issues name (and their dependents) when
 //! every issue that asks for that rerun names items; one issue naming none reruns the
@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use charter_compiler::graph::{ActionIr, RepairIr};
 
 use super::gate::Judged;
-use crate::repair::{RepairDecision, action_for, decide_repair};
+use crate::engine::repair::{RepairDecision, action_for, decide_repair};
 
 /// What the repair table decides for a failed gate.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,7 +40,7 @@ pub enum Decision {
 #[derive(Clone, Copy, Debug)]
 pub struct RepairPolicy<'a> {
     pub table: &'a RepairIr,
-    /// The flow's steps ranked upstream first ([`crate::repair::flow_order`]).
+    /// The flow's steps ranked upstream first ([`crate::engine::repair::flow_order`]).
     pub order: &'a BTreeMap<&'a str, usize>,
 }
 
@@ -112,8 +112,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::eval::Bindings;
-    use crate::run::gate::judge;
+    use crate::engine::eval::Bindings;
+    use crate::engine::run::gate::judge;
 
     const SPEC: &str = r#"spec t version "1"
 contract Request { goal: string }
@@ -170,7 +170,7 @@ flow {
         );
         bindings.set(NameIr::Step("review".to_string()), json!({"score": score}));
         let judged = judge("g", gate, &bindings, &ids, &failed);
-        let order = crate::repair::flow_order(&spec.flow);
+        let order = crate::engine::repair::flow_order(&spec.flow);
         let policy = RepairPolicy {
             table: spec.repair.as_ref().unwrap_or_else(|| panic!("no repair")),
             order: &order,

@@ -1,7 +1,7 @@
 //! Gate steps and the repair loop's mechanics: judging the round's candidate, no-progress and round accounting, carrying out the policy's decision, and stopping repair.
 
 use super::*;
-use crate::feedback::{Feedback, Reason as FeedbackReason};
+use crate::engine::feedback::{Feedback, Reason as FeedbackReason};
 
 impl Scheduler<'_> {
     /// Evaluates the gate of a `gate` step on the current round's candidate, and decides
@@ -101,7 +101,7 @@ impl Scheduler<'_> {
                 limit: self.state.progress.limit(),
             })?;
         }
-        let order = crate::repair::flow_order(&spec.flow);
+        let order = crate::engine::repair::flow_order(&spec.flow);
         let policy = RepairPolicy {
             table,
             order: &order,
@@ -154,7 +154,7 @@ impl Scheduler<'_> {
         if codes.is_empty() {
             return Ok(None);
         }
-        let order = crate::repair::flow_order(&spec.flow);
+        let order = crate::engine::repair::flow_order(&spec.flow);
         let policy = RepairPolicy {
             table,
             order: &order,
@@ -262,10 +262,11 @@ impl Scheduler<'_> {
         // flow (an `ask` that returns to an earlier step) does not make an upstream step
         // "downstream": steps ranked before the target in flow order are kept.
         let rank = |step: &str| order.get(step).copied().unwrap_or(usize::MAX);
-        let invalidated: Vec<String> = crate::repair::downstream(&spec.flow, order, &target)
-            .into_iter()
-            .filter(|step| rank(step) >= rank(&target))
-            .collect();
+        let invalidated: Vec<String> =
+            crate::engine::repair::downstream(&spec.flow, order, &target)
+                .into_iter()
+                .filter(|step| rank(step) >= rank(&target))
+                .collect();
         self.emit_repair(decision, invalidated.clone())?;
         let mut codes = result.error_codes();
         if codes.is_empty() {
@@ -307,8 +308,8 @@ impl Scheduler<'_> {
         gate: &charter_compiler::graph::GateIr,
         bindings: &Bindings,
     ) -> BTreeMap<String, Value> {
-        use crate::eval::Env;
-        crate::feedback::steps_read(gate)
+        use crate::engine::eval::Env;
+        crate::engine::feedback::steps_read(gate)
             .into_iter()
             .filter_map(|step| {
                 let output = bindings.get(&NameIr::Step(step.clone()))?.clone();
@@ -473,7 +474,7 @@ impl Scheduler<'_> {
 /// Whether any of `gate`'s expressions reads `run`.
 fn reads_run(gate: &charter_compiler::graph::GateIr) -> bool {
     let run = NameIr::Run;
-    let reads = |expr: &ExprIr| crate::eval::mentions(expr, &run);
+    let reads = |expr: &ExprIr| crate::engine::eval::mentions(expr, &run);
     reads(&gate.pass_when)
         || gate
             .rules

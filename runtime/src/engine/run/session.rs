@@ -9,7 +9,7 @@ impl Scheduler<'_> {
     pub(super) fn remember(
         &mut self,
         answer: &Value,
-    ) -> Result<Option<crate::session::Session>, RunError> {
+    ) -> Result<Option<crate::engine::session::Session>, RunError> {
         let (Some(session), Some(session_ir)) = (self.session.clone(), &self.spec.session) else {
             return Ok(None);
         };

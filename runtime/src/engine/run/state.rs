@@ -8,10 +8,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::gate::Judged;
-use crate::budget::BudgetMeter;
-use crate::candidate::best_candidate;
-use crate::feedback::Feedback;
-use crate::repair::ProgressTracker;
+use crate::engine::budget::BudgetMeter;
+use crate::engine::candidate::best_candidate;
+use crate::engine::feedback::Feedback;
+use crate::engine::repair::ProgressTracker;
 
 /// The phase of the state machine (DESIGN §4): `received -> planning -> executing ->
 /// evaluating -> (repairing -> executing ...) -> finalizing -> completed`.
@@ -158,8 +158,8 @@ impl CandidateContent {
     }
 
     /// The candidate of round `round` with this content (its hash and text computed).
-    pub fn into_candidate(self, round: u64) -> crate::candidate::Candidate {
-        crate::candidate::Candidate::new(
+    pub fn into_candidate(self, round: u64) -> crate::engine::candidate::Candidate {
+        crate::engine::candidate::Candidate::new(
             round,
             self.items,
             self.failed,
@@ -178,7 +178,7 @@ pub struct Candidate {
     pub item_ids: Vec<String>,
     /// Id `c<round>`, content, text and hash (shared: a gate step works on a copy of its
     /// candidate while the run state changes).
-    pub inner: Arc<crate::candidate::Candidate>,
+    pub inner: Arc<crate::engine::candidate::Candidate>,
     /// The gate's evaluation, once a gate judged it.
     pub evaluation: Option<Arc<Judged>>,
     /// `inner` as expressions and prompts see it, built once.
@@ -186,7 +186,11 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    pub fn new(step: String, item_ids: Vec<String>, inner: crate::candidate::Candidate) -> Self {
+    pub fn new(
+        step: String,
+        item_ids: Vec<String>,
+        inner: crate::engine::candidate::Candidate,
+    ) -> Self {
         let value = Arc::new(inner.to_value());
         Candidate {
             step,

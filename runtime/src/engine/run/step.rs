@@ -18,13 +18,14 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::outcome::RunError;
 use super::{Halt, Scheduler};
-use crate::canonical::{canonical_json, sha256};
-use crate::provider::{
+use crate::engine::effects::{Clock, Provider};
+use crate::engine::provider::{
     CallKey, CallLog, CallLogEntries, CallSettings, ModelOutput, ModelRequest, ModelResponse,
-    Provider, ProviderError, ToolCall, Usage,
+    ProviderError, ToolCall, Usage,
 };
-use crate::trace::{BudgetKind, EventKind, RetryKind};
-use crate::validate::{Validator, parse_output, violations_text};
+use crate::engine::validate::{Validator, parse_output, violations_text};
+use crate::formats::canonical::{canonical_json, sha256};
+use crate::formats::trace::{BudgetKind, EventKind, RetryKind};
 
 /// The provider-retry policy of one role: how many retries, and the first delay (doubling).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +56,7 @@ pub struct CallUnit {
     /// attempt's prompt).
     pub inputs: Vec<Arc<Value>>,
     /// Why this call runs again, if it does (DESIGN §8.2), as its prompt reads it
-    /// ([`crate::feedback::Feedback::into_value`]).
+    /// ([`crate::engine::feedback::Feedback::into_value`]).
     pub feedback: Option<Arc<Value>>,
     /// Dependencies' outputs (context isolation: nothing else).
     pub context: Map<String, Value>,
@@ -122,9 +123,11 @@ pub struct JobMessage {
     pub body: JobBody,
 }
 
-/// Spawns a job that makes one provider call, under the role's timeout.
+/// Spawns a job that makes one provider call, under the role's timeout (a timer of the
+/// run's clock).
 pub fn spawn_call(
     provider: Arc<dyn Provider>,
+    clock: Arc<dyn Clock>,
     request: ModelRequest,
     timeout_ms: Option<u64>,
     job: u64,
@@ -134,10 +137,14 @@ pub fn spawn_call(
         let log = request.log.clone();
         let call = provider.complete(request);
         let result = match timeout_ms {
-            Some(limit) => match tokio::time::timeout(Duration::from_millis(limit), call).await {
-                Ok(result) => result.map_err(CallFailure::Provider),
-                Err(_) => Err(CallFailure::TimedOut { after_ms: limit }),
-            },
+            Some(limit) => {
+                let deadline = clock.now() + Duration::from_millis(limit);
+                tokio::select! {
+                    biased;
+                    result = call => result.map_err(CallFailure::Provider),
+                    () = clock.sleep_until(deadline) => Err(CallFailure::TimedOut { after_ms: limit }),
+                }
+            }
             None => call.await.map_err(CallFailure::Provider),
         };
         let _ = sender.send(JobMessage {
@@ -169,7 +176,7 @@ impl Scheduler<'_> {
             attempt: unit.attempt,
             role: unit.key_role.clone(),
         };
-        let context = crate::prompt::PromptContext {
+        let context = crate::engine::prompt::PromptContext {
             feedback: unit.feedback.clone(),
             history: self.history_for(&unit.role).map(Arc::new),
             // `run` changes with every call: built only for a template that reads it.
@@ -352,9 +359,9 @@ impl Scheduler<'_> {
                     Err((violations, answered)) => {
                         let text = violations_text(&violations);
                         unit.feedback = Some(Arc::new(
-                            crate::feedback::contract(
+                            crate::engine::feedback::contract(
                                 unit.feedback.take().and_then(|given| {
-                                    crate::feedback::Feedback::from_value(&given)
+                                    crate::engine::feedback::Feedback::from_value(&given)
                                 }),
                                 self.state.round,
                                 &role.output,
@@ -460,7 +467,7 @@ impl Scheduler<'_> {
         &self,
         unit: &CallUnit,
         output: &Value,
-    ) -> Result<(), Vec<crate::validate::Violation>> {
+    ) -> Result<(), Vec<crate::engine::validate::Violation>> {
         let finalizing = self
             .spec
             .flow
@@ -482,7 +489,7 @@ impl Scheduler<'_> {
             .best()
             .map(|best| format!("; the one to deliver is `{}`", best.id()))
             .unwrap_or_default();
-        Err(vec![crate::validate::Violation {
+        Err(vec![crate::engine::validate::Violation {
             path: "candidate_id".to_string(),
             message: format!(
                 "{} names no candidate: it must be exactly one of {}{best}",
@@ -542,9 +549,12 @@ impl Scheduler<'_> {
             };
             // A call whose arguments break a `permit` rule was refused unrun, like one
             // outside the whitelist.
-            if let Some(rule) =
-                crate::permit::refused_by(&role.permits, &call.tool, &call.args, &meta_value(role))
-            {
+            if let Some(rule) = crate::engine::permit::refused_by(
+                &role.permits,
+                &call.tool,
+                &call.args,
+                &meta_value(role),
+            ) {
                 self.emit_call(
                     unit,
                     EventKind::ToolDenied {

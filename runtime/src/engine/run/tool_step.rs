@@ -1,7 +1,7 @@
 //! `tool` steps (DESIGN §9.1): one tool call and no model, bounded by the tool's `timeout`, retried per its `retry`, recorded and replayed like a model call.
 //!
 //! Each attempt is keyed `(step, round, attempt)` and goes through the provider's
-//! [`crate::provider::Provider::run_tool`]: live, the tool box runs the tool (a command's
+//! [`crate::engine::effects::Provider::run_tool`]: live, the tool box runs the tool (a command's
 //! process group is killed when its timeout drops the call); in a replay, the cassette's
 //! `{ step, tool, result }` entry answers after its recorded latency, so a 20-minute
 //! latency against a 15-minute timeout times out at 15 minutes of virtual time. The
@@ -16,7 +16,7 @@ use charter_compiler::graph::ExprIr;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::provider::{CallKey, ToolRequest};
+use crate::engine::provider::{CallKey, ToolRequest};
 
 /// How one attempt of a tool step ended.
 enum Attempt {
@@ -119,6 +119,7 @@ impl Scheduler<'_> {
         let timeout_ms = spec.tools.get(tool).and_then(|tool| tool.timeout_ms);
         let attempt = key.attempt;
         let provider = self.provider.clone();
+        let clock = self.clock.clone();
         let request = ToolRequest {
             key: key.clone(),
             tool: tool.to_string(),
@@ -127,9 +128,14 @@ impl Scheduler<'_> {
         let timed = async move {
             let call = provider.run_tool(request);
             match timeout_ms {
-                Some(timeout_ms) => tokio::time::timeout(Duration::from_millis(timeout_ms), call)
-                    .await
-                    .ok(),
+                Some(timeout_ms) => {
+                    let deadline = clock.now() + Duration::from_millis(timeout_ms);
+                    tokio::select! {
+                        biased;
+                        result = call => Some(result),
+                        () = clock.sleep_until(deadline) => None,
+                    }
+                }
                 None => Some(call.await),
             }
         };
@@ -160,12 +166,14 @@ impl Scheduler<'_> {
                 )?;
                 return Ok(Attempt::Failed(format!(
                     "timed out after {}",
-                    crate::scenario::duration_text::format(Duration::from_millis(timeout_ms))
+                    crate::formats::scenario::duration_text::format(Duration::from_millis(
+                        timeout_ms
+                    ))
                 )));
             }
             Some(Err(error)) => {
                 return Err(Halt::Error(match error {
-                    crate::provider::ProviderError::NotRecorded { key, closest } => {
+                    crate::engine::provider::ProviderError::NotRecorded { key, closest } => {
                         RunError::Unrecorded { key, closest }
                     }
                     other => RunError::Provider(other.to_string()),
@@ -232,9 +240,14 @@ impl Scheduler<'_> {
         future: impl std::future::Future<Output = T>,
     ) -> Result<T, Halt> {
         let deadline = self.wall_deadline;
+        let clock = self.clock.clone();
         let limited = async move {
             match deadline {
-                Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
+                Some(deadline) => tokio::select! {
+                    biased;
+                    value = future => Some(value),
+                    () = clock.sleep_until(deadline) => None,
+                },
                 None => Some(future.await),
             }
         };
@@ -258,6 +271,8 @@ impl Scheduler<'_> {
 
     /// Sleeps `delay` (a backoff) within the wall budget and cancellation.
     async fn wait(&mut self, delay: Duration) -> Result<(), Halt> {
-        self.bounded(tokio::time::sleep(delay)).await
+        let until = self.clock.now() + delay;
+        let timer = self.clock.sleep_until(until);
+        self.bounded(timer).await
     }
 }

@@ -8,7 +8,7 @@ use charter_compiler::diagnostics::did_you_mean;
 use charter_compiler::graph::{CompiledSpec, StepKind};
 
 use super::{Cassette, Fault};
-use crate::provider::CallKey;
+use crate::formats::scenario::CallKey;
 
 /// Where in a cassette a name problem is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::world::jsonl::JsonlSink;
 
 fn every_kind() -> Vec<EventKind> {
     vec![

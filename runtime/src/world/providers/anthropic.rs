@@ -18,15 +18,16 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    ApiKey, StructuredOutput, ToolLoop, correction, http_client, json_instructions, malformed,
-    model_name, output_from_text, read_body, send_error, status_error, too_many_turns,
-    trim_base_url, wire_schema,
+    ApiKey, StructuredOutput, ToolLoop, http_client, json_instructions, malformed, model_name,
+    output_from_text, read_body, send_error, status_error, too_many_turns, trim_base_url,
+    wire_schema,
 };
-use crate::limits::Limits;
-use crate::provider::{
-    BoxFuture, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, Usage,
+use crate::engine::effects::Provider;
+use crate::engine::provider::{
+    BoxFuture, ModelOutput, ModelRequest, ModelResponse, ProviderError, Usage, correction,
 };
-use crate::tools::ToolBox;
+use crate::world::limits::Limits;
+use crate::world::tools::ToolBox;
 
 /// The default base URL.
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";

@@ -27,11 +27,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
 
-use crate::limits::{Limits, describe_bytes};
-use crate::provider::{
-    BoxFuture, CallLog, ModelOutput, ModelRequest, ModelResponse, Provider, ProviderError, ToolCall,
+use crate::engine::effects::Provider;
+use crate::engine::provider::{
+    BoxFuture, CallLog, ModelOutput, ModelRequest, ModelResponse, ProviderError, ToolCall,
 };
-use crate::tools::ToolBox;
+use crate::world::limits::{Limits, describe_bytes};
+use crate::world::tools::ToolBox;
 
 pub mod anthropic;
 pub mod openai;
@@ -159,8 +160,8 @@ impl Provider for Providers {
 
     fn run_tool(
         &self,
-        request: crate::provider::ToolRequest,
-    ) -> BoxFuture<'_, Result<crate::provider::ToolResponse, ProviderError>> {
+        request: crate::engine::provider::ToolRequest,
+    ) -> BoxFuture<'_, Result<crate::engine::provider::ToolResponse, ProviderError>> {
         Box::pin(async move {
             let started = tokio::time::Instant::now();
             let result = match &self.tools {
@@ -173,7 +174,7 @@ impl Provider for Providers {
                     request.tool
                 )),
             };
-            Ok(crate::provider::ToolResponse {
+            Ok(crate::engine::provider::ToolResponse {
                 result,
                 latency: started.elapsed(),
             })
@@ -457,28 +458,20 @@ pub(crate) fn json_instructions(schema: &Value) -> String {
     )
 }
 
-/// What a model is told when its previous answer broke the output contract.
-pub(crate) fn correction(previous_error: &str) -> String {
-    format!(
-        "Your previous answer was rejected because it does not match the required output:\n\
-         {previous_error}\nAnswer again, correcting these problems."
-    )
-}
-
 /// The role's output schema as sent to a model (`None` when the role has none).
 pub(crate) fn wire_schema(request: &ModelRequest) -> Option<Value> {
     if request.output_schema.is_null() {
         return None;
     }
     let mut schema = (*request.output_schema).clone();
-    crate::tools::strip_schema_keyword(&mut schema);
+    crate::world::tools::strip_schema_keyword(&mut schema);
     Some(schema)
 }
 
 /// A model's final text: JSON when it parses as such (a Markdown fence tolerated), else
 /// the text itself, for the caller's contract check to report.
 pub(crate) fn output_from_text(text: &str) -> ModelOutput {
-    match crate::validate::parse_output(text) {
+    match crate::engine::validate::parse_output(text) {
         Ok(value) => ModelOutput::Json(value),
         Err(_) => ModelOutput::Text(text.to_string()),
     }
@@ -494,7 +487,7 @@ pub const DEFAULT_MAX_TURNS: u64 = 16;
 /// records `tool_denied` for exactly the calls refused here.
 pub(crate) struct ToolLoop<'a> {
     /// The role's `permit` rules and its `meta`: a call breaking a rule is refused unrun.
-    settings: &'a crate::provider::CallSettings,
+    settings: &'a crate::engine::provider::CallSettings,
     tools: &'a ToolBox,
     allowed: &'a [String],
     limit: Option<u64>,
@@ -567,7 +560,12 @@ impl<'a> ToolLoop<'a> {
                 )),
             )
         } else if let Some(rule) = args.as_ref().ok().and_then(|args| {
-            crate::permit::refused_by(&self.settings.permits, tool, args, &self.settings.meta)
+            crate::engine::permit::refused_by(
+                &self.settings.permits,
+                tool,
+                args,
+                &self.settings.meta,
+            )
         }) {
             let args = match args {
                 Ok(args) | Err((args, _)) => args,

@@ -9,8 +9,8 @@ use charter_compiler::graph::CompiledSpec;
 use super::anthropic::ANTHROPIC_BASE_URL;
 use super::openai::OPENAI_BASE_URL;
 use super::{AnthropicConfig, AnthropicProvider, ApiKey, OpenAiConfig, OpenAiProvider, Providers};
-use crate::provider::ProviderError;
-use crate::tools::ToolBox;
+use crate::engine::provider::ProviderError;
+use crate::world::tools::ToolBox;
 
 /// The live providers' addresses and keys.
 #[derive(Clone, Default, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::json;
 
 use super::*;
-use crate::provider::CallKey;
+use crate::engine::provider::CallKey;
 
 fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
     let mut map = HeaderMap::new();
@@ -289,7 +289,7 @@ flow {
     assert!(both.missing_for(&spec).is_empty());
     assert_eq!(both.secrets(), ["sk-o", "sk-a"]);
     let providers = both
-        .providers(Arc::new(crate::tools::ToolBox::empty()))
+        .providers(Arc::new(crate::world::tools::ToolBox::empty()))
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(providers.names(), ["anthropic", "openai"]);
     let shown = format!("{both:?}");

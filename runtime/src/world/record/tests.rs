@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::provider::{ToolCall, Usage};
-use crate::replay::ReplayProvider;
+use crate::engine::provider::{ToolCall, Usage};
+use crate::world::replay::ReplayProvider;
 
 const SECRET: &str = "sk-record-SECRET-77";
 
@@ -541,8 +541,8 @@ impl Provider for ToolRunner {
 
     fn run_tool(
         &self,
-        request: crate::provider::ToolRequest,
-    ) -> BoxFuture<'_, Result<crate::provider::ToolResponse, ProviderError>> {
+        request: crate::engine::provider::ToolRequest,
+    ) -> BoxFuture<'_, Result<crate::engine::provider::ToolResponse, ProviderError>> {
         *lock(&self.calls) += 1;
         Box::pin(async move {
             let result = match request.key.attempt {
@@ -550,7 +550,7 @@ impl Provider for ToolRunner {
                 3 => std::future::pending().await,
                 _ => Ok(json!({"issues": [], "token": SECRET})),
             };
-            Ok(crate::provider::ToolResponse {
+            Ok(crate::engine::provider::ToolResponse {
                 result,
                 latency: Duration::from_millis(40),
             })
@@ -558,8 +558,8 @@ impl Provider for ToolRunner {
     }
 }
 
-fn tool_request(attempt: u64) -> crate::provider::ToolRequest {
-    crate::provider::ToolRequest {
+fn tool_request(attempt: u64) -> crate::engine::provider::ToolRequest {
+    crate::engine::provider::ToolRequest {
         key: CallKey::new("validate").attempt(attempt),
         tool: "validate_workflow".into(),
         args: json!({"workflow_id": "W-1"}),

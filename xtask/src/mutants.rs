@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 /// The files whose mutants are measured.
 pub const SCOPE: [&str; 6] = [
-    "runtime/src/gate.rs",
-    "runtime/src/repair.rs",
-    "runtime/src/budget.rs",
-    "runtime/src/candidate.rs",
-    "runtime/src/dag.rs",
-    "runtime/src/run/*.rs",
+    "runtime/src/engine/gate.rs",
+    "runtime/src/engine/repair.rs",
+    "runtime/src/engine/budget.rs",
+    "runtime/src/engine/candidate.rs",
+    "runtime/src/engine/dag.rs",
+    "runtime/src/engine/run/*.rs",
 ];
 
 /// How a measurement is run.

@@ -109,3 +109,29 @@ fn the_answer_is_written_as_answer_json_where_a_delivery_would_go() {
         Some(json!({"text": "done"}))
     );
 }
+
+/// `charter serve` gives each run an output directory that does not exist yet: the answer
+/// creates it, as a delivery does (a flow without `finalize` used to end in an error).
+#[test]
+fn the_answer_creates_the_directory_it_goes_to() {
+    let base = std::env::temp_dir().join(format!("charter-ending-new-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let dir = base.join("runs").join("r1").join("out");
+    let calls = format!(
+        "calls:\n{}  - {{ step: summarize, response: {{ text: done }} }}\n",
+        work(1, "first")
+    );
+    let replayed = replay_to(
+        &spec(),
+        r#"{"goal": "g"}"#,
+        &calls,
+        DeliveryTarget::Directory(dir.clone()),
+    );
+    let written = std::fs::read_to_string(dir.join("answer.json")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&base);
+    replayed.assert_ending("completed{done}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&written).ok(),
+        Some(json!({"text": "done"}))
+    );
+}

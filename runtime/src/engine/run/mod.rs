@@ -684,7 +684,12 @@ impl<'r> Scheduler<'r> {
         {
             let path = directory.join("answer.json");
             let text = serde_json::to_string_pretty(answer).unwrap_or_default() + "\n";
-            self.files.write(&path, text.as_bytes()).map_err(|error| {
+            // The directory may not exist yet (a served run's), as for a delivery.
+            let files = self.files;
+            let written = files
+                .create_dir_all(directory)
+                .and_then(|()| files.write(&path, text.as_bytes()));
+            written.map_err(|error| {
                 RunError::Delivery(format!(
                     "cannot write the answer to {}: {error}",
                     path.display()

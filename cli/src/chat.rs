@@ -1,30 +1,26 @@
 //! `charter chat SPEC [--session ID] [--tool NAME=COMMAND]... [--model ALIAS=PROVIDER:MODEL]... [--record DIR]`: a conversation at the terminal, one turn per line typed, each turn's answer on stdout, the session saved after every turn that answered.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use charter_compiler::CompiledSpec;
 use charter_compiler::graph::TypeIr;
-use charter_runtime::engine::models::{apply_overrides, parse_override};
-use charter_runtime::engine::run::{DeliveryTarget, RunConfig};
+use charter_runtime::engine::run::{DeliveryTarget, RunConfig, RunOutcome};
+use charter_runtime::engine::session::Session;
 use charter_runtime::engine::validate::{validate_request, violations_text};
-use charter_runtime::formats::scenario::{Cassette, Recorded, Scenario, TurnInput};
-use charter_runtime::formats::trace::{Outcome as RunState, TraceSink};
-use charter_runtime::world::providers::LiveSettings;
+use charter_runtime::formats::scenario::{
+    Cassette, Recorded, RecordedCall, RecordedHuman, Scenario, TurnInput,
+};
+use charter_runtime::formats::trace::Outcome as RunState;
+use charter_runtime::world::providers::Providers;
 use charter_runtime::world::record::{Recording, write_recording};
-use charter_runtime::world::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
 use charter_runtime::world::sessions::{load, save_turn, session_path, validate_id};
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::live::LiveCalls;
-use crate::loader::{compile_whole, display_path, normalize};
-use crate::replay::LiveDisplay;
-use crate::run::{
-    Fanout, TerminalHumans, outcome_line, roles_called, run_live, scenario_spec, sessions_dir,
-    tool_box,
-};
+use crate::driver::{LiveEnvironment, LiveRun, PreparedSpec, TerminalRunOptions, tool_name};
+use crate::loader::display_path;
+use crate::run::{outcome_line, scenario_spec, sessions_dir};
 use crate::{Context, Outcome, print_err, print_error, summary_line};
 
 /// Talk to a spec: each line typed on stdin is one turn.
@@ -81,19 +77,62 @@ fn usage(context: Context, message: &str) -> Outcome {
     Outcome::Usage
 }
 
+/// The conversation: the spec, the session and the providers prepared once, then one live
+/// run per line typed, and the recording written when the input ends.
 fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
+    check_options(args, context)?;
+    let prepared = PreparedSpec::compile(context, &args.spec, &args.models, "chat")?;
+    let spec = &prepared.spec;
+    let field = chat_field(spec).map_err(|message| usage(context, &message))?;
+    let session = open_chat_session(args, context, spec)?;
+    let environment = LiveEnvironment::of_this_process();
+    let providers = environment.providers_at_terminal(context, spec, &args.tools)?;
+    announce(&prepared, session.as_ref());
+
+    let mut conversation = Conversation {
+        args,
+        context,
+        prepared: &prepared,
+        environment,
+        providers,
+        session,
+        recorded_turns: Vec::new(),
+        recorded: Cassette::new(Recorded {
+            overrides: prepared.overrides.clone(),
+            ..Recorded::from_spec(spec)
+        }),
+    };
+    let mut all_completed = true;
+    while let Some(message) = read_message(context)? {
+        let input = match validate_request(spec, &json!({ field.clone(): message })) {
+            Ok(input) => input,
+            Err(violations) => {
+                print_error(
+                    context,
+                    &format!(
+                        "this line is not a request: {}",
+                        violations_text(&violations)
+                    ),
+                );
+                all_completed = false;
+                continue;
+            }
+        };
+        all_completed &= conversation.take_turn(input)?;
+    }
+    conversation.record()?;
+    Ok(if all_completed {
+        Outcome::Clean
+    } else {
+        Outcome::NotCompleted
+    })
+}
+
+/// Usage errors that need no spec: a --tool given wrong, a session id that is not a
+/// plain name, and a --record directory that holds a scenario already.
+fn check_options(args: &ChatArgs, context: Context) -> Result<(), Outcome> {
     for given in &args.tools {
-        if given
-            .split_once('=')
-            .is_none_or(|(name, _)| name.trim().is_empty())
-        {
-            return Err(usage(
-                context,
-                &format!(
-                    "--tool `{given}` is not NAME=COMMAND (e.g. --tool search='python3 search.py')"
-                ),
-            ));
-        }
+        tool_name(given).map_err(|message| usage(context, &message))?;
     }
     if let Some(id) = &args.session {
         validate_id(id).map_err(|error| usage(context, &error.to_string()))?;
@@ -109,123 +148,88 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
             ),
         ));
     }
+    Ok(())
+}
 
-    let spec_name = display_path(&normalize(&args.spec));
-    let text = std::fs::read_to_string(&args.spec)
-        .map_err(|error| usage(context, &format!("cannot read `{spec_name}`: {error}")))?;
-    let mut spec =
-        compile_whole(context, &spec_name, &text, &args.spec, "chat").ok_or(Outcome::Failed)?;
-    let mut overrides = std::collections::BTreeMap::new();
-    for given in &args.models {
-        let (alias, target) = parse_override(given).map_err(|message| usage(context, &message))?;
-        overrides.insert(alias, target);
-    }
-    apply_overrides(&mut spec, &overrides).map_err(|message| usage(context, &message))?;
-    let spec = &spec;
-    let field = chat_field(spec).map_err(|message| usage(context, &message))?;
+/// The session a conversation is kept in: its id, its file and its state so far.
+struct ChatSession {
+    id: String,
+    path: PathBuf,
+    state: Session,
+}
 
-    // The conversation: loaded (or new) before any key is needed, so a bad session file
-    // is reported first.
-    let mut session = match &spec.session {
-        Some(_) => {
-            let id = args.session.clone().unwrap_or_else(new_session_id);
-            let path = session_path(&sessions_dir(), &id)
-                .map_err(|error| usage(context, &error.to_string()))?;
-            let session = load(&path, spec).map_err(|error| usage(context, &error.to_string()))?;
-            if args.record.is_some() && session.turn_count > 0 {
-                return Err(usage(
-                    context,
-                    &format!(
-                        "--record starts from a new session, and session {id} already has {} turn(s); give a new --session",
-                        session.turn_count
-                    ),
-                ));
-            }
-            Some((id, path, session))
-        }
-        None => {
-            if let Some(id) = &args.session {
-                return Err(usage(
-                    context,
-                    &format!(
-                        "--session {id}: spec `{}` declares no `session`, so it keeps nothing between turns (add `session NAME keep N {{ ... }}` to the spec)",
-                        spec.name
-                    ),
-                ));
-            }
-            print_err(&summary_line(
+/// The conversation's session, loaded (or new) before any key is needed, so that a bad
+/// session file is reported first. A spec without a `session` keeps nothing between
+/// turns: --session is refused for it, and without --session that is warned of.
+fn open_chat_session(
+    args: &ChatArgs,
+    context: Context,
+    spec: &CompiledSpec,
+) -> Result<Option<ChatSession>, Outcome> {
+    if spec.session.is_none() {
+        if let Some(id) = &args.session {
+            return Err(usage(
                 context,
-                "warning",
                 &format!(
-                    "spec `{}` declares no `session`: each line is a turn on its own, and nothing is kept between them",
+                    "--session {id}: spec `{}` declares no `session`, so it keeps nothing between turns (add `session NAME keep N {{ ... }}` to the spec)",
                     spec.name
                 ),
             ));
-            None
         }
-    };
-
-    let variables: Vec<(String, String)> = std::env::vars().collect();
-    let settings = LiveSettings::from_variables(variables.clone());
-    let missing = settings.missing_for(spec);
-    if !missing.is_empty() {
-        for line in missing {
-            print_error(context, &line);
-        }
-        return Err(Outcome::Usage);
+        print_err(&summary_line(
+            context,
+            "warning",
+            &format!(
+                "spec `{}` declares no `session`: each line is a turn on its own, and nothing is kept between them",
+                spec.name
+            ),
+        ));
+        return Ok(None);
     }
-    let tools = Arc::new(tool_box(spec, &args.tools).map_err(|message| usage(context, &message))?);
-    let called = roles_called(spec);
-    for name in tools.unimplemented() {
-        if spec
-            .roles
-            .iter()
-            .filter(|(role, _)| called.contains(role.as_str()))
-            .any(|(_, role)| role.tools.iter().any(|tool| tool == name))
-        {
-            print_err(&summary_line(
-                context,
-                "warning",
-                &format!(
-                    "tool `{name}` has no implementation (give it with --tool {name}=COMMAND); its calls will fail"
-                ),
-            ));
-        }
+    let id = args.session.clone().unwrap_or_else(new_session_id);
+    let path =
+        session_path(&sessions_dir(), &id).map_err(|error| usage(context, &error.to_string()))?;
+    let state = load(&path, spec).map_err(|error| usage(context, &error.to_string()))?;
+    if args.record.is_some() && state.turn_count > 0 {
+        return Err(usage(
+            context,
+            &format!(
+                "--record starts from a new session, and session {id} already has {} turn(s); give a new --session",
+                state.turn_count
+            ),
+        ));
     }
-    let providers = settings.providers(tools).map_err(|error| {
-        print_error(context, &error.to_string());
-        Outcome::Failed
-    })?;
-    let mut secrets = settings.secrets();
-    secrets.extend(secrets_by_name(variables));
-    let scrubber = Scrubber::new(secrets.clone());
+    Ok(Some(ChatSession { id, path, state }))
+}
 
-    match &session {
-        Some((id, path, state)) => print_err(&format!(
-            "chat {spec_name}: spec {} {}, session {id} ({}, {} turn(s) so far); one message per line, Ctrl-D ends\n",
+/// The conversation's first line on stderr: the spec, the session and how to end.
+fn announce(prepared: &PreparedSpec, session: Option<&ChatSession>) {
+    let spec = &prepared.spec;
+    let spec_name = &prepared.shown_path;
+    match session {
+        Some(session) => print_err(&format!(
+            "chat {spec_name}: spec {} {}, session {} ({}, {} turn(s) so far); one message per line, Ctrl-D ends\n",
             spec.name,
             spec.version,
-            display_path(path),
-            state.turn_count
+            session.id,
+            display_path(&session.path),
+            session.state.turn_count
         )),
         None => print_err(&format!(
             "chat {spec_name}: spec {} {}; one message per line, Ctrl-D ends\n",
             spec.name, spec.version
         )),
     }
+}
 
-    let mut recorded_turns: Vec<TurnInput> = Vec::new();
-    let mut recorded = Cassette::new(Recorded {
-        overrides: overrides.clone(),
-        ..Recorded::from_spec(spec)
-    });
-    let mut all_completed = true;
+/// The next message typed: a line that is not blank, or `None` at the end of input.
+/// Stdin is locked only while a line is read, since an `ask` step of a turn reads its
+/// answer from stdin too.
+fn read_message(context: Context) -> Result<Option<String>, Outcome> {
     loop {
-        // Stdin is locked only while a line is read: an `ask` step of a turn reads its
-        // answer from stdin too.
         let mut line = String::new();
         match std::io::stdin().read_line(&mut line) {
-            Ok(0) => break,
+            Ok(0) => return Ok(None),
             Ok(_) => {}
             Err(error) => {
                 print_error(context, &format!("cannot read stdin: {error}"));
@@ -233,128 +237,148 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
             }
         }
         let message = line.trim();
-        if message.is_empty() {
-            continue;
+        if !message.is_empty() {
+            return Ok(Some(message.to_string()));
         }
-        let input = match validate_request(spec, &json!({ field.clone(): message })) {
-            Ok(input) => input,
-            Err(violations) => {
-                print_error(
-                    context,
-                    &format!(
-                        "this line is not a request: {}",
-                        violations_text(&violations)
-                    ),
-                );
-                all_completed = false;
-                continue;
-            }
-        };
-        let turn = session.as_ref().map_or(
-            u64::try_from(recorded_turns.len()).unwrap_or(0) + 1,
-            |(_, _, state)| state.next_turn(),
+    }
+}
+
+/// A conversation under way: what every turn runs with, and what --record keeps of the
+/// turns so far.
+struct Conversation<'chat> {
+    args: &'chat ChatArgs,
+    context: Context,
+    prepared: &'chat PreparedSpec,
+    environment: LiveEnvironment,
+    providers: Providers,
+    session: Option<ChatSession>,
+    recorded_turns: Vec<TurnInput>,
+    recorded: Cassette,
+}
+
+impl Conversation<'_> {
+    /// Takes one turn: a live run at the terminal, its answer on stdout, the session
+    /// saved, and its calls kept for --record. Whether the turn completed.
+    fn take_turn(&mut self, input: Value) -> Result<bool, Outcome> {
+        let context = self.context;
+        let turn = self.session.as_ref().map_or(
+            u64::try_from(self.recorded_turns.len()).unwrap_or(0) + 1,
+            |session| session.state.next_turn(),
         );
         // One recording per turn: each turn's calls are keyed from 1 again.
-        let recording = Recording::new(secrets.clone());
-        let provider = Arc::new(recording.provider(providers.clone()));
-        let humans = recording.humans(TerminalHumans);
-        let calls = LiveCalls::new(args.show_output);
-        let mut sink = ScrubbingSink::new(
-            Fanout(vec![
-                Box::new(LiveDisplay::with_calls(calls.clone())) as Box<dyn TraceSink>
-            ]),
-            scrubber.clone(),
-        );
+        let recording = Recording::new(self.environment.secrets.clone());
         let config = RunConfig {
             delivery: DeliveryTarget::Memory,
-            observer: Some(calls.clone()),
-            session: session.as_ref().map(|(_, _, state)| state.clone()),
+            session: self.session.as_ref().map(|session| session.state.clone()),
             ..RunConfig::default()
         };
-        let heartbeat = calls.heartbeat();
-        let result = run_live(
-            spec,
-            input.clone(),
-            provider,
-            &humans,
-            config,
-            &mut sink,
+        let live_run = LiveRun::at_terminal(
+            &self.prepared.spec,
+            &self.environment,
+            self.providers.clone(),
             &recording,
+            TerminalRunOptions {
+                show_output: self.args.show_output,
+                more_sinks: Vec::new(),
+                config,
+            },
         );
-        drop(heartbeat);
-        let outcome = match result {
-            Ok(outcome) => outcome,
-            Err(error) => {
-                print_error(context, &error);
-                return Err(Outcome::Failed);
-            }
-        };
+        let outcome = live_run.run(input.clone()).map_err(|error| {
+            print_error(context, &error);
+            Outcome::Failed
+        })?;
         print_err(&format!("turn {turn}: {}\n", outcome_line(&outcome)));
         crate::print_answer(outcome.answer.as_ref()).map_err(|error| {
             print_error(context, &format!("{error:#}"));
             Outcome::Failed
         })?;
-        all_completed &= outcome.outcome == RunState::Completed;
-        match (&mut session, &outcome.session) {
-            (Some((id, path, state)), Some(next)) => {
-                save_turn(path, spec, state.turn_count, next, &scrubber).map_err(|error| {
-                    print_error(context, &error.to_string());
-                    Outcome::Failed
-                })?;
-                *state = next.clone();
-                print_err(&format!("session {id}: turn {} saved\n", state.turn_count));
-            }
-            (Some((id, _, _)), None) => print_err(&format!(
-                "session {id}: unchanged (the turn did not answer)\n"
-            )),
-            (None, _) => {}
+        self.save_session_turn(&outcome)?;
+        if self.args.record.is_some() {
+            self.keep_for_record(&recording, &input);
         }
-        if args.record.is_some() {
-            let this_turn = u64::try_from(recorded_turns.len()).unwrap_or(0) + 1;
-            let cassette = recording.cassette(Recorded::from_spec(spec));
-            recorded
-                .calls
-                .extend(cassette.calls.into_iter().map(|call| {
-                    charter_runtime::formats::scenario::RecordedCall {
-                        turn: this_turn,
-                        ..call
-                    }
-                }));
-            recorded
-                .humans
-                .extend(cassette.humans.into_iter().map(|human| {
-                    charter_runtime::formats::scenario::RecordedHuman {
-                        turn: this_turn,
-                        ..human
-                    }
-                }));
-            recorded_turns.push(TurnInput {
-                input: scrubber.value(&input),
-            });
-        }
+        Ok(outcome.outcome == RunState::Completed)
     }
 
-    if let Some(directory) = &args.record {
-        if recorded_turns.is_empty() {
+    /// Saves the turn to the session (atomically), or says that the session is unchanged
+    /// because the turn did not answer.
+    fn save_session_turn(&mut self, outcome: &RunOutcome) -> Result<(), Outcome> {
+        let Some(session) = &mut self.session else {
+            return Ok(());
+        };
+        let Some(next) = &outcome.session else {
+            print_err(&format!(
+                "session {}: unchanged (the turn did not answer)\n",
+                session.id
+            ));
+            return Ok(());
+        };
+        save_turn(
+            &session.path,
+            &self.prepared.spec,
+            session.state.turn_count,
+            next,
+            &self.environment.scrubber,
+        )
+        .map_err(|error| {
+            print_error(self.context, &error.to_string());
+            Outcome::Failed
+        })?;
+        session.state = next.clone();
+        print_err(&format!(
+            "session {}: turn {} saved\n",
+            session.id, session.state.turn_count
+        ));
+        Ok(())
+    }
+
+    /// Keeps the turn's input, calls and people's answers for --record, each call and
+    /// answer marked with the turn it belongs to.
+    fn keep_for_record(&mut self, recording: &Recording, input: &Value) {
+        let this_turn = u64::try_from(self.recorded_turns.len()).unwrap_or(0) + 1;
+        let cassette = recording.cassette(Recorded::from_spec(&self.prepared.spec));
+        self.recorded
+            .calls
+            .extend(cassette.calls.into_iter().map(|call| RecordedCall {
+                turn: this_turn,
+                ..call
+            }));
+        self.recorded
+            .humans
+            .extend(cassette.humans.into_iter().map(|human| RecordedHuman {
+                turn: this_turn,
+                ..human
+            }));
+        self.recorded_turns.push(TurnInput {
+            input: self.environment.scrubber.value(input),
+        });
+    }
+
+    /// Writes the conversation as one scenario when --record was given (a warning, and
+    /// nothing written, when no turn was taken).
+    fn record(self) -> Result<(), Outcome> {
+        let Some(directory) = &self.args.record else {
+            return Ok(());
+        };
+        if self.recorded_turns.is_empty() {
             print_err(&summary_line(
-                context,
+                self.context,
                 "warning",
                 "no turn was taken, so nothing was recorded",
             ));
-        } else {
-            record_conversation(spec, &args.spec, directory, recorded_turns, &recorded).map_err(
-                |message| {
-                    print_error(context, &message);
-                    Outcome::Failed
-                },
-            )?;
+            return Ok(());
         }
+        record_conversation(
+            &self.prepared.spec,
+            &self.args.spec,
+            directory,
+            self.recorded_turns,
+            &self.recorded,
+        )
+        .map_err(|message| {
+            print_error(self.context, &message);
+            Outcome::Failed
+        })
     }
-    Ok(if all_completed {
-        Outcome::Clean
-    } else {
-        Outcome::NotCompleted
-    })
 }
 
 /// Writes the conversation as one scenario in `directory`.

@@ -14,6 +14,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod chat;
 mod check;
 mod completions;
+mod driver;
 mod explain;
 mod explore;
 mod graph;

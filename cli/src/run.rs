@@ -1,30 +1,28 @@
 //! `charter run SPEC --input FILE [--session ID] [--out DIR] [--events FILE] [--record DIR] [--tool NAME=COMMAND]... [--run-dir DIR]` and `charter run --resume RUN_DIR [--force]`: a live run against real providers, shown live, journaled for resume, optionally recorded as a scenario.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use charter_compiler::CompiledSpec;
-use charter_runtime::engine::effects::HumanChannel;
-use charter_runtime::engine::models::{apply_overrides, parse_override};
-use charter_runtime::engine::provider::{BoxFuture, HumanRequest, ProviderError};
 use charter_runtime::engine::run::{DeliveryTarget, RunConfig, RunOutcome};
+use charter_runtime::engine::session::Session;
 use charter_runtime::engine::validate::{Violation, validate_request};
 use charter_runtime::formats::scenario::{Recorded, Scenario};
-use charter_runtime::formats::trace::{Outcome as RunState, TraceSink};
+use charter_runtime::formats::trace::Outcome as RunState;
 use charter_runtime::world::jsonl::JsonlSink;
-use charter_runtime::world::providers::LiveSettings;
-use charter_runtime::world::record::{Journal, Recording, write_atomically, write_recording};
-use charter_runtime::world::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
-use charter_runtime::world::tools::{CommandTool, ToolBox};
+use charter_runtime::world::providers::Providers;
+use charter_runtime::world::record::{write_atomically, write_recording};
+use charter_runtime::world::secrets::Scrubber;
 use charter_runtime::world::{escape, files};
 use clap::Args;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::live::LiveCalls;
-use crate::loader::{compile_whole, display_path, normalize};
-use crate::replay::LiveDisplay;
+use crate::driver::{
+    LiveEnvironment, LiveRun, LiveTotals, PreparedSpec, RunJournal, TerminalRunOptions,
+    open_journal, tool_name,
+};
+use crate::loader::{display_path, normalize};
 use crate::{Context, Outcome, print_err, print_error, summary_line};
 
 /// Run a spec live against its models (OpenAI-compatible or Anthropic).
@@ -177,210 +175,34 @@ const RUN_FILE: &str = "run.json";
 const JOURNAL_FILE: &str = "calls.jsonl";
 const EVENTS_FILE: &str = "events.jsonl";
 
+/// A run ready to start: what the stages before it (prepare, providers, journal) found.
+struct ReadyRun {
+    run_dir: PathBuf,
+    run_file: RunFile,
+    input: Value,
+    prepared: PreparedSpec,
+    /// The session this run is a turn of: its file, and its state before the turn.
+    session: Option<(PathBuf, Session)>,
+    environment: LiveEnvironment,
+    providers: Providers,
+    journal: RunJournal,
+}
+
+/// `charter run`: the stages before the run, the run itself at the terminal, then what
+/// it reports (its outcome, totals and answer), its session turn saved and its recording.
 pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
-    let Prepared {
-        run_dir,
-        mut run_file,
-        input,
-    } = match prepare(args, context) {
-        Ok(prepared) => prepared,
+    let ready = match ready_to_run(args, context) {
+        Ok(ready) => ready,
         Err(outcome) => return Ok(outcome),
     };
-    let spec_name = display_path(&normalize(&run_file.spec));
-    let text = match std::fs::read_to_string(&run_file.spec) {
-        Ok(text) => text,
-        Err(error) => {
-            print_error(context, &format!("cannot read `{spec_name}`: {error}"));
-            return Ok(Outcome::Usage);
-        }
+    announce(args, &ready);
+    let totals = LiveTotals::start(&ready.prepared.spec);
+    let live_run = match live_run_at_terminal(args, context, &ready, &totals) {
+        Ok(live_run) => live_run,
+        Err(outcome) => return Ok(outcome),
     };
-    let Some(mut spec) = compile_whole(context, &spec_name, &text, &run_file.spec, "run") else {
-        return Ok(Outcome::Failed);
-    };
-    let mut overrides = std::collections::BTreeMap::new();
-    for given in &run_file.models {
-        match parse_override(given) {
-            Ok((alias, target)) => {
-                overrides.insert(alias, target);
-            }
-            Err(message) => {
-                print_error(context, &message);
-                return Ok(Outcome::Usage);
-            }
-        }
-    }
-    if let Err(message) = apply_overrides(&mut spec, &overrides) {
-        print_error(context, &message);
-        return Ok(Outcome::Usage);
-    }
-    let spec = &spec;
-    // The input is checked before anything runs or is asked for (API keys included).
-    let input = match validate_request(spec, &input) {
-        Ok(_) => input,
-        Err(violations) => {
-            report_bad_input(context, args, &run_dir, spec, &violations);
-            return Ok(Outcome::Usage);
-        }
-    };
-
-    let session = match &run_file.session {
-        Some(id) => match open_session(spec, id, &run_file, args.resume.is_some()) {
-            Ok(opened) => Some(opened),
-            Err(message) => {
-                print_error(context, &message);
-                // Nothing ran: the run directory made for this run goes again.
-                if args.resume.is_none() {
-                    let _ = std::fs::remove_dir(&run_dir);
-                }
-                return Ok(Outcome::Usage);
-            }
-        },
-        None => None,
-    };
-    run_file.session_turn = session.as_ref().map(|(_, session)| session.next_turn());
-
-    let variables: Vec<(String, String)> = std::env::vars().collect();
-    let settings = LiveSettings::from_variables(variables.clone());
-    let missing = settings.missing_for(spec);
-    if !missing.is_empty() {
-        for line in missing {
-            print_error(context, &line);
-        }
-        return Ok(Outcome::Usage);
-    }
-    let tools = match tool_box(spec, &run_file.tools) {
-        Ok(tools) => Arc::new(tools),
-        Err(message) => {
-            print_error(context, &message);
-            return Ok(Outcome::Usage);
-        }
-    };
-    // Only roles the flow calls can call a tool: a role file imported but never used
-    // (or a tool only such a role holds) is no reason for a warning.
-    let called = roles_called(spec);
-    for name in tools.unimplemented() {
-        if spec
-            .roles
-            .iter()
-            .filter(|(role, _)| called.contains(role.as_str()))
-            .any(|(_, role)| role.tools.iter().any(|tool| tool == name))
-        {
-            print_err(&summary_line(
-                context,
-                "warning",
-                &format!(
-                    "tool `{name}` has no implementation (give it with --tool {name}=COMMAND); its calls will fail"
-                ),
-            ));
-        }
-    }
-    let providers = match settings.providers(tools) {
-        Ok(providers) => providers,
-        Err(error) => {
-            print_error(context, &error.to_string());
-            return Ok(Outcome::Failed);
-        }
-    };
-    let mut secrets = settings.secrets();
-    secrets.extend(secrets_by_name(variables));
-    let scrubber = Scrubber::new(secrets.clone());
-
-    let hashes = RunHashes::of(spec, &input);
-    if args.resume.is_some() {
-        let changed = run_file.hashes.changes(&hashes);
-        if !changed.is_empty() && !args.force {
-            print_error(
-                context,
-                &format!(
-                    "{} changed since the run in `{}` started; its journal answered the old \
-                     ones (start a new run, or give --force to continue anyway)",
-                    changed.join(", "),
-                    display_path(&run_dir)
-                ),
-            );
-            return Ok(Outcome::Usage);
-        }
-    }
-    run_file.hashes = hashes;
-    if let Err(error) = write_run_file(&run_dir, &run_file, &scrubber) {
-        print_error(
-            context,
-            &format!(
-                "cannot write `{}`: {error}",
-                display_path(&run_dir.join(RUN_FILE))
-            ),
-        );
-        return Ok(Outcome::Failed);
-    }
-
-    let (journal, entries) = match Journal::open(&run_dir.join(JOURNAL_FILE)) {
-        Ok(opened) => opened,
-        Err(error) => {
-            print_error(context, &error.to_string());
-            return Ok(Outcome::Failed);
-        }
-    };
-    let resumed = entries.len();
-    let recording = Recording::journaled(secrets.clone(), journal, entries);
-    let provider = Arc::new(recording.provider(providers));
-    let humans = recording.humans(TerminalHumans);
-
-    print_err(&format!(
-        "run {spec_name}: spec {} {} in {}{}\n",
-        spec.name,
-        spec.version,
-        display_path(&run_dir),
-        if args.resume.is_some() {
-            format!(" (resumed: {resumed} answer(s) from the journal)")
-        } else {
-            String::new()
-        }
-    ));
-
-    for (alias, target) in &overrides {
-        print_err(&format!("model `{alias}` runs on {target} (--model)\n"));
-    }
-    let calls = LiveCalls::new(args.show_output);
-    let totals = charter_runtime::totals::TotalsSink::new(Arc::new(spec.clone()));
-    let started = std::time::Instant::now();
-    let mut sinks: Vec<Box<dyn TraceSink>> = vec![
-        Box::new(LiveDisplay::with_calls(calls.clone())),
-        Box::new(totals.clone()),
-    ];
-    for path in std::iter::once(run_dir.join(EVENTS_FILE)).chain(run_file.events.clone()) {
-        match JsonlSink::create(&path) {
-            Ok(sink) => sinks.push(Box::new(sink)),
-            Err(error) => {
-                print_error(context, &error.to_string());
-                return Ok(Outcome::Usage);
-            }
-        }
-    }
-    let mut sink = ScrubbingSink::new(Fanout(sinks), scrubber.clone());
-    let config = RunConfig {
-        observer: Some(calls.clone()),
-        session: session.as_ref().map(|(_, session)| session.clone()),
-        ..RunConfig::default()
-    };
-    let config = match &run_file.out {
-        Some(directory) => config.with_out_dir(directory.clone()),
-        None => RunConfig {
-            delivery: DeliveryTarget::Memory,
-            ..config
-        },
-    };
-    let heartbeat = calls.heartbeat();
-    let result = run_live(
-        spec,
-        input.clone(),
-        provider,
-        &humans,
-        config,
-        &mut sink,
-        &recording,
-    );
-    drop(heartbeat);
-    if let Some(error) = recording.journal_error() {
+    let result = live_run.run(ready.input.clone());
+    if let Some(error) = ready.journal.recording.journal_error() {
         print_err(&summary_line(
             context,
             "warning",
@@ -392,68 +214,253 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         Err(error) => {
             print_error(context, &error);
             // What the failed run used so far is still worth knowing (it was paid for).
-            print_err(&format!(
-                "{}\n",
-                crate::replay::totals_line(&totals.totals(), started.elapsed(), false)
-            ));
+            print_err(&totals.line());
             return Ok(Outcome::Failed);
         }
     };
     print_err(&format!("{}\n", outcome_line(&outcome)));
-    print_err(&format!(
-        "{}\n",
-        crate::replay::totals_line(&totals.totals(), started.elapsed(), false)
-    ));
+    print_err(&totals.line());
     crate::print_answer(outcome.answer.as_ref())?;
-    if let (Some((path, _)), Some(id)) = (&session, &run_file.session) {
-        match &outcome.session {
-            Some(next) => {
-                let started = next.turn_count.saturating_sub(1);
-                if let Err(error) = charter_runtime::world::sessions::save_turn(
-                    path, spec, started, next, &scrubber,
-                ) {
-                    print_error(context, &error.to_string());
-                    return Ok(Outcome::Failed);
-                }
-                print_err(&format!(
-                    "session {id}: turn {} saved to {}\n",
-                    next.turn_count,
-                    display_path(path)
-                ));
-            }
-            None => print_err(&format!(
-                "session {id}: unchanged (the turn did not answer)\n"
-            )),
-        }
-    }
-
-    if let Some(directory) = &run_file.record {
-        // Overwriting (--force): what a person wrote about the scenario stays.
-        let kept = Scenario::read(&directory.join("scenario.yaml")).ok();
-        let scenario = Scenario {
-            spec: scenario_spec(&run_file.spec, directory),
-            description: kept
-                .as_ref()
-                .and_then(|kept| kept.description.clone())
-                .or_else(|| Some(format!("recorded live run of {}", spec.name))),
-            input: scrubber.value(&input),
-            turns: None,
-            expect: kept.and_then(|kept| kept.expect),
-        };
-        let mut recorded = Recorded::from_spec(spec);
-        recorded.overrides = overrides.clone();
-        let cassette = recording.cassette(recorded);
-        if let Err(error) = write_recording(directory, &scenario, &cassette) {
-            print_error(context, &error.to_string());
-            return Ok(Outcome::Failed);
-        }
-        print_err(&format!("recorded to {}\n", display_path(directory)));
+    if let Err(failed) =
+        save_session_turn(context, &ready, &outcome).and_then(|()| record_run(context, &ready))
+    {
+        return Ok(failed);
     }
     Ok(if outcome.outcome == RunState::Completed {
         Outcome::Clean
     } else {
         Outcome::NotCompleted
     })
+}
+
+/// The stages before the run, each refusal reported as it is found: prepare (the run
+/// directory and `run.json`, the spec, the input, the session), then the providers, then
+/// the journal. Nothing has been asked of a model yet.
+fn ready_to_run(args: &RunArgs, context: Context) -> Result<ReadyRun, Outcome> {
+    let Prepared {
+        run_dir,
+        mut run_file,
+        input,
+    } = prepare(args, context)?;
+    let prepared = PreparedSpec::compile(context, &run_file.spec, &run_file.models, "run")?;
+    let spec = &prepared.spec;
+    // The input is checked before anything runs or is asked for (API keys included).
+    if let Err(violations) = validate_request(spec, &input) {
+        report_bad_input(context, args, &run_dir, spec, &violations);
+        return Err(Outcome::Usage);
+    }
+    let session = match &run_file.session {
+        Some(id) => Some(
+            open_session(spec, id, &run_file, args.resume.is_some()).map_err(|message| {
+                print_error(context, &message);
+                // Nothing ran: the run directory made for this run goes again.
+                if args.resume.is_none() {
+                    let _ = std::fs::remove_dir(&run_dir);
+                }
+                Outcome::Usage
+            })?,
+        ),
+        None => None,
+    };
+    run_file.session_turn = session.as_ref().map(|(_, session)| session.next_turn());
+    let environment = LiveEnvironment::of_this_process();
+    let providers = environment.providers_at_terminal(context, spec, &run_file.tools)?;
+    let hashes = RunHashes::of(spec, &input);
+    keep_run_file(
+        args,
+        context,
+        &run_dir,
+        &mut run_file,
+        hashes,
+        &environment.scrubber,
+    )?;
+    let journal = open_journal(&run_dir.join(JOURNAL_FILE), &environment).map_err(|message| {
+        print_error(context, &message);
+        Outcome::Failed
+    })?;
+    Ok(ReadyRun {
+        run_dir,
+        run_file,
+        input,
+        prepared,
+        session,
+        environment,
+        providers,
+        journal,
+    })
+}
+
+/// Refuses to resume a run whose spec, prompts or input changed since its journal
+/// answered them (unless --force), then writes `run.json` with the hashes of what this
+/// run answers, so that the next resume can check them.
+fn keep_run_file(
+    args: &RunArgs,
+    context: Context,
+    run_dir: &Path,
+    run_file: &mut RunFile,
+    hashes: RunHashes,
+    scrubber: &Scrubber,
+) -> Result<(), Outcome> {
+    if args.resume.is_some() {
+        let changed = run_file.hashes.changes(&hashes);
+        if !changed.is_empty() && !args.force {
+            print_error(
+                context,
+                &format!(
+                    "{} changed since the run in `{}` started; its journal answered the old \
+                     ones (start a new run, or give --force to continue anyway)",
+                    changed.join(", "),
+                    display_path(run_dir)
+                ),
+            );
+            return Err(Outcome::Usage);
+        }
+    }
+    run_file.hashes = hashes;
+    write_run_file(run_dir, run_file, scrubber).map_err(|error| {
+        print_error(
+            context,
+            &format!(
+                "cannot write `{}`: {error}",
+                display_path(&run_dir.join(RUN_FILE))
+            ),
+        );
+        Outcome::Failed
+    })
+}
+
+/// The run's first lines on stderr: what runs, and where (with how many answers the
+/// journal already held, on a resume), then each model alias `--model` moved.
+fn announce(args: &RunArgs, ready: &ReadyRun) {
+    let spec = &ready.prepared.spec;
+    print_err(&format!(
+        "run {}: spec {} {} in {}{}\n",
+        ready.prepared.shown_path,
+        spec.name,
+        spec.version,
+        display_path(&ready.run_dir),
+        if args.resume.is_some() {
+            format!(
+                " (resumed: {} answer(s) from the journal)",
+                ready.journal.answers_kept
+            )
+        } else {
+            String::new()
+        }
+    ));
+    for (alias, target) in &ready.prepared.overrides {
+        print_err(&format!("model `{alias}` runs on {target} (--model)\n"));
+    }
+}
+
+/// The run stage as `charter run` wires it: the live view with the totals and the events
+/// files (`events.jsonl` in the run directory, and --events), the delivery into --out or
+/// kept in memory, and the session the run is a turn of.
+fn live_run_at_terminal<'ready>(
+    args: &RunArgs,
+    context: Context,
+    ready: &'ready ReadyRun,
+    totals: &LiveTotals,
+) -> Result<LiveRun<'ready>, Outcome> {
+    let mut more_sinks = vec![totals.sink()];
+    let events_files =
+        std::iter::once(ready.run_dir.join(EVENTS_FILE)).chain(ready.run_file.events.clone());
+    for path in events_files {
+        let sink = JsonlSink::create(&path).map_err(|error| {
+            print_error(context, &error.to_string());
+            Outcome::Usage
+        })?;
+        more_sinks.push(Box::new(sink));
+    }
+    let config = RunConfig {
+        session: ready.session.as_ref().map(|(_, session)| session.clone()),
+        ..RunConfig::default()
+    };
+    let config = match &ready.run_file.out {
+        Some(directory) => config.with_out_dir(directory.clone()),
+        None => RunConfig {
+            delivery: DeliveryTarget::Memory,
+            ..config
+        },
+    };
+    Ok(LiveRun::at_terminal(
+        &ready.prepared.spec,
+        &ready.environment,
+        ready.providers.clone(),
+        &ready.journal.recording,
+        TerminalRunOptions {
+            show_output: args.show_output,
+            more_sinks,
+            config,
+        },
+    ))
+}
+
+/// Saves the turn the run took to its session (atomically), or says that the session is
+/// unchanged because the turn did not answer.
+fn save_session_turn(
+    context: Context,
+    ready: &ReadyRun,
+    outcome: &RunOutcome,
+) -> Result<(), Outcome> {
+    let (Some((path, _)), Some(id)) = (&ready.session, &ready.run_file.session) else {
+        return Ok(());
+    };
+    match &outcome.session {
+        Some(next) => {
+            let started = next.turn_count.saturating_sub(1);
+            let scrubber = &ready.environment.scrubber;
+            charter_runtime::world::sessions::save_turn(
+                path,
+                &ready.prepared.spec,
+                started,
+                next,
+                scrubber,
+            )
+            .map_err(|error| {
+                print_error(context, &error.to_string());
+                Outcome::Failed
+            })?;
+            print_err(&format!(
+                "session {id}: turn {} saved to {}\n",
+                next.turn_count,
+                display_path(path)
+            ));
+        }
+        None => print_err(&format!(
+            "session {id}: unchanged (the turn did not answer)\n"
+        )),
+    }
+    Ok(())
+}
+
+/// Writes the run as a scenario into the --record directory, if one was given.
+fn record_run(context: Context, ready: &ReadyRun) -> Result<(), Outcome> {
+    let Some(directory) = &ready.run_file.record else {
+        return Ok(());
+    };
+    let spec = &ready.prepared.spec;
+    // Overwriting (--force): what a person wrote about the scenario stays.
+    let kept = Scenario::read(&directory.join("scenario.yaml")).ok();
+    let scenario = Scenario {
+        spec: scenario_spec(&ready.run_file.spec, directory),
+        description: kept
+            .as_ref()
+            .and_then(|kept| kept.description.clone())
+            .or_else(|| Some(format!("recorded live run of {}", spec.name))),
+        input: ready.environment.scrubber.value(&ready.input),
+        turns: None,
+        expect: kept.and_then(|kept| kept.expect),
+    };
+    let mut recorded = Recorded::from_spec(spec);
+    recorded.overrides = ready.prepared.overrides.clone();
+    let cassette = ready.journal.recording.cassette(recorded);
+    if let Err(error) = write_recording(directory, &scenario, &cassette) {
+        print_error(context, &error.to_string());
+        return Err(Outcome::Failed);
+    }
+    print_err(&format!("recorded to {}\n", display_path(directory)));
+    Ok(())
 }
 
 /// The directory sessions are kept in, relative to where `charter` runs.
@@ -469,7 +476,7 @@ fn open_session(
     id: &str,
     run_file: &RunFile,
     resuming: bool,
-) -> Result<(PathBuf, charter_runtime::engine::session::Session), String> {
+) -> Result<(PathBuf, Session), String> {
     if spec.session.is_none() {
         return Err(format!(
             "--session {id}: spec `{}` declares no `session`, so it keeps nothing between \
@@ -514,42 +521,55 @@ struct Prepared {
 fn prepare(args: &RunArgs, context: Context) -> Result<Prepared, Outcome> {
     // Usage errors come before anything is run, asked for or checked (such as API keys).
     for given in &args.tools {
-        if given
-            .split_once('=')
-            .is_none_or(|(name, _)| name.trim().is_empty())
-        {
-            print_error(
-                context,
-                &format!(
-                    "--tool `{given}` is not NAME=COMMAND (e.g. --tool search='python3 search.py')"
-                ),
-            );
+        if let Err(message) = tool_name(given) {
+            print_error(context, &message);
             return Err(Outcome::Usage);
         }
     }
-    let (run_dir, mut run_file) = match &args.resume {
-        Some(run_dir) => (run_dir.clone(), read_run_file(run_dir, context)?),
-        None => {
-            let (Some(spec), Some(input)) = (&args.spec, &args.input) else {
-                print_error(context, "give a SPEC and --input FILE, or --resume RUN_DIR");
-                return Err(Outcome::Usage);
-            };
-            let run_file = RunFile {
-                spec: absolute(spec),
-                input: absolute(input),
-                tools: args.tools.clone(),
-                models: args.models.clone(),
-                out: None,
-                events: None,
-                record: None,
-                session: None,
-                session_turn: None,
-                hashes: RunHashes::default(),
-            };
-            (PathBuf::new(), run_file)
-        }
+    let (kept_run_dir, mut run_file) = match &args.resume {
+        Some(run_dir) => (Some(run_dir.clone()), read_run_file(run_dir, context)?),
+        None => (None, new_run_file(args, context)?),
     };
-    // Given again (or for the first time), an option replaces what the run kept.
+    replace_options_given_again(args, context, &mut run_file)?;
+    check_options(args, context, &run_file)?;
+    let input = read_input(&run_file.input, context)?;
+    let run_dir = match kept_run_dir {
+        Some(run_dir) => run_dir,
+        None => new_run_dir(args, context)?,
+    };
+    Ok(Prepared {
+        run_dir,
+        run_file,
+        input,
+    })
+}
+
+/// The `run.json` of a new run: the spec and input given, and the tools and models.
+fn new_run_file(args: &RunArgs, context: Context) -> Result<RunFile, Outcome> {
+    let (Some(spec), Some(input)) = (&args.spec, &args.input) else {
+        print_error(context, "give a SPEC and --input FILE, or --resume RUN_DIR");
+        return Err(Outcome::Usage);
+    };
+    Ok(RunFile {
+        spec: absolute(spec),
+        input: absolute(input),
+        tools: args.tools.clone(),
+        models: args.models.clone(),
+        out: None,
+        events: None,
+        record: None,
+        session: None,
+        session_turn: None,
+        hashes: RunHashes::default(),
+    })
+}
+
+/// Given again (or for the first time), an option replaces what the run kept.
+fn replace_options_given_again(
+    args: &RunArgs,
+    context: Context,
+    run_file: &mut RunFile,
+) -> Result<(), Outcome> {
     if !args.tools.is_empty() {
         run_file.tools = args.tools.clone();
     }
@@ -572,6 +592,13 @@ fn prepare(args: &RunArgs, context: Context) -> Result<Prepared, Outcome> {
         }
         run_file.session = Some(session.clone());
     }
+    Ok(())
+}
+
+/// Refuses what the options cannot do together: --force with nothing to force, a
+/// recording over a scenario kept there, a tool whose command `run.json` could not keep,
+/// and an --out that is no directory.
+fn check_options(args: &RunArgs, context: Context, run_file: &RunFile) -> Result<(), Outcome> {
     if args.force && args.resume.is_none() && args.record.is_none() {
         print_error(
             context,
@@ -625,14 +652,12 @@ fn prepare(args: &RunArgs, context: Context) -> Result<Prepared, Outcome> {
             return Err(Outcome::Usage);
         }
     }
-    let input = read_input(&run_file.input, context)?;
-    if args.resume.is_some() {
-        return Ok(Prepared {
-            run_dir,
-            run_file,
-            input,
-        });
-    }
+    Ok(())
+}
+
+/// The directory of a new run: --run-dir (which must not hold a run already), or a new
+/// one under `.charter/runs`.
+fn new_run_dir(args: &RunArgs, context: Context) -> Result<PathBuf, Outcome> {
     let run_dir = match &args.run_dir {
         Some(run_dir) => {
             if run_dir.join(JOURNAL_FILE).exists() || run_dir.join(EVENTS_FILE).exists() {
@@ -660,20 +685,13 @@ fn prepare(args: &RunArgs, context: Context) -> Result<Prepared, Outcome> {
             )
         }
     };
-    match run_dir {
-        Ok(run_dir) => Ok(Prepared {
-            run_dir,
-            run_file,
-            input,
-        }),
-        Err(error) => {
-            print_error(
-                context,
-                &format!("cannot prepare the run directory: {error}"),
-            );
-            Err(Outcome::Usage)
-        }
-    }
+    run_dir.map_err(|error| {
+        print_error(
+            context,
+            &format!("cannot prepare the run directory: {error}"),
+        );
+        Outcome::Usage
+    })
 }
 
 const REDACTED: &str = "<redacted>";
@@ -737,66 +755,6 @@ fn write_run_file(run_dir: &Path, run_file: &RunFile, scrubber: &Scrubber) -> Re
     write_atomically(&run_dir.join(RUN_FILE), &text).map_err(|error| error.to_string())
 }
 
-/// The tools given as `NAME=COMMAND`.
-pub(crate) fn tool_box(spec: &CompiledSpec, tools: &[String]) -> Result<ToolBox, String> {
-    let mut tool_box = ToolBox::for_spec(spec);
-    for given in tools {
-        let Some((name, command)) = given.split_once('=') else {
-            return Err(format!("--tool `{given}` is not NAME=COMMAND"));
-        };
-        tool_box
-            .insert(name.trim(), Arc::new(CommandTool::new(command)))
-            .map_err(|error| format!("--tool {}: {error}", name.trim()))?;
-    }
-    Ok(tool_box)
-}
-
-/// Runs the spec on a tokio runtime with a real clock; Ctrl-C or SIGTERM cancels it.
-pub(crate) fn run_live(
-    spec: &CompiledSpec,
-    input: Value,
-    provider: Arc<dyn charter_runtime::engine::effects::Provider>,
-    humans: &dyn HumanChannel,
-    mut config: RunConfig,
-    sink: &mut dyn TraceSink,
-    recording: &Recording,
-) -> Result<RunOutcome, String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| format!("cannot start the runtime: {error}"))?;
-    runtime.block_on(async {
-        let (cancel, cancelled) = tokio::sync::watch::channel(false);
-        config.cancel = Some(cancelled);
-        let on_interrupt = recording.clone();
-        // SIGTERM (CI cancellation, `timeout`, `docker stop`) is handled like Ctrl-C.
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .map_err(|error| format!("cannot handle SIGTERM: {error}"))?;
-        let watcher = tokio::spawn(async move {
-            let interrupted = tokio::select! {
-                signal = tokio::signal::ctrl_c() => signal.is_ok(),
-                signal = terminate.recv() => signal.is_some(),
-            };
-            if interrupted {
-                // Calls dropped by the cancel are not answers to keep in the journal.
-                on_interrupt.cancel();
-                let _ = cancel.send(true);
-            }
-        });
-        let result = charter_runtime::engine::run::run(
-            spec,
-            input,
-            charter_runtime::engine::effects::Effects::new(provider, humans, sink)
-                .with_files(&charter_runtime::world::files::LocalFiles),
-            &config,
-        )
-        .await;
-        watcher.abort();
-        result.map_err(|error| error.to_string())
-    })
-}
-
 /// `outcome: completed (gate_passed); delivered c1 (sha256:...) to out/delivery.json`
 pub(crate) fn outcome_line(outcome: &RunOutcome) -> String {
     let mut line = format!("outcome: {} ({})", outcome.outcome, outcome.reason);
@@ -843,60 +801,6 @@ pub(crate) fn scenario_spec(spec: &Path, record_dir: &Path) -> String {
         .replace('\\', "/")
 }
 
-/// Every event to every sink.
-pub(crate) struct Fanout(pub(crate) Vec<Box<dyn TraceSink>>);
-
-impl TraceSink for Fanout {
-    fn append(
-        &mut self,
-        event: &charter_runtime::formats::trace::TraceEvent,
-    ) -> Result<(), charter_runtime::formats::trace::TraceError> {
-        for sink in &mut self.0 {
-            sink.append(event)?;
-        }
-        Ok(())
-    }
-}
-
-/// Asks the person at the terminal: the question on stderr, `y` or `n` (and an optional
-/// note after it) on stdin. No answer (end of input) is an error: the run cannot decide.
-pub(crate) struct TerminalHumans;
-
-impl HumanChannel for TerminalHumans {
-    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
-        Box::pin(async move {
-            print_err(&format!(
-                "\n{}\napprove? [y/n, then an optional note] ",
-                request.question
-            ));
-            let line = tokio::task::spawn_blocking(|| {
-                let mut line = String::new();
-                std::io::stdin()
-                    .read_line(&mut line)
-                    .map(|read| (read, line))
-            })
-            .await;
-            match line {
-                Ok(Ok((read, line))) if read > 0 => {
-                    let line = line.trim();
-                    let (word, note) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-                    let approved = matches!(word.to_ascii_lowercase().as_str(), "y" | "yes");
-                    let mut answer = json!({"approved": approved});
-                    if !note.trim().is_empty() {
-                        answer["note"] = json!(note.trim());
-                    }
-                    Ok(answer)
-                }
-                _ => Err(ProviderError::NoHumanAnswer {
-                    step: request.step,
-                    round: request.round,
-                    attempt: request.attempt,
-                }),
-            }
-        })
-    }
-}
-
 /// Lists the input's violations of the request contract (exit 2: nothing was run). A run
 /// directory made for this run is removed again, so no run is left to `--resume`.
 fn report_bad_input(
@@ -926,25 +830,4 @@ fn report_bad_input(
         let _ = std::fs::remove_file(run_dir.join(RUN_FILE));
         let _ = std::fs::remove_dir(run_dir);
     }
-}
-
-/// The roles the flow calls: of role, `each`, `finalize` steps and per-item checks' judges.
-pub(crate) fn roles_called(spec: &CompiledSpec) -> std::collections::BTreeSet<&str> {
-    use charter_compiler::graph::StepKind;
-    let mut roles = std::collections::BTreeSet::new();
-    for step in spec.flow.graph.node_weights() {
-        match &step.kind {
-            StepKind::Call { role, .. } | StepKind::Finalize { role, .. } => {
-                roles.insert(role.as_str());
-            }
-            StepKind::Each { role, check, .. } => {
-                roles.insert(role.as_str());
-                if let Some(by) = check.as_ref().and_then(|check| check.by.as_deref()) {
-                    roles.insert(by);
-                }
-            }
-            _ => {}
-        }
-    }
-    roles
 }

@@ -17,6 +17,7 @@ use axum::{Json, Router};
 use clap::Args;
 use serde_json::{Value, json};
 
+use crate::driver::{PreparedSpec, tool_box, tool_name};
 use crate::loader::{compile_whole, display_path, normalize};
 use crate::{Context, Outcome, print_err, print_error};
 use runs::{Refusal, Runs, ServedSpec};
@@ -35,6 +36,7 @@ use runs::{Refusal, Runs, ServedSpec};
 /// The server listens on 127.0.0.1 unless --host says otherwise; any other address needs
 /// --token, which every request then gives as `Authorization: Bearer TOKEN` (the page at
 /// `/` needs none; open it as `/#token=TOKEN`, and it sends the token itself).
+
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  charter serve specs/seeds/closed_loop.charter --port 8080\n  \
@@ -148,29 +150,44 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome::Usage);
     }
+    let specs = match served_specs(args, context) {
+        Ok(specs) => specs,
+        Err(outcome) => return Ok(outcome),
+    };
+    let runs = Arc::new(Runs::new(
+        specs,
+        PathBuf::from(".charter").join("runs"),
+        std::env::vars().collect(),
+        args.tools.clone(),
+    ));
+    if let Err(outcome) = check_tools_and_keys(args, context, &runs) {
+        return Ok(outcome);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(args, context, runs))
+}
+
+/// The specs to serve: each SPEC compiled, then each --replay scenario's spec. Two specs
+/// of one name are refused, since a client names the spec it runs by its name.
+fn served_specs(args: &ServeArgs, context: Context) -> Result<Vec<ServedSpec>, Outcome> {
     let mut specs: Vec<ServedSpec> = Vec::new();
     for path in &args.specs {
-        let shown = display_path(&normalize(path));
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(error) => {
-                print_error(context, &format!("cannot read `{shown}`: {error}"));
-                return Ok(Outcome::Usage);
-            }
-        };
-        let Some(spec) = compile_whole(context, &shown, &text, path, "served") else {
-            return Ok(Outcome::Failed);
-        };
+        let PreparedSpec {
+            spec, shown_path, ..
+        } = PreparedSpec::compile(context, path, &[], "served")?;
         if let Some(other) = specs.iter().find(|served| served.name == spec.name) {
             print_error(
                 context,
                 &format!(
-                    "`{shown}` and `{}` are both spec `{}`; a client names a spec by its name, so serve one of them",
+                    "`{shown_path}` and `{}` are both spec `{}`; a client names a spec by its name, so serve one of them",
                     display_path(&other.path),
                     spec.name
                 ),
             );
-            return Ok(Outcome::Usage);
+            return Err(Outcome::Usage);
         }
         specs.push(ServedSpec {
             name: spec.name.clone(),
@@ -180,10 +197,7 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
         });
     }
     for dir in &args.replays {
-        let served = match replayed_spec(context, dir) {
-            Ok(served) => served,
-            Err(outcome) => return Ok(outcome),
-        };
+        let served = replayed_spec(context, dir)?;
         if let Some(other) = specs.iter().find(|other| other.name == served.name) {
             print_error(
                 context,
@@ -194,28 +208,21 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
                     display_path(&other.path)
                 ),
             );
-            return Ok(Outcome::Usage);
+            return Err(Outcome::Usage);
         }
         specs.push(served);
     }
-    let runs = Arc::new(Runs::new(
-        specs,
-        PathBuf::from(".charter").join("runs"),
-        std::env::vars().collect(),
-        args.tools.clone(),
-    ));
-    // A tool given wrong is a usage error before anything listens.
+    Ok(specs)
+}
+
+/// Refuses, before anything listens, a --tool given wrong or declared by no served spec,
+/// a tool box a served spec cannot have, and a key the environment lacks.
+fn check_tools_and_keys(args: &ServeArgs, context: Context, runs: &Runs) -> Result<(), Outcome> {
     for given in &args.tools {
-        let name = given.split_once('=').map(|(name, _)| name.trim());
-        let Some(name) = name.filter(|name| !name.is_empty()) else {
-            print_error(
-                context,
-                &format!(
-                    "--tool `{given}` is not NAME=COMMAND (e.g. --tool search='python3 search.py')"
-                ),
-            );
-            return Ok(Outcome::Usage);
-        };
+        let name = tool_name(given).map_err(|message| {
+            print_error(context, &message);
+            Outcome::Usage
+        })?;
         if !runs
             .specs
             .iter()
@@ -225,15 +232,13 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
                 context,
                 &format!("--tool {name}: no spec served declares a tool `{name}`"),
             );
-            return Ok(Outcome::Usage);
+            return Err(Outcome::Usage);
         }
     }
     for served in &runs.specs {
-        if let Err(message) =
-            crate::run::tool_box(&served.spec, &runs::tools_for(&served.spec, &args.tools))
-        {
+        if let Err(message) = tool_box(&served.spec, &runs::tools_for(&served.spec, &args.tools)) {
             print_error(context, &message);
-            return Ok(Outcome::Usage);
+            return Err(Outcome::Usage);
         }
     }
     let missing = runs.missing_keys();
@@ -241,13 +246,9 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
         for line in missing {
             print_error(context, &line);
         }
-        return Ok(Outcome::Usage);
+        return Err(Outcome::Usage);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    runtime.block_on(serve(args, context, runs))
+    Ok(())
 }
 
 async fn serve(args: &ServeArgs, context: Context, runs: Arc<Runs>) -> anyhow::Result<Outcome> {
@@ -421,6 +422,8 @@ fn no_run(id: &str) -> Response {
     )
 }
 
+/// `POST /runs`: the spec named and the input given (or the replayed scenario's), checked
+/// against the request contract, then the run started on a thread of its own.
 async fn start_run(State(served): State<Arc<Served>>, body: axum::body::Bytes) -> Response {
     let body: Value = match serde_json::from_slice(&body) {
         Ok(body) => body,
@@ -433,37 +436,9 @@ async fn start_run(State(served): State<Arc<Served>>, body: axum::body::Bytes) -
             );
         }
     };
-    let names: Vec<&str> = served
-        .runs
-        .specs
-        .iter()
-        .map(|served| served.name.as_str())
-        .collect();
-    let Some(name) = body.get("spec").and_then(Value::as_str) else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            &format!(
-                "give the spec to run as \"spec\": one of {}",
-                names.join(", ")
-            ),
-        );
-    };
-    let Some(spec) = served.runs.spec(name) else {
-        let closest = names
-            .iter()
-            .map(|known| (strsim::levenshtein(name, known), *known))
-            .min()
-            .filter(|(distance, _)| *distance <= 3)
-            .map(|(_, known)| format!(" (did you mean `{known}`?)"))
-            .unwrap_or_default();
-        return error(
-            StatusCode::NOT_FOUND,
-            &format!(
-                "this server does not run spec `{}`{closest}; it runs {}",
-                charter_runtime::world::escape::one_line(name, 100),
-                names.join(", ")
-            ),
-        );
+    let spec = match spec_named(&served.runs, &body) {
+        Ok(spec) => spec,
+        Err((status, message)) => return error(status, &message),
     };
     // A replayed spec's run started with no input takes the scenario's.
     let input = match (body.get("input"), &spec.replay) {
@@ -503,6 +478,45 @@ async fn start_run(State(served): State<Arc<Served>>, body: axum::body::Bytes) -
         Ok(Err(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, &message),
         Err(problem) => error(StatusCode::INTERNAL_SERVER_ERROR, &problem.to_string()),
     }
+}
+
+/// The served spec a `POST /runs` body names as `"spec"`, or the status and message that
+/// refuse it: no name (400), or a name no spec served has (404, with the closest name).
+fn spec_named<'runs>(
+    runs: &'runs Runs,
+    body: &Value,
+) -> Result<&'runs ServedSpec, (StatusCode, String)> {
+    let names: Vec<&str> = runs
+        .specs
+        .iter()
+        .map(|served| served.name.as_str())
+        .collect();
+    let Some(name) = body.get("spec").and_then(Value::as_str) else {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!(
+                "give the spec to run as \"spec\": one of {}",
+                names.join(", ")
+            ),
+        ));
+    };
+    runs.spec(name).ok_or_else(|| {
+        let closest = names
+            .iter()
+            .map(|known| (strsim::levenshtein(name, known), *known))
+            .min()
+            .filter(|(distance, _)| *distance <= 3)
+            .map(|(_, known)| format!(" (did you mean `{known}`?)"))
+            .unwrap_or_default();
+        (
+            StatusCode::NOT_FOUND,
+            format!(
+                "this server does not run spec `{}`{closest}; it runs {}",
+                charter_runtime::world::escape::one_line(name, 100),
+                names.join(", ")
+            ),
+        )
+    })
 }
 
 /// The live page: start a run, watch it, answer an `ask`, cancel.

@@ -11,22 +11,23 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use charter_compiler::CompiledSpec;
-use charter_runtime::engine::effects::HumanChannel;
+use charter_runtime::engine::effects::{HumanChannel, Provider};
 use charter_runtime::engine::provider::{BoxFuture, HumanRequest, ProviderError};
 use charter_runtime::engine::run::{RunConfig, RunOutcome};
 use charter_runtime::formats::scenario::{Cassette, Recorded};
 use charter_runtime::formats::trace::TraceSink;
 use charter_runtime::world::files;
 use charter_runtime::world::jsonl::JsonlSink;
-use charter_runtime::world::providers::LiveSettings;
-use charter_runtime::world::record::{Journal, Recording};
+use charter_runtime::world::record::Recording;
 use charter_runtime::world::replay::ReplayProvider;
 use charter_runtime::world::secrets::{Scrubber, ScrubbingSink};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::stream::{OutputObserver, Stream, StreamSink};
-use crate::run::Fanout;
+use crate::driver::{
+    Fanout, LiveEnvironment, LiveRun, LiveRunOptions, RunClock, StopOn, open_journal,
+};
 
 const SERVE_FILE: &str = "serve.json";
 const INPUT_FILE: &str = "input.json";
@@ -92,12 +93,11 @@ impl ServeFile {
 pub(crate) struct Runs {
     pub(crate) specs: Vec<ServedSpec>,
     pub(crate) runs_dir: PathBuf,
-    /// The environment the server started in (keys and base addresses), read by each run.
-    variables: Vec<(String, String)>,
+    /// The environment the server started in (keys, base addresses and the secrets to
+    /// scrub), which each run's providers are built from.
+    environment: LiveEnvironment,
     /// `--tool NAME=COMMAND`, as `charter run` takes them.
     tools: Vec<String>,
-    pub(crate) scrubber: Scrubber,
-    secrets: Vec<String>,
     runs: Mutex<BTreeMap<String, Arc<Run>>>,
 }
 
@@ -250,20 +250,18 @@ impl Runs {
         variables: Vec<(String, String)>,
         tools: Vec<String>,
     ) -> Self {
-        let settings = LiveSettings::from_variables(variables.clone());
-        let mut secrets = settings.secrets();
-        secrets.extend(charter_runtime::world::secrets::secrets_by_name(
-            variables.clone(),
-        ));
         Runs {
             specs,
             runs_dir,
-            variables,
+            environment: LiveEnvironment::from_variables(variables),
             tools,
-            scrubber: Scrubber::new(secrets.clone()),
-            secrets,
             runs: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// What every run's events, files and results are scrubbed of.
+    fn scrubber(&self) -> &Scrubber {
+        &self.environment.scrubber
     }
 
     fn runs(&self) -> MutexGuard<'_, BTreeMap<String, Arc<Run>>> {
@@ -287,12 +285,11 @@ impl Runs {
 
     /// The environment's missing keys for the served specs, one line each.
     pub(crate) fn missing_keys(&self) -> Vec<String> {
-        let settings = LiveSettings::from_variables(self.variables.clone());
         let mut missing: Vec<String> = self
             .specs
             .iter()
             .filter(|served| served.replay.is_none())
-            .flat_map(|served| settings.missing_for(&served.spec))
+            .flat_map(|served| self.environment.settings.missing_for(&served.spec))
             .collect();
         missing.dedup();
         missing
@@ -315,7 +312,7 @@ impl Runs {
             .file_name()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let input = self.scrubber.value(&input);
+        let input = self.scrubber().value(&input);
         let written = serde_json::to_string_pretty(&ServeFile::of(served))
             .map_err(|error| error.to_string())
             .and_then(|text| {
@@ -342,7 +339,7 @@ impl Runs {
         input: Value,
         dir: PathBuf,
     ) -> Result<(), String> {
-        let stream = Stream::create(Some(&dir.join(STREAM_FILE)), self.scrubber.clone())
+        let stream = Stream::create(Some(&dir.join(STREAM_FILE)), self.scrubber().clone())
             .map_err(|error| format!("cannot write the event stream: {error}"))?;
         let run = Run::new(id.clone(), served.name.clone(), stream);
         self.runs().insert(id, run.clone());
@@ -359,7 +356,7 @@ impl Runs {
                 .unwrap_or_else(|_| {
                     json!({"outcome": "error", "message": "the run stopped on an internal error"})
                 });
-                let result = runs.scrubber.value(&result);
+                let result = runs.scrubber().value(&result);
                 // A run whose result cannot be kept still ends for its clients; a
                 // restart resumes it from its journal.
                 let _ = serde_json::to_string_pretty(&result)
@@ -390,6 +387,8 @@ impl Runs {
         }
     }
 
+    /// A live run: its providers, its journal (resumed from, after a restart), and a
+    /// person asked over HTTP.
     fn try_execute(
         &self,
         run: &Arc<Run>,
@@ -397,16 +396,10 @@ impl Runs {
         input: Value,
         dir: &Path,
     ) -> Result<RunOutcome, String> {
-        let settings = LiveSettings::from_variables(self.variables.clone());
-        let providers = settings
-            .providers(Arc::new(crate::run::tool_box(
-                spec,
-                &tools_for(spec, &self.tools),
-            )?))
-            .map_err(|error| error.to_string())?;
-        let (journal, entries) =
-            Journal::open(&dir.join(JOURNAL_FILE)).map_err(|error| error.to_string())?;
-        let recording = Recording::journaled(self.secrets.clone(), journal, entries);
+        let providers = self
+            .environment
+            .providers(spec, &tools_for(spec, &self.tools))?;
+        let recording = open_journal(&dir.join(JOURNAL_FILE), &self.environment)?.recording;
         {
             let mut state = run.state();
             if state.cancelled {
@@ -415,31 +408,9 @@ impl Runs {
             state.recording = Some(recording.clone());
         }
         let provider = Arc::new(recording.provider(providers));
-        let humans = recording.humans(HttpHumans(run.clone()));
-        let sinks: Vec<Box<dyn TraceSink>> = vec![
-            Box::new(JsonlSink::create(dir.join(EVENTS_FILE)).map_err(|error| error.to_string())?),
-            Box::new(StreamSink(run.stream.clone())),
-        ];
-        let mut sink = ScrubbingSink::new(Fanout(sinks), self.scrubber.clone());
-        let config = RunConfig {
-            observer: Some(Arc::new(OutputObserver(run.stream.clone()))),
-            cancel: Some(run.cancel.subscribe()),
-            ..RunConfig::default()
-        }
-        .with_out_dir(dir.join("out"));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|error| format!("cannot start the runtime: {error}"))?;
-        runtime
-            .block_on(charter_runtime::engine::run::run(
-                spec,
-                input,
-                charter_runtime::engine::effects::Effects::new(provider, &humans, &mut sink)
-                    .with_files(&charter_runtime::world::files::LocalFiles),
-                &config,
-            ))
-            .map_err(|error| error.to_string())
+        let humans = Box::new(recording.humans(HttpHumans(run.clone())));
+        self.served_run(run, spec, provider, humans, dir, RunClock::Real)?
+            .run(input)
     }
 
     /// Runs the spec against a recording (`--replay`) on a paused clock: the recorded
@@ -453,32 +424,43 @@ impl Runs {
         dir: &Path,
     ) -> Result<RunOutcome, String> {
         let provider = Arc::new(ReplayProvider::new(Arc::clone(&replay.cassette)));
-        let humans = RecordedHumans(provider.clone());
+        let humans = Box::new(RecordedHumans(provider.clone()));
+        self.served_run(run, spec, provider, humans, dir, RunClock::Paused)?
+            .run(input)
+    }
+
+    /// The run stage as a server wires it, live or replayed: the trace to `events.jsonl`
+    /// and to the run's event stream (with each role's output), the delivery into `out/`,
+    /// and a cancel only from the run's own `DELETE`.
+    fn served_run<'spec>(
+        &self,
+        run: &Arc<Run>,
+        spec: &'spec CompiledSpec,
+        provider: Arc<dyn Provider>,
+        humans: Box<dyn HumanChannel>,
+        dir: &Path,
+        clock: RunClock,
+    ) -> Result<LiveRun<'spec>, String> {
         let sinks: Vec<Box<dyn TraceSink>> = vec![
             Box::new(JsonlSink::create(dir.join(EVENTS_FILE)).map_err(|error| error.to_string())?),
             Box::new(StreamSink(run.stream.clone())),
         ];
-        let mut sink = ScrubbingSink::new(Fanout(sinks), self.scrubber.clone());
-        let config = RunConfig {
-            observer: Some(Arc::new(OutputObserver(run.stream.clone()))),
-            cancel: Some(run.cancel.subscribe()),
-            ..RunConfig::default()
-        }
-        .with_out_dir(dir.join("out"));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .map_err(|error| format!("cannot start the runtime: {error}"))?;
-        runtime
-            .block_on(charter_runtime::engine::run::run(
-                spec,
-                input,
-                charter_runtime::engine::effects::Effects::new(provider, &humans, &mut sink)
-                    .with_files(&charter_runtime::world::files::LocalFiles),
-                &config,
-            ))
-            .map_err(|error| error.to_string())
+        Ok(LiveRun {
+            spec,
+            provider,
+            humans,
+            sink: ScrubbingSink::new(Fanout(sinks), self.scrubber().clone()),
+            config: RunConfig {
+                observer: Some(Arc::new(OutputObserver(run.stream.clone()))),
+                ..RunConfig::default()
+            }
+            .with_out_dir(dir.join("out")),
+            options: LiveRunOptions {
+                stop: StopOn::Cancel(run.cancel.subscribe()),
+                clock,
+            },
+            heartbeat_calls: None,
+        })
     }
 
     /// Reads the runs kept in the runs directory: an ended one is listed (with its
@@ -521,7 +503,7 @@ impl Runs {
                 .map_err(|error| format!("run {id} left alone: {RESULT_FILE}: {error}"))?;
             let stream = Stream::ended(
                 &read(STREAM_FILE).unwrap_or_default(),
-                self.scrubber.clone(),
+                self.scrubber().clone(),
             );
             let name = served.map_or_else(
                 || kept.spec.to_string_lossy().into_owned(),

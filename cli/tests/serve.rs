@@ -649,6 +649,121 @@ async fn a_token_is_required_off_loopback_and_checked_when_given() {
     assert!(text.contains("\"kind\":\"answer\""), "{text}");
 }
 
+/// DESIGN §13.3: another site's page cannot start, read, answer or cancel a run — not by
+/// a `text/plain` POST (no CORS preflight), not by a DNS name rebound to 127.0.0.1 — and
+/// the server's own page and a JSON client still can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_site_and_a_rebound_name_are_refused_on_every_route() {
+    let project = project("cross-site");
+    let model = model().await;
+    let server = start(&project, &model, &["specs/review_loop.charter"], 0);
+    let port = server
+        .base
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let own = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let body = r#"{"spec": "review_loop", "input": {"goal": "rust"}}"#;
+    let send =
+        |method: reqwest::Method, path: &str, headers: &[(&str, &str)], body: Option<&str>| {
+            let mut request = client.request(method, format!("{}{path}", server.base));
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            if let Some(body) = body {
+                request = request.body(body.to_string());
+            }
+            async move {
+                let response = request
+                    .send()
+                    .await
+                    .unwrap_or_else(|error| panic!("{error}"));
+                let status = response.status().as_u16();
+                (status, response.text().await.unwrap_or_default())
+            }
+        };
+    let post = reqwest::Method::POST;
+    let get = reqwest::Method::GET;
+    let delete = reqwest::Method::DELETE;
+    let json = ("content-type", "application/json");
+
+    // What a page on any site can send without a preflight: a text/plain POST.
+    let (status, text) = send(
+        post.clone(),
+        "/runs",
+        &[
+            ("origin", "http://evil.example"),
+            ("content-type", "text/plain"),
+        ],
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("another site"), "{text}");
+    let (status, text) = send(
+        post.clone(),
+        "/runs",
+        &[("content-type", "text/plain")],
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 415, "{text}");
+    // A foreign Origin on every route, JSON or not.
+    for (method, path) in [
+        (post.clone(), "/runs"),
+        (get.clone(), "/runs"),
+        (get.clone(), "/runs/x/events"),
+        (delete.clone(), "/runs/x"),
+        (post.clone(), "/runs/x/answers"),
+        (get.clone(), "/"),
+    ] {
+        let (status, text) = send(
+            method.clone(),
+            path,
+            &[("origin", "http://evil.example"), json],
+            Some("{}"),
+        )
+        .await;
+        assert_eq!(status, 403, "{method} {path}: {text}");
+    }
+    // DNS rebinding: evil.example now resolves to 127.0.0.1; the browser sends its name.
+    let rebound = format!("evil.example:{port}");
+    for (method, path) in [
+        (post.clone(), "/runs"),
+        (get.clone(), "/runs"),
+        (get.clone(), "/runs/x"),
+        (delete.clone(), "/runs/x"),
+        (get.clone(), "/"),
+    ] {
+        let (status, text) = send(
+            method.clone(),
+            path,
+            &[("host", rebound.as_str()), json],
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 403, "{method} {path}: {text}");
+        assert!(text.contains("--allow-host evil.example"), "{text}");
+    }
+    assert_eq!(model.received_requests().await.unwrap_or_default().len(), 0);
+
+    // The server's own page (its Origin) and a plain JSON client still start a run.
+    let (status, text) = send(
+        post.clone(),
+        "/runs",
+        &[("origin", own.as_str()), json],
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 201, "{text}");
+    let (status, text) = send(post, "/runs", &[("host", "localhost"), json], Some(body)).await;
+    assert_eq!(status, 201, "{text}");
+    let (status, _) = send(get, "/runs", &[], None).await;
+    assert_eq!(status, 200);
+}
+
 #[tokio::test]
 async fn a_wrong_spec_or_input_is_refused_with_what_to_give() {
     let project = project("refused");

@@ -1,5 +1,6 @@
 //! `charter serve [--host H] [--port P] [--token T] SPEC...`: runs over HTTP (axum), watched live as server-sent events, answered (`ask`) and cancelled by any program, journaled and resumed after a restart (DESIGN §13).
 
+mod guard;
 mod runs;
 mod stream;
 
@@ -36,7 +37,11 @@ use runs::{Refusal, Runs, ServedSpec};
 /// The server listens on 127.0.0.1 unless --host says otherwise; any other address needs
 /// --token, which every request then gives as `Authorization: Bearer TOKEN` (the page at
 /// `/` needs none; open it as `/#token=TOKEN`, and it sends the token itself).
-
+///
+/// Any web page can send requests to 127.0.0.1, so the server refuses, on every route, a
+/// request whose `Host` does not name it (a page whose DNS name was rebound to this
+/// machine; give --allow-host NAME for a name of your own) or whose `Origin` is another
+/// site's (403), and a `POST` that is not `Content-Type: application/json` (415).
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  charter serve specs/seeds/closed_loop.charter --port 8080\n  \
@@ -57,6 +62,13 @@ pub struct ServeArgs {
     /// The address to listen on. Anything but a loopback address needs --token.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
+
+    /// Also answer to requests that name the server NAME in their `Host` header (a DNS
+    /// name of this machine). By default only the address it listens on is accepted —
+    /// loopback names for a loopback server — so a web page whose name is rebound to this
+    /// machine cannot use it. Repeatable.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
 
     /// The port to listen on (0: any free port, printed at start).
     #[arg(long, default_value_t = 8080)]
@@ -294,6 +306,10 @@ async fn serve(args: &ServeArgs, context: Context, runs: Arc<Runs>) -> anyhow::R
         .layer(axum::middleware::from_fn_with_state(
             served.clone(),
             authorize,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            guard::HostPolicy::new(&args.host, &args.allow_hosts),
+            guard::guard,
         ))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(served);

@@ -62,7 +62,39 @@ pub struct ExploreArgs {
     pub save: Option<PathBuf>,
 }
 
+/// Explores the scenario as its stages: load the recording (noting a stale one), explore
+/// every variant, print the report and the speed, save what is worth keeping; the exit
+/// status says whether any variant broke a property.
 pub fn run(args: &ExploreArgs, context: Context) -> anyhow::Result<Outcome> {
+    let loaded = match load_scenario(args, context) {
+        Ok(loaded) => loaded,
+        Err(outcome) => return Ok(outcome),
+    };
+    note_stale_recording(&loaded);
+    let started = Instant::now();
+    let exploration = match explore_variants(args, context, &loaded) {
+        Ok(exploration) => exploration,
+        Err(outcome) => return Ok(outcome),
+    };
+    let elapsed = started.elapsed();
+    print_out(&table(&loaded, &exploration, args.depth))?;
+    print_speed(exploration.variants.len(), elapsed);
+    if let Some(save) = &args.save {
+        match save_scenarios(context, &loaded, &exploration, save) {
+            Ok(text) => print_out(&text)?,
+            Err(outcome) => return Ok(outcome),
+        }
+    }
+    if exploration.any_violation() {
+        Ok(Outcome::Failed)
+    } else {
+        Ok(Outcome::Clean)
+    }
+}
+
+/// The scenario, its recording and its compiled spec; `Err` is the usage error of a path
+/// that is not a scenario directory or a scenario that cannot be read (said on stderr).
+fn load_scenario(args: &ExploreArgs, context: Context) -> Result<Loaded, Outcome> {
     let dir = &args.scenario;
     if !dir.join("scenario.yaml").is_file() {
         print_error(
@@ -72,16 +104,16 @@ pub fn run(args: &ExploreArgs, context: Context) -> anyhow::Result<Outcome> {
                 dir.display()
             ),
         );
-        return Ok(Outcome::Usage);
+        return Err(Outcome::Usage);
     }
-    let root = project_root(dir);
-    let loaded = match explore::load(&root, dir) {
-        Ok(loaded) => loaded,
-        Err(message) => {
-            print_error(context, &message);
-            return Ok(Outcome::Usage);
-        }
-    };
+    explore::load(&project_root(dir), dir).map_err(|message| {
+        print_error(context, &message);
+        Outcome::Usage
+    })
+}
+
+/// Notes a recording made against another version of the spec: its answers may not fit.
+fn note_stale_recording(loaded: &Loaded) {
     // A hand-written (unpinned) cassette has no hashes to compare.
     let changes = loaded
         .cassette
@@ -99,27 +131,34 @@ pub fn run(args: &ExploreArgs, context: Context) -> anyhow::Result<Outcome> {
             one_line(&changes.join("; "), 300)
         ));
     }
+}
+
+/// Replays every variant of the fault kinds and depth asked for, with a progress line
+/// per step of a large exploration; `Err` is the usage error of a base that does not
+/// replay (said on stderr).
+fn explore_variants(
+    args: &ExploreArgs,
+    context: Context,
+    loaded: &Loaded,
+) -> Result<Exploration, Outcome> {
     let options = Options {
         kinds: args.faults.clone(),
         depth: args.depth,
         ..Options::default()
     };
-    let started = Instant::now();
     let progress = |done: usize, total: usize| {
         if total >= 1000 {
             print_err(&format!("explore: {done}/{total} variants\n"));
         }
     };
-    let exploration = match explore::explore(&loaded, &options, &progress) {
-        Ok(exploration) => exploration,
-        Err(message) => {
-            print_error(context, &format!("{}: {message}", dir.display()));
-            return Ok(Outcome::Usage);
-        }
-    };
-    let elapsed = started.elapsed();
-    print_out(&table(&loaded, &exploration, args.depth))?;
-    let count = exploration.variants.len();
+    explore::explore(loaded, &options, &progress).map_err(|message| {
+        print_error(context, &format!("{}: {message}", args.scenario.display()));
+        Outcome::Usage
+    })
+}
+
+/// `explored N variants in S s (R variants/s)` on stderr.
+fn print_speed(count: usize, elapsed: std::time::Duration) {
     let seconds = elapsed.as_secs_f64();
     print_err(&format!(
         "explored {count} variants in {seconds:.2} s ({:.0} variants/s)\n",
@@ -129,45 +168,57 @@ pub fn run(args: &ExploreArgs, context: Context) -> anyhow::Result<Outcome> {
             0.0
         }
     ));
-    if let Some(save) = &args.save {
-        match explore::save::save(&loaded, &exploration, save) {
-            Ok(saved) => {
-                let mut text = String::new();
-                if saved.is_empty() {
-                    let _ = writeln!(
-                        text,
-                        "\nnothing to save: no violation and no outcome change"
-                    );
-                } else {
-                    let _ = writeln!(text, "\nsaved {} scenario(s):", saved.len());
-                }
-                for scenario in &saved {
-                    let _ = writeln!(
-                        text,
-                        "  {}\n    {} (replays as {})",
-                        scenario.dir.display(),
-                        one_line(&scenario.why, 300),
-                        scenario.replayed
-                    );
-                }
-                print_out(&text)?;
-            }
-            Err(message) => {
-                print_error(context, &format!("cannot save: {message}"));
-                return Ok(Outcome::Usage);
-            }
-        }
-    }
-    if exploration.any_violation() {
-        Ok(Outcome::Failed)
-    } else {
-        Ok(Outcome::Clean)
-    }
 }
 
-/// The report: the table per fault kind, the outcome changes, the violations.
+/// Saves each violation and distinct outcome change as a golden scenario under `dir`,
+/// giving the lines that list them; `Err` is the usage error of a save that failed.
+fn save_scenarios(
+    context: Context,
+    loaded: &Loaded,
+    exploration: &Exploration,
+    dir: &Path,
+) -> Result<String, Outcome> {
+    let saved = explore::save::save(loaded, exploration, dir).map_err(|message| {
+        print_error(context, &format!("cannot save: {message}"));
+        Outcome::Usage
+    })?;
+    let mut text = String::new();
+    if saved.is_empty() {
+        let _ = writeln!(
+            text,
+            "\nnothing to save: no violation and no outcome change"
+        );
+    } else {
+        let _ = writeln!(text, "\nsaved {} scenario(s):", saved.len());
+    }
+    for scenario in &saved {
+        let _ = writeln!(
+            text,
+            "  {}\n    {} (replays as {})",
+            scenario.dir.display(),
+            one_line(&scenario.why, 300),
+            scenario.replayed
+        );
+    }
+    Ok(text)
+}
+
+/// The report: the table per fault kind, the outcome changes, the unanswered variants,
+/// the violations of the base and of the variants.
 pub fn table(loaded: &Loaded, exploration: &Exploration, depth: u8) -> String {
     let mut out = String::new();
+    write_heading(&mut out, loaded, exploration, depth);
+    write_fault_table(&mut out, exploration);
+    write_outcome_changes(&mut out, loaded, exploration);
+    write_unanswered(&mut out, loaded, exploration);
+    write_base_violations(&mut out, exploration);
+    write_variant_violations(&mut out, loaded, exploration);
+    out
+}
+
+/// What was explored (scenario, base ending, fault sites, variants) and the worst case
+/// `charter check --bounds` allows.
+fn write_heading(out: &mut String, loaded: &Loaded, exploration: &Exploration, depth: u8) {
     let total = &exploration.bounds.total;
     let bound = |value: Option<u64>, what: &str| {
         value.map_or(format!("unbounded {what}"), |value| {
@@ -194,6 +245,10 @@ pub fn table(loaded: &Loaded, exploration: &Exploration, depth: u8) -> String {
                 format_ms(ms)
             ))
     );
+}
+
+/// One row per fault kind (variants, same, changed, unanswered, violations) and a total.
+fn write_fault_table(out: &mut String, exploration: &Exploration) {
     let rows = exploration.rows();
     let width = rows.keys().map(String::len).max().unwrap_or(5).max(5);
     let _ = writeln!(
@@ -217,30 +272,39 @@ pub fn table(loaded: &Loaded, exploration: &Exploration, depth: u8) -> String {
         "{:<width$}  {:>8}  {:>6}  {:>7}  {:>10}  {:>10}",
         "total", sums[0], sums[1], sums[2], sums[3], sums[4]
     );
+}
+
+/// Each ending other than the base's: how many variants reach it, of which fault kinds,
+/// and the example with the fewest faults.
+fn write_outcome_changes(out: &mut String, loaded: &Loaded, exploration: &Exploration) {
     let changes = exploration.changes();
     if changes.is_empty() {
         let _ = writeln!(
             out,
             "\nno outcome change: every variant ends as the base does"
         );
-    } else {
-        let _ = writeln!(out, "\noutcome changes (from {}):", exploration.base);
-        for (termination, variants) in &changes {
-            let kinds: BTreeSet<String> = variants.iter().map(|v| Exploration::row_of(v)).collect();
-            let example = variants
-                .iter()
-                .min_by_key(|variant| variant.faults.len())
-                .map(|variant| faults_text(loaded, &variant.faults))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  {} -> {termination}: {} variant(s) ({}), e.g. {example}",
-                exploration.base,
-                variants.len(),
-                kinds.into_iter().collect::<Vec<_>>().join(", ")
-            );
-        }
+        return;
     }
+    let _ = writeln!(out, "\noutcome changes (from {}):", exploration.base);
+    for (termination, variants) in &changes {
+        let kinds: BTreeSet<String> = variants.iter().map(|v| Exploration::row_of(v)).collect();
+        let example = variants
+            .iter()
+            .min_by_key(|variant| variant.faults.len())
+            .map(|variant| faults_text(loaded, &variant.faults))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {} -> {termination}: {} variant(s) ({}), e.g. {example}",
+            exploration.base,
+            variants.len(),
+            kinds.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
+}
+
+/// The variants that made a call the recording holds no answer for (the first 20).
+fn write_unanswered(out: &mut String, loaded: &Loaded, exploration: &Exploration) {
     let unanswered: Vec<_> = exploration
         .variants
         .iter()
@@ -249,49 +313,57 @@ pub fn table(loaded: &Loaded, exploration: &Exploration, depth: u8) -> String {
             _ => None,
         })
         .collect();
-    if !unanswered.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nunanswered (the recording holds no answer for a call these variants make):"
-        );
-        for (variant, why) in unanswered.iter().take(20) {
-            let _ = writeln!(out, "  {}: {why}", faults_text(loaded, &variant.faults));
-        }
-        if unanswered.len() > 20 {
-            let _ = writeln!(out, "  ... and {} more", unanswered.len() - 20);
-        }
+    if unanswered.is_empty() {
+        return;
     }
-    if !exploration.base_violations.is_empty() {
-        let _ = writeln!(out, "\nthe base scenario itself (no fault) breaks:");
-        for violation in &exploration.base_violations {
-            let _ = writeln!(
-                out,
-                "    {} ({}): {}",
-                violation.property,
-                short_promise(violation.property),
-                one_line(&violation.message, 500)
-            );
-        }
+    let _ = writeln!(
+        out,
+        "\nunanswered (the recording holds no answer for a call these variants make):"
+    );
+    for (variant, why) in unanswered.iter().take(20) {
+        let _ = writeln!(out, "  {}: {why}", faults_text(loaded, &variant.faults));
     }
+    if unanswered.len() > 20 {
+        let _ = writeln!(out, "  ... and {} more", unanswered.len() - 20);
+    }
+}
+
+/// The properties the base scenario breaks without any fault, when it breaks any.
+fn write_base_violations(out: &mut String, exploration: &Exploration) {
+    if exploration.base_violations.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nthe base scenario itself (no fault) breaks:");
+    for violation in &exploration.base_violations {
+        write_violation(out, violation);
+    }
+}
+
+/// Each variant that broke a property, with its faults and what it broke.
+fn write_variant_violations(out: &mut String, loaded: &Loaded, exploration: &Exploration) {
     let violations: Vec<_> = exploration.violations().collect();
     if violations.is_empty() {
         let _ = writeln!(out, "\nno violation: P1-P5 hold on every variant");
-    } else {
-        let _ = writeln!(out, "\n{} variant(s) with violations:", violations.len());
-        for variant in violations {
-            let _ = writeln!(out, "  faults: {}", faults_text(loaded, &variant.faults));
-            for violation in &variant.violations {
-                let _ = writeln!(
-                    out,
-                    "    {} ({}): {}",
-                    violation.property,
-                    short_promise(violation.property),
-                    one_line(&violation.message, 500)
-                );
-            }
+        return;
+    }
+    let _ = writeln!(out, "\n{} variant(s) with violations:", violations.len());
+    for variant in violations {
+        let _ = writeln!(out, "  faults: {}", faults_text(loaded, &variant.faults));
+        for violation in &variant.violations {
+            write_violation(out, violation);
         }
     }
-    out
+}
+
+/// `    P3 (delivery): MESSAGE`.
+fn write_violation(out: &mut String, violation: &explore::Violation) {
+    let _ = writeln!(
+        out,
+        "    {} ({}): {}",
+        violation.property,
+        short_promise(violation.property),
+        one_line(&violation.message, 500)
+    );
 }
 
 fn short_promise(property: Property) -> &'static str {

@@ -3,11 +3,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use charter_compiler::CompiledSpec;
 use charter_runtime::engine::models::apply_overrides;
-use charter_runtime::engine::run::DeliveryTarget;
+use charter_runtime::engine::run::{DeliveryTarget, RunError};
 use charter_runtime::formats::scenario::{Cassette, Recorded, Scenario};
 use charter_runtime::formats::trace::{
-    EventKind, Outcome as RunOutcome, TraceError, TraceEvent, TraceSink,
+    EventKind, Issue, Outcome as RunOutcome, RepairAction, ScoreResult, Tee, TraceError,
+    TraceEvent, TraceSink,
 };
 use charter_runtime::world::jsonl::JsonlSink;
 use charter_runtime::world::replay::{ReplayReport, replay_cassette};
@@ -58,38 +60,77 @@ pub struct ReplayArgs {
 const STALE_NOTE: &str = "note: the cassette was recorded against another version of this spec or \
      its prompts (see the warnings above); re-record it, or check `spec:` in scenario.yaml\n";
 
+/// Replays the scenario as its stages: check the paths, replay the recording (read it,
+/// compile its spec, check its names, replay every turn), then report what the run left
+/// unused, its outcome, and whether it met the scenario's `expect`.
 pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
-    let shown = display_path(&args.scenario);
     if let Some(problem) = usage_problem(args) {
         print_error(context, &problem);
         return Ok(Outcome::Usage);
     }
-    let scenario = match Scenario::read(&args.scenario.join("scenario.yaml")) {
-        Ok(scenario) => scenario,
-        Err(error) => {
-            print_error(context, &format!("bad scenario: {error}"));
-            return Ok(Outcome::Failed);
-        }
+    let replayed = match replay_recording(args, context) {
+        Ok(replayed) => replayed,
+        Err(outcome) => return Ok(outcome),
     };
-    let cassette = match Cassette::read(&args.scenario.join("cassette.yaml")) {
-        Ok(cassette) => cassette,
-        Err(error) => {
-            print_error(
-                context,
-                &format!(
-                    "bad cassette: {}",
-                    one_line(&error.to_string(), MAX_LINE_CHARS)
-                ),
-            );
-            return Ok(Outcome::Failed);
-        }
-    };
+    warn_of_unused_recording(context, &replayed.report);
+    report_outcome(context, args, &replayed)?;
+    if let Err(outcome) = check_expectations(context, &replayed) {
+        return Ok(outcome);
+    }
+    Ok(exit_status(&replayed.report.outcome))
+}
+
+/// A replay that ran to its end, with what the lines after it show: the scenario (for
+/// its `expect`), the run's totals and the wall clock it started on.
+struct Replayed {
+    scenario: Scenario,
+    report: ReplayReport,
+    totals: charter_runtime::totals::TotalsSink,
+    started: std::time::Instant,
+}
+
+/// Reads the recording, compiles its spec and replays it; `Err` holds the exit status of
+/// a stage that stopped it (having said why).
+fn replay_recording(args: &ReplayArgs, context: Context) -> Result<Replayed, Outcome> {
+    let (scenario, cassette) = read_recording(args, context)?;
+    let spec = compile_recorded_spec(args, context, &scenario, &cassette)?;
+    print_heading(args, &spec, &scenario);
+    let stale = warn_of_stale_recording(context, &cassette, &spec);
+    check_recorded_names(context, &scenario, &cassette, &spec, stale)?;
+    replay_showing_phases(args, context, &spec, scenario, cassette, stale)
+}
+
+/// The scenario and its cassette, read from the scenario directory.
+fn read_recording(args: &ReplayArgs, context: Context) -> Result<(Scenario, Cassette), Outcome> {
+    let scenario = Scenario::read(&args.scenario.join("scenario.yaml")).map_err(|error| {
+        print_error(context, &format!("bad scenario: {error}"));
+        Outcome::Failed
+    })?;
+    let cassette = Cassette::read(&args.scenario.join("cassette.yaml")).map_err(|error| {
+        print_error(
+            context,
+            &format!(
+                "bad cassette: {}",
+                one_line(&error.to_string(), MAX_LINE_CHARS)
+            ),
+        );
+        Outcome::Failed
+    })?;
+    Ok((scenario, cassette))
+}
+
+/// The scenario's spec, compiled, with the models the recording was made with.
+fn compile_recorded_spec(
+    args: &ReplayArgs,
+    context: Context,
+    scenario: &Scenario,
+    cassette: &Cassette,
+) -> Result<CompiledSpec, Outcome> {
     let root = project_root(&args.scenario);
     let spec_path = root.join(&scenario.spec);
     let spec_name = display_path(&normalize(&spec_path));
-    let text = match read_text_in(&spec_path, &spec_name, Some(&project_root_above(&root))) {
-        Ok(text) => text,
-        Err(error) => {
+    let text = read_text_in(&spec_path, &spec_name, Some(&project_root_above(&root))).map_err(
+        |error| {
             let reason = match error {
                 ReadError::Missing => format!("`{spec_name}` does not exist"),
                 ReadError::Other(message) => message,
@@ -102,20 +143,25 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
                     display_path(&root)
                 ),
             );
-            return Ok(Outcome::Failed);
-        }
-    };
+            Outcome::Failed
+        },
+    )?;
     let Some(mut spec) = compile_whole(context, &spec_name, &text, &spec_path, "replayed") else {
-        return Ok(Outcome::Failed);
+        return Err(Outcome::Failed);
     };
     // A recording made with `charter run --model` replays with the same models.
     if let Err(message) = apply_overrides(&mut spec, &cassette.overrides()) {
         print_error(context, &format!("bad cassette: {message}"));
-        return Ok(Outcome::Failed);
+        return Err(Outcome::Failed);
     }
-    let spec = &spec;
+    Ok(spec)
+}
+
+/// `replay DIR: spec NAME VERSION — DESCRIPTION`, the first line of a replay.
+fn print_heading(args: &ReplayArgs, spec: &CompiledSpec, scenario: &Scenario) {
     print_err(&format!(
-        "replay {shown}: spec {} {}{}\n",
+        "replay {}: spec {} {}{}\n",
+        display_path(&args.scenario),
         spec.name,
         spec.version,
         scenario
@@ -124,7 +170,11 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             .map(|description| format!(" — {description}"))
             .unwrap_or_default()
     ));
-    // A stale recording still replays (it is the harness that fails on it): say what changed.
+}
+
+/// Warns of each hash of the recording that differs from the spec's, and says whether
+/// any did. A stale recording still replays (it is the harness that fails on it).
+fn warn_of_stale_recording(context: Context, cassette: &Cassette, spec: &CompiledSpec) -> bool {
     let changes = cassette.stale_against(&Recorded::from_spec(spec));
     let stale = !changes.is_empty();
     for change in changes {
@@ -134,49 +184,69 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             &format!("stale recording: {change}"),
         ));
     }
-    // Names the spec does not have: each with "did you mean"; nothing is replayed.
-    let names = charter_runtime::formats::scenario::unknown_names(&cassette, spec);
+    stale
+}
+
+/// Stops the replay before it starts when the cassette or the scenario's `expect` names
+/// what the spec does not have, each name with its "did you mean".
+fn check_recorded_names(
+    context: Context,
+    scenario: &Scenario,
+    cassette: &Cassette,
+    spec: &CompiledSpec,
+    stale: bool,
+) -> Result<(), Outcome> {
+    let names = charter_runtime::formats::scenario::unknown_names(cassette, spec);
     let expected_steps = scenario
         .expect
         .as_ref()
         .map(|expect| charter_runtime::harness::expect::unknown_call_steps(expect, spec))
         .unwrap_or_default();
-    if !names.is_empty() || !expected_steps.is_empty() {
-        for problem in &names {
-            print_error(
-                context,
-                &format!(
-                    "bad cassette: {}",
-                    one_line(&problem.message, MAX_LINE_CHARS)
-                ),
-            );
-        }
-        for message in &expected_steps {
-            print_error(
-                context,
-                &format!("bad scenario: {}", one_line(message, MAX_LINE_CHARS)),
-            );
-        }
-        if stale {
-            print_err(STALE_NOTE);
-        }
-        return Ok(Outcome::Failed);
+    if names.is_empty() && expected_steps.is_empty() {
+        return Ok(());
     }
+    for problem in &names {
+        print_error(
+            context,
+            &format!(
+                "bad cassette: {}",
+                one_line(&problem.message, MAX_LINE_CHARS)
+            ),
+        );
+    }
+    for message in &expected_steps {
+        print_error(
+            context,
+            &format!("bad scenario: {}", one_line(message, MAX_LINE_CHARS)),
+        );
+    }
+    if stale {
+        print_err(STALE_NOTE);
+    }
+    Err(Outcome::Failed)
+}
 
+/// Replays every turn with its phases shown live on stderr (and written to `--events`),
+/// counting the run's totals from the moment the replay starts.
+fn replay_showing_phases(
+    args: &ReplayArgs,
+    context: Context,
+    spec: &CompiledSpec,
+    scenario: Scenario,
+    cassette: Cassette,
+    stale: bool,
+) -> Result<Replayed, Outcome> {
     let live = LiveDisplay::default();
     let totals = charter_runtime::totals::TotalsSink::new(std::sync::Arc::new(spec.clone()));
     let started = std::time::Instant::now();
-    let live = charter_runtime::formats::trace::Tee(live, totals.clone());
+    let live = Tee(live, totals.clone());
     let report = match &args.events {
         Some(path) => {
-            let file = match JsonlSink::create(path) {
-                Ok(file) => file,
-                Err(error) => {
-                    print_error(context, &error.to_string());
-                    return Ok(Outcome::Usage);
-                }
-            };
-            let mut sink = charter_runtime::formats::trace::Tee(file, live);
+            let file = JsonlSink::create(path).map_err(|error| {
+                print_error(context, &error.to_string());
+                Outcome::Usage
+            })?;
+            let mut sink = Tee(file, live);
             replay(spec, &scenario, cassette, args, &mut sink)
         }
         None => {
@@ -184,30 +254,44 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             replay(spec, &scenario, cassette, args, &mut sink)
         }
     };
-    let report = match report {
-        Ok(report) => report,
-        Err(error) => {
-            print_error(context, &error.to_string());
-            if let charter_runtime::engine::run::RunError::Input(_) = error {
-                print_err(&format!(
-                    "help: `input:` in `{}` must be a `{}`\n",
-                    display_path(&args.scenario.join("scenario.yaml")),
-                    spec.request.as_deref().unwrap_or("Request")
-                ));
-            }
-            // The note helps only where the stale hashes can explain the failure: a call
-            // the cassette lacks (a changed flow asks for calls it was not recorded with).
-            if stale
-                && matches!(
-                    error,
-                    charter_runtime::engine::run::RunError::Unrecorded { .. }
-                )
-            {
-                print_err(STALE_NOTE);
-            }
-            return Ok(Outcome::Failed);
-        }
-    };
+    match report {
+        Ok(report) => Ok(Replayed {
+            scenario,
+            report,
+            totals,
+            started,
+        }),
+        Err(error) => Err(explain_replay_failure(args, context, spec, &error, stale)),
+    }
+}
+
+/// Says why the replay failed, with a hint where one helps; the exit status is 1.
+fn explain_replay_failure(
+    args: &ReplayArgs,
+    context: Context,
+    spec: &CompiledSpec,
+    error: &RunError,
+    stale: bool,
+) -> Outcome {
+    print_error(context, &error.to_string());
+    if let RunError::Input(_) = error {
+        print_err(&format!(
+            "help: `input:` in `{}` must be a `{}`\n",
+            display_path(&args.scenario.join("scenario.yaml")),
+            spec.request.as_deref().unwrap_or("Request")
+        ));
+    }
+    // The note helps only where the stale hashes can explain the failure: a call
+    // the cassette lacks (a changed flow asks for calls it was not recorded with).
+    if stale && matches!(error, RunError::Unrecorded { .. }) {
+        print_err(STALE_NOTE);
+    }
+    Outcome::Failed
+}
+
+/// Warns of what the recording holds that the replay did not use as recorded: answers to
+/// prompts that changed, calls never made, human answers never asked for.
+fn warn_of_unused_recording(context: Context, report: &ReplayReport) {
     for stale in &report.stale_prompts {
         print_err(&summary_line(
             context,
@@ -234,24 +318,16 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             ),
         ));
     }
-    let outcome = &report.outcome;
-    let mut last = format!("outcome: {} ({})", outcome.outcome, outcome.reason);
-    if let Some(message) = &outcome.message {
-        last.push_str(&format!(": {}", one_line(message, MAX_LINE_CHARS)));
-    }
-    if let Some(delivered) = &outcome.delivered {
-        last.push_str(&format!(
-            "; delivered {} ({})",
-            delivered.candidate_id, delivered.hash
-        ));
-        if let Some(path) = &delivered.path {
-            last.push_str(&format!(" to {}", display_path(path)));
-        }
-    }
-    print_err(&format!("{last}\n"));
+}
+
+/// The outcome line and the totals line on stderr, the answer on stdout, and a warning
+/// when `--out` holds a delivery this run did not make.
+fn report_outcome(context: Context, args: &ReplayArgs, replayed: &Replayed) -> anyhow::Result<()> {
+    let outcome = &replayed.report.outcome;
+    print_err(&format!("{}\n", outcome_line(outcome)));
     print_err(&format!(
         "{}\n",
-        totals_line(&totals.totals(), started.elapsed(), true)
+        totals_line(&replayed.totals.totals(), replayed.started.elapsed(), true)
     ));
     crate::print_answer(outcome.answer.as_ref())?;
     if let Some(directory) = &args.out
@@ -267,23 +343,54 @@ pub fn run(args: &ReplayArgs, context: Context) -> anyhow::Result<Outcome> {
             ),
         ));
     }
+    Ok(())
+}
 
-    if let Some(expect) = &scenario.expect {
-        let unmet =
-            charter_runtime::harness::expect::unmet(expect, outcome, &report.calls_per_step);
-        if !unmet.is_empty() {
-            print_error(
-                context,
-                &format!("the scenario expected {}", unmet.join(" and ")),
-            );
-            return Ok(Outcome::Failed);
+/// `outcome: OUTCOME (REASON): MESSAGE; delivered ID (HASH) to PATH`.
+fn outcome_line(outcome: &charter_runtime::engine::run::RunOutcome) -> String {
+    let mut line = format!("outcome: {} ({})", outcome.outcome, outcome.reason);
+    if let Some(message) = &outcome.message {
+        line.push_str(&format!(": {}", one_line(message, MAX_LINE_CHARS)));
+    }
+    if let Some(delivered) = &outcome.delivered {
+        line.push_str(&format!(
+            "; delivered {} ({})",
+            delivered.candidate_id, delivered.hash
+        ));
+        if let Some(path) = &delivered.path {
+            line.push_str(&format!(" to {}", display_path(path)));
         }
     }
-    Ok(if outcome.outcome == RunOutcome::Completed {
+    line
+}
+
+/// The exit status of a replay that met its `expect`: 0 when the run completed, 3 when it
+/// ended in any other terminal state.
+fn exit_status(outcome: &charter_runtime::engine::run::RunOutcome) -> Outcome {
+    if outcome.outcome == RunOutcome::Completed {
         Outcome::Clean
     } else {
         Outcome::NotCompleted
-    })
+    }
+}
+
+/// Fails the replay when the run did not meet the scenario's `expect`, saying what it
+/// expected.
+fn check_expectations(context: Context, replayed: &Replayed) -> Result<(), Outcome> {
+    let Some(expect) = &replayed.scenario.expect else {
+        return Ok(());
+    };
+    let report = &replayed.report;
+    let unmet =
+        charter_runtime::harness::expect::unmet(expect, &report.outcome, &report.calls_per_step);
+    if unmet.is_empty() {
+        return Ok(());
+    }
+    print_error(
+        context,
+        &format!("the scenario expected {}", unmet.join(" and ")),
+    );
+    Err(Outcome::Failed)
 }
 
 /// What is wrong with the paths given, before anything is read or run: a scenario path
@@ -327,13 +434,15 @@ fn usage_problem(args: &ReplayArgs) -> Option<String> {
     None
 }
 
+/// Replays the recording into `sink`: its one run, or each turn of its conversation in
+/// order, delivering into `--out` when it is given (else in memory).
 fn replay(
-    spec: &charter_compiler::CompiledSpec,
+    spec: &CompiledSpec,
     scenario: &Scenario,
     cassette: Cassette,
     args: &ReplayArgs,
     sink: &mut dyn TraceSink,
-) -> Result<ReplayReport, charter_runtime::engine::run::RunError> {
+) -> Result<ReplayReport, RunError> {
     let target = match &args.out {
         Some(directory) => DeliveryTarget::Directory(directory.clone()),
         None => DeliveryTarget::Memory,
@@ -344,13 +453,13 @@ fn replay(
     // A conversation: each turn in order, in the session the turn before left; every
     // turn's answer but the last is printed here (the last with the outcome).
     let mut session = charter_runtime::engine::session::Session::new(spec)
-        .map_err(|error| charter_runtime::engine::run::RunError::Flow(error.to_string()))?;
+        .map_err(|error| RunError::Flow(error.to_string()))?;
     let mut report: Option<ReplayReport> = None;
     let count = turns.len();
     for (index, turn) in turns.iter().enumerate() {
         if let Some(previous) = &report {
             crate::print_answer(previous.outcome.answer.as_ref())
-                .map_err(|error| charter_runtime::engine::run::RunError::Flow(error.to_string()))?;
+                .map_err(|error| RunError::Flow(error.to_string()))?;
         }
         let number = u64::try_from(index + 1).unwrap_or(u64::MAX);
         print_err(&format!("turn {number} of {count}\n"));
@@ -372,8 +481,7 @@ fn replay(
         }
         report = Some(replayed);
     }
-    report
-        .ok_or_else(|| charter_runtime::engine::run::RunError::Flow("`turns` is empty".to_string()))
+    report.ok_or_else(|| RunError::Flow("`turns` is empty".to_string()))
 }
 
 /// The directory that holds `golden/` above the scenario; the current directory when
@@ -509,17 +617,46 @@ impl TraceSink for LiveDisplay {
     }
 }
 
-/// One line for the events worth showing live.
+/// One line for the events worth showing live, built by the section of the run the event
+/// belongs to: a step and its model calls, tool calls, work items, the evaluation of a
+/// candidate, and the run's end. Each kind is named here, so a new kind of event cannot
+/// go unshown unnoticed.
 fn describe(event: &TraceEvent) -> Option<String> {
-    let line = match &event.kind {
+    let kind = &event.kind;
+    match kind {
         // The runtime's phases (`planning`, `evaluating`...) are not the flow's words:
         // the view names the flow's own steps instead, each as it starts.
         EventKind::RunStarted { .. }
         | EventKind::PlanFrozen { .. }
         | EventKind::RunFinished { .. }
-        | EventKind::Phase { .. } => {
-            return None;
-        }
+        | EventKind::Phase { .. } => None,
+        EventKind::StepStarted { .. }
+        | EventKind::ModelCall { .. }
+        | EventKind::ModelResult { .. }
+        | EventKind::ProviderNote { .. }
+        | EventKind::Timeout { .. }
+        | EventKind::Retry { .. } => step_line(kind),
+        EventKind::ToolCall { .. }
+        | EventKind::ToolTimeout { .. }
+        | EventKind::ToolDenied { .. }
+        | EventKind::ContractViolation { .. } => tool_line(kind),
+        EventKind::ItemDone { .. } | EventKind::ItemSkipped { .. } => item_line(kind),
+        EventKind::Candidate { .. }
+        | EventKind::Gate { .. }
+        | EventKind::Repair { .. }
+        | EventKind::NoProgress { .. }
+        | EventKind::RepairStopped { .. }
+        | EventKind::Budget { .. } => evaluation_line(kind),
+        EventKind::Delivery { .. }
+        | EventKind::InvariantViolated { .. }
+        | EventKind::Human { .. }
+        | EventKind::Session { .. } => ending_line(kind),
+    }
+}
+
+/// The line of a step's start, a model call and its answer, a timeout or a retry.
+fn step_line(kind: &EventKind) -> Option<String> {
+    let line = match kind {
         EventKind::StepStarted { role, items, tool } => {
             let role = match (role, tool) {
                 (Some(role), _) => format!(" ({role})"),
@@ -543,6 +680,36 @@ fn describe(event: &TraceEvent) -> Option<String> {
             format_time(*latency_ms)
         ),
         EventKind::ProviderNote { message, .. } => format!("note: {message}"),
+        EventKind::Timeout { after_ms } => format!("timeout after {}", format_time(*after_ms)),
+        EventKind::Retry {
+            retry,
+            next,
+            delay_ms,
+            reason,
+        } => {
+            let retry = serde_json::to_value(retry)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let what = if retry == "repair" {
+                "round"
+            } else {
+                "attempt"
+            };
+            format!(
+                "retry ({retry}) -> {what} {next} in {}: {reason}",
+                format_time(*delay_ms)
+            )
+        }
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// The line of a tool call: its result, its timeout, its denial, or a broken contract
+/// (of a model's output too).
+fn tool_line(kind: &EventKind) -> Option<String> {
+    let line = match kind {
         EventKind::ToolCall { tool, result, .. } => match result
             .as_object()
             .filter(|object| object.len() == 1)
@@ -583,32 +750,28 @@ fn describe(event: &TraceEvent) -> Option<String> {
                 .collect::<Vec<_>>()
                 .join("; ")
         ),
-        EventKind::Timeout { after_ms } => format!("timeout after {}", format_time(*after_ms)),
-        EventKind::Retry {
-            retry,
-            next,
-            delay_ms,
-            reason,
-        } => {
-            let retry = serde_json::to_value(retry)
-                .ok()
-                .and_then(|value| value.as_str().map(str::to_string))
-                .unwrap_or_default();
-            let what = if retry == "repair" {
-                "round"
-            } else {
-                "attempt"
-            };
-            format!(
-                "retry ({retry}) -> {what} {next} in {}: {reason}",
-                format_time(*delay_ms)
-            )
-        }
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// The line of a work item of an `each` step that finished or was skipped.
+fn item_line(kind: &EventKind) -> Option<String> {
+    let line = match kind {
         EventKind::ItemDone { status, error } => match error {
             Some(error) => format!("item {status:?}: {error}").to_lowercase(),
             None => "item ok".to_string(),
         },
         EventKind::ItemSkipped { because } => format!("item skipped (depends on {because})"),
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// The line of a round's candidate, its gate, the repair chosen or stopped, a round
+/// without progress, or a budget used up.
+fn evaluation_line(kind: &EventKind) -> Option<String> {
+    let line = match kind {
         EventKind::Candidate {
             id,
             hash,
@@ -630,32 +793,15 @@ fn describe(event: &TraceEvent) -> Option<String> {
             scores,
             ..
         } => {
-            let scores = scores
-                .iter()
-                .map(|score| match score.value {
-                    Some(value) => format!("{}={}", score.name, number(value)),
-                    None => format!("{}=?", score.name),
-                })
-                .collect::<Vec<_>>()
-                .join(" ");
-            let mut codes: Vec<&str> = issues.iter().map(|issue| issue.code.as_str()).collect();
-            codes.dedup();
+            let verdict = GateVerdict {
+                passed: *passed,
+                score: *score,
+                scores,
+                issues,
+            };
             format!(
-                "gate {gate} on {candidate}: {}{}{}{}",
-                if *passed { "PASS" } else { "FAIL" },
-                score
-                    .map(|score| format!(" score {}", number(score)))
-                    .unwrap_or_default(),
-                if scores.is_empty() {
-                    String::new()
-                } else {
-                    format!(" [{scores}]")
-                },
-                if codes.is_empty() {
-                    String::new()
-                } else {
-                    format!(" issues {}", codes.join(", "))
-                }
+                "gate {gate} on {candidate}: {}",
+                gate_verdict_text(&verdict)
             )
         }
         EventKind::Repair {
@@ -663,24 +809,7 @@ fn describe(event: &TraceEvent) -> Option<String> {
             codes,
             items,
             ..
-        } => {
-            let action = serde_json::to_value(action)
-                .ok()
-                .map(|value| {
-                    let kind = value["kind"].as_str().unwrap_or("?").to_string();
-                    match value["step"].as_str() {
-                        Some(step) => format!("{kind} {step}"),
-                        None => kind,
-                    }
-                })
-                .unwrap_or_default();
-            let items = if items.is_empty() {
-                String::new()
-            } else {
-                format!(" items {}", items.join(", "))
-            };
-            format!("repair: {action}{items} for {}", codes.join(", "))
-        }
+        } => repair_line(action, codes, items),
         EventKind::NoProgress { rounds, limit } => format!("no progress ({rounds} of {limit})"),
         EventKind::RepairStopped { reason, best } => match best {
             Some(best) => format!("repair stopped ({reason}): the best candidate is {best}"),
@@ -693,6 +822,82 @@ fn describe(event: &TraceEvent) -> Option<String> {
         } => {
             format!("budget {budget} exhausted ({used} of {limit})")
         }
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// What a gate said of a candidate, as `gate_verdict_text` shows it.
+struct GateVerdict<'a> {
+    passed: bool,
+    score: Option<f64>,
+    scores: &'a [ScoreResult],
+    issues: &'a [Issue],
+}
+
+/// `PASS score 0.8 [clarity=0.9 tone=?] issues E1, E2`: the verdict, the score, each
+/// score rule's value and the codes of the issues raised.
+fn gate_verdict_text(verdict: &GateVerdict<'_>) -> String {
+    let scores = verdict
+        .scores
+        .iter()
+        .map(|score| match score.value {
+            Some(value) => format!("{}={}", score.name, number(value)),
+            None => format!("{}=?", score.name),
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut codes: Vec<&str> = verdict
+        .issues
+        .iter()
+        .map(|issue| issue.code.as_str())
+        .collect();
+    codes.dedup();
+    format!(
+        "{}{}{}{}",
+        if verdict.passed { "PASS" } else { "FAIL" },
+        verdict
+            .score
+            .map(|score| format!(" score {}", number(score)))
+            .unwrap_or_default(),
+        if scores.is_empty() {
+            String::new()
+        } else {
+            format!(" [{scores}]")
+        },
+        if codes.is_empty() {
+            String::new()
+        } else {
+            format!(" issues {}", codes.join(", "))
+        }
+    )
+}
+
+/// `repair: rerun STEP items a, b for CODE, CODE`: the action chosen, the items it
+/// reruns (none named: all) and the issue codes that led to it.
+fn repair_line(action: &RepairAction, codes: &[String], items: &[String]) -> String {
+    let action = serde_json::to_value(action)
+        .ok()
+        .map(|value| {
+            let kind = value["kind"].as_str().unwrap_or("?").to_string();
+            match value["step"].as_str() {
+                Some(step) => format!("{kind} {step}"),
+                None => kind,
+            }
+        })
+        .unwrap_or_default();
+    let items = if items.is_empty() {
+        String::new()
+    } else {
+        format!(" items {}", items.join(", "))
+    };
+    format!("repair: {action}{items} for {}", codes.join(", "))
+}
+
+/// The line of a delivery (verified or refused), a broken invariant, a person's answer,
+/// or a conversation's turn kept in its session.
+fn ending_line(kind: &EventKind) -> Option<String> {
+    let line = match kind {
         EventKind::Delivery {
             candidate,
             matches,
@@ -723,6 +928,7 @@ fn describe(event: &TraceEvent) -> Option<String> {
                 format!("turn {turn} kept; remembered {}", remembered.join(", "))
             }
         }
+        _ => return None,
     };
     Some(line)
 }

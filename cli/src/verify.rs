@@ -8,7 +8,7 @@ use charter_runtime::harness::report::{
 };
 use charter_runtime::harness::snapshot::write_atomically;
 use charter_runtime::harness::{
-    HarnessConfig, Partition, Problem, compile_spec, verify_project_with_progress,
+    HarnessConfig, Partition, Problem, ScenarioReport, compile_spec, verify_project_with_progress,
 };
 use charter_runtime::world::escape;
 use clap::Args;
@@ -97,6 +97,9 @@ fn parse_partition(text: &str) -> Result<Partition, String> {
     text.parse()
 }
 
+/// Verifies the project as its stages: compile the specs, replay the scenarios, write the
+/// `--html` page, print the report (details, table, summary and notes), print the GitHub
+/// annotations, write the `--junit` file; the exit status says whether all passed.
 pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
     let root = &args.dir;
     if !root.is_dir() {
@@ -106,7 +109,41 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome::Usage);
     }
-    let config = HarnessConfig {
+    let config = harness_config(args);
+    let specs = check_specs(root, &config);
+    let reports = match replay_scenarios(root, &config, context) {
+        Ok(reports) => reports,
+        Err(outcome) => return Ok(outcome),
+    };
+    if let Some(path) = &args.html
+        && let Err(outcome) = write_html_report(context, path, root, &reports)
+    {
+        return Ok(outcome);
+    }
+    print_details(context, &reports)?;
+    print_table(args, &reports)?;
+    print_summary(args, &specs, &reports)?;
+    note_nothing_to_verify(args, &config, &specs, &reports);
+    note_pending_snapshots(args, &reports);
+    if args.github {
+        print_github_annotations(root, &specs, &reports)?;
+    }
+    if let Some(path) = &args.junit
+        && let Err(outcome) = write_junit_report(context, path, &specs, &reports)
+    {
+        return Ok(outcome);
+    }
+    let failed = specs.with_errors > 0 || reports.iter().any(|report| !report.status.passed());
+    Ok(if failed {
+        Outcome::Failed
+    } else {
+        Outcome::Clean
+    })
+}
+
+/// The harness's configuration from the command line.
+fn harness_config(args: &VerifyArgs) -> HarnessConfig {
+    HarnessConfig {
         accept: args.accept,
         pin: args.pin,
         filter: args.filter.clone(),
@@ -114,113 +151,129 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         // Each changed or new snapshot gets a `trace.snap.new` for `charter review`.
         pending_snapshots: true,
         determinism: true,
+    }
+}
+
+/// What compiling the specs found: how many were compiled and how many had errors, a
+/// JUnit case for each, and a GitHub annotation for each error.
+struct SpecsChecked {
+    count: usize,
+    with_errors: usize,
+    cases: Vec<JunitCase>,
+    annotations: Vec<String>,
+}
+
+/// Compiles every selected spec, printing each error on stderr as it is found.
+fn check_specs(root: &Path, config: &HarnessConfig) -> SpecsChecked {
+    let specs = specs_under(root, config);
+    let mut checked = SpecsChecked {
+        count: specs.len(),
+        with_errors: 0,
+        cases: Vec::new(),
+        annotations: Vec::new(),
     };
-
-    let mut cases: Vec<JunitCase> = Vec::new();
-    let mut annotations: Vec<String> = Vec::new();
-    let mut failed = false;
-
-    // Specs.
-    let specs = specs_under(root, &config);
-    let mut spec_errors = 0;
     for (relative, result) in &specs {
-        let case = |failure: Option<(String, String)>| JunitCase {
-            classname: "specs".to_string(),
-            name: relative.clone(),
-            time: std::time::Duration::ZERO,
-            failure,
-            error: None,
-        };
-        match result {
-            Ok(()) => cases.push(case(None)),
+        let failure = match result {
+            Ok(()) => None,
             Err(problem) => {
-                spec_errors += 1;
-                failed = true;
-                // What the spec file holds is shown escaped and cut (DESIGN §15).
-                let mut problem = problem.clone();
-                problem.message = escape::one_line(&problem.message, escape::MAX_LINE_CHARS);
-                problem.location.file =
-                    escape::one_line(&problem.location.file, escape::MAX_LINE_CHARS);
-                problem.detail = problem
-                    .detail
-                    .map(|detail| escape::block(&detail, escape::MAX_BLOCK_CHARS));
+                checked.with_errors += 1;
+                let problem = escaped_problem(problem);
                 print_err(problem.detail.as_deref().unwrap_or(&problem.message));
-                annotations.push(github_error(
+                checked.annotations.push(github_error(
                     &from_here(root, &problem.location.file),
                     problem.location.line,
                     "spec error",
                     &problem.message,
                 ));
-                cases.push(case(Some((
-                    problem.message.clone(),
-                    problem.detail.clone().unwrap_or_default(),
-                ))));
-            }
-        }
-    }
-
-    // Scenarios.
-    // On a terminal, one progress line, redrawn as scenarios finish and erased at the end;
-    // nothing of it reaches a pipe or a CI log.
-    let progress =
-        |done: usize, total: usize, report: &charter_runtime::harness::ScenarioReport| {
-            if context.interactive {
-                print_err(&format!(
-                    "\r\u{1b}[2K[{done}/{total}] {}",
-                    escape::one_line(&report.id(), 60)
-                ));
+                Some((problem.message, problem.detail.unwrap_or_default()))
             }
         };
-    let reports = verify_project_with_progress(root, &config, &progress);
+        checked.cases.push(JunitCase {
+            classname: "specs".to_string(),
+            name: relative.clone(),
+            time: std::time::Duration::ZERO,
+            failure,
+            error: None,
+        });
+    }
+    checked
+}
+
+/// A spec's problem as it is shown: what the spec file holds is escaped and cut
+/// (DESIGN §15).
+fn escaped_problem(problem: &Problem) -> Problem {
+    let mut problem = problem.clone();
+    problem.message = escape::one_line(&problem.message, escape::MAX_LINE_CHARS);
+    problem.location.file = escape::one_line(&problem.location.file, escape::MAX_LINE_CHARS);
+    problem.detail = problem
+        .detail
+        .map(|detail| escape::block(&detail, escape::MAX_BLOCK_CHARS));
+    problem
+}
+
+/// Replays every selected scenario and compares it with its snapshot; `Err` is the usage
+/// error of a project whose scenarios cannot be found or read (said on stderr).
+fn replay_scenarios(
+    root: &Path,
+    config: &HarnessConfig,
+    context: Context,
+) -> Result<Vec<ScenarioReport>, Outcome> {
+    // On a terminal, one progress line, redrawn as scenarios finish and erased at the end;
+    // nothing of it reaches a pipe or a CI log.
+    let progress = |done: usize, total: usize, report: &ScenarioReport| {
+        if context.interactive {
+            print_err(&format!(
+                "\r\u{1b}[2K[{done}/{total}] {}",
+                escape::one_line(&report.id(), 60)
+            ));
+        }
+    };
+    let reports = verify_project_with_progress(root, config, &progress);
     if context.interactive {
         print_err("\r\u{1b}[2K");
     }
-    let reports = match reports {
-        Ok(reports) => reports,
-        Err(error) => {
-            print_error(context, &error.to_string());
-            return Ok(Outcome::Usage);
-        }
-    };
-    cases.extend(reports.iter().map(junit_case));
-    // Annotations point at files from where verify runs (GitHub resolves them from the
-    // checkout), not from the project root.
-    let located: Vec<_> = reports
-        .iter()
-        .cloned()
-        .map(|mut report| {
-            for problem in &mut report.problems {
-                problem.location.file = from_here(root, &problem.location.file);
-            }
-            report
-        })
-        .collect();
-    annotations.extend(github_annotations(&located));
-    failed |= reports.iter().any(|report| !report.status.passed());
-    if let Some(path) = &args.html {
-        let page = html_report(root, &reports);
-        if let Err(error) = crate::view::write_page(path, &page) {
-            print_error(
-                context,
-                &format!("cannot write `{}`: {error}", display_path(path)),
-            );
-            return Ok(Outcome::Usage);
-        }
-    }
+    reports.map_err(|error| {
+        print_error(context, &error.to_string());
+        Outcome::Usage
+    })
+}
 
-    let details = details(&reports);
-    if !details.is_empty() {
-        if context.color_out {
-            print_out(&colorize(&details))?;
-        } else {
-            print_out(&details)?;
-        }
-        print_out("\n")?;
+/// Writes the `--html` page; `Err` is the usage error of a file that cannot be written.
+fn write_html_report(
+    context: Context,
+    path: &Path,
+    root: &Path,
+    reports: &[ScenarioReport],
+) -> Result<(), Outcome> {
+    let page = html_report(root, reports);
+    crate::view::write_page(path, &page).map_err(|error| {
+        print_error(
+            context,
+            &format!("cannot write `{}`: {error}", display_path(path)),
+        );
+        Outcome::Usage
+    })
+}
+
+/// The details of every scenario that did not pass (its problems and diffs), on stdout.
+fn print_details(context: Context, reports: &[ScenarioReport]) -> anyhow::Result<()> {
+    let details = details(reports);
+    if details.is_empty() {
+        return Ok(());
     }
-    // The table: every row with --verbose, otherwise only the scenarios that did not pass
-    // (a thousand passing scenarios are one count, not a thousand rows).
+    if context.color_out {
+        print_out(&colorize(&details))?;
+    } else {
+        print_out(&details)?;
+    }
+    print_out("\n")
+}
+
+/// The table: every row with --verbose, otherwise only the scenarios that did not pass
+/// (a thousand passing scenarios are one count, not a thousand rows).
+fn print_table(args: &VerifyArgs, reports: &[ScenarioReport]) -> anyhow::Result<()> {
     let shown: Vec<_> = if args.verbose {
-        reports.clone()
+        reports.to_vec()
     } else {
         reports
             .iter()
@@ -228,54 +281,80 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
             .cloned()
             .collect()
     };
-    if !shown.is_empty() {
-        print_out(&table(&shown))?;
+    if shown.is_empty() {
+        return Ok(());
     }
-    let spec_line = if specs.is_empty() {
+    print_out(&table(&shown))
+}
+
+/// `N specs compiled, K with errors; <scenario counts> (partition P)`, after a blank line.
+fn print_summary(
+    args: &VerifyArgs,
+    specs: &SpecsChecked,
+    reports: &[ScenarioReport],
+) -> anyhow::Result<()> {
+    let spec_line = if specs.count == 0 {
         String::new()
     } else {
         format!(
             "{} spec{} compiled{}; ",
-            specs.len(),
-            if specs.len() == 1 { "" } else { "s" },
-            if spec_errors == 0 {
+            specs.count,
+            if specs.count == 1 { "" } else { "s" },
+            if specs.with_errors == 0 {
                 String::new()
             } else {
-                format!(", {spec_errors} with errors")
+                format!(", {} with errors", specs.with_errors)
             }
         )
     };
     print_out(&format!(
         "\n{spec_line}{}{}\n",
-        summary(&reports),
+        summary(reports),
         args.partition
             .map(|partition| format!(" (partition {partition})"))
             .unwrap_or_default()
-    ))?;
-    if specs.is_empty() && reports.is_empty() {
-        match args.partition {
-            Some(partition) => {
-                let unsharded = HarnessConfig {
-                    partition: None,
-                    ..config.clone()
-                };
-                let scenarios = charter_runtime::harness::discover(root)
-                    .map(|found| charter_runtime::harness::select(found, &unsharded).len())
-                    .unwrap_or(0);
-                let spec_count = specs_under_count(root, &unsharded);
-                print_err(&format!(
-                    "note: shard {partition} is empty: it holds none of the {scenarios} \
-                     scenario{} and {spec_count} spec{} selected; nothing to verify, so it passes\n",
-                    if scenarios == 1 { "" } else { "s" },
-                    if spec_count == 1 { "" } else { "s" },
-                ));
-            }
-            None => print_err(&format!(
-                "note: nothing to verify: `{}` has no specs/ and no golden/ scenarios\n",
-                display_path(root)
-            )),
-        }
+    ))
+}
+
+/// Says why nothing was verified when no spec and no scenario was: an empty shard (of how
+/// many the whole selection holds), or a project without specs/ and golden/.
+fn note_nothing_to_verify(
+    args: &VerifyArgs,
+    config: &HarnessConfig,
+    specs: &SpecsChecked,
+    reports: &[ScenarioReport],
+) {
+    if specs.count > 0 || !reports.is_empty() {
+        return;
     }
+    let root = &args.dir;
+    match args.partition {
+        Some(partition) => {
+            let unsharded = HarnessConfig {
+                partition: None,
+                ..config.clone()
+            };
+            let scenarios = charter_runtime::harness::discover(root)
+                .map(|found| charter_runtime::harness::select(found, &unsharded).len())
+                .unwrap_or(0);
+            let spec_count = specs_under_count(root, &unsharded);
+            print_err(&format!(
+                "note: shard {partition} is empty: it holds none of the {scenarios} \
+                 scenario{} and {spec_count} spec{} selected; nothing to verify, so it passes\n",
+                if scenarios == 1 { "" } else { "s" },
+                if spec_count == 1 { "" } else { "s" },
+            ));
+        }
+        None => print_err(&format!(
+            "note: nothing to verify: `{}` has no specs/ and no golden/ scenarios\n",
+            display_path(root)
+        )),
+    }
+}
+
+/// Points at `charter review` when changed snapshots were left as `trace.snap.new`
+/// (without `--accept`, which writes them instead).
+fn note_pending_snapshots(args: &VerifyArgs, reports: &[ScenarioReport]) {
     let pending = reports
         .iter()
         .filter(|report| report.status == charter_runtime::harness::Status::Changed)
@@ -288,32 +367,64 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
             if pending == 1 { "it" } else { "them" },
         ));
     }
-    if args.github {
-        for line in &annotations {
-            print_out(&format!("{line}\n"))?;
-        }
+}
+
+/// The `::error` annotations of the specs, then of the scenarios, on stdout.
+fn print_github_annotations(
+    root: &Path,
+    specs: &SpecsChecked,
+    reports: &[ScenarioReport],
+) -> anyhow::Result<()> {
+    // Annotations point at files from where verify runs (GitHub resolves them from the
+    // checkout), not from the project root.
+    let located: Vec<_> = reports
+        .iter()
+        .cloned()
+        .map(|mut report| {
+            for problem in &mut report.problems {
+                problem.location.file = from_here(root, &problem.location.file);
+            }
+            report
+        })
+        .collect();
+    for line in specs
+        .annotations
+        .iter()
+        .chain(&github_annotations(&located))
+    {
+        print_out(&format!("{line}\n"))?;
     }
-    if let Some(path) = &args.junit {
-        let xml = junit_xml("charter verify", &cases);
-        if let Err(error) = write_atomically(path, &xml) {
-            print_error(
-                context,
-                &format!("cannot write `{}`: {error}", display_path(path)),
-            );
-            return Ok(Outcome::Usage);
-        }
-    }
-    Ok(if failed {
-        Outcome::Failed
-    } else {
-        Outcome::Clean
+    Ok(())
+}
+
+/// Writes the `--junit` file, the specs' cases before the scenarios'; `Err` is the usage
+/// error of a file that cannot be written.
+fn write_junit_report(
+    context: Context,
+    path: &Path,
+    specs: &SpecsChecked,
+    reports: &[ScenarioReport],
+) -> Result<(), Outcome> {
+    let cases: Vec<JunitCase> = specs
+        .cases
+        .iter()
+        .cloned()
+        .chain(reports.iter().map(junit_case))
+        .collect();
+    let xml = junit_xml("charter verify", &cases);
+    write_atomically(path, &xml).map_err(|error| {
+        print_error(
+            context,
+            &format!("cannot write `{}`: {error}", display_path(path)),
+        );
+        Outcome::Usage
     })
 }
 
 /// The `--html` page: each scenario's status, problems (with their diffs) and timeline —
 /// the trace it produced (`trace.snap.new` when that differs from the snapshot, else
 /// `trace.snap`).
-fn html_report(root: &Path, reports: &[charter_runtime::harness::ScenarioReport]) -> String {
+fn html_report(root: &Path, reports: &[ScenarioReport]) -> String {
     let scenarios: Vec<serde_json::Value> = reports
         .iter()
         .map(|report| {

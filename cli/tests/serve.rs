@@ -649,6 +649,45 @@ async fn a_token_is_required_off_loopback_and_checked_when_given() {
     assert!(text.contains("\"kind\":\"answer\""), "{text}");
 }
 
+/// The files a process holds open (Linux: its `/proc/PID/fd` entries).
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+}
+
+/// DESIGN §13.3: a finished run holds no open file, so a server that ran 200 runs holds
+/// as many descriptors as one that ran a few (each run used to keep `stream.jsonl` and
+/// `calls.jsonl` open, and a server ran out of descriptors after some hundreds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_holds_no_open_file() {
+    let project = project("descriptors");
+    let model = model().await;
+    let server = start(&project, &model, &["specs/review_loop.charter"], 0);
+    let pid = server.child.id();
+    let finish = |count: usize| {
+        let base = server.base.clone();
+        async move {
+            for _ in 0..count {
+                let id = start_run(&base, "review_loop").await;
+                let mut stream = Events::open(&base, &id, None).await;
+                stream.until("answer").await;
+            }
+        }
+    };
+    // A few runs first, so pools and caches have what they keep.
+    finish(5).await;
+    let before = open_files(pid);
+    assert!(before > 0, "cannot read /proc/{pid}/fd");
+    let batches: Vec<_> = (0..4).map(|_| tokio::spawn(finish(50))).collect();
+    for batch in batches {
+        batch.await.unwrap_or_else(|error| panic!("{error}"));
+    }
+    let after = open_files(pid);
+    assert!(
+        after <= before + 8,
+        "{before} files open after 5 runs, {after} after 200 more"
+    );
+}
+
 /// DESIGN §13.3: another site's page cannot start, read, answer or cancel a run — not by
 /// a `text/plain` POST (no CORS preflight), not by a DNS name rebound to 127.0.0.1 — and
 /// the server's own page and a JSON client still can.

@@ -210,7 +210,12 @@ impl Run {
             event["kind"] = json!("answer");
             event
         });
-        self.state().result = Some(result);
+        {
+            let mut state = self.state();
+            state.result = Some(result);
+            // The journal (`calls.jsonl`) is closed with it: a finished run holds no file.
+            state.recording = None;
+        }
         self.stream.end();
     }
 }

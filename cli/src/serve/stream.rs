@@ -95,9 +95,13 @@ impl Stream {
         self.changed.send_modify(|count| *count += 1);
     }
 
-    /// No more events will come.
+    /// No more events will come: `stream.jsonl` is closed (a server that ran ten thousand
+    /// runs holds no more files than one that ran none).
     pub(crate) fn end(&self) {
-        self.state().ended = true;
+        let mut state = self.state();
+        state.ended = true;
+        state.file = None;
+        drop(state);
         self.changed.send_modify(|count| *count += 1);
     }
 

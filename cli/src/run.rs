@@ -9,6 +9,7 @@ use charter_runtime::engine::session::Session;
 use charter_runtime::engine::validate::{Violation, validate_request};
 use charter_runtime::formats::scenario::{Recorded, Scenario};
 use charter_runtime::formats::trace::Outcome as RunState;
+use charter_runtime::world::files::DirLock;
 use charter_runtime::world::jsonl::JsonlSink;
 use charter_runtime::world::providers::Providers;
 use charter_runtime::world::record::{write_atomically, write_recording};
@@ -177,6 +178,8 @@ const EVENTS_FILE: &str = "events.jsonl";
 
 /// A run ready to start: what the stages before it (prepare, providers, journal) found.
 struct ReadyRun {
+    /// The run directory, held while this process runs it.
+    _lock: DirLock,
     run_dir: PathBuf,
     run_file: RunFile,
     input: Value,
@@ -266,6 +269,8 @@ fn ready_to_run(args: &RunArgs, context: Context) -> Result<ReadyRun, Outcome> {
     let environment = LiveEnvironment::of_this_process();
     let providers = environment.providers_at_terminal(context, spec, &run_file.tools)?;
     let hashes = RunHashes::of(spec, &input);
+    // Held from the first write in the run directory until the run ends.
+    let lock = hold_run_dir(context, &run_dir)?;
     keep_run_file(
         args,
         context,
@@ -279,6 +284,7 @@ fn ready_to_run(args: &RunArgs, context: Context) -> Result<ReadyRun, Outcome> {
         Outcome::Failed
     })?;
     Ok(ReadyRun {
+        _lock: lock,
         run_dir,
         run_file,
         input,
@@ -288,6 +294,32 @@ fn ready_to_run(args: &RunArgs, context: Context) -> Result<ReadyRun, Outcome> {
         providers,
         journal,
     })
+}
+
+/// Holds the run directory for this process (DESIGN §13.3): a run that another process
+/// is running (a `charter serve`, another `charter run --resume`) is refused, never run
+/// twice.
+fn hold_run_dir(context: Context, run_dir: &Path) -> Result<DirLock, Outcome> {
+    match DirLock::try_hold(run_dir) {
+        Ok(Some(lock)) => Ok(lock),
+        Ok(None) => {
+            print_error(
+                context,
+                &format!(
+                    "run directory `{}` is being run by another process (a `charter serve` or another `charter run --resume`); wait for it to end",
+                    run_dir.display()
+                ),
+            );
+            Err(Outcome::Failed)
+        }
+        Err(error) => {
+            print_error(
+                context,
+                &format!("cannot lock run directory `{}`: {error}", run_dir.display()),
+            );
+            Err(Outcome::Failed)
+        }
+    }
 }
 
 /// Refuses to resume a run whose spec, prompts or input changed since its journal

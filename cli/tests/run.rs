@@ -393,6 +393,45 @@ async fn a_resume_keeps_out_record_and_events() {
     let _ = std::fs::remove_dir_all(&project);
 }
 
+/// DESIGN §13.3: a run that another process is running is never resumed alongside it.
+/// While the first `charter run` waits on the finalizer, `--resume` of its directory is
+/// refused (exit 1) and asks no model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_of_a_run_another_process_is_running_is_refused() {
+    let server = MockServer::start().await;
+    mount(&server, Duration::from_secs(30)).await;
+    let project = project("resume-held");
+    let mut child = start_until_finalizer(&project, &server, &RUN_KILLED[..6]).await;
+    let calls = server.received_requests().await.unwrap_or_default().len();
+    let refused = output(charter(
+        &project,
+        &server,
+        &["run", "--resume", "runs/killed"],
+    ));
+    let _ = child.kill();
+    let _ = child.wait();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is being run by another process"),
+        "{stderr}"
+    );
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        calls
+    );
+    // Once the first process is gone (even by SIGKILL), the lock is free again.
+    let resumed = output(charter(
+        &project,
+        &server,
+        &["run", "--resume", "runs/killed"],
+    ));
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert_ne!(resumed.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("another process"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&project);
+}
+
 #[tokio::test]
 async fn a_resume_refuses_a_changed_spec_or_input_unless_forced() {
     let server = MockServer::start().await;

@@ -550,6 +550,52 @@ async fn a_killed_server_resumes_its_runs_from_their_journals() {
     );
 }
 
+/// DESIGN §13.3: a run directory is held by the process running it. A second server
+/// started in the same directory while a run's call is in flight leaves that run alone
+/// (it used to resume it too and ask the model again: two writers, one journal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_server_in_the_directory_leaves_a_running_run_alone() {
+    let project = project("two-servers");
+    let model = MockServer::start().await;
+    for_role("writer")
+        .respond_with(
+            chat(json!({"title": "Rust", "body": "Rust is fast."}))
+                .set_delay(std::time::Duration::from_millis(1500)),
+        )
+        .mount(&model)
+        .await;
+    for_role("reviewer")
+        .respond_with(chat(json!({"relevance": 9, "verdict": "PASS"})))
+        .mount(&model)
+        .await;
+    for_role("finalizer")
+        .respond_with(chat(json!({"candidate_id": "c1", "summary": "one post"})))
+        .mount(&model)
+        .await;
+    let first = start(&project, &model, &["specs/review_loop.charter"], 0);
+    let id = start_run(&first.base, "review_loop").await;
+    let mut waited = 0;
+    while requests_for(&model, "writer").await == 0 && waited < 500 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        waited += 1;
+    }
+    let second = start(&project, &model, &["specs/review_loop.charter"], 1);
+    assert!(
+        second.said.iter().any(|line| line.contains(&id)
+            && line.contains("left alone")
+            && line.contains("another process")),
+        "{:?}",
+        second.said
+    );
+    let rest = Events::open(&first.base, &id, None).await.rest().await;
+    assert_eq!(rest[rest.len() - 1].data["outcome"], "completed");
+    assert_eq!(
+        requests_for(&model, "writer").await,
+        1,
+        "the run was run twice"
+    );
+}
+
 #[tokio::test]
 async fn a_token_is_required_off_loopback_and_checked_when_given() {
     let project = project("token");

@@ -344,6 +344,17 @@ impl Runs {
         input: Value,
         dir: PathBuf,
     ) -> Result<(), String> {
+        // Held until the run ends: no other process runs it meanwhile.
+        let lock = match files::DirLock::try_hold(&dir) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => {
+                return Err(
+                    "another process is running it (a second `charter serve` in this directory, or `charter run --resume`)"
+                        .to_string(),
+                );
+            }
+            Err(error) => return Err(format!("cannot lock its directory: {error}")),
+        };
         let stream = Stream::create(Some(&dir.join(STREAM_FILE)), self.scrubber().clone())
             .map_err(|error| format!("cannot write the event stream: {error}"))?;
         let run = Run::new(id.clone(), served.name.clone(), stream);
@@ -367,6 +378,7 @@ impl Runs {
                 let _ = serde_json::to_string_pretty(&result)
                     .map(|text| files::write_atomically(&dir.join(RESULT_FILE), text.as_bytes()));
                 run.finish(result);
+                drop(lock);
             })
             .map(drop)
             .map_err(|error| format!("cannot start the run: {error}"))

@@ -303,6 +303,38 @@ impl<F: Write + Truncate> LineFile<F> {
     }
 }
 
+/// The name of the lock file in a run directory.
+pub const LOCK_FILE: &str = "lock";
+
+/// A run directory held by this process while it runs the run in it (DESIGN §13.3): an
+/// exclusive `flock` on `DIR/lock`, released when this is dropped or the process ends
+/// (even by `kill -9`), so two servers in one directory, or a server and `charter run
+/// --resume`, never run one run twice.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    /// Takes the lock of `dir` (creating its lock file), or `None` when another process
+    /// — or another open of it in this one — holds it. Never waits.
+    pub fn try_hold(dir: &Path) -> io::Result<Option<DirLock>> {
+        let path = dir.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(no_follow())
+            .open(&path)
+            .map_err(|error| explain(&path, error))?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(DirLock { _file: file })),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+}
+
 /// The run's files on this machine's file system ([`crate::engine::effects::Files`]):
 /// atomic writes, reads that never follow a symlink.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -213,3 +213,23 @@ fn sources_are_read_only_inside_the_root() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_run_directory_is_held_by_one_holder_at_a_time() {
+    let (dir, _) = scratch("lock");
+    let first = DirLock::try_hold(&dir).unwrap_or_else(|error| panic!("{error}"));
+    assert!(first.is_some());
+    // A second open of the lock (as a second server would make) is refused, not blocked.
+    let second = DirLock::try_hold(&dir).unwrap_or_else(|error| panic!("{error}"));
+    assert!(second.is_none());
+    drop(first);
+    let third = DirLock::try_hold(&dir).unwrap_or_else(|error| panic!("{error}"));
+    assert!(third.is_some(), "a released lock can be taken again");
+    // A symlink where the lock file goes is never opened through.
+    let (other, canary) = scratch("lock-link");
+    let _ = std::fs::remove_file(other.join(LOCK_FILE));
+    symlink(&canary, other.join(LOCK_FILE)).unwrap_or_else(|error| panic!("{error}"));
+    assert!(DirLock::try_hold(&other).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&other);
+}

@@ -16,7 +16,7 @@ use charter_compiler::graph::ExprIr;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::engine::provider::{CallKey, ToolRequest};
+use crate::engine::provider::{CallKey, ProviderError, ToolRequest, ToolResponse};
 
 /// How one attempt of a tool step ended.
 enum Attempt {
@@ -115,30 +115,18 @@ impl Scheduler<'_> {
         tool: &str,
         args: &Value,
     ) -> Result<Attempt, Halt> {
-        let spec = self.spec;
-        let timeout_ms = spec.tools.get(tool).and_then(|tool| tool.timeout_ms);
-        let attempt = key.attempt;
-        let provider = self.provider.clone();
-        let clock = self.clock.clone();
+        let timeout_ms = self.spec.tools.get(tool).and_then(|tool| tool.timeout_ms);
         let request = ToolRequest {
             key: key.clone(),
             tool: tool.to_string(),
             args: args.clone(),
         };
-        let timed = async move {
-            let call = provider.run_tool(request);
-            match timeout_ms {
-                Some(timeout_ms) => {
-                    let deadline = clock.now() + Duration::from_millis(timeout_ms);
-                    tokio::select! {
-                        biased;
-                        result = call => Some(result),
-                        () = clock.sleep_until(deadline) => None,
-                    }
-                }
-                None => Some(call.await),
-            }
-        };
+        let timed = timed_tool_call(
+            self.provider.clone(),
+            self.clock.clone(),
+            request,
+            timeout_ms,
+        );
         // A live view shows the tool running (a step may wait on it for minutes).
         let observer = self.config.observer.clone();
         if let Some(observer) = &observer {
@@ -149,45 +137,62 @@ impl Scheduler<'_> {
             let ok = matches!(&outcome, Some(Ok(response)) if response.result.is_ok());
             observer.tool_finished(&key, tool, ok);
         }
-        let response = match outcome {
+        match outcome {
             // Cut by the tool's timeout: the call was dropped (a command's process group
             // killed with it).
-            None => {
-                let timeout_ms = timeout_ms.unwrap_or_default();
-                self.append(
-                    Some(Arc::from(key.step.as_str())),
-                    None,
-                    Some(attempt),
-                    EventKind::ToolTimeout {
-                        tool: tool.to_string(),
-                        args: args.clone(),
-                        timeout_ms,
-                    },
-                )?;
-                return Ok(Attempt::Failed(format!(
-                    "timed out after {}",
-                    crate::formats::scenario::duration_text::format(Duration::from_millis(
-                        timeout_ms
-                    ))
-                )));
-            }
-            Some(Err(error)) => {
-                return Err(Halt::Error(match error {
-                    crate::engine::provider::ProviderError::NotRecorded { key, closest } => {
-                        RunError::Unrecorded { key, closest }
-                    }
-                    other => RunError::Provider(other.to_string()),
-                }));
-            }
-            Some(Ok(response)) => response,
-        };
-        let result = match response.result {
+            None => self.tool_timed_out(&key, tool, args, timeout_ms.unwrap_or_default()),
+            Some(Err(error)) => Err(Halt::Error(match error {
+                crate::engine::provider::ProviderError::NotRecorded { key, closest } => {
+                    RunError::Unrecorded { key, closest }
+                }
+                other => RunError::Provider(other.to_string()),
+            })),
+            Some(Ok(response)) => self.tool_answered(&key, tool, args, response.result),
+        }
+    }
+
+    /// An attempt its tool's timeout cut: `tool_timeout`, and the step may try again.
+    fn tool_timed_out(
+        &mut self,
+        key: &CallKey,
+        tool: &str,
+        args: &Value,
+        timeout_ms: u64,
+    ) -> Result<Attempt, Halt> {
+        self.append(
+            Some(Arc::from(key.step.as_str())),
+            None,
+            Some(key.attempt),
+            EventKind::ToolTimeout {
+                tool: tool.to_string(),
+                args: args.clone(),
+                timeout_ms,
+            },
+        )?;
+        Ok(Attempt::Failed(format!(
+            "timed out after {}",
+            crate::formats::scenario::duration_text::format(Duration::from_millis(timeout_ms))
+        )))
+    }
+
+    /// An attempt the tool answered: `tool_call` (an error as `{"error": ...}`), then the
+    /// result checked against the tool's output contract (`contract_violation`).
+    fn tool_answered(
+        &mut self,
+        key: &CallKey,
+        tool: &str,
+        args: &Value,
+        answer: Result<Value, String>,
+    ) -> Result<Attempt, Halt> {
+        let spec = self.spec;
+        let step = || Some(Arc::from(key.step.as_str()));
+        let result = match answer {
             Ok(result) => result,
             Err(message) => {
                 self.append(
-                    Some(Arc::from(key.step.as_str())),
+                    step(),
                     None,
-                    Some(attempt),
+                    Some(key.attempt),
                     EventKind::ToolCall {
                         tool: tool.to_string(),
                         args: args.clone(),
@@ -198,9 +203,9 @@ impl Scheduler<'_> {
             }
         };
         self.append(
-            Some(Arc::from(key.step.as_str())),
+            step(),
             None,
-            Some(attempt),
+            Some(key.attempt),
             EventKind::ToolCall {
                 tool: tool.to_string(),
                 args: args.clone(),
@@ -220,9 +225,9 @@ impl Scheduler<'_> {
                     violations_text(&violations)
                 );
                 self.append(
-                    Some(Arc::from(key.step.as_str())),
+                    step(),
                     None,
-                    Some(attempt),
+                    Some(key.attempt),
                     EventKind::ContractViolation {
                         contract: output,
                         tool: Some(tool.to_string()),
@@ -274,5 +279,27 @@ impl Scheduler<'_> {
         let until = self.clock.now() + delay;
         let timer = self.clock.sleep_until(until);
         self.bounded(timer).await
+    }
+}
+
+/// A `tool` step's call raced against its timeout on the run's clock: `None` when the
+/// timeout came first (the call is dropped with it).
+async fn timed_tool_call(
+    provider: Arc<dyn Provider>,
+    clock: Arc<dyn Clock>,
+    request: ToolRequest,
+    timeout_ms: Option<u64>,
+) -> Option<Result<ToolResponse, ProviderError>> {
+    let call = provider.run_tool(request);
+    match timeout_ms {
+        Some(timeout_ms) => {
+            let deadline = clock.now() + Duration::from_millis(timeout_ms);
+            tokio::select! {
+                biased;
+                result = call => Some(result),
+                () = clock.sleep_until(deadline) => None,
+            }
+        }
+        None => Some(call.await),
     }
 }

@@ -237,8 +237,15 @@ pub fn print_error(context: Context, message: &str) {
     print_err(&summary_line(context, "error", &message));
 }
 
-/// A `error: ...` / `warning: ...` line as rustc and cargo write them.
+/// A `error: ...` / `warning: ...` line as rustc and cargo write them. The message goes
+/// through the one escaping writer for text from files, models and tools
+/// (`escape::block`): its control characters are escaped (its line breaks kept) and no
+/// line of it can start a GitHub Actions command (`::error ...`).
 pub fn summary_line(context: Context, level: &str, message: &str) -> String {
+    let message = charter_runtime::world::escape::block(
+        message,
+        charter_runtime::world::escape::MAX_BLOCK_CHARS,
+    );
     if context.color {
         let colour = if level == "error" { "31" } else { "33" };
         format!("\u{1b}[1;{colour}m{level}\u{1b}[0m\u{1b}[1m: {message}\u{1b}[0m\n")

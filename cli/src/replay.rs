@@ -167,7 +167,7 @@ fn print_heading(args: &ReplayArgs, spec: &CompiledSpec, scenario: &Scenario) {
         scenario
             .description
             .as_deref()
-            .map(|description| format!(" — {description}"))
+            .map(|description| format!(" — {}", one_line(description, MAX_LINE_CHARS)))
             .unwrap_or_default()
     ));
 }

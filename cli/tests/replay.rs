@@ -224,3 +224,77 @@ fn the_answer_is_json_on_stdout_and_answer_json_in_out() {
         Some(answer)
     );
 }
+
+/// Text a cassette or scenario holds that would forge a GitHub annotation, clear the
+/// screen, ring the bell and move the cursor back, as YAML writes it.
+const HOSTILE: &str = r#""\n::error file=README.md,line=1::forged\e[2J\a\rover""#;
+
+/// Every value a replay prints from its files reaches the terminal escaped: no control
+/// character but a line break, and no line a CI runner would read as a command. Each case
+/// puts the hostile text in another field (the stale warning printed the spec hash raw).
+#[test]
+fn hostile_text_in_a_recording_reaches_the_terminal_escaped() {
+    let root = std::env::temp_dir().join(format!("charter-replay-hostile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures");
+    let scenario_dir = root.join("golden/review_loop/hostile");
+    std::fs::create_dir_all(&scenario_dir).unwrap_or_else(|error| panic!("{error}"));
+    std::fs::copy(
+        fixtures.join("review_loop.charter"),
+        root.join("review_loop.charter"),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let calls = "calls:\n  - { step: write, response: { title: Rust, body: fast }, latency: 2s }\n  - { step: review, response: { relevance: 9, verdict: PASS } }\n  - { step: deliver, response: { candidate_id: c1, summary: s } }\n";
+    let scenario = |description: &str| {
+        format!("spec: review_loop.charter\ndescription: {description}\ninput: {{ goal: rust }}\n")
+    };
+    let cases = [
+        // The stale warning: a recorded hash, and a prompt's name and hash.
+        (
+            scenario("plain"),
+            format!("version: 1\nrecorded:\n  spec_hash: {HOSTILE}\n{calls}"),
+        ),
+        (
+            scenario("plain"),
+            format!(
+                "version: 1\nrecorded:\n  spec_hash: x\n  prompts: {{ {HOSTILE}: {HOSTILE} }}\n{calls}"
+            ),
+        ),
+        // The heading: the scenario's description.
+        (scenario(HOSTILE), format!("version: 1\n{calls}")),
+        // A bad cassette: a step the spec lacks, named in the error.
+        (
+            scenario("plain"),
+            format!("version: 1\ncalls:\n  - {{ step: {HOSTILE}, response: {{}} }}\n"),
+        ),
+        // A recorded call never made: its key in the warning.
+        (
+            scenario("plain"),
+            format!(
+                "version: 1\n{calls}  - {{ step: review, round: 9, item: {HOSTILE}, response: {{}} }}\n"
+            ),
+        ),
+    ];
+    for (index, (scenario, cassette)) in cases.iter().enumerate() {
+        std::fs::write(scenario_dir.join("scenario.yaml"), scenario)
+            .unwrap_or_else(|error| panic!("{error}"));
+        std::fs::write(scenario_dir.join("cassette.yaml"), cassette)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let (_, stderr) = replay(&[scenario_dir.as_os_str()]);
+        assert!(
+            stderr.contains("forged"),
+            "case {index} printed nothing of the text: {stderr}"
+        );
+        for (number, line) in stderr.lines().enumerate() {
+            assert!(
+                !line.starts_with("::"),
+                "case {index}, line {number} is a CI command: {stderr}"
+            );
+            assert!(
+                !line.chars().any(|c| c.is_control() && c != '\t'),
+                "case {index}, line {number} holds a control character: {line:?}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

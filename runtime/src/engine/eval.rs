@@ -375,6 +375,11 @@ impl Interpreter<'_> {
         }
     }
 
+    /// The value of a call to a built-in function: its arity checked, its arguments
+    /// evaluated in order, then the function applied to them.
+    ///
+    /// One piece: one arm per built-in function, each checking its own arguments;
+    /// splitting would scatter the table of built-ins.
     fn call(&mut self, function: BuiltinIr, args: &[ExprIr]) -> Result<Value, EvalError> {
         let (name, arity) = match function {
             BuiltinIr::Len => ("len", 1),

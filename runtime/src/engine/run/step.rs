@@ -23,7 +23,7 @@ use crate::engine::provider::{
     CallKey, CallLog, CallLogEntries, CallSettings, ModelOutput, ModelRequest, ModelResponse,
     ProviderError, ToolCall, Usage,
 };
-use crate::engine::validate::{Validator, parse_output, violations_text};
+use crate::engine::validate::{Validator, Violation, parse_output, violations_text};
 use crate::formats::canonical::{canonical_json, sha256};
 use crate::formats::trace::{BudgetKind, EventKind, RetryKind};
 
@@ -104,6 +104,27 @@ pub enum CallUpdate {
 pub enum CallFailure {
     TimedOut { after_ms: u64 },
     Provider(ProviderError),
+}
+
+/// What a reply comes to before the retry decision ([`Scheduler::on_reply`]).
+enum ReplyClass {
+    /// A valid output: the call is done.
+    Output(Value),
+    /// A permanent provider error: the call fails without a retry.
+    Failed(String),
+    /// A contract violation or a transient failure: retried while the role's retries
+    /// last.
+    Retryable(RetryableReply),
+}
+
+/// A reply that may be retried: what went wrong, and what decides whether and when.
+struct RetryableReply {
+    /// What went wrong, as the `retry` event's reason and the failure's message say it.
+    problem: String,
+    /// The `write`/`external` tools the attempt ran, which a retry would run again.
+    effects: Vec<String>,
+    /// How long the server asked to wait (`Retry-After`), if it did.
+    retry_after_ms: Option<u64>,
 }
 
 /// What a job sends back.
@@ -251,6 +272,10 @@ impl Scheduler<'_> {
     /// Applies a finished call to `unit`: usage and budgets, tool calls, the contract
     /// check, and the retry decision. `Retrying` means a backoff timer job now runs
     /// (its id is [`Scheduler::last_job`]).
+    ///
+    /// A pipeline: trace the provider's notes, classify the reply (a valid output, a
+    /// contract violation, a transient failure, or a failure for good), then, for a reply
+    /// that may be retried, decide whether and when to retry.
     pub(super) fn on_reply(
         &mut self,
         unit: &mut CallUnit,
@@ -264,7 +289,26 @@ impl Scheduler<'_> {
                 unit.role
             ))));
         };
-        for message in &log.notes {
+        self.trace_provider_notes(unit, role, &log.notes)?;
+        let class = match result {
+            Ok(response) => self.classify_response(unit, role, response)?,
+            Err(failure) => self.classify_failure(unit, role, failure, &log.tool_calls)?,
+        };
+        match class {
+            ReplyClass::Output(output) => Ok(CallUpdate::Output(output)),
+            ReplyClass::Failed(message) => Ok(CallUpdate::Failed(message)),
+            ReplyClass::Retryable(reply) => self.retry_or_fail(unit, role, reply),
+        }
+    }
+
+    /// Writes a `provider_note` for each note the provider made during the call.
+    fn trace_provider_notes(
+        &mut self,
+        unit: &CallUnit,
+        role: &RoleIr,
+        notes: &[String],
+    ) -> Result<(), Halt> {
+        for message in notes {
             self.emit_call(
                 unit,
                 EventKind::ProviderNote {
@@ -273,144 +317,208 @@ impl Scheduler<'_> {
                 },
             )?;
         }
+        Ok(())
+    }
+
+    /// Classifies a call that gave no reply: a timeout or a transient provider error may
+    /// be retried, a permanent one fails the call, and a missing recording, an unmet
+    /// prompt expectation or a fatal error stops the run. `tool_calls` are what the
+    /// attempt ran before it failed.
+    fn classify_failure(
+        &mut self,
+        unit: &mut CallUnit,
+        role: &RoleIr,
+        failure: CallFailure,
+        tool_calls: &[ToolCall],
+    ) -> Result<ReplyClass, Halt> {
         // What a failed attempt ran is recorded like what a successful one ran: a retry
         // must not hide (or silently repeat) its side effects.
         let mut effects = Vec::new();
-        if result.is_err() && !log.tool_calls.is_empty() {
-            effects = self.tool_calls(unit, role, &log.tool_calls)?;
+        if !tool_calls.is_empty() {
+            effects = self.tool_calls(unit, role, tool_calls)?;
         }
         // A server that said when to come back (`Retry-After`) is not asked sooner.
-        let retry_after_ms = match &result {
-            Err(CallFailure::Provider(error)) => error
+        let retry_after_ms = match &failure {
+            CallFailure::Provider(error) => error
                 .retry_after()
                 .map(|wait| u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
-            _ => None,
+            CallFailure::TimedOut { .. } => None,
         };
-        let problem = match result {
-            Err(CallFailure::TimedOut { after_ms }) => {
+        let problem = match failure {
+            CallFailure::TimedOut { after_ms } => {
                 self.emit_call(unit, EventKind::Timeout { after_ms })?;
                 format!("timed out after {after_ms} ms")
             }
-            Err(CallFailure::Provider(ProviderError::TimedOut { after })) => {
+            CallFailure::Provider(ProviderError::TimedOut { after }) => {
                 let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
                 self.emit_call(unit, EventKind::Timeout { after_ms })?;
                 format!("no response after {after_ms} ms")
             }
-            Err(CallFailure::Provider(ProviderError::NotRecorded { key, closest })) => {
+            CallFailure::Provider(ProviderError::NotRecorded { key, closest }) => {
                 return Err(Halt::Error(RunError::Unrecorded { key, closest }));
             }
-            Err(CallFailure::Provider(ProviderError::PromptExpectation { key, unmet })) => {
+            CallFailure::Provider(ProviderError::PromptExpectation { key, unmet }) => {
                 return Err(Halt::Error(RunError::PromptExpectation { key, unmet }));
             }
-            Err(CallFailure::Provider(error)) if error.is_fatal() => {
+            CallFailure::Provider(error) if error.is_fatal() => {
                 return Err(Halt::Error(RunError::Provider(error.to_string())));
             }
-            Err(CallFailure::Provider(error)) => {
+            CallFailure::Provider(error) => {
                 if !error.is_transient() {
-                    return Ok(CallUpdate::Failed(error.to_string()));
+                    return Ok(ReplyClass::Failed(error.to_string()));
                 }
                 error.to_string()
             }
-            Ok(response) => {
-                self.account(role, response.usage);
-                self.emit_call(
-                    unit,
-                    EventKind::ModelResult {
-                        role: unit.role.clone(),
-                        input_tokens: response.usage.input_tokens,
-                        output_tokens: response.usage.output_tokens,
-                        latency_ms: u64::try_from(response.latency.as_millis()).unwrap_or(u64::MAX),
-                    },
-                )?;
-                effects = self.tool_calls(unit, role, &response.tool_calls)?;
-                if let Some(observer) = &self.config.observer {
-                    let key = self.call_key(unit);
-                    let answer = match &response.output {
-                        ModelOutput::Json(value) => canonical_json(value),
-                        ModelOutput::Text(text) => text.clone(),
-                    };
-                    observer.model_answered(&key, &answer);
-                }
-                let parsed = match response.output {
-                    ModelOutput::Json(value) => Ok(value),
-                    ModelOutput::Text(text) => {
-                        parse_output(&text).map_err(|violation| vec![violation])
-                    }
-                };
-                let validator = Validator::for_spec(spec);
-                // The answer comes back with the violations, for their feedback (one that
-                // names no candidate comes back as checked, defaults filled in).
-                let checked = match parsed {
-                    Ok(value) => match validator.validate_owned(&role.output, value) {
-                        Ok(output) => match self.names_a_candidate(unit, &output) {
-                            Ok(()) => Ok(output),
-                            Err(violations) => Err((violations, Some(output))),
-                        },
-                        Err((violations, value)) => Err((violations, Some(value))),
-                    },
-                    Err(violations) => Err((violations, None)),
-                };
-                match checked {
-                    Ok(output) => {
-                        self.check_budget()?;
-                        unit.validation_error = None;
-                        return Ok(CallUpdate::Output(output));
-                    }
-                    Err((violations, answered)) => {
-                        let text = violations_text(&violations);
-                        unit.feedback = Some(Arc::new(
-                            crate::engine::feedback::contract(
-                                unit.feedback.take().and_then(|given| {
-                                    crate::engine::feedback::Feedback::from_value(&given)
-                                }),
-                                self.state.round,
-                                &role.output,
-                                &violations,
-                                answered,
-                            )
-                            .into_value(),
-                        ));
-                        self.emit_call(
-                            unit,
-                            EventKind::ContractViolation {
-                                contract: role.output.clone(),
-                                tool: None,
-                                violations,
-                            },
-                        )?;
-                        self.check_budget()?;
-                        unit.validation_error = Some(text.clone());
-                        format!("contract violation: {}", text.replace('\n', "; "))
-                    }
-                }
-            }
         };
+        Ok(ReplyClass::Retryable(RetryableReply {
+            problem,
+            effects,
+            retry_after_ms,
+        }))
+    }
+
+    /// Classifies a reply: traces it, then checks its output against the role's
+    /// contract. A valid output ends the call; a contract violation is given back to the
+    /// model as feedback and may be retried.
+    fn classify_response(
+        &mut self,
+        unit: &mut CallUnit,
+        role: &RoleIr,
+        response: ModelResponse,
+    ) -> Result<ReplyClass, Halt> {
+        let effects = self.trace_response(unit, role, &response)?;
+        match self.check_output(unit, role, response.output) {
+            Ok(output) => {
+                self.check_budget()?;
+                unit.validation_error = None;
+                Ok(ReplyClass::Output(output))
+            }
+            Err((violations, answered)) => {
+                let problem = self.record_contract_violation(unit, role, violations, answered)?;
+                Ok(ReplyClass::Retryable(RetryableReply {
+                    problem,
+                    effects,
+                    retry_after_ms: None,
+                }))
+            }
+        }
+    }
+
+    /// Charges the reply's usage, writes `model_result` and the tool calls the reply
+    /// made, and tells the observer the answer. Returns the `write`/`external` tools
+    /// the attempt ran (see [`Scheduler::tool_calls`]).
+    fn trace_response(
+        &mut self,
+        unit: &mut CallUnit,
+        role: &RoleIr,
+        response: &ModelResponse,
+    ) -> Result<Vec<String>, Halt> {
+        self.account(role, response.usage);
+        self.emit_call(
+            unit,
+            EventKind::ModelResult {
+                role: unit.role.clone(),
+                input_tokens: response.usage.input_tokens,
+                output_tokens: response.usage.output_tokens,
+                latency_ms: u64::try_from(response.latency.as_millis()).unwrap_or(u64::MAX),
+            },
+        )?;
+        let effects = self.tool_calls(unit, role, &response.tool_calls)?;
+        if let Some(observer) = &self.config.observer {
+            let key = self.call_key(unit);
+            let answer = match &response.output {
+                ModelOutput::Json(value) => canonical_json(value),
+                ModelOutput::Text(text) => text.clone(),
+            };
+            observer.model_answered(&key, &answer);
+        }
+        Ok(effects)
+    }
+
+    /// The reply's output, parsed and checked against the role's output contract (and,
+    /// in a `finalize` step, against the candidates). The answer comes back with the
+    /// violations, for their feedback (one that names no candidate comes back as
+    /// checked, defaults filled in).
+    fn check_output(
+        &self,
+        unit: &CallUnit,
+        role: &RoleIr,
+        output: ModelOutput,
+    ) -> Result<Value, (Vec<Violation>, Option<Value>)> {
+        let parsed = match output {
+            ModelOutput::Json(value) => Ok(value),
+            ModelOutput::Text(text) => parse_output(&text).map_err(|violation| vec![violation]),
+        };
+        let validator = Validator::for_spec(self.spec);
+        match parsed {
+            Ok(value) => match validator.validate_owned(&role.output, value) {
+                Ok(output) => match self.names_a_candidate(unit, &output) {
+                    Ok(()) => Ok(output),
+                    Err(violations) => Err((violations, Some(output))),
+                },
+                Err((violations, value)) => Err((violations, Some(value))),
+            },
+            Err(violations) => Err((violations, None)),
+        }
+    }
+
+    /// Records a contract violation: the feedback the next attempt's prompt shows, the
+    /// `contract_violation` event, and the error given back to the model. Returns the
+    /// problem as the retry's reason reads it.
+    fn record_contract_violation(
+        &mut self,
+        unit: &mut CallUnit,
+        role: &RoleIr,
+        violations: Vec<Violation>,
+        answered: Option<Value>,
+    ) -> Result<String, Halt> {
+        let text = violations_text(&violations);
+        unit.feedback = Some(Arc::new(
+            crate::engine::feedback::contract(
+                unit.feedback
+                    .take()
+                    .and_then(|given| crate::engine::feedback::Feedback::from_value(&given)),
+                self.state.round,
+                &role.output,
+                &violations,
+                answered,
+            )
+            .into_value(),
+        ));
+        self.emit_call(
+            unit,
+            EventKind::ContractViolation {
+                contract: role.output.clone(),
+                tool: None,
+                violations,
+            },
+        )?;
+        self.check_budget()?;
+        unit.validation_error = Some(text.clone());
+        Ok(format!("contract violation: {}", text.replace('\n', "; ")))
+    }
+
+    /// Decides a reply that may be retried: it fails when the server's wait is past the
+    /// role's timeout, when the attempt ran effects a retry would repeat, or when the
+    /// role's retries are used up; otherwise the retry is scheduled after its backoff.
+    fn retry_or_fail(
+        &mut self,
+        unit: &mut CallUnit,
+        role: &RoleIr,
+        reply: RetryableReply,
+    ) -> Result<CallUpdate, Halt> {
+        let RetryableReply {
+            problem,
+            effects,
+            retry_after_ms,
+        } = reply;
         // The `on_exhausted` summary is one call, whatever the role's `retry`.
         let retries_allowed = if self.summarizing { 0 } else { role.retry };
-        // A `Retry-After` counts against the role's timeout and the wall budget: a wait
-        // past the timeout is not made, nor one that would use up what is left of the wall
-        // budget, which would leave no time for the retry it waits for (the provider has
-        // already cut the wait to its cap).
-        if let Some(wait_ms) = retry_after_ms {
-            if let Some(limit_ms) = role.timeout_ms
-                && wait_ms > limit_ms
-            {
-                return Ok(CallUpdate::Failed(format!(
-                    "{problem} (the server asks to wait {wait_ms} ms, longer than the role's \
-                     timeout of {limit_ms} ms)"
-                )));
-            }
-            let elapsed = self.elapsed();
-            self.state.meter.set_elapsed(elapsed);
-            if unit.retries_used < retries_allowed
-                && self
-                    .state
-                    .meter
-                    .wall_left()
-                    .is_some_and(|left| Duration::from_millis(wait_ms) >= left)
-            {
-                return Err(self.budget_stop(BudgetKind::Wall));
-            }
+        if let Some(wait_ms) = retry_after_ms
+            && let Some(failure) =
+                self.check_server_wait(unit, role, &problem, wait_ms, retries_allowed)?
+        {
+            return Ok(CallUpdate::Failed(failure));
         }
         if unit.retries_used < retries_allowed && !effects.is_empty() && !role.retry_after_effects {
             return Ok(CallUpdate::Failed(format!(
@@ -432,6 +540,56 @@ impl Scheduler<'_> {
                 format!("{problem} (after {retries} provider retries)")
             }));
         }
+        self.schedule_retry(unit, role, problem, retry_after_ms, retries_allowed)
+    }
+
+    /// Checks the wait a server asked for (`Retry-After`, `wait_ms`) before a retry.
+    /// The wait counts against the role's timeout and the wall budget: a wait past the
+    /// timeout is not made (the call fails, with the returned message), nor one that
+    /// would use up what is left of the wall budget, which would leave no time for the
+    /// retry it waits for (the run stops). The provider has already cut the wait to its
+    /// cap.
+    fn check_server_wait(
+        &mut self,
+        unit: &CallUnit,
+        role: &RoleIr,
+        problem: &str,
+        wait_ms: u64,
+        retries_allowed: u64,
+    ) -> Result<Option<String>, Halt> {
+        if let Some(limit_ms) = role.timeout_ms
+            && wait_ms > limit_ms
+        {
+            return Ok(Some(format!(
+                "{problem} (the server asks to wait {wait_ms} ms, longer than the role's \
+                 timeout of {limit_ms} ms)"
+            )));
+        }
+        let elapsed = self.elapsed();
+        self.state.meter.set_elapsed(elapsed);
+        if unit.retries_used < retries_allowed
+            && self
+                .state
+                .meter
+                .wall_left()
+                .is_some_and(|left| Duration::from_millis(wait_ms) >= left)
+        {
+            return Err(self.budget_stop(BudgetKind::Wall));
+        }
+        Ok(None)
+    }
+
+    /// Schedules the next attempt of `unit` after its backoff (doubling from the role's
+    /// `backoff_ms`, never shorter than the server's wait): writes `retry{provider}` and
+    /// starts the timer job.
+    fn schedule_retry(
+        &mut self,
+        unit: &mut CallUnit,
+        role: &RoleIr,
+        problem: String,
+        retry_after_ms: Option<u64>,
+        retries_allowed: u64,
+    ) -> Result<CallUpdate, Halt> {
         unit.retries_used += 1;
         let policy = RetryPolicy {
             retries: retries_allowed,
@@ -463,11 +621,7 @@ impl Scheduler<'_> {
     /// malformed id (`415386`, `c1,`) is a contract violation, re-asked with the
     /// correction like any other; a well-formed id of another candidate than `best` is
     /// left for the finalize step to refuse (`delivery_mismatch`).
-    fn names_a_candidate(
-        &self,
-        unit: &CallUnit,
-        output: &Value,
-    ) -> Result<(), Vec<crate::engine::validate::Violation>> {
+    fn names_a_candidate(&self, unit: &CallUnit, output: &Value) -> Result<(), Vec<Violation>> {
         let finalizing = self
             .spec
             .flow
@@ -489,7 +643,7 @@ impl Scheduler<'_> {
             .best()
             .map(|best| format!("; the one to deliver is `{}`", best.id()))
             .unwrap_or_default();
-        Err(vec![crate::engine::validate::Violation {
+        Err(vec![Violation {
             path: "candidate_id".to_string(),
             message: format!(
                 "{} names no candidate: it must be exactly one of {}{best}",
@@ -518,6 +672,10 @@ impl Scheduler<'_> {
     /// checked against the tool's output contract (tool outputs are untrusted data), unless
     /// the call was answered with an error (the tool did not run or failed). Returns the
     /// permitted tools whose effect is `write` or `external`, in order, each once.
+    ///
+    /// One piece: one pass over the calls, each through the same gates in the order its
+    /// events are written (whitelist and limit, permit rules, effects, timeout, output
+    /// contract); splitting would scatter that order.
     fn tool_calls(
         &mut self,
         unit: &mut CallUnit,

@@ -101,10 +101,47 @@ impl AnthropicProvider {
         })
     }
 
+    /// One call: a loop of turns, each sending the conversation so far, until the model
+    /// answers (or runs out of turns). The tools the model calls on the way are run and
+    /// answered, and the next turn sends the answers.
     async fn run(&self, request: ModelRequest) -> Result<ModelResponse, ProviderError> {
         let started = tokio::time::Instant::now();
-        let schema = wire_schema(&request);
-        let use_tool = schema.is_some()
+        let offer = self.offer(&request);
+        let mut messages = vec![first_message(&request)];
+        let mut tool_loop = ToolLoop::new(&self.tools, &request);
+        let mut usage = Usage::default();
+        let mut turns = 0u64;
+        loop {
+            if turns >= tool_loop.max_turns() {
+                return Err(too_many_turns(turns));
+            }
+            turns += 1;
+            let body = self.turn_body(&request, &offer, &messages, &tool_loop);
+            let reply = self.post(&body).await?;
+            add_usage(&mut usage, reply.usage.as_ref());
+            let tool_uses = match read_turn(&reply.content, offer.output_tool) {
+                Turn::Answer(output) => {
+                    return Ok(ModelResponse {
+                        output,
+                        usage,
+                        tool_calls: tool_loop.calls,
+                        latency: started.elapsed(),
+                    });
+                }
+                Turn::ToolUses(tool_uses) => tool_uses,
+            };
+            let results = answer_tool_uses(&mut tool_loop, &tool_uses).await;
+            messages.push(json!({"role": "assistant", "content": reply.content}));
+            messages.push(json!({"role": "user", "content": results}));
+        }
+    }
+
+    /// What every turn of `request` offers the model alike: the role's tools, the
+    /// output tool when the output comes as a call of it, and otherwise the JSON
+    /// instructions as the system prompt.
+    fn offer(&self, request: &ModelRequest) -> Offer {
+        let schema = wire_schema(request);
+        let output_tool = schema.is_some()
             && self.config.structured_output != StructuredOutput::Instructions
             && request.settings.params.output != OutputModeIr::Prompt
             && !request.tools.iter().any(|tool| tool == OUTPUT_TOOL);
@@ -122,7 +159,7 @@ impl AnthropicProvider {
             .collect();
         let own_tools = !tool_definitions.is_empty();
         let mut system = None;
-        match (&schema, use_tool) {
+        match (&schema, output_tool) {
             (Some(schema), true) => tool_definitions.push(json!({
                 "name": OUTPUT_TOOL,
                 "description": "Give your final answer: call this tool once, with the answer as its input.",
@@ -131,123 +168,67 @@ impl AnthropicProvider {
             (Some(schema), false) => system = Some(json_instructions(schema)),
             (None, _) => {}
         }
-        let mut user_content = vec![json!({"type": "text", "text": request.prompt})];
-        if let Some(previous_error) = &request.previous_error {
-            user_content.push(json!({"type": "text", "text": correction(previous_error)}));
+        Offer {
+            tool_definitions,
+            own_tools,
+            output_tool,
+            system,
         }
-        let mut messages = vec![json!({"role": "user", "content": user_content})];
-        let mut tool_loop = ToolLoop::new(&self.tools, &request);
-        let mut usage = Usage::default();
-        let mut turns = 0u64;
-        loop {
-            if turns >= tool_loop.max_turns() {
-                return Err(too_many_turns(turns));
-            }
-            turns += 1;
-            let tools_done = tool_loop.exhausted();
-            let params = &request.settings.params;
-            let mut body = json!({
-                "model": model_name(&request.model),
-                "max_tokens": params.max_tokens.unwrap_or(self.config.max_tokens),
-                "messages": messages,
-            });
-            // The Messages API takes no seed.
-            if let Some(temperature) = params.temperature {
-                body["temperature"] = json!(temperature);
-            }
-            if let Some(top_p) = params.top_p {
-                body["top_p"] = json!(top_p);
-            }
-            if let Some(system) = &system {
-                body["system"] = json!(system);
-            }
-            // A role's `tool_choice` binds until the model has called a tool: until then
-            // the output tool is not offered, so the model cannot answer instead.
-            let forced = match &request.settings.tool_choice {
-                _ if !own_tools || tools_done || !tool_loop.choice_pending() => None,
-                ToolChoiceIr::Auto => None,
-                ToolChoiceIr::Required => Some(json!({"type": "any"})),
-                ToolChoiceIr::Tool(name) => Some(json!({"type": "tool", "name": name})),
+    }
+
+    /// The body of one turn's request: the model, its parameters, the conversation so
+    /// far, and the tools offered in this turn with the `tool_choice` that applies now.
+    fn turn_body(
+        &self,
+        request: &ModelRequest,
+        offer: &Offer,
+        messages: &[Value],
+        tool_loop: &ToolLoop<'_>,
+    ) -> Value {
+        let tools_done = tool_loop.exhausted();
+        let params = &request.settings.params;
+        let mut body = json!({
+            "model": model_name(&request.model),
+            "max_tokens": params.max_tokens.unwrap_or(self.config.max_tokens),
+            "messages": messages,
+        });
+        // The Messages API takes no seed.
+        if let Some(temperature) = params.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        if let Some(top_p) = params.top_p {
+            body["top_p"] = json!(top_p);
+        }
+        if let Some(system) = &offer.system {
+            body["system"] = json!(system);
+        }
+        // A role's `tool_choice` binds until the model has called a tool: until then
+        // the output tool is not offered, so the model cannot answer instead.
+        let forced = match &request.settings.tool_choice {
+            _ if !offer.own_tools || tools_done || !tool_loop.choice_pending() => None,
+            ToolChoiceIr::Auto => None,
+            ToolChoiceIr::Required => Some(json!({"type": "any"})),
+            ToolChoiceIr::Tool(name) => Some(json!({"type": "tool", "name": name})),
+        };
+        if let Some(forced) = forced {
+            let own: Vec<Value> = offer
+                .tool_definitions
+                .iter()
+                .filter(|tool| tool.get("name").and_then(Value::as_str) != Some(OUTPUT_TOOL))
+                .cloned()
+                .collect();
+            body["tools"] = Value::Array(own);
+            body["tool_choice"] = forced;
+        } else if !offer.tool_definitions.is_empty() {
+            body["tools"] = Value::Array(offer.tool_definitions.clone());
+            body["tool_choice"] = match (offer.output_tool, offer.own_tools && !tools_done) {
+                (true, true) => json!({"type": "any"}),
+                (true, false) => json!({"type": "tool", "name": OUTPUT_TOOL}),
+                (false, true) => json!({"type": "auto"}),
+                (false, false) => json!({"type": "none"}),
             };
-            if let Some(forced) = forced {
-                let own: Vec<Value> = tool_definitions
-                    .iter()
-                    .filter(|tool| tool.get("name").and_then(Value::as_str) != Some(OUTPUT_TOOL))
-                    .cloned()
-                    .collect();
-                body["tools"] = Value::Array(own);
-                body["tool_choice"] = forced;
-            } else if !tool_definitions.is_empty() {
-                body["tools"] = Value::Array(tool_definitions.clone());
-                body["tool_choice"] = match (use_tool, own_tools && !tools_done) {
-                    (true, true) => json!({"type": "any"}),
-                    (true, false) => json!({"type": "tool", "name": OUTPUT_TOOL}),
-                    (false, true) => json!({"type": "auto"}),
-                    (false, false) => json!({"type": "none"}),
-                };
-            }
-            let reply = self.post(&body).await?;
-            if let Some(reported) = &reply.usage {
-                usage.input_tokens = usage
-                    .input_tokens
-                    .saturating_add(reported.input_tokens.unwrap_or_default());
-                usage.output_tokens = usage
-                    .output_tokens
-                    .saturating_add(reported.output_tokens.unwrap_or_default());
-            }
-            let mut text = String::new();
-            let mut tool_uses = Vec::new();
-            for block in &reply.content {
-                match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""));
-                    }
-                    Some("tool_use") => tool_uses.push(block),
-                    _ => {}
-                }
-            }
-            let output_call = tool_uses.iter().find(|block| {
-                use_tool && block.get("name").and_then(Value::as_str) == Some(OUTPUT_TOOL)
-            });
-            if let Some(output_call) = output_call {
-                let input = output_call.get("input").cloned().unwrap_or(Value::Null);
-                return Ok(ModelResponse {
-                    output: ModelOutput::Json(input),
-                    usage,
-                    tool_calls: tool_loop.calls,
-                    latency: started.elapsed(),
-                });
-            }
-            if tool_uses.is_empty() {
-                return Ok(ModelResponse {
-                    output: output_from_text(&text),
-                    usage,
-                    tool_calls: tool_loop.calls,
-                    latency: started.elapsed(),
-                });
-            }
-            let mut results = Vec::with_capacity(tool_uses.len());
-            for block in &tool_uses {
-                let id = block.get("id").and_then(Value::as_str).unwrap_or_default();
-                let name = block
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let args = block.get("input").cloned().unwrap_or_else(|| json!({}));
-                let answer = tool_loop.call(name, Ok(args)).await;
-                let mut result = json!({
-                    "type": "tool_result",
-                    "tool_use_id": id,
-                    "content": answer.content.to_string(),
-                });
-                if answer.is_error {
-                    result["is_error"] = json!(true);
-                }
-                results.push(result);
-            }
-            messages.push(json!({"role": "assistant", "content": reply.content}));
-            messages.push(json!({"role": "user", "content": results}));
         }
+        body
     }
 
     async fn post(&self, body: &Value) -> Result<MessagesResponse, ProviderError> {
@@ -295,6 +276,101 @@ impl Provider for AnthropicProvider {
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
         Box::pin(self.run(request))
     }
+}
+
+/// What every turn of one call offers the model alike ([`AnthropicProvider::offer`]).
+struct Offer {
+    /// The definitions of the role's tools, then the output tool's when `output_tool`.
+    tool_definitions: Vec<Value>,
+    /// The role has tools of its own (besides the output tool).
+    own_tools: bool,
+    /// The output comes as the arguments of a call of [`OUTPUT_TOOL`].
+    output_tool: bool,
+    /// The JSON instructions, when the output comes as text.
+    system: Option<String>,
+}
+
+/// What one turn's reply comes to.
+enum Turn<'a> {
+    /// The model answered (by calling the output tool, or with text): the call is done.
+    Answer(ModelOutput),
+    /// The model called tools: its `tool_use` blocks, to run and answer.
+    ToolUses(Vec<&'a Value>),
+}
+
+/// The first message of a call: the prompt, and the correction of the previous
+/// attempt's answer if there is one.
+fn first_message(request: &ModelRequest) -> Value {
+    let mut user_content = vec![json!({"type": "text", "text": request.prompt})];
+    if let Some(previous_error) = &request.previous_error {
+        user_content.push(json!({"type": "text", "text": correction(previous_error)}));
+    }
+    json!({"role": "user", "content": user_content})
+}
+
+/// Adds the tokens a turn's reply reports to the call's usage.
+fn add_usage(usage: &mut Usage, reported: Option<&MessagesUsage>) {
+    if let Some(reported) = reported {
+        usage.input_tokens = usage
+            .input_tokens
+            .saturating_add(reported.input_tokens.unwrap_or_default());
+        usage.output_tokens = usage
+            .output_tokens
+            .saturating_add(reported.output_tokens.unwrap_or_default());
+    }
+}
+
+/// Reads a turn's content blocks: a call of the output tool (when `output_tool`) is the
+/// answer, as is the text of a turn that calls no tool; otherwise the model's
+/// `tool_use` blocks are to be answered.
+fn read_turn(content: &[Value], output_tool: bool) -> Turn<'_> {
+    let mut text = String::new();
+    let mut tool_uses = Vec::new();
+    for block in content {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""));
+            }
+            Some("tool_use") => tool_uses.push(block),
+            _ => {}
+        }
+    }
+    let output_call = tool_uses.iter().find(|block| {
+        output_tool && block.get("name").and_then(Value::as_str) == Some(OUTPUT_TOOL)
+    });
+    if let Some(output_call) = output_call {
+        let input = output_call.get("input").cloned().unwrap_or(Value::Null);
+        return Turn::Answer(ModelOutput::Json(input));
+    }
+    if tool_uses.is_empty() {
+        return Turn::Answer(output_from_text(&text));
+    }
+    Turn::ToolUses(tool_uses)
+}
+
+/// Runs (or refuses) each `tool_use` block through the tool loop, in order, and gives
+/// back the `tool_result` blocks that answer them.
+async fn answer_tool_uses(tool_loop: &mut ToolLoop<'_>, tool_uses: &[&Value]) -> Vec<Value> {
+    let mut results = Vec::with_capacity(tool_uses.len());
+    for block in tool_uses {
+        let id = block.get("id").and_then(Value::as_str).unwrap_or_default();
+        let name = block
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let args = block.get("input").cloned().unwrap_or_else(|| json!({}));
+        let answer = tool_loop.call(name, Ok(args)).await;
+        let mut result = json!({
+            "type": "tool_result",
+            "tool_use_id": id,
+            "content": answer.content.to_string(),
+        });
+        if answer.is_error {
+            result["is_error"] = json!(true);
+        }
+        results.push(result);
+    }
+    results
 }
 
 #[derive(Debug, Deserialize)]

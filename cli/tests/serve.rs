@@ -111,6 +111,7 @@ fn serve_command(project: &Path, model: &MockServer, args: &[&str]) -> Command {
         .arg("serve")
         .args(args)
         .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("CHARTER_TOKEN")
         .env("OPENAI_BASE_URL", format!("{}/v1", model.uri()))
         .env("OPENAI_API_KEY", SECRET)
         .env("NO_COLOR", "1")
@@ -123,11 +124,22 @@ fn serve_command(project: &Path, model: &MockServer, args: &[&str]) -> Command {
 /// Starts `charter serve --port 0 ARGS` and reads its address (and the lines after it
 /// that tell of restored runs, up to `expect_lines` of them).
 fn start(project: &Path, model: &MockServer, args: &[&str], expect_lines: usize) -> Server {
+    start_with(project, model, args, &[], expect_lines)
+}
+
+/// [`start`] with environment variables of its own.
+fn start_with(
+    project: &Path,
+    model: &MockServer,
+    args: &[&str],
+    variables: &[(&str, &str)],
+    expect_lines: usize,
+) -> Server {
     let mut all = vec!["--port", "0"];
     all.extend_from_slice(args);
-    let mut child = serve_command(project, model, &all)
-        .spawn()
-        .unwrap_or_else(|error| panic!("{error}"));
+    let mut command = serve_command(project, model, &all);
+    command.envs(variables.iter().copied());
+    let mut child = command.spawn().unwrap_or_else(|error| panic!("{error}"));
     let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
     let mut lines = BufReader::new(stderr).lines();
     let first = lines
@@ -643,13 +655,20 @@ async fn a_token_is_required_off_loopback_and_checked_when_given() {
     assert_eq!(right.status(), 200);
     assert_eq!(model.received_requests().await.unwrap_or_default().len(), 0);
 
-    // The page needs no token; an event stream takes it from the query (EventSource).
+    // The page needs no token; an event stream takes it from the cookie the page sets
+    // (EventSource sends no header), never from its URL.
     let page = client
         .get(format!("{}/", server.base))
         .send()
         .await
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap_or_default();
+    assert!(page.contains("charter_token="), "the page sets no cookie");
+    assert!(
+        !page.contains("access_token"),
+        "the page puts the token in a URL"
+    );
     let started = client
         .post(&url)
         .bearer_auth("t0ken-xyz")
@@ -663,36 +682,139 @@ async fn a_token_is_required_off_loopback_and_checked_when_given() {
         .unwrap_or_default()
         .to_string();
     let events = format!("{}/runs/{id}/events", server.base);
-    let refused = client
-        .get(&events)
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(refused.status(), 401);
-    let wrong = client
-        .get(format!("{events}?access_token=t0ken"))
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(wrong.status(), 401);
-    let status = client
-        .get(format!("{}/runs/{id}?access_token=t0ken-xyz", server.base))
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
+    let with = |url: String, cookie: &str| {
+        let request = client.get(url).header("cookie", cookie.to_string());
+        async move {
+            request
+                .send()
+                .await
+                .unwrap_or_else(|error| panic!("{error}"))
+        }
+    };
+    assert_eq!(with(events.clone(), "").await.status(), 401);
+    assert_eq!(
+        with(events.clone(), "charter_token=t0ken").await.status(),
+        401
+    );
+    let query = with(format!("{events}?access_token=t0ken-xyz"), "").await;
+    assert_eq!(query.status(), 401, "a token in the URL is taken");
+    let status = with(
+        format!("{}/runs/{id}", server.base),
+        "charter_token=t0ken-xyz",
+    )
+    .await;
     assert_eq!(
         status.status(),
         401,
-        "only an event stream takes the token from the query"
+        "only an event stream takes the token from the cookie"
     );
-    let streamed = client
-        .get(format!("{events}?access_token=t0ken%2Dxyz"))
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
+    let streamed = with(events, "theme=dark; charter_token=t0ken%2Dxyz").await;
     assert_eq!(streamed.status(), 200);
     let text = streamed.text().await.unwrap_or_default();
     assert!(text.contains("\"kind\":\"answer\""), "{text}");
+}
+
+/// DESIGN §13.3: the token need not be on the command line, where `ps` shows it: from
+/// --token-file (its first line) or CHARTER_TOKEN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_comes_from_a_file_or_the_environment() {
+    let project = project("token-file");
+    let model = model().await;
+    let _ = std::fs::write(project.join("token.txt"), "from-the-file\n");
+    let from_file = start(
+        &project,
+        &model,
+        &["--token-file", "token.txt", "specs/review_loop.charter"],
+        0,
+    );
+    let from_env = start_with(
+        &project,
+        &model,
+        &["specs/review_loop.charter"],
+        &[("CHARTER_TOKEN", "from-the-env")],
+        0,
+    );
+    let client = reqwest::Client::new();
+    for (server, token) in [(&from_file, "from-the-file"), (&from_env, "from-the-env")] {
+        let url = format!("{}/runs", server.base);
+        let status = |bearer: &str| {
+            let request = client.get(&url).bearer_auth(bearer.to_string());
+            async move {
+                request
+                    .send()
+                    .await
+                    .unwrap_or_else(|error| panic!("{error}"))
+                    .status()
+            }
+        };
+        assert_eq!(status("wrong").await, 401, "{token}");
+        assert_eq!(status(token).await, 200, "{token}");
+    }
+    let both = usage_error(
+        &project,
+        &model,
+        &[
+            "--token",
+            "x",
+            "--token-file",
+            "token.txt",
+            "specs/review_loop.charter",
+        ],
+    );
+    assert!(both.contains("--token-file"), "{both}");
+    let missing = usage_error(
+        &project,
+        &model,
+        &["--token-file", "nope.txt", "specs/review_loop.charter"],
+    );
+    assert!(missing.contains("nope.txt"), "{missing}");
+}
+
+/// DESIGN §13.3: runs are bounded. Past --max-runs a `POST /runs` is 429 with
+/// Retry-After, and a place is free again once a run ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_past_max_runs_are_refused_until_one_ends() {
+    let project = project("max-runs");
+    let model = model().await;
+    let server = start(
+        &project,
+        &model,
+        &["--max-runs", "1", "specs/review_ask.charter"],
+        0,
+    );
+    let first = start_run(&server.base, "review_ask").await;
+    let mut stream = Events::open(&server.base, &first, None).await;
+    stream.until("ask").await;
+    let refused = reqwest::Client::new()
+        .post(format!("{}/runs", server.base))
+        .json(&json!({"spec": "review_ask", "input": {"goal": "rust"}}))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().get("retry-after").is_some());
+    let (status, body) = post(
+        &server.base,
+        &format!("/runs/{first}/answers"),
+        json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    stream.rest().await;
+    // The place is given back before the run's clients hear its end.
+    let (status, body) = post(
+        &server.base,
+        "/runs",
+        json!({"spec": "review_ask", "input": {"goal": "rust"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let bad = usage_error(
+        &project,
+        &model,
+        &["--max-runs", "0", "specs/review_ask.charter"],
+    );
+    assert!(bad.contains("--max-runs"), "{bad}");
 }
 
 /// The files a process holds open (Linux: its `/proc/PID/fd` entries).
@@ -707,7 +829,12 @@ fn open_files(pid: u32) -> usize {
 async fn a_finished_run_holds_no_open_file() {
     let project = project("descriptors");
     let model = model().await;
-    let server = start(&project, &model, &["specs/review_loop.charter"], 0);
+    let server = start(
+        &project,
+        &model,
+        &["--max-runs", "8", "specs/review_loop.charter"],
+        0,
+    );
     let pid = server.child.id();
     let finish = |count: usize| {
         let base = server.base.clone();

@@ -75,9 +75,20 @@ pub struct ServeArgs {
     pub port: u16,
 
     /// A token every request must give as `Authorization: Bearer TOKEN` (required when
-    /// --host is not a loopback address).
-    #[arg(long, value_name = "TOKEN")]
+    /// --host is not a loopback address). Anyone on the machine can read a command line
+    /// (`ps`): prefer --token-file or the CHARTER_TOKEN variable.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
     pub token: Option<String>,
+
+    /// Read the token from FILE (its first line). CHARTER_TOKEN, when set, is the token
+    /// when neither --token nor --token-file is given.
+    #[arg(long = "token-file", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// How many runs may run at once; a `POST /runs` past it is answered 429 with
+    /// `Retry-After` (default: twice the number of cores).
+    #[arg(long = "max-runs", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_runs: Option<u32>,
 
     /// A tool as a command, run by `sh -c` (the call's JSON arguments on stdin, one JSON
     /// value on stdout), as `charter run --tool` takes it. Repeat for each tool.
@@ -149,14 +160,43 @@ struct Served {
     token: Option<String>,
 }
 
+/// Twice the cores: runs mostly wait on models, but each has a thread and its files.
+fn default_max_runs() -> usize {
+    2 * std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// The token requests must give: --token, the first line of --token-file, or
+/// CHARTER_TOKEN; none (or an empty one) is no token.
+fn token(args: &ServeArgs, context: Context) -> Result<Option<String>, Outcome> {
+    let token = match (&args.token, &args.token_file) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(path)) => {
+            let text = charter_runtime::world::files::read_source(path, None, 64 * 1024).map_err(
+                |error| {
+                    print_error(context, &error.message(&display_path(path), "."));
+                    Outcome::Usage
+                },
+            )?;
+            let text = String::from_utf8_lossy(&text).into_owned();
+            Some(text.lines().next().unwrap_or_default().trim().to_string())
+        }
+        (None, None) => std::env::var("CHARTER_TOKEN").ok(),
+    };
+    Ok(token.filter(|token| !token.is_empty()))
+}
+
 pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
-    if !is_loopback(&args.host) && args.token.as_deref().is_none_or(str::is_empty) {
+    let token = match token(args, context) {
+        Ok(token) => token,
+        Err(outcome) => return Ok(outcome),
+    };
+    if !is_loopback(&args.host) && token.is_none() {
         print_error(
             context,
             &format!(
                 "--host {} is not a loopback address: anyone who reaches it could start runs \
-                 on your keys; give --token TOKEN (clients send `Authorization: Bearer TOKEN`), \
-                 or serve on 127.0.0.1",
+                 on your keys; give a token with --token-file FILE or CHARTER_TOKEN (clients \
+                 send `Authorization: Bearer TOKEN`), or serve on 127.0.0.1",
                 args.host
             ),
         );
@@ -171,6 +211,8 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
         PathBuf::from(".charter").join("runs"),
         std::env::vars().collect(),
         args.tools.clone(),
+        args.max_runs
+            .map_or_else(default_max_runs, |max| max as usize),
     ));
     if let Err(outcome) = check_tools_and_keys(args, context, &runs) {
         return Ok(outcome);
@@ -179,7 +221,7 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(serve(args, context, runs))
+    runtime.block_on(serve(args, context, runs, token))
 }
 
 /// The specs to serve: each SPEC compiled, then each --replay scenario's spec. Two specs
@@ -263,7 +305,12 @@ fn check_tools_and_keys(args: &ServeArgs, context: Context, runs: &Runs) -> Resu
     Ok(())
 }
 
-async fn serve(args: &ServeArgs, context: Context, runs: Arc<Runs>) -> anyhow::Result<Outcome> {
+async fn serve(
+    args: &ServeArgs,
+    context: Context,
+    runs: Arc<Runs>,
+    token: Option<String>,
+) -> anyhow::Result<Outcome> {
     let listener = match tokio::net::TcpListener::bind((args.host.as_str(), args.port)).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -284,7 +331,7 @@ async fn serve(args: &ServeArgs, context: Context, runs: Arc<Runs>) -> anyhow::R
         "charter serve: listening on http://{address} (spec{}: {}){}\n",
         if names.len() == 1 { "" } else { "s" },
         names.join(", "),
-        if args.token.is_some() {
+        if token.is_some() {
             "; requests need the bearer token"
         } else {
             ""
@@ -293,10 +340,7 @@ async fn serve(args: &ServeArgs, context: Context, runs: Arc<Runs>) -> anyhow::R
     for line in runs.restore() {
         print_err(&format!("{line}\n"));
     }
-    let served = Arc::new(Served {
-        runs,
-        token: args.token.clone().filter(|token| !token.is_empty()),
-    });
+    let served = Arc::new(Served { runs, token });
     let router = Router::new()
         .route("/", get(page))
         .route("/runs", post(start_run).get(list_runs))
@@ -347,9 +391,10 @@ fn is_loopback(host: &str) -> bool {
 }
 
 /// Refuses a request without the bearer token (when the server has one). The page at `/`
-/// holds nothing of a run and needs none; an event stream may give it as `?access_token=`
-/// instead, since a browser's EventSource cannot set a header (the page takes the token
-/// from its URL's `#token=` fragment, which no request carries).
+/// holds nothing of a run and needs none; an event stream may give it as the
+/// `charter_token` cookie instead, since a browser's EventSource cannot set a header (the
+/// page takes the token from its URL's `#token=` fragment, which no request carries, and
+/// sets the cookie `SameSite=Strict`). A token is never taken from a URL: URLs are logged.
 async fn authorize(State(served): State<Arc<Served>>, request: Request, next: Next) -> Response {
     if let Some(token) = &served.token
         && request.uri().path() != "/"
@@ -360,17 +405,11 @@ async fn authorize(State(served): State<Arc<Served>>, request: Request, next: Ne
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "))
             .map(|given| given.as_bytes().to_vec());
-        let from_query = (request.method() == axum::http::Method::GET
+        let from_cookie = (request.method() == axum::http::Method::GET
             && request.uri().path().ends_with("/events"))
-        .then(|| request.uri().query())
-        .flatten()
-        .and_then(|query| {
-            query
-                .split('&')
-                .find_map(|pair| pair.strip_prefix("access_token="))
-        })
-        .map(percent_decoded);
-        let given = from_header.or(from_query).unwrap_or_default();
+        .then(|| token_cookie(request.headers()))
+        .flatten();
+        let given = from_header.or(from_cookie).unwrap_or_default();
         if !same(&given, token.as_bytes()) {
             let mut response = error(
                 StatusCode::UNAUTHORIZED,
@@ -383,6 +422,17 @@ async fn authorize(State(served): State<Arc<Served>>, request: Request, next: Ne
         }
     }
     next.run(request).await
+}
+
+/// The `charter_token` cookie's value, percent-decoded (the page encodes it).
+fn token_cookie(headers: &axum::http::HeaderMap) -> Option<Vec<u8>> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|cookies| cookies.split(';'))
+        .find_map(|pair| pair.trim().strip_prefix("charter_token="))
+        .map(percent_decoded)
 }
 
 /// `text` with its `%XX` escapes (and `+`) decoded; a broken escape is kept as it is.
@@ -475,6 +525,19 @@ async fn start_run(State(served): State<Arc<Served>>, body: axum::body::Bytes) -
         )
             .into_response();
     }
+    if !served.runs.try_admit() {
+        let mut response = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!(
+                "{} runs are running, as many as this server runs at once (--max-runs); try again when one has ended",
+                served.runs.max_runs
+            ),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return response;
+    }
     let runs = served.runs.clone();
     let spec_name = spec.name.clone();
     let started = tokio::task::spawn_blocking(move || {
@@ -491,8 +554,14 @@ async fn start_run(State(served): State<Arc<Served>>, body: axum::body::Bytes) -
             Json(json!({"id": id})),
         )
             .into_response(),
-        Ok(Err(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, &message),
-        Err(problem) => error(StatusCode::INTERNAL_SERVER_ERROR, &problem.to_string()),
+        Ok(Err(message)) => {
+            served.runs.release();
+            error(StatusCode::INTERNAL_SERVER_ERROR, &message)
+        }
+        Err(problem) => {
+            served.runs.release();
+            error(StatusCode::INTERNAL_SERVER_ERROR, &problem.to_string())
+        }
     }
 }
 

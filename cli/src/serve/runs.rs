@@ -99,6 +99,10 @@ pub(crate) struct Runs {
     /// `--tool NAME=COMMAND`, as `charter run` takes them.
     tools: Vec<String>,
     runs: Mutex<BTreeMap<String, Arc<Run>>>,
+    /// Runs running now (started, or resumed at start, and not ended).
+    active: std::sync::atomic::AtomicUsize,
+    /// How many may run at once (`--max-runs`); resumed runs are never refused.
+    pub(crate) max_runs: usize,
 }
 
 /// One run: its stream, what it is doing, and the handles to answer or cancel it.
@@ -254,6 +258,7 @@ impl Runs {
         runs_dir: PathBuf,
         variables: Vec<(String, String)>,
         tools: Vec<String>,
+        max_runs: usize,
     ) -> Self {
         Runs {
             specs,
@@ -261,7 +266,25 @@ impl Runs {
             environment: LiveEnvironment::from_variables(variables),
             tools,
             runs: Mutex::new(BTreeMap::new()),
+            active: std::sync::atomic::AtomicUsize::new(0),
+            max_runs,
         }
+    }
+
+    /// Takes a place for a new run, or `false` when `max_runs` are running.
+    pub(crate) fn try_admit(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.active
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |active| {
+                (active < self.max_runs).then_some(active + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back a run's place (it ended, or never started).
+    pub(crate) fn release(&self) {
+        self.active
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// What every run's events, files and results are scrubbed of.
@@ -377,8 +400,11 @@ impl Runs {
                 // restart resumes it from its journal.
                 let _ = serde_json::to_string_pretty(&result)
                     .map(|text| files::write_atomically(&dir.join(RESULT_FILE), text.as_bytes()));
-                run.finish(result);
+                // Its place and its directory are free before its clients hear the end,
+                // so a client that saw the answer can start the next run at once.
                 drop(lock);
+                runs.release();
+                run.finish(result);
             })
             .map(drop)
             .map_err(|error| format!("cannot start the run: {error}"))
@@ -546,8 +572,14 @@ impl Runs {
         }
         let input: Value = serde_json::from_str(&read(INPUT_FILE)?)
             .map_err(|error| format!("run {id} left alone: {INPUT_FILE}: {error}"))?;
+        // A resumed run takes its place whatever the limit: it was admitted before.
+        self.active
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         self.launch(id.to_string(), served, input, dir.to_path_buf())
-            .map_err(|error| format!("run {id} left alone: {error}"))?;
+            .map_err(|error| {
+                self.release();
+                format!("run {id} left alone: {error}")
+            })?;
         Ok(Some(format!(
             "run {id} of {} resumed from its journal",
             served.name

@@ -117,8 +117,8 @@ pub fn read_text(path: &Path, shown: &str) -> Result<String, ReadError> {
     read_text_in(path, shown, None)
 }
 
-/// [`read_text`], and when `root` is given, only a file that resolves (after symlinks)
-/// inside it.
+/// [`read_text`], and when `root` is given, only a file whose path, as written, lies inside
+/// it (symbolic links are followed: they are the user's own).
 pub fn read_text_in(path: &Path, shown: &str, root: Option<&Path>) -> Result<String, ReadError> {
     let bytes = match files::read_source(path, root, files::MAX_SOURCE_BYTES) {
         Ok(bytes) => bytes,

@@ -759,7 +759,7 @@ const RUN_FILE_LIMIT: u64 = 1024 * 1024;
 
 /// The run's input, a JSON file.
 fn read_input(path: &Path, context: Context) -> Result<Value, Outcome> {
-    let text = files::read_regular(
+    let text = files::read_followed(
         path,
         charter_runtime::world::limits::DEFAULT_MAX_BYTES as u64,
     )

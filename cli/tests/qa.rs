@@ -518,14 +518,64 @@ fn files_a_spec_names_outside_the_project_are_refused_without_quoting_them() {
         );
         assert!(!text.contains("OUTSIDE-CANARY"), "{what}: {text}");
     }
-    // A symlink inside the project that leads out is refused the same way.
+    // A symlink inside the project is the user's own (DESIGN §15): followed for reading,
+    // wherever it leads.
     let project = confined_project(&directory, &spec_with_prompt_file("link.md"));
     std::os::unix::fs::symlink(directory.join("outside.md"), project.join("specs/link.md"))
         .expect("cannot make a link");
     let output = charter(&project, &["--color", "never", "check", "specs/x.charter"]);
     let text = stderr(&output);
-    assert!(text.contains("is outside the project root"), "{text}");
-    assert!(!text.contains("OUTSIDE-CANARY"), "{text}");
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(!text.contains("outside the project root"), "{text}");
+}
+
+/// DESIGN §15: a monorepo whose `specs/` and `golden/` are links into another tree
+/// verifies, and `--input` may be a link; writes still refuse a link in their way.
+#[test]
+fn a_project_of_links_verifies_and_an_input_may_be_a_link() {
+    let directory = scratch("linked_project");
+    let real = confined_project(&directory, &spec_with_prompt_file("p.md"));
+    write(&real, "specs/p.md", "Write about {{ request.goal }}.");
+    write(
+        &real,
+        "golden/x/s/scenario.yaml",
+        "spec: specs/x.charter\ninput: { goal: g }\n",
+    );
+    write(
+        &real,
+        "golden/x/s/cassette.yaml",
+        "version: 1\ncalls:\n  - { step: write, response: { text: done } }\n",
+    );
+    let linked = directory.join("linked");
+    let _ = std::fs::create_dir_all(&linked);
+    for name in ["specs", "golden"] {
+        std::os::unix::fs::symlink(real.join(name), linked.join(name)).expect("cannot make a link");
+    }
+    let output = charter(&linked, &["--color", "never", "verify", "."]);
+    let text = format!("{}{}", stdout(&output), stderr(&output));
+    assert!(!text.contains("outside the project root"), "{text}");
+    assert!(text.contains("x/s"), "{text}");
+    // An input that breaks the contract: read through the link, refused before any call.
+    write(&real, "input.json", r#"{"goal": 3}"#);
+    std::os::unix::fs::symlink(real.join("input.json"), linked.join("in.json"))
+        .expect("cannot make a link");
+    let output = charter(
+        &linked,
+        &[
+            "--color",
+            "never",
+            "run",
+            "specs/x.charter",
+            "--input",
+            "in.json",
+        ],
+    );
+    let text = stderr(&output);
+    assert!(!text.contains("symbolic link"), "{text}");
+    assert!(
+        text.contains("does not match the request contract"),
+        "{text}"
+    );
 }
 
 #[test]

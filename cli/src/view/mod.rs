@@ -38,7 +38,7 @@ pub struct ViewArgs {
 
 pub fn run(args: &ViewArgs, context: Context) -> anyhow::Result<Outcome> {
     let shown = display_path(&args.trace);
-    let text = match files::read_regular(&args.trace, TRACE_LIMIT) {
+    let text = match files::read_followed(&args.trace, TRACE_LIMIT) {
         Ok(text) => text,
         Err(error) => {
             print_error(context, &format!("cannot read `{shown}`: {error}"));

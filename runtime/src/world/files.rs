@@ -165,7 +165,7 @@ pub const MAX_SOURCE_BYTES: u64 = 10 * 1024 * 1024;
 pub enum SourceError {
     /// Nothing is there.
     Missing,
-    /// It resolves (after symlinks) outside the project root.
+    /// Its path, as written, leads outside the project root.
     Outside,
     /// A directory.
     Directory,
@@ -196,32 +196,29 @@ impl SourceError {
     }
 }
 
-/// Reads the file at `path` as bytes, if it resolves (after following symlinks) inside
-/// `root` when a root is given, is a regular file, and holds at most `limit` bytes.
+/// Reads the file at `path` as bytes, if it lies inside `root` when a root is given, is a
+/// regular file, and holds at most `limit` bytes (DESIGN §15). Confinement is lexical: the
+/// path as written — no absolute path outside the root, no `..` that climbs above it —
+/// not where symbolic links lead. Links are the user's own and are followed, as cargo,
+/// git and insta follow them: a monorepo whose `specs/` is a link works.
 pub fn read_source(path: &Path, root: Option<&Path>, limit: u64) -> Result<Vec<u8>, SourceError> {
-    let resolved = match std::fs::canonicalize(path) {
-        Ok(resolved) => resolved,
+    if let Some(root) = root
+        && !lexical(path).starts_with(lexical(root))
+    {
+        return Err(SourceError::Outside);
+    }
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Err(SourceError::Missing),
         Err(error) => return Err(SourceError::Io(error)),
     };
-    if let Some(root) = root {
-        let root = std::fs::canonicalize(root).map_err(SourceError::Io)?;
-        if !resolved.starts_with(&root) {
-            return Err(SourceError::Outside);
-        }
-    }
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(no_follow())
-        .open(&resolved)
-        .map_err(SourceError::Io)?;
-    let metadata = file.metadata().map_err(SourceError::Io)?;
     if metadata.is_dir() {
         return Err(SourceError::Directory);
     }
     if !metadata.is_file() {
         return Err(SourceError::NotRegular);
     }
+    let file = File::open(path).map_err(SourceError::Io)?;
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
@@ -230,6 +227,31 @@ pub fn read_source(path: &Path, root: Option<&Path>, limit: u64) -> Result<Vec<u
         return Err(SourceError::TooLarge { limit });
     }
     Ok(bytes)
+}
+
+/// Reads a file the user named (a command-line path: `--input`, a trace to view) as text,
+/// following symbolic links, refusing anything but a regular file and anything over
+/// `limit` bytes. Files the tool wrote itself are read back with [`read_regular`].
+pub fn read_followed(path: &Path, limit: u64) -> io::Result<String> {
+    let file = File::open(path)?;
+    read_limited(file, path, limit)
+}
+
+/// `path` made absolute, with `.` and `..` resolved by its components alone (no link is
+/// followed): what the path says, for confinement.
+fn lexical(path: &Path) -> std::path::PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = std::path::PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// A file cut back to a length, with its write position there (so a failed write can be

@@ -193,7 +193,13 @@ fn sources_are_read_only_inside_the_root() {
     symlink(&outside_file, root.join("link.md")).unwrap_or_else(|error| panic!("{error}"));
     let read = |relative: &str| read_source(&root.join(relative), Some(&root), 100);
     assert_eq!(read("inside.md").ok(), Some(b"inside".to_vec()));
-    for outside in ["../outside.txt", "link.md", "./../run/../outside.txt"] {
+    // A link inside the root is the user's own: followed for reading, wherever it leads.
+    assert_eq!(read("link.md").ok(), Some(b"TOP-SECRET-CONTENT".to_vec()));
+    for outside in [
+        "../outside.txt",
+        "./../run/../outside.txt",
+        "sub/../../outside.txt",
+    ] {
         let error = read(outside).err();
         assert!(
             matches!(error, Some(SourceError::Outside)),
@@ -204,6 +210,10 @@ fn sources_are_read_only_inside_the_root() {
             .unwrap_or_default();
         assert!(!message.contains("TOP-SECRET"), "{message}");
     }
+    assert!(matches!(
+        read_source(&outside_file, Some(&root), 100),
+        Err(SourceError::Outside)
+    ));
     assert!(matches!(read("missing.md"), Err(SourceError::Missing)));
     assert!(matches!(read("."), Err(SourceError::Directory)));
     let too_large = read_source(&root.join("inside.md"), Some(&root), 3).err();

@@ -51,9 +51,14 @@ fn for_role(role: &str) -> wiremock::MockBuilder {
 }
 
 async fn model() -> MockServer {
+    model_with_writer_after(std::time::Duration::ZERO).await
+}
+
+/// [`model`], its writer answering only after `delay` (a call still in flight).
+async fn model_with_writer_after(delay: std::time::Duration) -> MockServer {
     let server = MockServer::start().await;
     for_role("writer")
-        .respond_with(chat(json!({"title": "Rust", "body": "Rust is fast."})))
+        .respond_with(chat(json!({"title": "Rust", "body": "Rust is fast."})).set_delay(delay))
         .mount(&server)
         .await;
     for_role("reviewer")
@@ -568,22 +573,7 @@ async fn a_killed_server_resumes_its_runs_from_their_journals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_server_in_the_directory_leaves_a_running_run_alone() {
     let project = project("two-servers");
-    let model = MockServer::start().await;
-    for_role("writer")
-        .respond_with(
-            chat(json!({"title": "Rust", "body": "Rust is fast."}))
-                .set_delay(std::time::Duration::from_millis(1500)),
-        )
-        .mount(&model)
-        .await;
-    for_role("reviewer")
-        .respond_with(chat(json!({"relevance": 9, "verdict": "PASS"})))
-        .mount(&model)
-        .await;
-    for_role("finalizer")
-        .respond_with(chat(json!({"candidate_id": "c1", "summary": "one post"})))
-        .mount(&model)
-        .await;
+    let model = model_with_writer_after(std::time::Duration::from_millis(1500)).await;
     let first = start(&project, &model, &["specs/review_loop.charter"], 0);
     let id = start_run(&first.base, "review_loop").await;
     let mut waited = 0;

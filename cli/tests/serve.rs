@@ -598,6 +598,55 @@ async fn a_second_server_in_the_directory_leaves_a_running_run_alone() {
     );
 }
 
+/// DESIGN §13.3: a resumed run's stream is the same events with the same ids, so a
+/// browser reconnecting with `Last-Event-ID` after a restart neither skips nor repeats
+/// one. The question answered before the kill is shown again where it was (a journal
+/// answers it now, and it used to vanish, shifting every later id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_run_streams_the_same_events_with_the_same_ids() {
+    let project = project("same-ids");
+    let text = std::fs::read_to_string(project.join("specs/review_loop.charter"))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let asking_first = text.replace("spec review_loop", "spec ask_first").replace(
+        "  write   = writer(request)            -> review",
+        "  confirm = ask \"Write it?\" max 1  when confirm.approved -> write  else -> done\n  write   = writer(request)            -> review",
+    );
+    assert_ne!(
+        asking_first, text,
+        "the fixture's flow changed: update the test"
+    );
+    let _ = std::fs::write(project.join("specs/ask_first.charter"), asking_first);
+    let model = model_with_writer_after(std::time::Duration::from_secs(30)).await;
+    let mut server = start(&project, &model, &["specs/ask_first.charter"], 0);
+    let id = start_run(&server.base, "ask_first").await;
+    let mut stream = Events::open(&server.base, &id, None).await;
+    let mut before = stream.until("ask").await;
+    let (status, body) = post(
+        &server.base,
+        &format!("/runs/{id}/answers"),
+        json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    before.extend(stream.until("model_call").await);
+    // The writer's call is in flight (30 s): kill the server, start it again.
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+    let server = start(&project, &model, &["specs/ask_first.charter"], 1);
+    let after = Events::open(&server.base, &id, None)
+        .await
+        .until("model_call")
+        .await;
+    let shown = |events: &[Sse]| -> Vec<(String, String)> {
+        events
+            .iter()
+            .map(|event| (event.id.clone(), event.event.clone()))
+            .collect()
+    };
+    assert_eq!(shown(&after), shown(&before));
+    assert!(after.iter().any(|event| event.event == "ask"), "{after:?}");
+}
+
 #[tokio::test]
 async fn a_token_is_required_off_loopback_and_checked_when_given() {
     let project = project("token");

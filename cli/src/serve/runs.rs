@@ -228,18 +228,23 @@ impl Run {
 /// `POST /runs/{id}/answers`.
 struct HttpHumans(Arc<Run>);
 
+/// The `ask` event of a question, as the stream shows it.
+fn ask_event(request: &HumanRequest) -> Value {
+    json!({
+        "kind": "ask",
+        "round": request.round,
+        "step": request.step,
+        "attempt": request.attempt,
+        "question": request.question,
+    })
+}
+
 impl HumanChannel for HttpHumans {
     fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
         Box::pin(async move {
             let (sender, receiver) = tokio::sync::oneshot::channel();
             let key = (request.step.clone(), request.round, request.attempt);
-            let event = json!({
-                "kind": "ask",
-                "round": request.round,
-                "step": request.step,
-                "attempt": request.attempt,
-                "question": request.question,
-            });
+            let event = ask_event(&request);
             // Waiting before it is told: a client that saw the question can answer it.
             self.0.state().pending = Some((request, sender));
             self.0.stream.push(&event);
@@ -249,6 +254,11 @@ impl HumanChannel for HttpHumans {
                 attempt: key.2,
             })
         })
+    }
+
+    /// A question its journal answers after a restart: shown where it was shown before.
+    fn answered_before(&self, request: &HumanRequest, _answer: &Value) {
+        self.0.stream.push(&ask_event(request));
     }
 }
 

@@ -168,11 +168,23 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
 /// scheduler validates.
 pub trait HumanChannel: Send + Sync {
     fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>>;
+
+    /// Told of a question answered before the run was stopped, which a journal answers
+    /// now instead of asking again: a channel that shows its questions (a server's event
+    /// stream) shows this one where it showed it before, so a resumed run's stream is the
+    /// same events with the same ids.
+    fn answered_before(&self, request: &HumanRequest, answer: &Value) {
+        let _ = (request, answer);
+    }
 }
 
 impl<H: HumanChannel + ?Sized> HumanChannel for Arc<H> {
     fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
         (**self).ask(request)
+    }
+
+    fn answered_before(&self, request: &HumanRequest, answer: &Value) {
+        (**self).answered_before(request, answer);
     }
 }
 

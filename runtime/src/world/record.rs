@@ -472,7 +472,7 @@ impl<P: Provider> Provider for RecordingProvider<P> {
             // Answered before the run was stopped: played back at once.
             store.replayed.fetch_add(1, Ordering::SeqCst);
             let (_, result) = playback(previous);
-            crate::world::replay::playback_log(previous, &result, &request.log);
+            resumed_log(previous, &request.log);
             return Box::pin(async move { result });
         }
         let log = request.log.clone();
@@ -504,6 +504,20 @@ impl<P: Provider> Provider for RecordingProvider<P> {
     }
 }
 
+/// A journaled call's log as the live call left it: its notes, and each of its tool calls
+/// started and finished, so an observer (a server's event stream) is told of them again in
+/// the same order, and a resumed run's stream keeps its ids.
+fn resumed_log(previous: &RecordedCall, log: &CallLog) {
+    for note in &previous.notes {
+        log.note(note.clone());
+    }
+    for recorded in &previous.tool_calls {
+        let ok = recorded.error.is_none() && !recorded.result.is_null();
+        log.tool_started(&recorded.tool);
+        log.tool_finished(crate::world::replay::played_tool_call(recorded), ok);
+    }
+}
+
 /// A human channel whose answers are recorded into a [`Recording`].
 pub struct RecordingHumans<H> {
     inner: H,
@@ -521,6 +535,7 @@ impl<H: HumanChannel> HumanChannel for RecordingHumans<H> {
         let slot = (request.step.clone(), request.round, request.attempt);
         Box::pin(async move {
             if let Some(answer) = self.store.resumed_humans.get(&slot) {
+                self.inner.answered_before(&request, answer);
                 return Ok(answer.clone());
             }
             let answer = self.inner.ask(request).await?;

@@ -320,7 +320,7 @@ pub fn playback_log(
 
 /// A recorded tool call as the model was answered: its `result`, or its `error` as
 /// `{"error": message}`; one with neither gave no result (it was cut by its timeout).
-fn played_tool_call(recorded: &RecordedToolCall) -> ToolCall {
+pub(crate) fn played_tool_call(recorded: &RecordedToolCall) -> ToolCall {
     let result = match (&recorded.error, &recorded.result) {
         (Some(error), _) => serde_json::json!({
             "error": error.message.clone().unwrap_or_else(|| "the tool failed".to_string())

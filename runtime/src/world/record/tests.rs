@@ -454,6 +454,109 @@ async fn a_resumed_run_asks_nothing_twice() {
     let _ = fs::remove_dir_all(path.parent().unwrap_or(&path));
 }
 
+/// What an observer and a question-showing channel are told (a server's event stream).
+#[derive(Default)]
+struct Shown(Mutex<Vec<String>>);
+
+impl crate::engine::provider::CallObserver for Shown {
+    fn tool_started(&self, key: &CallKey, tool: &str) {
+        lock(&self.0).push(format!("{} started {tool}", key.attempt));
+    }
+
+    fn tool_finished(&self, key: &CallKey, tool: &str, ok: bool) {
+        lock(&self.0).push(format!("{} finished {tool} {ok}", key.attempt));
+    }
+}
+
+impl HumanChannel for Shown {
+    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+        lock(&self.0).push(format!("asked {}", request.question));
+        Box::pin(async { Ok(json!({"approved": true})) })
+    }
+
+    fn answered_before(&self, request: &HumanRequest, _answer: &Value) {
+        lock(&self.0).push(format!("asked {}", request.question));
+    }
+}
+
+/// A live provider whose call runs two tools (one fails), as the OpenAI tool loop does:
+/// each started and finished on the call's log, and returned with the answer.
+struct ToolLoop;
+
+impl Provider for ToolLoop {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        let mut calls = Vec::new();
+        for (tool, result, ok) in [
+            ("search", json!({"hits": 2}), true),
+            ("fetch", json!({"error": "404"}), false),
+        ] {
+            request.log.tool_started(tool);
+            let call = ToolCall {
+                tool: tool.into(),
+                args: json!({"q": "x"}),
+                result,
+                latency: Some(Duration::from_millis(3)),
+            };
+            request.log.tool_finished(call.clone(), ok);
+            calls.push(call);
+        }
+        Box::pin(async move {
+            let mut answer = response(ModelOutput::Json(json!({"ok": true})), 5);
+            answer.tool_calls = calls;
+            Ok(answer)
+        })
+    }
+}
+
+/// A resumed run tells its observer and its human channel what the first run told them,
+/// in the same order: a server's stream keeps its event ids across a restart.
+#[tokio::test]
+async fn a_resumed_call_tells_its_tool_calls_and_a_resumed_answer_its_question_again() {
+    let path = temp_path("resume-shown");
+    let observed = |shown: Arc<Shown>| {
+        let mut call = request(1);
+        let key = call.key.clone();
+        call.log = CallLog::new(
+            || key,
+            Some(shown as Arc<dyn crate::engine::provider::CallObserver>),
+        );
+        call
+    };
+    let first = Arc::new(Shown::default());
+    {
+        let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+        let recording = Recording::journaled(Vec::new(), journal, entries);
+        let provider = recording.provider(ToolLoop);
+        assert!(provider.complete(observed(first.clone())).await.is_ok());
+        assert!(recording.humans(first.clone()).ask(confirm()).await.is_ok());
+    }
+    let (journal, entries) = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+    let recording = Recording::journaled(Vec::new(), journal, entries);
+    let provider = recording.provider(Counting::default());
+    let again = Arc::new(Shown::default());
+    assert!(provider.complete(observed(again.clone())).await.is_ok());
+    assert_eq!(recording.replayed(), 1, "the call came from the journal");
+    assert_eq!(
+        recording.humans(again.clone()).ask(confirm()).await,
+        Ok(json!({"approved": true}))
+    );
+    assert_eq!(*lock(&again.0), *lock(&first.0));
+    assert_eq!(
+        *lock(&again.0),
+        [
+            "1 started search",
+            "1 finished search true",
+            "1 started fetch",
+            "1 finished fetch false",
+            "asked ok?"
+        ]
+    );
+    let _ = fs::remove_dir_all(path.parent().unwrap_or(&path));
+}
+
 #[tokio::test]
 async fn a_line_cut_by_a_kill_is_dropped_and_a_damaged_journal_is_an_error() {
     let path = temp_path("torn");

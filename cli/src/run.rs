@@ -24,7 +24,7 @@ use crate::driver::{
     open_journal, tool_name,
 };
 use crate::loader::{display_path, normalize};
-use crate::{Context, Outcome, print_err, print_error, summary_line};
+use crate::{Context, Outcome, print_err, print_error};
 
 /// Run a spec live against its models (OpenAI-compatible or Anthropic).
 ///
@@ -205,13 +205,6 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
         Err(outcome) => return Ok(outcome),
     };
     let result = live_run.run(ready.input.clone());
-    if let Some(error) = ready.journal.recording.journal_error() {
-        print_err(&summary_line(
-            context,
-            "warning",
-            &format!("the journal is incomplete: {error}"),
-        ));
-    }
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(error) => {

@@ -263,6 +263,10 @@ pub enum ProviderError {
         round: u64,
         attempt: u64,
     },
+    /// The run's journal could not be written (a full disk, an I/O error): the run stops
+    /// at once, `failed{journal_unwritable}`, and makes no further call.
+    #[error("cannot write the journal: {message}")]
+    JournalUnwritable { message: String },
 }
 
 /// `; the closest unused recording is {…}`, or nothing.

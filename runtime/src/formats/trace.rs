@@ -466,14 +466,23 @@ pub enum Reason {
     MaxRounds,
     NoProgress,
     BudgetExhausted(BudgetKind),
-    HardGate { code: String },
+    HardGate {
+        code: String,
+    },
     DeliveryMismatch,
-    Invariant { name: String },
-    StepFailed { step: String },
+    Invariant {
+        name: String,
+    },
+    StepFailed {
+        step: String,
+    },
     HumanRejected,
     NoRepairAction,
     Cancelled,
     Done,
+    /// A journal or trace write failed (a full disk): the run stopped at once, with no
+    /// further call, rather than go on without the record a resume needs (DESIGN §15).
+    JournalUnwritable,
 }
 
 impl fmt::Display for Reason {
@@ -491,6 +500,7 @@ impl fmt::Display for Reason {
             Reason::NoRepairAction => formatter.write_str("no_repair_action"),
             Reason::Cancelled => formatter.write_str("cancelled"),
             Reason::Done => formatter.write_str("done"),
+            Reason::JournalUnwritable => formatter.write_str("journal_unwritable"),
         }
     }
 }
@@ -505,7 +515,7 @@ pub struct ParseTerminalError {
 
 const REASONS: &str = "gate_passed, max_rounds, no_progress, budget_exhausted{tokens|cost|wall|steps}, \
 hard_gate{CODE}, delivery_mismatch, invariant{NAME}, step_failed{STEP}, human_rejected, \
-no_repair_action, cancelled or done";
+no_repair_action, cancelled, done or journal_unwritable";
 
 impl FromStr for Reason {
     type Err = ParseTerminalError;
@@ -534,6 +544,7 @@ impl FromStr for Reason {
             ("no_repair_action", None) => Reason::NoRepairAction,
             ("cancelled", None) => Reason::Cancelled,
             ("done", None) => Reason::Done,
+            ("journal_unwritable", None) => Reason::JournalUnwritable,
             ("budget_exhausted", Some(which)) => Reason::BudgetExhausted(match which.as_str() {
                 "tokens" => BudgetKind::Tokens,
                 "cost" => BudgetKind::Cost,

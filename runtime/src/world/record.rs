@@ -77,7 +77,8 @@ struct Store {
     replayed: AtomicU64,
     /// The run was cancelled: calls dropped from now on are not recorded as timeouts.
     cancelled: AtomicBool,
-    /// The first journal write that failed (the run goes on; the host reports it).
+    /// The first journal write that failed: from then on every call and question is
+    /// refused (`ProviderError::JournalUnwritable`), and the run stops.
     journal_error: Mutex<Option<String>>,
 }
 
@@ -239,6 +240,14 @@ impl Store {
     fn record_human(&self, human: RecordedHuman) {
         self.journal(&JournalEntry::Human(human.clone()));
         lock(&self.humans).insert((human.step, human.round, human.attempt), human.answer);
+    }
+
+    /// Once a journal write has failed: the error that stops the run, so that no further
+    /// call is made that a resume could not find (DESIGN §15).
+    fn unwritable(&self) -> Option<ProviderError> {
+        lock(&self.journal_error)
+            .clone()
+            .map(|message| ProviderError::JournalUnwritable { message })
     }
 
     fn journal(&self, entry: &JournalEntry) {
@@ -425,6 +434,9 @@ impl<P: Provider> Provider for RecordingProvider<P> {
             let (_, response) = crate::world::replay::playback_tool(previous);
             return Box::pin(async move { Ok(response) });
         }
+        if let Some(error) = store.unwritable() {
+            return Box::pin(async move { Err(error) });
+        }
         let tool = request.tool.clone();
         let call = self.inner.run_tool(request);
         Box::pin(async move {
@@ -455,6 +467,9 @@ impl<P: Provider> Provider for RecordingProvider<P> {
                 }
             }
             store.record(entry);
+            if let Some(error) = store.unwritable() {
+                return Err(error);
+            }
             Ok(ToolResponse {
                 result,
                 latency: response.latency,
@@ -475,6 +490,9 @@ impl<P: Provider> Provider for RecordingProvider<P> {
             resumed_log(previous, &request.log);
             return Box::pin(async move { result });
         }
+        if let Some(error) = store.unwritable() {
+            return Box::pin(async move { Err(error) });
+        }
         let log = request.log.clone();
         let prompt_hash = crate::formats::canonical::sha256(request.prompt.as_bytes());
         let call = self.inner.complete(request);
@@ -493,6 +511,9 @@ impl<P: Provider> Provider for RecordingProvider<P> {
             {
                 entry.prompt_hash = Some(prompt_hash);
                 store.record(entry);
+            }
+            if let Some(error) = store.unwritable() {
+                return Err(error);
             }
             // The run goes on with the answer as recorded: a secret a model quoted never
             // reaches the run's state, so no delivery, answer or trace can hold it, and a
@@ -538,6 +559,9 @@ impl<H: HumanChannel> HumanChannel for RecordingHumans<H> {
                 self.inner.answered_before(&request, answer);
                 return Ok(answer.clone());
             }
+            if let Some(error) = self.store.unwritable() {
+                return Err(error);
+            }
             let answer = self.inner.ask(request).await?;
             let answer = self.store.scrub(&answer);
             self.store.record_human(RecordedHuman {
@@ -547,7 +571,10 @@ impl<H: HumanChannel> HumanChannel for RecordingHumans<H> {
                 attempt: slot.2,
                 answer: answer.clone(),
             });
-            Ok(answer)
+            match self.store.unwritable() {
+                Some(error) => Err(error),
+                None => Ok(answer),
+            }
         })
     }
 }

@@ -75,8 +75,10 @@ impl Scheduler<'_> {
             kind,
         };
         self.seq += 1;
+        // A trace that cannot be written is a journal that cannot be written: the run
+        // stops at once rather than go on unrecorded (its `run_finished` is tried too).
         self.sink
             .append_owned(event)
-            .map_err(|error| Halt::Error(RunError::Trace(error.to_string())))
+            .map_err(|error| self.journal_stop(format!("cannot write the trace: {error}")))
     }
 }

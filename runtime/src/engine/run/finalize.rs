@@ -208,12 +208,18 @@ impl Scheduler<'_> {
             None => asked.await,
         };
         self.clock_moved();
-        let answer = answer.map_err(|error| {
-            Halt::Error(RunError::Human {
-                step: step.clone(),
-                message: error.to_string(),
-            })
-        })?;
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(error @ crate::engine::provider::ProviderError::JournalUnwritable { .. }) => {
+                return Err(self.journal_stop(error.to_string()));
+            }
+            Err(error) => {
+                return Err(Halt::Error(RunError::Human {
+                    step: step.clone(),
+                    message: error.to_string(),
+                }));
+            }
+        };
         let answer = Validator::for_spec(self.spec)
             .validate("Answer", &answer)
             .map_err(|violations| {

@@ -117,6 +117,18 @@ impl Scheduler<'_> {
     }
 
     /// The run was cancelled: in-flight calls are dropped.
+    /// A journal or trace write failed: the run stops at once, in-flight calls dropped and
+    /// no further call made, `failed{journal_unwritable}` (DESIGN §15). A resume after the
+    /// disk has room continues from the last entry written.
+    pub(super) fn journal_stop(&mut self, message: String) -> Halt {
+        self.abort_jobs();
+        Halt::Stop(Stop::new(
+            Outcome::Failed,
+            Reason::JournalUnwritable,
+            Some(message),
+        ))
+    }
+
     pub(super) fn cancel_stop(&mut self) -> Halt {
         self.abort_jobs();
         Halt::Stop(Stop::new(

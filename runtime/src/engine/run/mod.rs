@@ -704,11 +704,13 @@ impl<'r> Scheduler<'r> {
             delivered: delivered.is_some(),
             message: stop.message.clone(),
         };
-        match self.emit(event) {
-            Ok(()) => {}
+        // A trace that cannot take `run_finished` ends the run as unrecorded, whatever
+        // it reached.
+        let stop = match self.emit(event) {
+            Ok(()) => stop,
             Err(Halt::Error(error)) => return Err(error),
-            Err(Halt::Stop(_)) => {}
-        }
+            Err(Halt::Stop(unwritten)) => unwritten,
+        };
         Ok(RunOutcome {
             answer,
             answered_by: self.state.answered_by.clone(),

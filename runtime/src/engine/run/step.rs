@@ -360,6 +360,9 @@ impl Scheduler<'_> {
             CallFailure::Provider(ProviderError::PromptExpectation { key, unmet }) => {
                 return Err(Halt::Error(RunError::PromptExpectation { key, unmet }));
             }
+            CallFailure::Provider(error @ ProviderError::JournalUnwritable { .. }) => {
+                return Err(self.journal_stop(error.to_string()));
+            }
             CallFailure::Provider(error) if error.is_fatal() => {
                 return Err(Halt::Error(RunError::Provider(error.to_string())));
             }

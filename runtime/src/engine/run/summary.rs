@@ -37,6 +37,9 @@ impl Scheduler<'_> {
                     )),
                 ))
             }
+            Err(Halt::Stop(unwritten)) if unwritten.reason == Reason::JournalUnwritable => {
+                Ok(unwritten)
+            }
             Err(Halt::Stop(failed)) => Ok(Stop::new(
                 Outcome::Failed,
                 Reason::BudgetExhausted(which),

@@ -141,6 +141,9 @@ impl Scheduler<'_> {
             // Cut by the tool's timeout: the call was dropped (a command's process group
             // killed with it).
             None => self.tool_timed_out(&key, tool, args, timeout_ms.unwrap_or_default()),
+            Some(Err(error @ ProviderError::JournalUnwritable { .. })) => {
+                Err(self.journal_stop(error.to_string()))
+            }
             Some(Err(error)) => Err(Halt::Error(match error {
                 crate::engine::provider::ProviderError::NotRecorded { key, closest } => {
                     RunError::Unrecorded { key, closest }

@@ -255,6 +255,9 @@ async fn the_live_page_shows_the_phases_a_score_and_the_answer_apart_and_answers
         .env_remove("ANTHROPIC_API_KEY")
         .env("OPENAI_BASE_URL", format!("{}/v1", model.uri()))
         .env("OPENAI_API_KEY", "sk-browser-test-key")
+        // A server with a token: the page sends it with each request, and its event
+        // stream (EventSource sends no header) as the cookie the page sets.
+        .env("CHARTER_TOKEN", "browser-t0ken")
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -270,7 +273,9 @@ async fn the_live_page_shows_the_phases_a_score_and_the_answer_apart_and_answers
         .map(|address| format!("http://{address}"))
         .unwrap_or_else(|| panic!("no address in {line}"));
 
-    let url = format!("{base}/?spec=review_ask&input=%7B%22goal%22%3A%22rust%22%7D&start=1");
+    let url = format!(
+        "{base}/?spec=review_ask&input=%7B%22goal%22%3A%22rust%22%7D&start=1#token=browser-t0ken"
+    );
     let mut browser = tokio::task::spawn_blocking(move || Browser::open(&chromium, &url))
         .await
         .unwrap_or_else(|error| panic!("{error}"));

@@ -447,3 +447,74 @@ async fn a_tool_step_runs_live_is_recorded_and_replays_to_the_same_answer() {
     );
     let _ = std::fs::remove_dir_all(&project);
 }
+
+/// DESIGN §13.3: a server that stops (SIGTERM) ends the process groups of the tools its
+/// runs are running, rather than leave them behind; the runs stay journaled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_server_leaves_no_tool_process_behind() {
+    use std::io::{BufRead, BufReader};
+    let server = operator_server().await;
+    let project = project("serve-stop", |text| text);
+    let pid_file = project.join("pids.txt");
+    let run_workflow = format!(
+        "run_workflow={}",
+        sleeper(
+            &pid_file,
+            r#"{"workflow_id": "wf_9", "status": "succeeded"}"#
+        )
+    );
+    let mut child = charter(
+        &project,
+        &server,
+        &[
+            "serve",
+            "--port",
+            "0",
+            "--tool",
+            &run_workflow,
+            "--tool",
+            CLEAN_AUDIT,
+            "specs/workflow_runner.charter",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap_or_else(|error| panic!("{error}"));
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut lines = BufReader::new(stderr).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let base = first
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|address| format!("http://{address}"))
+        .unwrap_or_else(|| panic!("no address in: {first}"));
+    let started = reqwest::Client::new()
+        .post(format!("{base}/runs"))
+        .json(&json!({"spec": "workflow_runner", "input": {"text": "run wf_9 now"}}))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(started.status(), 201);
+    let waiting = Instant::now();
+    while pids(&pid_file).len() < 3 {
+        assert!(
+            waiting.elapsed() < Duration::from_secs(20),
+            "the tool never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let said: Vec<String> = lines.map_while(Result::ok).collect();
+    let _ = child.wait();
+    assert!(
+        said.iter()
+            .any(|line| line.contains("1 running tool was stopped")),
+        "{said:?}"
+    );
+    assert_eq!(survivors(&pid_file), Vec::<i32>::new(), "{said:?}");
+    let _ = std::fs::remove_dir_all(&project);
+}

@@ -360,7 +360,17 @@ async fn serve(
     axum::serve(listener, router)
         .with_graceful_shutdown(stopped())
         .await?;
-    print_err("charter serve: stopped; runs that did not end resume when it starts again\n");
+    // The runs stay journaled; their tools, each in a process group of its own, end with
+    // the server rather than outlive it.
+    let killed = charter_runtime::world::tools::kill_running_tools();
+    let tools = match killed {
+        0 => String::new(),
+        1 => "; 1 running tool was stopped".to_string(),
+        many => format!("; {many} running tools were stopped"),
+    };
+    print_err(&format!(
+        "charter serve: stopped{tools}; runs that did not end resume when it starts again\n"
+    ));
     Ok(Outcome::Clean)
 }
 

@@ -250,8 +250,34 @@ async fn read_at_most(
     Ok((bytes, cut))
 }
 
+/// The process groups of the tool commands running now in this process (their leaders'
+/// ids), so that a server that stops can end them: a tool runs in a group of its own, which
+/// would otherwise outlive the server.
+static RUNNING: std::sync::Mutex<std::collections::BTreeSet<i32>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+fn running() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<i32>> {
+    RUNNING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Kills the process group of every tool command running now (`charter serve` stopping:
+/// its runs resume from their journals when it starts again, and no tool of theirs goes
+/// on meanwhile). Returns how many groups it killed.
+pub fn kill_running_tools() -> usize {
+    let leaders = std::mem::take(&mut *running());
+    for leader in &leaders {
+        if let Some(leader) = rustix::process::Pid::from_raw(*leader) {
+            let _ = rustix::process::kill_process_group(leader, rustix::process::Signal::KILL);
+        }
+    }
+    leaders.len()
+}
+
 /// A tool command's process group, killed (`SIGKILL` to the group) on [`kill`] and on
-/// drop, so no process the command started outlives its call.
+/// drop, so no process the command started outlives its call; while it runs it is listed
+/// for [`kill_running_tools`].
 ///
 /// [`kill`]: ProcessGroup::kill
 struct ProcessGroup {
@@ -261,17 +287,20 @@ struct ProcessGroup {
 impl ProcessGroup {
     /// The group led by the process `id` (the command was started with `process_group(0)`).
     fn of(id: Option<u32>) -> Self {
-        ProcessGroup {
-            leader: id
-                .and_then(|id| i32::try_from(id).ok())
-                .and_then(rustix::process::Pid::from_raw),
+        let leader = id
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(leader) = leader {
+            running().insert(leader.as_raw_nonzero().get());
         }
+        ProcessGroup { leader }
     }
 
     fn kill(&self) {
         if let Some(leader) = self.leader {
             // The group may be gone already (every member exited): nothing to do then.
             let _ = rustix::process::kill_process_group(leader, rustix::process::Signal::KILL);
+            running().remove(&leader.as_raw_nonzero().get());
         }
     }
 }

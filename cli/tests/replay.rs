@@ -285,16 +285,47 @@ fn hostile_text_in_a_recording_reaches_the_terminal_escaped() {
             stderr.contains("forged"),
             "case {index} printed nothing of the text: {stderr}"
         );
-        for (number, line) in stderr.lines().enumerate() {
-            assert!(
-                !line.starts_with("::"),
-                "case {index}, line {number} is a CI command: {stderr}"
-            );
-            assert!(
-                !line.chars().any(|c| c.is_control() && c != '\t'),
-                "case {index}, line {number} holds a control character: {line:?}"
-            );
+        // Every command that reads the recording: replay, verify (its table, details and
+        // GitHub annotations) and explore.
+        let verify = ["--color", "never", "verify", "--verbose", "--github"];
+        let explore = ["--color", "never", "explore"];
+        let outputs = [
+            ("replay", stderr),
+            ("verify", printed(&root, &verify, None)),
+            ("explore", printed(&root, &explore, Some(&scenario_dir))),
+        ];
+        for (command, text) in outputs {
+            for (number, line) in text.lines().enumerate() {
+                // `verify --github` writes annotations of its own; none may be the forged one.
+                assert!(
+                    !line.starts_with("::")
+                        || (line.starts_with("::error file=")
+                            && !line.starts_with("::error file=README.md")),
+                    "case {index}, {command}, line {number} is a CI command: {text}"
+                );
+                assert!(
+                    !line.chars().any(|c| c.is_control() && c != '\t'),
+                    "case {index}, {command}, line {number} holds a control character: {line:?}"
+                );
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `charter ARGS [PATH]` run in `dir`: its stdout and stderr together.
+fn printed(dir: &Path, args: &[&str], path: Option<&Path>) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_charter"));
+    command.current_dir(dir).args(args);
+    if let Some(path) = path {
+        command.arg(path);
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run charter: {error}"));
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }

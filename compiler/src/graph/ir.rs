@@ -224,6 +224,10 @@ pub struct ModelParamsIr {
     pub max_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// How long the server may send no byte before the call is a timeout (DESIGN §15; the
+    /// runtime's default, 120 s, when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
     /// How output matching the contract is asked for (default `json_schema`).
     #[serde(default, skip_serializing_if = "OutputModeIr::is_default")]
     pub output: OutputModeIr,

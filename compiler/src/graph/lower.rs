@@ -1320,6 +1320,7 @@ fn model_params(params: &[ModelParam]) -> ModelParamsIr {
             ModelParam::TopP(value) => ir.top_p = Some(value.value),
             ModelParam::MaxTokens(value) => ir.max_tokens = Some(value.value),
             ModelParam::Seed(value) => ir.seed = Some(value.value),
+            ModelParam::IdleTimeout(value) => ir.idle_timeout_ms = Some(value.millis),
             ModelParam::Output(mode, _) => {
                 ir.output = match mode {
                     OutputMode::JsonSchema => OutputModeIr::JsonSchema,

@@ -950,7 +950,7 @@ fn model_parameters_tool_choice_and_retry_after_effects_lower_to_the_ir() {
     let text = EXAMPLE
         .replace(
             "default = \"openai:gpt-4o-mini\" price 0.15 / 0.60",
-            "default = \"openai:gpt-4o-mini\" price 0.15 / 0.60 temperature 0.2 top_p 0.9 max_tokens 800 seed 7 output json_object",
+            "default = \"openai:gpt-4o-mini\" price 0.15 / 0.60 temperature 0.2 top_p 0.9 max_tokens 800 seed 7 idle_timeout 30s output json_object",
         )
         .replace(
             "  max_tool_calls: 8\n",
@@ -962,6 +962,7 @@ fn model_parameters_tool_choice_and_retry_after_effects_lower_to_the_ir() {
         top_p: Some(0.9),
         max_tokens: Some(800),
         seed: Some(7),
+        idle_timeout_ms: Some(30_000),
         output: OutputModeIr::JsonObject,
     };
     assert_eq!(

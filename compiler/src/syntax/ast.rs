@@ -132,6 +132,8 @@ pub enum ModelParam {
     TopP(NumberLit),
     MaxTokens(IntLit),
     Seed(IntLit),
+    /// `idle_timeout D`: no byte from the server for D is a timeout (DESIGN §15).
+    IdleTimeout(DurationLit),
     Output(OutputMode, Span),
 }
 

@@ -111,6 +111,7 @@ fn is_token(rule: Rule) -> bool {
             | Rule::kw_top_p
             | Rule::kw_max_tokens
             | Rule::kw_seed
+            | Rule::kw_idle_timeout
             | Rule::kw_tool_choice
             | Rule::kw_retry_after_effects
             | Rule::kw_else
@@ -435,6 +436,7 @@ impl Lowerer<'_> {
             Rule::kw_top_p => ModelParam::TopP(self.number(&value)),
             Rule::kw_max_tokens => ModelParam::MaxTokens(self.int(&value)?),
             Rule::kw_seed => ModelParam::Seed(self.int(&value)?),
+            Rule::kw_idle_timeout => ModelParam::IdleTimeout(self.duration(&value)?),
             _ => {
                 let mode = match value.into_inner().next()?.as_rule() {
                     Rule::kw_json_object => OutputMode::JsonObject,

@@ -15,6 +15,10 @@ pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// The default total deadline of one HTTP request (connecting, sending, the whole body).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The default longest a server may send no byte (DESIGN §15): a role with no `timeout`
+/// is still bounded on a silent connection.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// The resource limits a live provider or a command tool keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -26,6 +30,8 @@ pub struct Limits {
     pub max_retry_after: Duration,
     /// The total deadline of one HTTP request, body included.
     pub request_timeout: Duration,
+    /// How long a server may send no byte, for a model entry without `idle_timeout`.
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -35,6 +41,7 @@ impl Default for Limits {
             max_tool_output_bytes: DEFAULT_MAX_BYTES,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }

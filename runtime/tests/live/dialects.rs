@@ -265,6 +265,7 @@ async fn llama_server_takes_json_schema_and_the_model_parameters() {
         top_p: Some(0.9),
         max_tokens: Some(800),
         seed: Some(7),
+        idle_timeout_ms: None,
         output: OutputModeIr::JsonSchema,
     };
     std::sync::Arc::make_mut(&mut asked.settings).tool_choice = ToolChoiceIr::Tool("search".into());

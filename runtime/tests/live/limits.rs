@@ -165,3 +165,69 @@ async fn a_retry_after_of_an_hour_is_cut_to_the_cap() {
         Some(Duration::from_secs(60))
     );
 }
+
+/// A server on loopback that takes one request and then says nothing — not even its
+/// status line, or only its head when `send_head` — holding the connection open for the
+/// test's patience. Returns its base URL.
+async fn silent_server(send_head: bool) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let address = listener
+        .local_addr()
+        .unwrap_or_else(|error| panic!("{error}"));
+    tokio::spawn(async move {
+        let Ok((mut socket, _)) = listener.accept().await else {
+            return;
+        };
+        let mut request = vec![0u8; 64 * 1024];
+        let _ = socket.read(&mut request).await;
+        if send_head {
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+            let _ = socket.write_all(head.as_bytes()).await;
+        }
+        tokio::time::sleep(TEST_PATIENCE).await;
+        drop(socket);
+    });
+    format!("http://{address}")
+}
+
+/// DESIGN §15: a role with no `timeout` is still bounded on a silent connection. No byte
+/// for the model entry's `idle_timeout` (or the limits' default, 120 s) is a timeout, a
+/// transient error a retry may help — before the status line and in the middle of a body.
+#[tokio::test]
+async fn a_silent_server_is_a_timeout_after_the_idle_timeout() {
+    let idle = Duration::from_millis(200);
+    for send_head in [false, true] {
+        // The default, set short; and a model entry's own `idle_timeout` under the long default.
+        for from_entry in [false, true] {
+            let mut limits = Limits::default();
+            let mut calls = [request("openai:m"), request("anthropic:m")];
+            if from_entry {
+                for call in &mut calls {
+                    let mut settings = (*call.settings).clone();
+                    settings.params.idle_timeout_ms = Some(200);
+                    call.settings = Arc::new(settings);
+                }
+            } else {
+                limits.idle_timeout = idle;
+            }
+            let providers: [Box<dyn Provider>; 2] = [
+                Box::new(openai(silent_server(send_head).await, limits)),
+                Box::new(anthropic(silent_server(send_head).await, limits)),
+            ];
+            for (provider, call) in providers.into_iter().zip(calls.clone()) {
+                let started = std::time::Instant::now();
+                let result = tokio::time::timeout(TEST_PATIENCE, provider.complete(call))
+                    .await
+                    .unwrap_or_else(|_| panic!("no timeout on a silent server (head {send_head})"));
+                assert_eq!(
+                    result.err(),
+                    Some(ProviderError::TimedOut { after: idle }),
+                    "head {send_head}, from the entry {from_entry}"
+                );
+                assert!(started.elapsed() < Duration::from_secs(10));
+            }
+        }
+    }
+}

@@ -285,6 +285,7 @@ impl Items<'_, '_> {
                 ModelParam::TopP(value) => ("top_p", value.span),
                 ModelParam::MaxTokens(value) => ("max_tokens", value.span),
                 ModelParam::Seed(value) => ("seed", value.span),
+                ModelParam::IdleTimeout(value) => ("idle_timeout", value.span),
                 ModelParam::Output(_, span) => ("output", *span),
             };
             if seen.contains(&name) {
@@ -310,6 +311,9 @@ impl Items<'_, '_> {
                 ModelParam::MaxTokens(value) if value.value == 0 => {
                     Some("`max_tokens` must be at least 1")
                 }
+                ModelParam::IdleTimeout(value) if value.millis < 1000 => Some(
+                    "`idle_timeout` must be at least 1s: a server may take that long to send its first byte",
+                ),
                 _ => None,
             };
             if let Some(help) = out_of_range {

@@ -18,9 +18,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    ApiKey, StructuredOutput, ToolLoop, http_client, json_instructions, malformed, model_name,
-    output_from_text, read_body, send_error, status_error, too_many_turns, trim_base_url,
-    wire_schema,
+    ApiKey, StructuredOutput, ToolLoop, http_client, idle_timeout, json_instructions, malformed,
+    model_name, output_from_text, read_body, send_error, status_error, too_many_turns,
+    trim_base_url, wire_schema, within_idle,
 };
 use crate::engine::effects::Provider;
 use crate::engine::provider::{
@@ -117,7 +117,9 @@ impl AnthropicProvider {
             }
             turns += 1;
             let body = self.turn_body(&request, &offer, &messages, &tool_loop);
-            let reply = self.post(&body).await?;
+            let reply = self
+                .post(&body, idle_timeout(&request, &self.config.limits))
+                .await?;
             add_usage(&mut usage, reply.usage.as_ref());
             let tool_uses = match read_turn(&reply.content, offer.output_tool) {
                 Turn::Answer(output) => {
@@ -231,7 +233,7 @@ impl AnthropicProvider {
         body
     }
 
-    async fn post(&self, body: &Value) -> Result<MessagesResponse, ProviderError> {
+    async fn post(&self, body: &Value, idle: Duration) -> Result<MessagesResponse, ProviderError> {
         let key = self.config.api_key.as_ref();
         let mut builder = self
             .client
@@ -248,13 +250,12 @@ impl AnthropicProvider {
             value.set_sensitive(true);
             builder = builder.header("x-api-key", value);
         }
-        let response = builder
-            .send()
-            .await
+        let response = within_idle(idle, builder.send())
+            .await?
             .map_err(|error| send_error(&error, key))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let text = read_body(response, self.config.limits.max_body_bytes, key).await?;
+        let text = read_body(response, self.config.limits.max_body_bytes, idle, key).await?;
         if !(200..300).contains(&status) {
             return Err(status_error(
                 status,

@@ -232,6 +232,7 @@ pub(crate) fn send_error(error: &reqwest::Error, key: Option<&ApiKey>) -> Provid
 pub(crate) async fn read_body(
     mut response: reqwest::Response,
     limit: usize,
+    idle: Duration,
     key: Option<&ApiKey>,
 ) -> Result<String, ProviderError> {
     let status = response.status().as_u16();
@@ -249,9 +250,8 @@ pub(crate) async fn read_body(
         return Err(too_large());
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
+    while let Some(chunk) = within_idle(idle, response.chunk())
+        .await?
         .map_err(|error| send_error(&error, key))?
     {
         if body.len().saturating_add(chunk.len()) > limit {
@@ -263,6 +263,27 @@ pub(crate) async fn read_body(
         Ok(text) => text,
         Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
     })
+}
+
+/// How long the server may send no byte for this call (DESIGN §15): its model entry's
+/// `idle_timeout`, or the limits' default.
+pub(crate) fn idle_timeout(request: &ModelRequest, limits: &Limits) -> Duration {
+    request
+        .settings
+        .params
+        .idle_timeout_ms
+        .map_or(limits.idle_timeout, Duration::from_millis)
+}
+
+/// `future`'s output, unless the server sends nothing for `idle`: then a timeout, which a
+/// retry may help (a silent connection is dropped, not waited on until the wall budget).
+pub(crate) async fn within_idle<T>(
+    idle: Duration,
+    future: impl std::future::Future<Output = T>,
+) -> Result<T, ProviderError> {
+    tokio::time::timeout(idle, future)
+        .await
+        .map_err(|_| ProviderError::TimedOut { after: idle })
 }
 
 /// An error and its sources, `a: b: c` (reqwest's own message hides the cause).

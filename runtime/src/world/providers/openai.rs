@@ -32,9 +32,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    ApiKey, StructuredOutput, ToolLoop, http_client, json_instructions, malformed, model_name,
-    output_from_text, read_body, send_error, status_error, too_many_turns, trim_base_url,
-    wire_schema,
+    ApiKey, StructuredOutput, ToolLoop, http_client, idle_timeout, json_instructions, malformed,
+    model_name, output_from_text, read_body, send_error, status_error, too_many_turns,
+    trim_base_url, wire_schema, within_idle,
 };
 use crate::engine::effects::Provider;
 use crate::engine::provider::{
@@ -277,7 +277,10 @@ impl OpenAiProvider {
         let mut mode = self.output_mode(request);
         loop {
             let body = self.body(request, schema, mode, messages, tools);
-            match self.post(&body).await {
+            match self
+                .post(&body, idle_timeout(request, &self.config.limits))
+                .await
+            {
                 Err(Refusal::Schema(error)) if schema.is_some() => {
                     match self.fall_back(request, mode, &error) {
                         Some(next) => mode = next,
@@ -356,7 +359,7 @@ impl OpenAiProvider {
         body
     }
 
-    async fn post(&self, body: &Value) -> Result<ChatResponse, Refusal> {
+    async fn post(&self, body: &Value, idle: Duration) -> Result<ChatResponse, Refusal> {
         let key = self.config.api_key.as_ref();
         let mut builder = self.client.post(&self.endpoint).json(body);
         if let Some(key) = key {
@@ -371,13 +374,13 @@ impl OpenAiProvider {
             value.set_sensitive(true);
             builder = builder.header(reqwest::header::AUTHORIZATION, value);
         }
-        let response = builder
-            .send()
+        let response = within_idle(idle, builder.send())
             .await
+            .map_err(Refusal::Other)?
             .map_err(|error| Refusal::Other(send_error(&error, key)))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let text = read_body(response, self.config.limits.max_body_bytes, key)
+        let text = read_body(response, self.config.limits.max_body_bytes, idle, key)
             .await
             .map_err(Refusal::Other)?;
         if !(200..300).contains(&status) {

@@ -178,7 +178,13 @@ fn check_specs(root: &Path, config: &HarnessConfig) -> SpecsChecked {
             Err(problem) => {
                 checked.with_errors += 1;
                 let problem = escaped_problem(problem);
-                print_err(problem.detail.as_deref().unwrap_or(&problem.message));
+                // Rendered diagnostics end their own lines; a message alone (a spec that
+                // cannot be read) is a line of its own too.
+                match problem.detail.as_deref() {
+                    Some(detail) if detail.ends_with('\n') => print_err(detail),
+                    Some(detail) => print_err(&format!("{detail}\n")),
+                    None => print_err(&format!("error: {}\n", problem.message)),
+                }
                 checked.annotations.push(github_error(
                     &from_here(root, &problem.location.file),
                     problem.location.line,

@@ -574,3 +574,33 @@ fn charter_view_writes_a_trace_as_a_page() {
         "nothing written for a refused trace"
     );
 }
+
+/// Specs that cannot be read are each reported on a line of their own (the messages used
+/// to run together with no line break).
+#[test]
+fn specs_that_cannot_be_read_are_reported_a_line_each() {
+    let root =
+        std::env::temp_dir().join(format!("charter-verify-unreadable-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("specs")).unwrap_or_else(|error| panic!("{error}"));
+    for name in ["a", "b"] {
+        std::fs::write(
+            root.join(format!("specs/{name}.charter")),
+            b"spec x version \"1\"\n\xff\xfe\n",
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    }
+    let verified = verify(&root, &[]);
+    assert_eq!(verified.code, Some(1), "{}", verified.all());
+    let lines: Vec<&str> = verified
+        .stderr
+        .lines()
+        .filter(|line| line.contains("is not UTF-8 text"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", verified.stderr);
+    assert!(
+        lines.iter().all(|line| line.starts_with("error: ")),
+        "{lines:?}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

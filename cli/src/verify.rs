@@ -115,6 +115,9 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         Ok(reports) => reports,
         Err(outcome) => return Ok(outcome),
     };
+    if let Some(outcome) = unmatched_filter(args, context, &config, &specs, &reports) {
+        return Ok(outcome);
+    }
     if let Some(path) = &args.html
         && let Err(outcome) = write_html_report(context, path, root, &reports)
     {
@@ -324,6 +327,64 @@ fn print_summary(
 
 /// Says why nothing was verified when no spec and no scenario was: an empty shard (of how
 /// many the whole selection holds), or a project without specs/ and golden/.
+/// A `--filter` that selects nothing, in a project that has specs or scenarios, is a
+/// mistake rather than a pass: exit 2, naming the closest spec or scenario.
+fn unmatched_filter(
+    args: &VerifyArgs,
+    context: Context,
+    config: &HarnessConfig,
+    specs: &SpecsChecked,
+    reports: &[ScenarioReport],
+) -> Option<Outcome> {
+    let filter = args.filter.as_deref()?;
+    if args.partition.is_some() || specs.count > 0 || !reports.is_empty() {
+        return None;
+    }
+    let everything = HarnessConfig {
+        filter: None,
+        partition: None,
+        ..config.clone()
+    };
+    let scenarios: Vec<String> = charter_runtime::harness::discover(&args.dir)
+        .map(|found| {
+            charter_runtime::harness::select(found, &everything)
+                .iter()
+                .map(|scenario| scenario.id())
+                .collect()
+        })
+        .unwrap_or_default();
+    let spec_paths: Vec<String> = specs_under(&args.dir, &everything)
+        .into_iter()
+        .map(|(relative, _)| relative)
+        .collect();
+    if scenarios.is_empty() && spec_paths.is_empty() {
+        return None;
+    }
+    // A filter matches part of `<spec>/<scenario>` or of a spec's path: any of those parts
+    // may be the one meant.
+    let parts: Vec<&str> = scenarios
+        .iter()
+        .chain(&spec_paths)
+        .flat_map(|name| std::iter::once(name.as_str()).chain(name.split(['/', '.'])))
+        .collect();
+    let hint = charter_runtime::compiler::diagnostics::did_you_mean(filter, parts)
+        .unwrap_or_else(|| {
+            format!(
+                "it matches part of a scenario's `<spec>/<scenario>` ({} of them, such as `{}`) or of a spec's path",
+                scenarios.len(),
+                scenarios.first().or(spec_paths.first()).map_or("", String::as_str)
+            )
+        });
+    print_error(
+        context,
+        &format!(
+            "--filter `{}` matches no spec and no scenario; {hint}",
+            escape::one_line(filter, escape::MAX_LINE_CHARS)
+        ),
+    );
+    Some(Outcome::Usage)
+}
+
 fn note_nothing_to_verify(
     args: &VerifyArgs,
     config: &HarnessConfig,

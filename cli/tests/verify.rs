@@ -604,3 +604,23 @@ fn specs_that_cannot_be_read_are_reported_a_line_each() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A `--filter` that matches nothing is a usage error naming the closest scenario, not a
+/// pass that verified nothing.
+#[test]
+fn a_filter_that_matches_nothing_is_a_usage_error_with_the_closest_name() {
+    let root = project("filter-none", "timeout_then_recovery");
+    let verified = verify(&root, &["--filter", "timeout_then_recovry"]);
+    assert_eq!(verified.code, Some(2), "{}", verified.all());
+    assert!(
+        verified.stderr.contains("matches no spec and no scenario")
+            && verified
+                .stderr
+                .contains("did you mean `timeout_then_recovery`?"),
+        "{}",
+        verified.stderr
+    );
+    let verified = verify(&root, &["--filter", "recovery"]);
+    assert_eq!(verified.code, Some(0), "{}", verified.all());
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -961,42 +961,29 @@ async fn another_site_and_a_rebound_name_are_refused_on_every_route() {
     )
     .await;
     assert_eq!(status, 415, "{text}");
-    // A foreign Origin on every route, JSON or not.
-    for (method, path) in [
+    // A foreign Origin on every route, JSON or not; and DNS rebinding: evil.example now
+    // resolves to 127.0.0.1, and the browser sends its name as the Host.
+    let rebound = format!("evil.example:{port}");
+    let foreign = [("origin", "http://evil.example"), json];
+    let renamed = [("host", rebound.as_str()), json];
+    let routes = [
         (post.clone(), "/runs"),
         (get.clone(), "/runs"),
+        (get.clone(), "/runs/x"),
         (get.clone(), "/runs/x/events"),
         (delete.clone(), "/runs/x"),
         (post.clone(), "/runs/x/answers"),
         (get.clone(), "/"),
+    ];
+    for (headers, refusal) in [
+        (&foreign, "another site"),
+        (&renamed, "--allow-host evil.example"),
     ] {
-        let (status, text) = send(
-            method.clone(),
-            path,
-            &[("origin", "http://evil.example"), json],
-            Some("{}"),
-        )
-        .await;
-        assert_eq!(status, 403, "{method} {path}: {text}");
-    }
-    // DNS rebinding: evil.example now resolves to 127.0.0.1; the browser sends its name.
-    let rebound = format!("evil.example:{port}");
-    for (method, path) in [
-        (post.clone(), "/runs"),
-        (get.clone(), "/runs"),
-        (get.clone(), "/runs/x"),
-        (delete.clone(), "/runs/x"),
-        (get.clone(), "/"),
-    ] {
-        let (status, text) = send(
-            method.clone(),
-            path,
-            &[("host", rebound.as_str()), json],
-            Some(body),
-        )
-        .await;
-        assert_eq!(status, 403, "{method} {path}: {text}");
-        assert!(text.contains("--allow-host evil.example"), "{text}");
+        for (method, path) in &routes {
+            let (status, text) = send(method.clone(), path, headers, Some(body)).await;
+            assert_eq!(status, 403, "{method} {path}: {text}");
+            assert!(text.contains(refusal), "{method} {path}: {text}");
+        }
     }
     assert_eq!(model.received_requests().await.unwrap_or_default().len(), 0);
 

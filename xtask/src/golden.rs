@@ -48,6 +48,7 @@ const SEED_SPEC: &str = "specs/seeds/closed_loop.charter";
 /// (untimed), then times `runs` full harness passes (replay, expect, unused calls,
 /// snapshot comparison and the determinism replay) and the long-timeout scenario.
 /// Prints the figures; returns whether every scenario passed and every target was met.
+/// One piece: the benchmark's steps in the order they run and are timed.
 pub fn bench(repo: &Path, config: GoldenBenchConfig) -> anyhow::Result<bool> {
     // Reset the peak (Linux: writing 5 to clear_refs resets VmHWM), so the figure below is
     // this benchmark's, not that of the benchmarks before it in the same process.

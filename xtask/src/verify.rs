@@ -78,36 +78,8 @@ struct SpecResult {
 /// every problem) and prints the summary. Returns whether everything passed.
 pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
     let started = Instant::now();
-    let mut stages = Vec::new();
+    let mut stages = code_stages(root, config);
     let mut specs = Vec::new();
-
-    let cargo_stages: [(&'static str, &[&str]); 3] = [
-        ("fmt", &["fmt", "--all", "--", "--check"]),
-        (
-            "clippy",
-            &[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ),
-        ("test", &["test", "--workspace"]),
-    ];
-    for (name, args) in cargo_stages {
-        if config.skip_cargo {
-            stages.push(StageResult {
-                name,
-                verdict: Verdict::Skip,
-                time: Duration::ZERO,
-                note: "--skip-cargo".to_string(),
-            });
-            continue;
-        }
-        stages.push(run_cargo(root, name, args, config.accept));
-    }
 
     let specs_dir = root.join("specs");
     let all_specs = find_specs(&specs_dir);
@@ -136,17 +108,6 @@ pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
         .filter(|(path, _)| !in_subdir(path, &specs_dir, "warnings"))
         .partition(|(path, _)| in_subdir(path, &specs_dir, "invalid"));
 
-    // The architecture check reads the sources, as clippy does: skipped with it.
-    stages.push(if config.skip_cargo {
-        StageResult {
-            name: "layers",
-            verdict: Verdict::Skip,
-            time: Duration::ZERO,
-            note: "--skip-cargo".to_string(),
-        }
-    } else {
-        layers_stage(root)
-    });
     stages.push(spec_stage("specs", &valid, Expect::Clean, &mut specs));
     stages.push(spec_stage("invalid", &invalid, Expect::Errors, &mut specs));
     let (golden, determinism, scenarios) = golden_stages(root, config);
@@ -195,6 +156,44 @@ pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
         }
     }
     passed
+}
+
+/// The stages over the code: fmt, clippy, the tests, then the architecture check (which
+/// reads the sources, as clippy does), each skipped with `--skip-cargo`.
+fn code_stages(root: &Path, config: &VerifyConfig) -> Vec<StageResult> {
+    let cargo_stages: [(&'static str, &[&str]); 3] = [
+        ("fmt", &["fmt", "--all", "--", "--check"]),
+        (
+            "clippy",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
+        ("test", &["test", "--workspace"]),
+    ];
+    let skipped = |name| StageResult {
+        name,
+        verdict: Verdict::Skip,
+        time: Duration::ZERO,
+        note: "--skip-cargo".to_string(),
+    };
+    let mut stages: Vec<StageResult> = cargo_stages
+        .into_iter()
+        .map(|(name, args)| match config.skip_cargo {
+            true => skipped(name),
+            false => run_cargo(root, name, args, config.accept),
+        })
+        .collect();
+    stages.push(match config.skip_cargo {
+        true => skipped("layers"),
+        false => layers_stage(root),
+    });
+    stages
 }
 
 /// The architecture check (`layers.rs`): the runtime's layers import only downward, and
@@ -399,7 +398,8 @@ fn compile_guarded(name: &str, text: &str, loader: &FsLoader) -> Result<Compilat
 /// The golden stages: every scenario in `golden/` replayed through the runtime's harness
 /// (outcome, reason, unused recordings, stale recordings, trace snapshot), and each
 /// replayed a second time and compared with the first (determinism). One harness pass
-/// gives both; the determinism stage reads its own kind of problem from it.
+/// gives both; the determinism stage reads its own kind of problem from it. One piece:
+/// the two stages come from one pass over the reports.
 fn golden_stages(
     root: &Path,
     config: &VerifyConfig,

@@ -872,6 +872,8 @@ impl<'a> Lowerer<'a, '_> {
         exprs.iter().map(|expr| self.expr(expr, scope)).collect()
     }
 
+    /// One expression in the IR. One piece: one arm per expression kind, each lowered in
+    /// the scope it sees; splitting would scatter the table of kinds.
     fn expr(&self, expr: &Expr, scope: &mut Scope) -> Result<ExprIr> {
         Ok(match &expr.kind {
             ExprKind::Bool(_)

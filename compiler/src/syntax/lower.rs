@@ -41,7 +41,8 @@ pub(crate) struct Lowerer<'a> {
     pub operators: usize,
 }
 
-/// True for keyword and punctuation pairs, which carry no value of their own.
+/// True for keyword and punctuation pairs, which carry no value of their own. One piece:
+/// the list of the grammar's token rules.
 fn is_token(rule: Rule) -> bool {
     matches!(
         rule,
@@ -672,6 +673,8 @@ impl Lowerer<'_> {
         Some(tool)
     }
 
+    /// A role block. One piece: one arm per role property (each at most once, in any
+    /// order); splitting would scatter the table of properties.
     fn role(&mut self, pair: Pair<'_, Rule>) -> Option<Role> {
         let span = self.span(&pair);
         let mut children = values(pair);
@@ -1192,7 +1195,8 @@ impl Lowerer<'_> {
     }
 
     /// Parses operands and operators from `tokens` while the operators bind at least as
-    /// tightly as `min_power`.
+    /// tightly as `min_power`. One piece: the precedence-climbing loop, with the nesting and
+    /// size bounds checked as it goes.
     fn climb<'i>(
         &mut self,
         tokens: &mut std::iter::Peekable<Pairs<'i, Rule>>,
@@ -1307,6 +1311,7 @@ impl Lowerer<'_> {
         );
     }
 
+    /// One operand of an expression. One piece: one arm per operand rule.
     fn operand(&mut self, pair: Pair<'_, Rule>) -> Option<Expr> {
         let span = self.span(&pair);
         let kind = match pair.as_rule() {

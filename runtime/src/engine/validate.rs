@@ -256,7 +256,8 @@ impl Walk<'_> {
 
     /// Checks `value` against `ty`: the value with defaults filled in, or none when that
     /// is the value as it is (most answers need nothing filled in, and are not copied).
-    /// What it gives back for a value with violations is of no use.
+    /// What it gives back for a value with violations is of no use. One piece: one arm per
+    /// contract type.
     fn check(&mut self, ty: &TypeIr, value: &Value, path: &Path) -> Option<Value> {
         match ty {
             TypeIr::Any => None,

@@ -43,20 +43,8 @@ fn anthropic(base_url: String, limits: Limits) -> AnthropicProvider {
 /// (one chunk of `chunk` bytes every `pause`), until the client hangs up or it has sent
 /// [`SERVER_SENDS_AT_MOST`] bytes. Returns its base URL.
 async fn endless_body_server(chunk: usize, pause: Duration) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    let address = listener
-        .local_addr()
-        .unwrap_or_else(|error| panic!("{error}"));
-    tokio::spawn(async move {
-        let Ok((mut socket, _)) = listener.accept().await else {
-            return;
-        };
-        let mut request = vec![0u8; 64 * 1024];
-        let _ = socket.read(&mut request).await;
-        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
-        if socket.write_all(head.as_bytes()).await.is_err() {
+    one_request_server(move |mut socket| async move {
+        if socket.write_all(CHUNKED_HEAD.as_bytes()).await.is_err() {
             return;
         }
         let mut piece = format!("{chunk:x}\r\n").into_bytes();
@@ -72,6 +60,34 @@ async fn endless_body_server(chunk: usize, pause: Duration) -> String {
                 tokio::time::sleep(pause).await;
             }
         }
+    })
+    .await
+}
+
+/// The status line and headers of a 200 whose body comes in chunks.
+const CHUNKED_HEAD: &str =
+    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+
+/// A server on loopback that reads one request and leaves the connection to `answer`.
+/// Returns its base URL.
+async fn one_request_server<F, Answer>(answer: F) -> String
+where
+    F: FnOnce(tokio::net::TcpStream) -> Answer + Send + 'static,
+    Answer: std::future::Future<Output = ()> + Send,
+{
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let address = listener
+        .local_addr()
+        .unwrap_or_else(|error| panic!("{error}"));
+    tokio::spawn(async move {
+        let Ok((mut socket, _)) = listener.accept().await else {
+            return;
+        };
+        let mut request = vec![0u8; 64 * 1024];
+        let _ = socket.read(&mut request).await;
+        answer(socket).await;
     });
     format!("http://{address}")
 }
@@ -170,26 +186,14 @@ async fn a_retry_after_of_an_hour_is_cut_to_the_cap() {
 /// status line, or only its head when `send_head` — holding the connection open for the
 /// test's patience. Returns its base URL.
 async fn silent_server(send_head: bool) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    let address = listener
-        .local_addr()
-        .unwrap_or_else(|error| panic!("{error}"));
-    tokio::spawn(async move {
-        let Ok((mut socket, _)) = listener.accept().await else {
-            return;
-        };
-        let mut request = vec![0u8; 64 * 1024];
-        let _ = socket.read(&mut request).await;
+    one_request_server(move |mut socket| async move {
         if send_head {
-            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
-            let _ = socket.write_all(head.as_bytes()).await;
+            let _ = socket.write_all(CHUNKED_HEAD.as_bytes()).await;
         }
         tokio::time::sleep(TEST_PATIENCE).await;
         drop(socket);
-    });
-    format!("http://{address}")
+    })
+    .await
 }
 
 /// DESIGN §15: a role with no `timeout` is still bounded on a silent connection. No byte

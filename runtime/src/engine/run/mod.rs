@@ -360,7 +360,8 @@ impl<'r> Scheduler<'r> {
         }
     }
 
-    /// Runs the step at `node` and returns the node to go to next.
+    /// Runs the step at `node` and returns the node to go to next. One piece: one arm per
+    /// step kind, each calling the module that runs it; splitting would scatter the dispatch.
     async fn step(&mut self, node: NodeIndex) -> Result<NodeIndex, Halt> {
         let spec = self.spec;
         let Some(step) = spec.flow.graph.node_weight(node) else {

@@ -117,8 +117,6 @@ pub enum RunError {
     /// The message says what about the delivery failed (`cannot write the delivery to …`).
     #[error("{0}")]
     Delivery(String),
-    #[error("cannot write the trace: {0}")]
-    Trace(String),
     #[error("{0}")]
     Flow(String),
 }

@@ -30,7 +30,8 @@ pub struct NameProblem {
 }
 
 /// Every step, role and (static) item name in `cassette` that `spec` does not have, in
-/// file order: calls, then human answers, then faults.
+/// file order: calls, then human answers, then faults. One piece: three passes in file
+/// order over the same name checks, which the passes share as closures.
 pub fn unknown_names(cassette: &Cassette, spec: &CompiledSpec) -> Vec<NameProblem> {
     let steps: Vec<&str> = spec.flow.steps.keys().map(String::as_str).collect();
     let unknown_step = |step: &str| -> Option<String> {

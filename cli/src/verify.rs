@@ -149,6 +149,7 @@ fn harness_config(args: &VerifyArgs) -> HarnessConfig {
     HarnessConfig {
         accept: args.accept,
         pin: args.pin,
+        repin: false,
         filter: args.filter.clone(),
         partition: args.partition,
         // Each changed or new snapshot gets a `trace.snap.new` for `charter review`.
@@ -424,7 +425,12 @@ fn note_nothing_to_verify(
 fn note_pending_snapshots(args: &VerifyArgs, reports: &[ScenarioReport]) {
     let pending = reports
         .iter()
-        .filter(|report| report.status == charter_runtime::harness::Status::Changed)
+        .filter(|report| {
+            matches!(
+                report.status,
+                charter_runtime::harness::Status::Changed | charter_runtime::harness::Status::New
+            )
+        })
         .count();
     if pending > 0 && !args.accept {
         print_err(&format!(

@@ -59,14 +59,22 @@ impl Terminal {
             "cd '{}' && {command}; echo \"EXIT=$?\"; sleep 600",
             directory.display()
         );
-        let status = Command::new("tmux")
-            .args(["new-session", "-d", "-s", &name, "-x", "200", "-y", "60"])
-            .arg(script)
-            .env_remove("NO_COLOR")
-            .env_remove("TMUX")
-            .status()
-            .unwrap_or_else(|error| panic!("this test needs tmux on PATH: {error}"));
-        assert!(status.success(), "tmux new-session failed");
+        // The tmux server exits with its last session; a session started while it is
+        // exiting fails, so a failed start is tried again.
+        let started = (0..5).any(|attempt| {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Command::new("tmux")
+                .args(["new-session", "-d", "-s", &name, "-x", "200", "-y", "60"])
+                .arg(&script)
+                .env_remove("NO_COLOR")
+                .env_remove("TMUX")
+                .status()
+                .unwrap_or_else(|error| panic!("this test needs tmux on PATH: {error}"))
+                .success()
+        });
+        assert!(started, "tmux new-session failed");
         Terminal { name }
     }
 
@@ -129,7 +137,7 @@ fn verify_leaves_pending_snapshots_and_review_accepts_rejects_and_skips_them_at_
         screen.contains("    gate.score: 8.666666666666666 -> 8.0"),
         "{screen}"
     );
-    assert!(screen.contains("3 scenarios: 3 changed"), "{screen}");
+    assert!(screen.contains("3 scenarios: 2 new, 1 changed"), "{screen}");
     drop(verify);
     assert_eq!(
         std::fs::read_to_string(scenario("happy_path", "trace.snap")).unwrap_or_default(),
@@ -144,7 +152,7 @@ fn verify_leaves_pending_snapshots_and_review_accepts_rejects_and_skips_them_at_
 
     // review: accept the first, reject the second, skip the third.
     let review = Terminal::start("charter-review", &root, &format!("'{charter}' review"));
-    let screen = review.wait_for("[a]ccept  [r]eject  [s]kip >", 1);
+    let screen = review.wait_for("[a]ccept  [A]ccept all  [r]eject  [s]kip >", 1);
     assert!(
         screen.contains("[1/3] closed_loop/happy_path (changed)"),
         "{screen}"
@@ -154,9 +162,9 @@ fn verify_leaves_pending_snapshots_and_review_accepts_rejects_and_skips_them_at_
         "{screen}"
     );
     review.keys("x");
-    review.wait_for("`x`: answer a, r or s", 1);
+    review.wait_for("`x`: answer a, A, r or s", 1);
     review.keys("a");
-    let screen = review.wait_for("[a]ccept  [r]eject  [s]kip >", 3);
+    let screen = review.wait_for("[a]ccept  [A]ccept all  [r]eject  [s]kip >", 3);
     assert!(
         screen.contains("accepted closed_loop/happy_path"),
         "{screen}"
@@ -245,4 +253,49 @@ fn verify_draws_progress_on_a_terminal_and_none_in_a_pipe() {
         String::from_utf8_lossy(&piped.stderr)
     );
     assert!(!all.contains("[1/3]") && !all.contains('\u{1b}'), "{all}");
+}
+
+#[test]
+fn answering_capital_a_accepts_this_and_everything_after_it() {
+    let root = project("accept-all");
+    let charter = env!("CARGO_BIN_EXE_charter");
+    let mut review = Command::new(charter)
+        .arg("review")
+        .arg(&root)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{error}"));
+    if let Some(mut stdin) = review.stdin.take() {
+        use std::io::Write;
+        let _ = stdin.write_all(b"A\n");
+    }
+    let output = review
+        .wait_with_output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("3 accepted, 0 rejected, 0 skipped"),
+        "{shown}"
+    );
+    let prompts = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        prompts.matches("[A]ccept all").count(),
+        1,
+        "asked once: {prompts}"
+    );
+    let verified = Command::new(charter)
+        .arg("verify")
+        .arg(&root)
+        .output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        verified.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
 }

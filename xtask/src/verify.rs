@@ -409,6 +409,7 @@ fn golden_stages(
     let harness_config = HarnessConfig {
         accept: config.accept,
         pin: false,
+        repin: false,
         filter: config.filter.clone(),
         partition: config.partition,
         pending_snapshots: false,

@@ -1,6 +1,8 @@
-//! Content hashes that freeze a run: the spec text, rules blocks and prompt templates.
+//! Content hashes that freeze a run: the compiled spec, rules blocks and prompt templates.
 
 use sha2::{Digest, Sha256};
+
+use super::ir::CompiledSpec;
 
 /// `sha256:<hex>` of `bytes`.
 pub fn sha256(bytes: &[u8]) -> String {
@@ -13,6 +15,24 @@ pub fn sha256(bytes: &[u8]) -> String {
 pub fn rules_hash(version: Option<&str>, lines: &[String]) -> String {
     let canonical = serde_json::json!({ "lines": lines, "version": version });
     sha256(canonical.to_string().as_bytes())
+}
+
+/// The spec's semantic hash (DESIGN §18): SHA-256 of the canonical JSON of the compiled
+/// spec, without its doc block, the hashes of the files it read and this hash itself. The
+/// IR holds no source position and keeps its tables in sorted maps, so comments, layout
+/// and the order of declarations change no byte of it; anything the runtime acts on does.
+/// (A prompt template's text is in the IR as its own hash, so a changed prompt still
+/// changes this one.)
+pub fn semantic_hash(spec: &CompiledSpec) -> String {
+    let mut canonical = match serde_json::to_value(spec) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        // The IR is plain data: serializing it cannot fail, and it is always an object.
+        _ => return sha256(b""),
+    };
+    for left_out in ["spec_hash", "doc", "source_hashes"] {
+        canonical.remove(left_out);
+    }
+    sha256(serde_json::Value::Object(canonical).to_string().as_bytes())
 }
 
 #[cfg(test)]

@@ -27,7 +27,9 @@ pub struct CompiledSpec {
     pub version: String,
     /// The doc block after the header, if any.
     pub doc: Option<String>,
-    /// `sha256:<hex>` of the spec file's text (DESIGN §4 "Frozen plan").
+    /// The semantic hash of the spec (DESIGN §4 "Frozen plan", §18): `sha256:<hex>` of this
+    /// compiled form, not of the text, so a comment or a change of layout moves no hash,
+    /// snapshot or recording (`hash::semantic_hash`).
     pub spec_hash: String,
     /// The contract of `request`, the run's input (the entry role's input, or the
     /// contract named `Request`); `None` when nothing decides it.

@@ -10,7 +10,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use serde_json::Value;
 
 use super::InternalError;
-use super::hash::{rules_hash, sha256};
+use super::hash::{rules_hash, semantic_hash, sha256};
 use super::ir::*;
 use super::schema::contract_schema;
 use crate::check::{Checked, Symbols};
@@ -68,12 +68,6 @@ struct Lowerer<'a, 's> {
 
 impl<'a> Lowerer<'a, '_> {
     fn lower(&self) -> Result<CompiledSpec> {
-        let spec_file = self.spec.name.span.file;
-        let spec_text = self
-            .sources
-            .get(spec_file)
-            .map(|file| file.text.as_str())
-            .ok_or_else(|| internal("the spec's own source text is missing"))?;
         let source_hashes = self.source_hashes();
         let mut spans = SpecSpans {
             header: Some(self.spec.name.span),
@@ -81,12 +75,12 @@ impl<'a> Lowerer<'a, '_> {
         };
         let budget = self.budget(&mut spans);
         let flow = self.flow(&mut spans)?;
-        Ok(CompiledSpec {
+        let mut compiled = CompiledSpec {
             ir_version: IR_VERSION,
             name: self.spec.name.name.clone(),
             version: self.spec.version.value.clone(),
             doc: self.spec.doc.as_ref().map(|doc| doc.value.clone()),
-            spec_hash: sha256(spec_text.as_bytes()),
+            spec_hash: String::new(),
             request: self.request_contract(),
             source_hashes,
             contracts: self.contracts()?,
@@ -101,7 +95,9 @@ impl<'a> Lowerer<'a, '_> {
             flow,
             session: self.session()?,
             spans,
-        })
+        };
+        compiled.spec_hash = semantic_hash(&compiled);
+        Ok(compiled)
     }
 
     /// The session and its `remember` assignments.

@@ -1,6 +1,6 @@
 //! Tests of lowering, schemas, hashes, rendering and bounds, from spec text.
 
-use super::hash::{rules_hash, sha256};
+use super::hash::{rules_hash, semantic_hash, sha256};
 use super::*;
 use crate::bounds;
 use crate::diagnostics::Code;
@@ -74,6 +74,53 @@ fn gate_rule<'a>(spec: &'a CompiledSpec, gate: &str, index: usize) -> &'a GateRu
     }
 }
 
+/// The spec hash is the compiled spec's (DESIGN §18): comments, layout, the doc block and
+/// the order of top-level declarations move it not; a changed rule, prompt or step does.
+#[test]
+fn the_spec_hash_is_semantic() {
+    let loader = example_loader();
+    let hash = |text: &str| compiled(text, &loader).0.spec_hash;
+    let base = hash(EXAMPLE);
+    let commented: String = EXAMPLE
+        .lines()
+        .map(|line| match line.trim_start() {
+            // Lines that open a declaration: a comment after them, more indentation.
+            trimmed if trimmed.starts_with("contract ") || trimmed.starts_with("gate ") => {
+                format!("\n/* a note */\n\t{trimmed}   // why\n")
+            }
+            _ => format!("{line}\n"),
+        })
+        .collect();
+    assert_ne!(commented, EXAMPLE);
+    assert_eq!(hash(&commented), base, "comments and layout");
+    let undocumented = EXAMPLE.replacen("Six roles in a closed loop", "A loop of six roles", 1);
+    assert_ne!(undocumented, EXAMPLE);
+    assert_eq!(hash(&undocumented), base, "the doc block");
+    // Move the first contract to the end of the file: the same spec.
+    let start = EXAMPLE.find("\ncontract ").expect("a contract") + 1;
+    let end = start + EXAMPLE[start..].find("\n}\n").expect("its end") + 3;
+    let moved = format!(
+        "{}{}\n{}",
+        &EXAMPLE[..start],
+        &EXAMPLE[end..],
+        &EXAMPLE[start..end]
+    );
+    assert_eq!(hash(&moved), base, "the order of declarations");
+    // What the runtime acts on moves it.
+    let changed = EXAMPLE.replacen("version \"", "version \"9", 1);
+    assert_ne!(hash(&changed), base, "the spec's version");
+    let mut prompt = example_loader();
+    prompt.files.insert(
+        "prompts/planner.md.j2".into(),
+        "Plan this: {{ request.goal }}\n".into(),
+    );
+    assert_ne!(
+        compiled(EXAMPLE, &prompt).0.spec_hash,
+        base,
+        "a prompt template"
+    );
+}
+
 #[test]
 fn example_header_hashes_and_tables() {
     let spec = example();
@@ -83,7 +130,8 @@ fn example_header_hashes_and_tables() {
         spec.doc.as_deref(),
         Some("Six roles in a closed loop: plan, execute, evaluate, repair, finalize.")
     );
-    assert_eq!(spec.spec_hash, sha256(EXAMPLE.as_bytes()));
+    assert_eq!(spec.spec_hash, semantic_hash(&spec));
+    assert_ne!(spec.spec_hash, sha256(EXAMPLE.as_bytes()));
     assert_eq!(
         spec.source_hashes.keys().collect::<Vec<_>>(),
         [

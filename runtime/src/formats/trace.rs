@@ -507,10 +507,26 @@ impl fmt::Display for Reason {
 
 /// A reason or termination text that is not one of the known forms.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {text:?}: expected {expected}")]
+#[error("unknown {text:?}: expected {expected}{}", quote_hint(text))]
 pub struct ParseTerminalError {
     pub text: String,
     pub expected: &'static str,
+}
+
+/// For a reason that takes an argument but came without one (in YAML, an unquoted
+/// `step_failed{review}` in a flow mapping loses its `{review}`): how to write it.
+fn quote_hint(text: &str) -> String {
+    let name = text.split('{').next().unwrap_or(text).trim();
+    let example = match name {
+        "step_failed" => "step_failed{review}",
+        "hard_gate" => "hard_gate{no_sources}",
+        "invariant" => "invariant{plan_frozen}",
+        "budget_exhausted" => "budget_exhausted{cost}",
+        _ => return String::new(),
+    };
+    format!(
+        "; `{name}` takes an argument in braces: quote it in YAML, e.g. `reason: \"{example}\"` (an unquoted `{{` starts a mapping)"
+    )
 }
 
 const REASONS: &str = "gate_passed, max_rounds, no_progress, budget_exhausted{tokens|cost|wall|steps}, \

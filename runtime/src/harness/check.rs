@@ -15,7 +15,7 @@ use charter_compiler::CompiledSpec;
 use super::{
     CASSETTE_FILE, HarnessConfig, Location, Problem, ProblemKind, ReplayFailure, Replayed,
     SCENARIO_FILE, SNAPSHOT_FILE, ScenarioFile, ScenarioRef, ScenarioReport, SpecCache, error_at,
-    event_diff, expect, refresh_recorded, replay_scenario, snapshot, unified_diff,
+    event_diff, expect, pin, refresh_recorded, replay_scenario, skeleton, snapshot, unified_diff,
 };
 use crate::engine::provider::CallKey;
 use crate::engine::run::RunError;
@@ -298,11 +298,25 @@ impl<'a> ScenarioCheck<'a> {
         } else {
             String::new()
         };
-        error_at(
+        let mut problem = error_at(
             self.cassette_file.clone(),
             line.or(Some(1)),
             format!("the replay failed{in_turn}: {error}"),
-        )
+        );
+        if let RunError::Unrecorded { key, .. } = &error {
+            problem.detail = self.entry_to_add(key, turn);
+        }
+        problem
+    }
+
+    /// What to paste into the cassette for the call `key` it lacks (a new step): the
+    /// entry, with a skeleton response of the contract the call answers.
+    fn entry_to_add(&self, key: &CallKey, turn: u64) -> Option<String> {
+        let (entry, contract) = skeleton::missing_entry(&self.spec, key, turn)?;
+        Some(format!(
+            "add this entry under `calls:` in {} (its response is a skeleton of contract `{contract}`: write what the model answers), then run `charter verify` again:\n\n{entry}\n",
+            self.cassette_file
+        ))
     }
 
     /// Stale hashes: a cassette recorded under other hashes than the spec's is its own
@@ -332,7 +346,7 @@ impl<'a> ScenarioCheck<'a> {
             };
             if self.expects_stale() {
                 report.notes.push(stale);
-            } else if accept && first.stale_prompts.is_empty() {
+            } else if accept && (first.stale_prompts.is_empty() || self.config.repin) {
                 match self.refresh_recorded(pins, first) {
                     Ok(()) => report.accepted.push(format!(
                         "refreshed the recorded hashes in {}",
@@ -349,13 +363,16 @@ impl<'a> ScenarioCheck<'a> {
             }
         } else if accept
             && !self.expects_stale()
-            && first.stale_prompts.is_empty()
+            && (first.stale_prompts.is_empty() || self.config.repin)
             && (self.config.pin || recorded.is_some())
-            && recorded.map(|recorded| &recorded.rendered) != Some(&first.prompts)
+            && (recorded.map(|recorded| &recorded.rendered) != Some(&first.prompts)
+                || !first.stale_prompts.is_empty()
+                || pin::unpinned_calls(&self.cassette, &pin::call_prompt_hashes(&first.events)) > 0)
         {
             // Not stale, but the recorded prompts are not those of this run (a recorded
-            // response changed what a later prompt shows): keep them current for the next
-            // diff. A hand-written cassette is pinned only when asked (`--pin`).
+            // response changed what a later prompt shows), or a call has no `prompt_hash`
+            // yet: keep them current for the next diff. A hand-written cassette is pinned
+            // only when asked (`--pin`).
             let what = if recorded.is_some() {
                 format!("refreshed the recorded prompts in {}", self.cassette_file)
             } else {
@@ -376,21 +393,27 @@ impl<'a> ScenarioCheck<'a> {
     }
 
     /// Rewrites the cassette's `recorded` block with the spec's hashes now and this
-    /// run's prompts.
+    /// run's prompts, and pins each call the run made to the hash of its prompt.
     fn refresh_recorded(&self, pins: &Pins, first: &Replayed) -> Result<(), String> {
-        refresh_recorded(
-            self.reference,
+        let stale = if self.config.repin {
+            first.stale_prompts.as_slice()
+        } else {
+            &[]
+        };
+        let (text, _) = pin::pin_calls(
             &self.cassette_text,
-            &pins.current,
-            &first.prompts,
-        )
+            &self.cassette,
+            &pin::call_prompt_hashes(&first.events),
+            stale,
+        )?;
+        refresh_recorded(self.reference, &text, &pins.current, &first.prompts)
     }
 
     /// Stale prompts: calls that answered another prompt (another request, a changed
     /// template) are stale whether or not the cassette is pinned, and never absorbed by
     /// `accept`, since the recorded answer belongs to the other prompt.
     fn report_stale_prompts(&self, first: &Replayed, report: &mut ScenarioReport) {
-        if first.stale_prompts.is_empty() {
+        if first.stale_prompts.is_empty() || (self.config.accept && self.config.repin) {
             return;
         }
         report.stale = true;
@@ -405,7 +428,7 @@ impl<'a> ScenarioCheck<'a> {
             let problem = Problem {
                 kind: ProblemKind::Stale,
                 message: format!(
-                    "stale recording: call {} answered another prompt ({} -> {}); re-record it",
+                    "stale recording: call {} answered another prompt ({} -> {}); re-record it, or keep its answer for the new prompt with `charter review`",
                     stale.key, stale.recorded, stale.now
                 ),
                 detail: Some(stale_prompt_diff(self.cassette.recorded.as_ref(), stale)),

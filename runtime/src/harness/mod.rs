@@ -27,7 +27,9 @@
 mod check;
 pub mod event_diff;
 pub mod expect;
+mod pin;
 pub mod report;
+mod skeleton;
 pub mod snapshot;
 
 use std::collections::{BTreeMap, HashMap};
@@ -61,6 +63,10 @@ pub struct HarnessConfig {
     /// With `accept`: also pin hand-written cassettes (write a `recorded` block into a
     /// cassette that has none). Without it, `accept` leaves unpinned cassettes unpinned.
     pub pin: bool,
+    /// With `accept`: also keep the recorded answers of calls whose prompt changed (a
+    /// stale recording), pinning them to the prompts of now. `charter review` asks for it
+    /// scenario by scenario; `accept` alone never absorbs a stale call (DESIGN §10).
+    pub repin: bool,
     /// Only scenarios whose id (`<spec>/<scenario>`) contains this text.
     pub filter: Option<String>,
     /// Only this shard of the scenarios.
@@ -77,6 +83,7 @@ impl Default for HarnessConfig {
         HarnessConfig {
             accept: false,
             pin: false,
+            repin: false,
             filter: None,
             partition: None,
             pending_snapshots: false,
@@ -263,8 +270,10 @@ pub enum Status {
     Error,
     /// The cassette was recorded under other hashes than the spec's now.
     Stale,
-    /// The trace differs from its snapshot (or there is none yet).
+    /// The trace differs from its snapshot.
     Changed,
+    /// The scenario has no snapshot yet (DESIGN §18: new, not changed).
+    New,
     /// An `expect` not met, a recorded call never made, or two replays that differ.
     Failed,
     /// `accept` wrote a snapshot or refreshed the recording.
@@ -283,6 +292,7 @@ impl Status {
             Status::Error => "ERROR",
             Status::Stale => "STALE",
             Status::Changed => "CHANGED",
+            Status::New => "NEW",
             Status::Failed => "FAIL",
             Status::Accepted => "accepted",
             Status::ExpectedStale => "pass (stale, expected)",
@@ -1016,8 +1026,10 @@ fn status_of(report: &ScenarioReport) -> Status {
         Status::Error
     } else if has(ProblemKind::Stale) {
         Status::Stale
-    } else if has(ProblemKind::Changed) || has(ProblemKind::NewSnapshot) {
+    } else if has(ProblemKind::Changed) {
         Status::Changed
+    } else if has(ProblemKind::NewSnapshot) {
+        Status::New
     } else if !report.problems.is_empty() {
         Status::Failed
     } else if !report.accepted.is_empty() {

@@ -92,6 +92,7 @@ pub fn summary(reports: &[ScenarioReport]) -> String {
                 Status::Unpinned => "unpinned (passed)",
                 Status::Failed => "failed",
                 Status::Changed => "changed",
+                Status::New => "new",
                 Status::Stale => "stale",
                 Status::Error => "errors",
             };
@@ -217,7 +218,8 @@ fn status_of_kind(kind: ProblemKind) -> Status {
     match kind {
         ProblemKind::Error => Status::Error,
         ProblemKind::Stale => Status::Stale,
-        ProblemKind::Changed | ProblemKind::NewSnapshot => Status::Changed,
+        ProblemKind::Changed => Status::Changed,
+        ProblemKind::NewSnapshot => Status::New,
         ProblemKind::Expect | ProblemKind::Unused | ProblemKind::Nondeterministic => Status::Failed,
     }
 }

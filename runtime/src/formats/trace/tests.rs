@@ -359,3 +359,27 @@ fn the_line_writer_writes_what_serde_writes_for_every_kind() {
         }
     }
 }
+
+#[test]
+fn a_reason_without_its_argument_says_to_quote_it() {
+    let error = "step_failed"
+        .parse::<Reason>()
+        .map_err(|error| error.to_string())
+        .err()
+        .unwrap_or_default();
+    assert!(
+        error.ends_with(
+            "; `step_failed` takes an argument in braces: quote it in YAML, e.g. `reason: \"step_failed{review}\"` (an unquoted `{` starts a mapping)"
+        ),
+        "{error}"
+    );
+    let other = "gate_pased"
+        .parse::<Reason>()
+        .map_err(|error| error.to_string());
+    assert!(
+        other
+            .as_ref()
+            .is_err_and(|error| !error.contains("quote it")),
+        "{other:?}"
+    );
+}

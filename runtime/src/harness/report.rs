@@ -94,6 +94,7 @@ pub fn summary(reports: &[ScenarioReport]) -> String {
                 Status::Changed => "changed",
                 Status::New => "new",
                 Status::Stale => "stale",
+                Status::Error if *count == 1 => "error",
                 Status::Error => "errors",
             };
             format!("{count} {word}")

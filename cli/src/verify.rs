@@ -1,32 +1,38 @@
 //! `charter verify [DIR]`: a project's CI gate — compile every spec under `DIR/specs`, replay every golden scenario under `DIR/golden` and compare it with its snapshot.
 
+mod json;
+
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
+use charter_compiler::{Diagnostic, render};
 use charter_runtime::harness::report::{
     JunitCase, colorize, details, github_annotations, github_error, junit_case, junit_xml, summary,
     table,
 };
 use charter_runtime::harness::snapshot::write_atomically;
 use charter_runtime::harness::{
-    HarnessConfig, Partition, Problem, ScenarioReport, compile_spec, verify_project_with_progress,
+    HarnessConfig, Partition, Problem, ScenarioReport, SpecWarnings, VerifyOptions,
+    compile_spec_with_warnings, verify_project_with,
 };
 use charter_runtime::world::escape;
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use crate::loader::{collect_specs, display_path};
-use crate::{Context, Outcome, print_err, print_error, print_out};
+use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
 
 /// Verify a project: compile every spec under `DIR/specs` (compile-fail cases in
 /// `specs/invalid/` excepted) and replay every recorded scenario under
 /// `DIR/golden/<spec>/<scenario>/`, comparing its outcome, reason and normalized trace
 /// with `expect` and `trace.snap`, twice (determinism).
 ///
-/// Prints the diff of each changed snapshot, the unified diff of each rendered prompt of
-/// a stale recording, and a table of every scenario. Exit status: 0 when everything
-/// passed, 1 on any failure, 2 on a usage error.
+/// Prints each spec's compiler warnings (as `charter check` does, on stderr), the diff of
+/// each changed snapshot, the unified diff of each rendered prompt of a stale recording,
+/// and a table of every scenario. Exit status: 0 when everything passed (warnings
+/// allowed unless `--deny-warnings`), 1 on any failure, 2 on a usage error.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: charter verify --junit report.xml --github\n         charter verify --filter closed_loop/ --accept"
+    after_help = "Example: charter verify --junit report.xml --github\n         charter verify --filter closed_loop/ --accept\n         charter verify --list --partition 2/4\n         charter verify --format json -j 4 --fail-fast"
 )]
 pub struct VerifyArgs {
     /// The project root: the directory that holds `golden/` (and `specs/`).
@@ -71,6 +77,41 @@ pub struct VerifyArgs {
     /// Show every scenario's row in the table, not only those that did not pass.
     #[arg(long, short)]
     pub verbose: bool,
+
+    /// Treat the specs' compiler warnings as errors: a spec with a warning fails the run,
+    /// as with `charter check --deny-warnings`.
+    #[arg(long)]
+    pub deny_warnings: bool,
+
+    /// Print the specs and scenarios that would be verified (after `--filter` and
+    /// `--partition`), one per line, and exit without compiling or replaying anything.
+    #[arg(long, conflicts_with_all = ["accept", "fail_fast", "junit", "html", "github"])]
+    pub list: bool,
+
+    /// Stop at the first failure: a spec that fails stops the run before any replay, and
+    /// the first scenario (in order) that does not pass ends it; what ran up to there is
+    /// reported with its counts, and how many scenarios did not run. (With `-j N`,
+    /// scenarios already replaying beside the failing one finish, and may leave a
+    /// `trace.snap.new`, but are not reported.)
+    #[arg(long, conflicts_with = "accept")]
+    pub fail_fast: bool,
+
+    /// How to print the results on stdout: `human` (diffs, table, summary) or `json` (one
+    /// JSON document, described in docs/verify-json.md; nothing else on stdout).
+    #[arg(long, value_enum, ignore_case = true, default_value_t = VerifyFormat::Human)]
+    pub format: VerifyFormat,
+
+    /// Replay N scenarios at once (default: the machine's available parallelism). The
+    /// output is the same for every N.
+    #[arg(long, short = 'j', value_name = "N", value_parser = parse_jobs)]
+    pub jobs: Option<NonZeroUsize>,
+}
+
+/// What `charter verify` prints on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VerifyFormat {
+    Human,
+    Json,
 }
 
 /// `file` (relative to the project root `root`) as a path from the current directory; a
@@ -97,9 +138,16 @@ fn parse_partition(text: &str) -> Result<Partition, String> {
     text.parse()
 }
 
+fn parse_jobs(text: &str) -> Result<NonZeroUsize, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("expected a number of threads, at least 1 (e.g. 4), got `{text}`"))
+}
+
 /// Verifies the project as its stages: compile the specs, replay the scenarios, write the
-/// `--html` page, print the report (details, table, summary and notes), print the GitHub
-/// annotations, write the `--junit` file; the exit status says whether all passed.
+/// `--html` page, print the report (details, table, summary and notes, or the JSON
+/// document), print the GitHub annotations, write the `--junit` file; the exit status
+/// says whether all passed. `--list` only lists what would be verified.
 pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
     let root = &args.dir;
     if !root.is_dir() {
@@ -109,13 +157,29 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome::Usage);
     }
+    if args.github && args.format == VerifyFormat::Json {
+        print_error(
+            context,
+            "--github prints annotations on stdout, which --format json keeps for its document; \
+             use one of them",
+        );
+        return Ok(Outcome::Usage);
+    }
     let config = harness_config(args);
-    let specs = check_specs(root, &config);
-    let reports = match replay_scenarios(root, &config, context) {
-        Ok(reports) => reports,
-        Err(outcome) => return Ok(outcome),
+    if args.list {
+        return list(args, context, &config);
+    }
+    let specs = check_specs(root, &config, args, context);
+    // With --fail-fast, a spec that fails stops the run before any replay.
+    let reports = if args.fail_fast && specs.failed(args.deny_warnings) > 0 {
+        Vec::new()
+    } else {
+        match replay_scenarios(root, &config, args, context) {
+            Ok(reports) => reports,
+            Err(outcome) => return Ok(outcome),
+        }
     };
-    if let Some(outcome) = unmatched_filter(args, context, &config, &specs, &reports) {
+    if let Some(outcome) = unmatched_filter(args, context, &config, specs.count(), reports.len()) {
         return Ok(outcome);
     }
     if let Some(path) = &args.html
@@ -123,10 +187,27 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
     {
         return Ok(outcome);
     }
-    print_details(context, &reports)?;
-    print_table(args, &reports)?;
-    print_summary(args, &specs, &reports)?;
-    note_nothing_to_verify(args, &config, &specs, &reports);
+    let not_run = if args.fail_fast {
+        selected_scenarios(root, &config).saturating_sub(reports.len())
+    } else {
+        0
+    };
+    let failed = specs.failed(args.deny_warnings) > 0
+        || reports.iter().any(|report| !report.status.passed());
+    match args.format {
+        VerifyFormat::Human => print_report(args, context, &specs, &reports, not_run)?,
+        VerifyFormat::Json => {
+            let run = json::Run {
+                args,
+                specs: &specs,
+                reports: &reports,
+                not_run,
+                passed: !failed,
+            };
+            print_out(&format!("{}\n", json::document(&run)))?;
+        }
+    }
+    note_nothing_to_verify(args, &config, specs.count(), reports.len());
     note_pending_snapshots(args, &reports);
     if args.github {
         print_github_annotations(root, &specs, &reports)?;
@@ -136,12 +217,68 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
     {
         return Ok(outcome);
     }
-    let failed = specs.with_errors > 0 || reports.iter().any(|report| !report.status.passed());
     Ok(if failed {
         Outcome::Failed
     } else {
         Outcome::Clean
     })
+}
+
+/// The human report on stdout: the details of what did not pass, the table and the
+/// summary (with how many scenarios `--fail-fast` left unrun).
+fn print_report(
+    args: &VerifyArgs,
+    context: Context,
+    specs: &SpecsChecked,
+    reports: &[ScenarioReport],
+    not_run: usize,
+) -> anyhow::Result<()> {
+    print_details(context, reports)?;
+    print_table(args, reports)?;
+    print_summary(args, specs, reports, not_run)
+}
+
+/// `--list`: the specs, then the scenarios, that the filter and partition select, one per
+/// line (or as one JSON document); nothing is compiled or replayed.
+fn list(args: &VerifyArgs, context: Context, config: &HarnessConfig) -> anyhow::Result<Outcome> {
+    let root = &args.dir;
+    let specs: Vec<String> = selected_specs(root, config)
+        .iter()
+        .map(|path| escape::one_line(path, escape::MAX_LINE_CHARS))
+        .collect();
+    let scenarios: Vec<String> = match charter_runtime::harness::discover(root) {
+        Ok(found) => charter_runtime::harness::select(found, config)
+            .iter()
+            .map(|scenario| escape::one_line(&scenario.id(), escape::MAX_LINE_CHARS))
+            .collect(),
+        Err(error) => {
+            print_error(context, &error.to_string());
+            return Ok(Outcome::Usage);
+        }
+    };
+    if let Some(outcome) = unmatched_filter(args, context, config, specs.len(), scenarios.len()) {
+        return Ok(outcome);
+    }
+    match args.format {
+        VerifyFormat::Human => {
+            let mut out = String::new();
+            for id in specs.iter().chain(&scenarios) {
+                out.push_str(id);
+                out.push('\n');
+            }
+            print_out(&out)?;
+        }
+        VerifyFormat::Json => print_out(&format!("{}\n", json::listing(&specs, &scenarios)))?,
+    }
+    note_nothing_to_verify(args, config, specs.len(), scenarios.len());
+    Ok(Outcome::Clean)
+}
+
+/// How many scenarios the filter and partition select.
+fn selected_scenarios(root: &Path, config: &HarnessConfig) -> usize {
+    charter_runtime::harness::discover(root)
+        .map(|found| charter_runtime::harness::select(found, config).len())
+        .unwrap_or(0)
 }
 
 /// The harness's configuration from the command line.
@@ -158,36 +295,87 @@ fn harness_config(args: &VerifyArgs) -> HarnessConfig {
     }
 }
 
-/// What compiling the specs found: how many were compiled and how many had errors, a
-/// JUnit case for each, and a GitHub annotation for each error.
+/// What compiling the specs found: each spec's result (its warnings, or the problem of its
+/// errors), a JUnit case for each, and a GitHub annotation for each failure.
+#[derive(Default)]
 struct SpecsChecked {
-    count: usize,
-    with_errors: usize,
+    specs: Vec<SpecChecked>,
     cases: Vec<JunitCase>,
     annotations: Vec<String>,
 }
 
-/// Compiles every selected spec, printing each error on stderr as it is found.
-fn check_specs(root: &Path, config: &HarnessConfig) -> SpecsChecked {
-    let specs = specs_under(root, config);
-    let mut checked = SpecsChecked {
-        count: specs.len(),
-        with_errors: 0,
-        cases: Vec::new(),
-        annotations: Vec::new(),
-    };
-    for (relative, result) in &specs {
-        let failure = match result {
-            Ok(()) => None,
+/// One spec compiled: its path relative to the project root, and its warnings or the
+/// problem of its errors (escaped as shown).
+struct SpecChecked {
+    path: String,
+    result: Result<SpecWarnings, Problem>,
+}
+
+impl SpecsChecked {
+    fn count(&self) -> usize {
+        self.specs.len()
+    }
+
+    fn with_errors(&self) -> usize {
+        self.specs
+            .iter()
+            .filter(|spec| spec.result.is_err())
+            .count()
+    }
+
+    fn with_warnings(&self) -> usize {
+        self.specs
+            .iter()
+            .filter(|spec| spec.warnings().is_some_and(|warnings| !warnings.is_empty()))
+            .count()
+    }
+
+    /// How many specs fail the run: those with errors, and with `deny_warnings` those
+    /// with warnings.
+    fn failed(&self, deny_warnings: bool) -> usize {
+        self.with_errors()
+            + if deny_warnings {
+                self.with_warnings()
+            } else {
+                0
+            }
+    }
+}
+
+impl SpecChecked {
+    /// The warnings of a spec that compiled.
+    fn warnings(&self) -> Option<&[Diagnostic]> {
+        self.result
+            .as_ref()
+            .ok()
+            .map(|warnings| warnings.diagnostics.as_slice())
+    }
+}
+
+/// Compiles every selected spec, printing (in human format) each error and each warning
+/// on stderr as it is found, as `charter check` prints them.
+fn check_specs(
+    root: &Path,
+    config: &HarnessConfig,
+    args: &VerifyArgs,
+    context: Context,
+) -> SpecsChecked {
+    let human = args.format == VerifyFormat::Human;
+    let mut checked = SpecsChecked::default();
+    for relative in selected_specs(root, config) {
+        let result = compile_spec_with_warnings(root, &relative)
+            .map(|(_, warnings)| warnings)
+            .map_err(|problem| escaped_problem(&problem));
+        let failure = match &result {
+            Ok(warnings) => {
+                if human {
+                    print_spec_warnings(context, args.deny_warnings, &relative, warnings);
+                }
+                spec_warnings_failure(root, args.deny_warnings, &relative, warnings, &mut checked)
+            }
             Err(problem) => {
-                checked.with_errors += 1;
-                let problem = escaped_problem(problem);
-                // Rendered diagnostics end their own lines; a message alone (a spec that
-                // cannot be read) is a line of its own too.
-                match problem.detail.as_deref() {
-                    Some(detail) if detail.ends_with('\n') => print_err(detail),
-                    Some(detail) => print_err(&format!("{detail}\n")),
-                    None => print_err(&format!("error: {}\n", problem.message)),
+                if human {
+                    print_spec_problem(problem);
                 }
                 checked.annotations.push(github_error(
                     &from_here(root, &problem.location.file),
@@ -195,7 +383,10 @@ fn check_specs(root: &Path, config: &HarnessConfig) -> SpecsChecked {
                     "spec error",
                     &problem.message,
                 ));
-                Some((problem.message, problem.detail.unwrap_or_default()))
+                Some((
+                    problem.message.clone(),
+                    problem.detail.clone().unwrap_or_default(),
+                ))
             }
         };
         checked.cases.push(JunitCase {
@@ -205,8 +396,74 @@ fn check_specs(root: &Path, config: &HarnessConfig) -> SpecsChecked {
             failure,
             error: None,
         });
+        checked.specs.push(SpecChecked {
+            path: relative,
+            result,
+        });
     }
     checked
+}
+
+/// Prints a spec's errors on stderr. Rendered diagnostics end their own lines; a message
+/// alone (a spec that cannot be read) is a line of its own too.
+fn print_spec_problem(problem: &Problem) {
+    match problem.detail.as_deref() {
+        Some(detail) if detail.ends_with('\n') => print_err(detail),
+        Some(detail) => print_err(&format!("{detail}\n")),
+        None => print_err(&format!("error: {}\n", problem.message)),
+    }
+}
+
+/// Prints a spec's warnings on stderr as `charter check` does: each rendered, then
+/// `warning: `PATH`: N warnings` (`error:` when they are denied).
+fn print_spec_warnings(context: Context, deny: bool, relative: &str, warnings: &SpecWarnings) {
+    if warnings.diagnostics.is_empty() {
+        return;
+    }
+    print_err(&render::text(
+        &warnings.diagnostics,
+        &warnings.sources,
+        context.color,
+    ));
+    let level = if deny { "error" } else { "warning" };
+    let message = format!(
+        "`{}`: {}",
+        escape::one_line(relative, escape::MAX_LINE_CHARS),
+        count(warnings.diagnostics.len(), "warning")
+    );
+    print_err(&summary_line(context, level, &message));
+}
+
+/// With `deny`, a spec's warnings fail it: the JUnit failure (message and the rendered
+/// warnings), and a GitHub annotation at the first warning.
+fn spec_warnings_failure(
+    root: &Path,
+    deny: bool,
+    relative: &str,
+    warnings: &SpecWarnings,
+    checked: &mut SpecsChecked,
+) -> Option<(String, String)> {
+    let first = warnings.diagnostics.first().filter(|_| deny)?;
+    let message = format!(
+        "`{relative}`: {} (denied): {}",
+        count(warnings.diagnostics.len(), "warning"),
+        first.message
+    );
+    let line = first
+        .primary_span()
+        .map(|span| warnings.sources.line_column(span.file, span.start).0 as u64);
+    let file = first
+        .primary_span()
+        .and_then(|span| warnings.sources.get(span.file))
+        .map_or(relative, |file| file.name.as_str());
+    checked.annotations.push(github_error(
+        &from_here(root, file),
+        line,
+        "spec warning (denied)",
+        &message,
+    ));
+    let rendered = render::text(&warnings.diagnostics, &warnings.sources, false);
+    Some((message, escape::block(&rendered, escape::MAX_BLOCK_CHARS)))
 }
 
 /// A spec's problem as it is shown: what the spec file holds is escaped and cut
@@ -226,6 +483,7 @@ fn escaped_problem(problem: &Problem) -> Problem {
 fn replay_scenarios(
     root: &Path,
     config: &HarnessConfig,
+    args: &VerifyArgs,
     context: Context,
 ) -> Result<Vec<ScenarioReport>, Outcome> {
     // On a terminal, one progress line, redrawn as scenarios finish and erased at the end;
@@ -238,7 +496,11 @@ fn replay_scenarios(
             ));
         }
     };
-    let reports = verify_project_with_progress(root, config, &progress);
+    let options = VerifyOptions {
+        jobs: args.jobs,
+        fail_fast: args.fail_fast,
+    };
+    let reports = verify_project_with(root, config, options, &progress);
     if context.interactive {
         print_err("\r\u{1b}[2K");
     }
@@ -297,28 +559,41 @@ fn print_table(args: &VerifyArgs, reports: &[ScenarioReport]) -> anyhow::Result<
     print_out(&table(&shown))
 }
 
-/// `N specs compiled, K with errors; <scenario counts> (partition P)`, after a blank line.
+/// `N specs compiled, K with errors, W with warnings; <scenario counts> (partition P)`,
+/// after a blank line; with `--fail-fast`, how many scenarios did not run.
 fn print_summary(
     args: &VerifyArgs,
     specs: &SpecsChecked,
     reports: &[ScenarioReport],
+    not_run: usize,
 ) -> anyhow::Result<()> {
-    let spec_line = if specs.count == 0 {
+    let spec_line = if specs.count() == 0 {
         String::new()
     } else {
-        format!(
-            "{} spec{} compiled{}; ",
-            specs.count,
-            if specs.count == 1 { "" } else { "s" },
-            if specs.with_errors == 0 {
-                String::new()
-            } else {
-                format!(", {} with errors", specs.with_errors)
-            }
-        )
+        let mut line = format!(
+            "{} spec{} compiled",
+            specs.count(),
+            if specs.count() == 1 { "" } else { "s" },
+        );
+        if specs.with_errors() > 0 {
+            line.push_str(&format!(", {} with errors", specs.with_errors()));
+        }
+        if specs.with_warnings() > 0 {
+            line.push_str(&format!(
+                ", {} with warnings{}",
+                specs.with_warnings(),
+                if args.deny_warnings { " (denied)" } else { "" }
+            ));
+        }
+        format!("{line}; ")
+    };
+    let stopped = if not_run > 0 {
+        format!("; stopped at the first failure (--fail-fast): {not_run} not run")
+    } else {
+        String::new()
     };
     print_out(&format!(
-        "\n{spec_line}{}{}\n",
+        "\n{spec_line}{}{}{stopped}\n",
         summary(reports),
         args.partition
             .map(|partition| format!(" (partition {partition})"))
@@ -334,11 +609,11 @@ fn unmatched_filter(
     args: &VerifyArgs,
     context: Context,
     config: &HarnessConfig,
-    specs: &SpecsChecked,
-    reports: &[ScenarioReport],
+    specs: usize,
+    scenarios: usize,
 ) -> Option<Outcome> {
     let filter = args.filter.as_deref()?;
-    if args.partition.is_some() || specs.count > 0 || !reports.is_empty() {
+    if args.partition.is_some() || specs > 0 || scenarios > 0 {
         return None;
     }
     let everything = HarnessConfig {
@@ -354,10 +629,7 @@ fn unmatched_filter(
                 .collect()
         })
         .unwrap_or_default();
-    let spec_paths: Vec<String> = specs_under(&args.dir, &everything)
-        .into_iter()
-        .map(|(relative, _)| relative)
-        .collect();
+    let spec_paths = selected_specs(&args.dir, &everything);
     if scenarios.is_empty() && spec_paths.is_empty() {
         return None;
     }
@@ -389,10 +661,10 @@ fn unmatched_filter(
 fn note_nothing_to_verify(
     args: &VerifyArgs,
     config: &HarnessConfig,
-    specs: &SpecsChecked,
-    reports: &[ScenarioReport],
+    specs: usize,
+    scenarios: usize,
 ) {
-    if specs.count > 0 || !reports.is_empty() {
+    if specs > 0 || scenarios > 0 {
         return;
     }
     let root = &args.dir;
@@ -402,10 +674,8 @@ fn note_nothing_to_verify(
                 partition: None,
                 ..config.clone()
             };
-            let scenarios = charter_runtime::harness::discover(root)
-                .map(|found| charter_runtime::harness::select(found, &unsharded).len())
-                .unwrap_or(0);
-            let spec_count = specs_under_count(root, &unsharded);
+            let scenarios = selected_scenarios(root, &unsharded);
+            let spec_count = selected_specs(root, &unsharded).len();
             print_err(&format!(
                 "note: shard {partition} is empty: it holds none of the {scenarios} \
                  scenario{} and {spec_count} spec{} selected; nothing to verify, so it passes\n",
@@ -543,28 +813,9 @@ fn html_report(root: &Path, reports: &[ScenarioReport]) -> String {
     crate::view::static_page("charter verify", &scenarios)
 }
 
-/// How many specs `specs_under` would select (without compiling them).
-fn specs_under_count(root: &Path, config: &HarnessConfig) -> usize {
-    let directory = root.join("specs");
-    let Ok(paths) = collect_specs(&[directory]) else {
-        return 0;
-    };
-    paths
-        .iter()
-        .map(|path| display_path(path.strip_prefix(root).unwrap_or(path)))
-        .filter(|relative| {
-            !relative.starts_with("specs/invalid/")
-                && config
-                    .filter
-                    .as_deref()
-                    .is_none_or(|filter| relative.contains(filter))
-        })
-        .count()
-}
-
 /// Every spec under `root/specs` (except the compile-fail cases in `specs/invalid/`) that
-/// the filter and partition keep, with its compilation result, by path relative to `root`.
-fn specs_under(root: &Path, config: &HarnessConfig) -> Vec<(String, Result<(), Problem>)> {
+/// the filter and partition keep, by path relative to `root`, in order.
+fn selected_specs(root: &Path, config: &HarnessConfig) -> Vec<String> {
     let directory = root.join("specs");
     if !directory.is_dir() {
         return Vec::new();
@@ -589,9 +840,5 @@ fn specs_under(root: &Path, config: &HarnessConfig) -> Vec<(String, Result<(), P
                 .is_none_or(|partition| partition.keeps(*position, relative))
         })
         .map(|(_, relative)| relative)
-        .map(|relative| {
-            let result = compile_spec(root, &relative).map(|_| ());
-            (relative, result)
-        })
         .collect()
 }

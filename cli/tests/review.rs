@@ -173,7 +173,10 @@ fn verify_leaves_pending_snapshots_and_review_accepts_rejects_and_skips_them_at_
         screen.contains("[2/3] closed_loop/malformed_output (new)"),
         "{screen}"
     );
-    assert!(screen.contains("+ event 0: {\"seq\":0"), "{screen}");
+    assert!(
+        screen.contains("+ event 0 (run_started, round 0, t_ms 0): {\"input\":"),
+        "{screen}"
+    );
     review.keys("r");
     review.wait_for("[3/3] closed_loop/timeout_then_recovery (new)", 1);
     review.keys("s");

@@ -28,9 +28,12 @@ mod check;
 pub mod event_diff;
 pub mod expect;
 mod pin;
+mod project;
 pub mod report;
 mod skeleton;
 pub mod snapshot;
+
+pub use project::{VerifyOptions, verify_project_with};
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -415,6 +418,22 @@ impl SpecCache {
 /// Compiles the spec at `relative` (to `root`); errors are a problem pointing at the
 /// first error's line, with every diagnostic rendered as its detail.
 pub fn compile_spec(root: &Path, relative: &str) -> Result<Arc<CompiledSpec>, Problem> {
+    compile_spec_with_warnings(root, relative).map(|(spec, _)| spec)
+}
+
+/// The warnings of a spec that compiled, with the files they point into (to render them
+/// as `charter check` does).
+#[derive(Clone, Debug, Default)]
+pub struct SpecWarnings {
+    pub diagnostics: Vec<charter_compiler::Diagnostic>,
+    pub sources: charter_compiler::Sources,
+}
+
+/// [`compile_spec`], also giving the spec's warnings (`charter verify` shows them).
+pub fn compile_spec_with_warnings(
+    root: &Path,
+    relative: &str,
+) -> Result<(Arc<CompiledSpec>, SpecWarnings), Problem> {
     let path = root.join(relative);
     let shown = clean_relative(relative);
     // `spec:` may name only a file inside the project (after symlinks): a regular file
@@ -437,7 +456,13 @@ pub fn compile_spec(root: &Path, relative: &str) -> Result<Arc<CompiledSpec>, Pr
     };
     let compilation = compile(&shown, &text, &loader);
     match compilation.spec {
-        Some(spec) if !compilation.has_errors() => Ok(Arc::new(spec)),
+        Some(spec) if !compilation.has_errors() => Ok((
+            Arc::new(spec),
+            SpecWarnings {
+                diagnostics: compilation.diagnostics,
+                sources: compilation.sources,
+            },
+        )),
         _ => {
             let first = compilation
                 .diagnostics
@@ -547,75 +572,7 @@ pub fn verify_project_with_progress(
     config: &HarnessConfig,
     progress: &(dyn Fn(usize, usize, &ScenarioReport) + Sync),
 ) -> Result<Vec<ScenarioReport>, HarnessError> {
-    let finished = std::sync::atomic::AtomicUsize::new(0);
-    // Each scenario file is read once, here; then each spec is compiled once, up front,
-    // so the workers only read the cache.
-    let scenarios: Vec<(ScenarioRef, ScenarioFile)> = select(discover(root)?, config)
-        .into_iter()
-        .map(|reference| {
-            let file = read_scenario(&reference);
-            (reference, file)
-        })
-        .collect();
-    let mut specs = SpecCache::new();
-    for (_, file) in &scenarios {
-        if let Ok((scenario, _)) = file {
-            let _ = specs.get(root, &scenario.spec);
-        }
-    }
-    let workers = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .min(scenarios.len().max(1));
-    let total = scenarios.len();
-    let tell = |report: &ScenarioReport| {
-        let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        progress(done, total, report);
-    };
-    if workers <= 1 {
-        return Ok(scenarios
-            .iter()
-            .map(|(reference, file)| {
-                let report = verify_scenario(root, reference, file, config, &mut specs).escaped();
-                tell(&report);
-                report
-            })
-            .collect());
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut results: Vec<(usize, ScenarioReport)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                let mut specs = specs.clone();
-                let next = &next;
-                let scenarios = &scenarios;
-                let tell = &tell;
-                scope.spawn(move || {
-                    let mut done = Vec::new();
-                    loop {
-                        let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((reference, file)) = scenarios.get(index) else {
-                            break;
-                        };
-                        let report =
-                            verify_scenario(root, reference, file, config, &mut specs).escaped();
-                        tell(&report);
-                        done.push((index, report));
-                    }
-                    done
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|handle| {
-                handle
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    });
-    results.sort_by_key(|(index, _)| *index);
-    Ok(results.into_iter().map(|(_, report)| report).collect())
+    verify_project_with(root, config, VerifyOptions::default(), progress)
 }
 
 /// What one replay gave.

@@ -181,7 +181,7 @@ pub fn colorize(text: &str) -> String {
             format!("{BOLD_RED}{body}{RESET}")
         } else if body.starts_with("---") || body.starts_with("+++") {
             format!("{BOLD}{body}{RESET}")
-        } else if body.starts_with("@@") || body.starts_with("~ event") {
+        } else if body.starts_with("@@") || body.starts_with("~ ") {
             format!("{CYAN}{body}{RESET}")
         } else if body.starts_with('-') {
             format!("{RED}{body}{RESET}")

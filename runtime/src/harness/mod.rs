@@ -27,6 +27,7 @@
 mod check;
 pub mod event_diff;
 pub mod expect;
+pub mod record;
 pub mod report;
 pub mod snapshot;
 

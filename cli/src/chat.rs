@@ -1,6 +1,6 @@
 //! `charter chat SPEC [--session ID] [--tool NAME=COMMAND]... [--model ALIAS=PROVIDER:MODEL]... [--record DIR]`: a conversation at the terminal, one turn per line typed, each turn's answer on stdout, the session saved after every turn that answered.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use charter_compiler::CompiledSpec;
@@ -9,18 +9,19 @@ use charter_runtime::engine::run::{DeliveryTarget, RunConfig, RunOutcome};
 use charter_runtime::engine::session::Session;
 use charter_runtime::engine::validate::{validate_request, violations_text};
 use charter_runtime::formats::scenario::{
-    Cassette, Recorded, RecordedCall, RecordedHuman, Scenario, TurnInput,
+    Cassette, Expectation, Recorded, RecordedCall, RecordedHuman, Scenario, TurnInput,
 };
 use charter_runtime::formats::trace::Outcome as RunState;
+use charter_runtime::harness::record::expectation_of;
 use charter_runtime::world::providers::Providers;
-use charter_runtime::world::record::{Recording, write_recording};
+use charter_runtime::world::record::Recording;
 use charter_runtime::world::sessions::{load, save_turn, session_path, validate_id};
 use clap::Args;
 use serde_json::{Value, json};
 
 use crate::driver::{LiveEnvironment, LiveRun, PreparedSpec, TerminalRunOptions, tool_name};
 use crate::loader::display_path;
-use crate::run::{outcome_line, scenario_spec, sessions_dir};
+use crate::run::{check_record_spec, outcome_line, scenario_spec, sessions_dir, write_recorded};
 use crate::{Context, Outcome, print_err, print_error, summary_line};
 
 /// Talk to a spec: each line typed on stdin is one turn.
@@ -56,8 +57,10 @@ pub struct ChatArgs {
     #[arg(long = "model", value_name = "ALIAS=PROVIDER:MODEL")]
     pub models: Vec<String>,
 
-    /// Record the conversation as one scenario (`turns:`) in DIR when it ends; it must
-    /// start from a new session.
+    /// Record the conversation as one scenario (`turns:`) in DIR when it ends, with an
+    /// `expect` of how its last turn ended and its `trace.snap`, written only once its
+    /// replay ends as the conversation did (`charter verify` passes it); it must start
+    /// from a new session.
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
 
@@ -97,6 +100,7 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
         providers,
         session,
         recorded_turns: Vec::new(),
+        last_ending: None,
         recorded: Cassette::new(Recorded {
             overrides: prepared.overrides.clone(),
             ..Recorded::from_spec(spec)
@@ -129,7 +133,8 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
 }
 
 /// Usage errors that need no spec: a --tool given wrong, a session id that is not a
-/// plain name, and a --record directory that holds a scenario already.
+/// plain name, a --record directory that holds a scenario already, and a recording of a
+/// spec outside the project root of the --record directory.
 fn check_options(args: &ChatArgs, context: Context) -> Result<(), Outcome> {
     for given in &args.tools {
         tool_name(given).map_err(|message| usage(context, &message))?;
@@ -137,16 +142,17 @@ fn check_options(args: &ChatArgs, context: Context) -> Result<(), Outcome> {
     if let Some(id) = &args.session {
         validate_id(id).map_err(|error| usage(context, &error.to_string()))?;
     }
-    if let Some(record) = &args.record
-        && record.join("scenario.yaml").exists()
-    {
-        return Err(usage(
-            context,
-            &format!(
-                "`{}` already holds a scenario; give another --record directory",
-                display_path(record)
-            ),
-        ));
+    if let Some(record) = &args.record {
+        if record.join("scenario.yaml").exists() {
+            return Err(usage(
+                context,
+                &format!(
+                    "`{}` already holds a scenario; give another --record directory",
+                    display_path(record)
+                ),
+            ));
+        }
+        check_record_spec(&args.spec, record).map_err(|message| usage(context, &message))?;
     }
     Ok(())
 }
@@ -253,6 +259,8 @@ struct Conversation<'chat> {
     providers: Providers,
     session: Option<ChatSession>,
     recorded_turns: Vec<TurnInput>,
+    /// How the last turn kept for --record ended: the conversation's `expect`.
+    last_ending: Option<Expectation>,
     recorded: Cassette,
 }
 
@@ -294,7 +302,7 @@ impl Conversation<'_> {
         })?;
         self.save_session_turn(&outcome)?;
         if self.args.record.is_some() {
-            self.keep_for_record(&recording, &input);
+            self.keep_for_record(&recording, &input, &outcome);
         }
         Ok(outcome.outcome == RunState::Completed)
     }
@@ -332,8 +340,9 @@ impl Conversation<'_> {
     }
 
     /// Keeps the turn's input, calls and people's answers for --record, each call and
-    /// answer marked with the turn it belongs to.
-    fn keep_for_record(&mut self, recording: &Recording, input: &Value) {
+    /// answer marked with the turn it belongs to, and how the turn ended.
+    fn keep_for_record(&mut self, recording: &Recording, input: &Value, outcome: &RunOutcome) {
+        self.last_ending = Some(expectation_of(outcome));
         let this_turn = u64::try_from(self.recorded_turns.len()).unwrap_or(0) + 1;
         let cassette = recording.cassette(Recorded::from_spec(&self.prepared.spec));
         self.recorded
@@ -367,42 +376,19 @@ impl Conversation<'_> {
             ));
             return Ok(());
         }
-        record_conversation(
-            &self.prepared.spec,
-            &self.args.spec,
-            directory,
-            self.recorded_turns,
-            &self.recorded,
-        )
-        .map_err(|message| {
-            print_error(self.context, &message);
-            Outcome::Failed
-        })
+        let count = self.recorded_turns.len();
+        let scenario = Scenario {
+            spec: scenario_spec(&self.args.spec, directory),
+            description: Some(format!(
+                "recorded conversation with {} ({count} turn(s))",
+                self.prepared.spec.name
+            )),
+            input: Value::Null,
+            turns: Some(self.recorded_turns),
+            expect: self.last_ending,
+        };
+        write_recorded(self.context, directory, scenario, self.recorded)
     }
-}
-
-/// Writes the conversation as one scenario in `directory`.
-fn record_conversation(
-    spec: &CompiledSpec,
-    spec_path: &Path,
-    directory: &Path,
-    turns: Vec<TurnInput>,
-    cassette: &Cassette,
-) -> Result<(), String> {
-    let count = turns.len();
-    let scenario = Scenario {
-        spec: scenario_spec(spec_path, directory),
-        description: Some(format!(
-            "recorded conversation with {} ({count} turn(s))",
-            spec.name
-        )),
-        input: Value::Null,
-        turns: Some(turns),
-        expect: None,
-    };
-    write_recording(directory, &scenario, cassette).map_err(|error| error.to_string())?;
-    print_err(&format!("recorded to {}\n", display_path(directory)));
-    Ok(())
 }
 
 /// The request contract's one string field, which each typed line fills; every other

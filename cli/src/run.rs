@@ -7,12 +7,16 @@ use charter_compiler::CompiledSpec;
 use charter_runtime::engine::run::{DeliveryTarget, RunConfig, RunOutcome};
 use charter_runtime::engine::session::Session;
 use charter_runtime::engine::validate::{Violation, validate_request};
-use charter_runtime::formats::scenario::{Recorded, Scenario};
-use charter_runtime::formats::trace::Outcome as RunState;
+use charter_runtime::formats::scenario::{Cassette, Recorded, Scenario};
+use charter_runtime::formats::trace::{Outcome as RunState, Reason};
+use charter_runtime::harness::record::{
+    NewScenario, RecordingError, expectation_of, write_scenario,
+};
+use charter_runtime::harness::report::{colorize, details};
 use charter_runtime::world::files::DirLock;
 use charter_runtime::world::jsonl::JsonlSink;
 use charter_runtime::world::providers::Providers;
-use charter_runtime::world::record::{write_atomically, write_recording};
+use charter_runtime::world::record::write_atomically;
 use charter_runtime::world::secrets::Scrubber;
 use charter_runtime::world::{escape, files};
 use clap::Args;
@@ -24,7 +28,7 @@ use crate::driver::{
     open_journal, tool_name,
 };
 use crate::loader::{display_path, normalize};
-use crate::{Context, Outcome, print_err, print_error};
+use crate::{Context, Outcome, print_err, print_error, summary_line};
 
 /// Run a spec live against its models (OpenAI-compatible or Anthropic).
 ///
@@ -65,9 +69,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
 
-    /// Record the run as a scenario: `scenario.yaml` and `cassette.yaml` in DIR. A DIR
-    /// that already holds a scenario is refused unless --force (which keeps its
-    /// description and `expect`). The scenario's `spec:` is relative to the project root.
+    /// Record the run as a scenario that `charter verify` passes: `scenario.yaml` (with an
+    /// `expect` of how the run ended), `cassette.yaml` (the calls in the order the run made
+    /// them, each with the hash of its prompt) and `trace.snap` in DIR, written only once
+    /// its replay ends as the run did. A DIR that already holds a scenario is refused
+    /// unless --force (which keeps its description and `expect`). The scenario's `spec:`
+    /// is relative to the project root.
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
 
@@ -217,8 +224,8 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     print_err(&format!("{}\n", outcome_line(&outcome)));
     print_err(&totals.line());
     crate::print_answer(outcome.answer.as_ref())?;
-    if let Err(failed) =
-        save_session_turn(context, &ready, &outcome).and_then(|()| record_run(context, &ready))
+    if let Err(failed) = save_session_turn(context, &ready, &outcome)
+        .and_then(|()| record_run(context, &ready, &outcome))
     {
         return Ok(failed);
     }
@@ -459,11 +466,26 @@ fn save_session_turn(
     Ok(())
 }
 
-/// Writes the run as a scenario into the --record directory, if one was given.
-fn record_run(context: Context, ready: &ReadyRun) -> Result<(), Outcome> {
+/// Writes the run as a scenario into the --record directory, if one was given: its
+/// calls in the order the run made them, an `expect` of how it ended (or the one --force
+/// keeps), and the trace snapshot its replay gives, checked as `charter verify` checks
+/// it. A cancelled run is not recorded: `--resume` continues it and records it then.
+fn record_run(context: Context, ready: &ReadyRun, outcome: &RunOutcome) -> Result<(), Outcome> {
     let Some(directory) = &ready.run_file.record else {
         return Ok(());
     };
+    if outcome.reason == Reason::Cancelled {
+        print_err(&summary_line(
+            context,
+            "note",
+            &format!(
+                "the run was cancelled, so nothing was recorded to `{}`; `charter run --resume {}` continues it and records it when it ends",
+                shown_from_here(directory),
+                display_path(&ready.run_dir)
+            ),
+        ));
+        return Ok(());
+    }
     let spec = &ready.prepared.spec;
     // Overwriting (--force): what a person wrote about the scenario stays.
     let kept = Scenario::read(&directory.join("scenario.yaml")).ok();
@@ -475,17 +497,76 @@ fn record_run(context: Context, ready: &ReadyRun) -> Result<(), Outcome> {
             .or_else(|| Some(format!("recorded live run of {}", spec.name))),
         input: ready.environment.scrubber.value(&ready.input),
         turns: None,
-        expect: kept.and_then(|kept| kept.expect),
+        expect: kept
+            .and_then(|kept| kept.expect)
+            .or_else(|| Some(expectation_of(outcome))),
     };
     let mut recorded = Recorded::from_spec(spec);
     recorded.overrides = ready.prepared.overrides.clone();
     let cassette = ready.journal.recording.cassette(recorded);
-    if let Err(error) = write_recording(directory, &scenario, &cassette) {
-        print_error(context, &error.to_string());
-        return Err(Outcome::Failed);
+    write_recorded(context, directory, scenario, cassette).inspect_err(|_| {
+        print_err(&format!(
+            "help: the run's answers are kept in `{}`; `charter run --resume {} --record DIR` records them again without asking a model\n",
+            display_path(&ready.run_dir),
+            display_path(&ready.run_dir)
+        ));
+    })
+}
+
+/// Writes a recorded run (or conversation) as the scenario in `directory`: staged,
+/// checked by the harness as `charter verify` checks it, then `scenario.yaml`,
+/// `cassette.yaml` and `trace.snap` written atomically. A recording that does not replay
+/// as the run went writes nothing and says what its replay did instead.
+pub(crate) fn write_recorded(
+    context: Context,
+    directory: &Path,
+    scenario: Scenario,
+    cassette: Cassette,
+) -> Result<(), Outcome> {
+    let root = recording_root(directory);
+    let written = write_scenario(&NewScenario {
+        root: &root,
+        dir: directory,
+        scenario,
+        cassette,
+    });
+    match written {
+        Ok(written) => {
+            let report = &written.report;
+            let ending = match (&report.outcome, &report.reason) {
+                (Some(outcome), Some(reason)) => format!("; it replays to {outcome} ({reason})"),
+                _ => String::new(),
+            };
+            print_err(&format!(
+                "recorded to {} (scenario.yaml, cassette.yaml, trace.snap){ending}\n",
+                shown_from_here(directory)
+            ));
+            Ok(())
+        }
+        Err(RecordingError::Check(report)) => {
+            print_error(
+                context,
+                &format!(
+                    "cannot record to `{}`: the recording does not replay as the run went, so nothing was written there",
+                    shown_from_here(directory)
+                ),
+            );
+            let details = details(std::slice::from_ref(&*report));
+            print_err(&if context.color {
+                colorize(&details)
+            } else {
+                details
+            });
+            Err(Outcome::Failed)
+        }
+        Err(error) => {
+            print_error(
+                context,
+                &format!("cannot record to `{}`: {error}", shown_from_here(directory)),
+            );
+            Err(Outcome::Failed)
+        }
     }
-    print_err(&format!("recorded to {}\n", display_path(directory)));
-    Ok(())
 }
 
 /// The directory sessions are kept in, relative to where `charter` runs.
@@ -649,6 +730,12 @@ fn check_options(args: &RunArgs, context: Context, run_file: &RunFile) -> Result
         );
         return Err(Outcome::Usage);
     }
+    if let Some(record) = &run_file.record
+        && let Err(message) = check_record_spec(&run_file.spec, record)
+    {
+        print_error(context, &message);
+        return Err(Outcome::Usage);
+    }
     if let Some(tool) = run_file.tools.iter().find(|tool| tool.contains(REDACTED)) {
         let name = tool.split_once('=').map_or(tool.as_str(), |(name, _)| name);
         print_error(
@@ -801,27 +888,57 @@ pub(crate) fn outcome_line(outcome: &RunOutcome) -> String {
     line
 }
 
-/// The spec's path as a scenario in `record_dir` names it: relative to the project root
-/// (the directory holding `golden/`, or the current directory when the recording is not
-/// under one), as `charter verify` and `charter replay` read it; absolute only for a spec
-/// outside that root.
-pub(crate) fn scenario_spec(spec: &Path, record_dir: &Path) -> String {
-    let spec = std::path::absolute(spec).unwrap_or_else(|_| spec.to_path_buf());
-    let record_dir = std::path::absolute(record_dir).unwrap_or_else(|_| record_dir.to_path_buf());
-    let current = std::env::current_dir().ok();
-    let root = record_dir
+/// `path` as shown to the user: relative to the current directory when it lies inside
+/// it (a run keeps its --record directory absolute), as it is otherwise.
+fn shown_from_here(path: &Path) -> String {
+    let current = std::env::current_dir().unwrap_or_default();
+    match normalize(&absolute(path)).strip_prefix(normalize(&current)) {
+        Ok(inside) if inside.as_os_str().is_empty() => ".".to_string(),
+        Ok(inside) => display_path(inside),
+        Err(_) => display_path(path),
+    }
+}
+
+/// The project root of a recording into `record_dir`: the directory holding the
+/// `golden/` it lies under, or the current directory when it is not under one.
+pub(crate) fn recording_root(record_dir: &Path) -> PathBuf {
+    let record_dir = absolute(record_dir);
+    record_dir
         .ancestors()
         .find(|ancestor| ancestor.file_name().is_some_and(|name| name == "golden"))
         .and_then(Path::parent)
-        .or(current.as_deref());
-    let relative = root.and_then(|root| {
-        normalize(&spec)
-            .strip_prefix(normalize(root))
-            .ok()
-            .map(Path::to_path_buf)
-    });
-    relative
-        .unwrap_or(spec)
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Refuses, before anything runs, a recording into `record_dir` of a spec outside its
+/// project root ([`recording_root`]): `charter verify` reads only specs inside the
+/// project, so the scenario could never be checked.
+pub(crate) fn check_record_spec(spec: &Path, record_dir: &Path) -> Result<(), String> {
+    let root = recording_root(record_dir);
+    if normalize(&absolute(spec)).starts_with(normalize(&root)) {
+        return Ok(());
+    }
+    Err(format!(
+        "--record `{}`: the spec `{}` is outside the project root `{}` (the directory holding \
+         the `golden/` the recording goes in, else the current directory), where `charter \
+         verify` could not read it; record into `golden/<spec>/<scenario>` of the spec's project",
+        shown_from_here(record_dir),
+        shown_from_here(spec),
+        shown_from_here(&root)
+    ))
+}
+
+/// The spec's path as a scenario in `record_dir` names it: relative to the project root
+/// ([`recording_root`]), as `charter verify` and `charter replay` read it; absolute only
+/// for a spec outside that root.
+pub(crate) fn scenario_spec(spec: &Path, record_dir: &Path) -> String {
+    let spec = absolute(spec);
+    let root = recording_root(record_dir);
+    normalize(&spec)
+        .strip_prefix(normalize(&root))
+        .map_or(spec.clone(), Path::to_path_buf)
         .to_string_lossy()
         .replace('\\', "/")
 }

@@ -1,10 +1,13 @@
 //! Conversations live (DESIGN §9.4): `charter chat` answering typed turns from stdin and `charter run --session` one turn at a time, against a wiremock OpenAI server on loopback whose answer depends on the request (who is asked, and what they were told); the session file kept between turns.
 
+mod support;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
+use support::{copy_dir, copy_file, repository};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
@@ -315,38 +318,66 @@ flow { talk = talker(request) -> done }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A project holding the mention_roles seed at `specs/mention_roles.charter`.
+fn seed_project(name: &str) -> PathBuf {
+    let dir = temp_dir(name);
+    let seeds = repository().join("specs/seeds");
+    copy_file(
+        &seeds.join("mention_roles.charter"),
+        &dir.join("specs/mention_roles.charter"),
+    );
+    copy_dir(
+        &seeds.join("mention_roles"),
+        &dir.join("specs/mention_roles"),
+    );
+    dir
+}
+
 #[tokio::test]
-async fn a_recorded_chat_replays_turn_by_turn() {
+async fn a_recorded_chat_replays_turn_by_turn_and_passes_verify() {
     let server = server().await;
-    let dir = temp_dir("record");
-    let spec = seed_spec();
-    let spec = spec.to_str().unwrap_or("");
-    let recording = dir.join("conversation");
+    let dir = seed_project("record");
+    let recording = dir.join("golden/mention_roles/conversation");
     let output = typed(
         charter(
             &dir,
             &server,
             &[
                 "chat",
-                spec,
+                "specs/mention_roles.charter",
                 "--session",
                 "rec",
                 "--record",
-                recording.to_str().unwrap_or(""),
+                "golden/mention_roles/conversation",
             ],
         ),
         "@socrates what is a good life?\nand a good death?\n",
     );
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("recorded to golden/mention_roles/conversation (scenario.yaml, cassette.yaml, trace.snap); it replays to completed (done)"),
+        "{stderr}"
+    );
     let scenario = std::fs::read_to_string(recording.join("scenario.yaml")).unwrap_or_default();
     assert!(scenario.contains("turns:"), "{scenario}");
+    assert!(
+        scenario.contains("expect:\n  outcome: completed\n  reason: done\n"),
+        "{scenario}"
+    );
     let cassette = std::fs::read_to_string(recording.join("cassette.yaml")).unwrap_or_default();
     assert!(cassette.contains("turn: 2"), "{cassette}");
+    assert!(cassette.contains("  rendered:\n"), "{cassette}");
     assert!(!cassette.contains(SECRET));
+    assert!(recording.join("trace.snap").is_file());
     let replayed = Command::new(env!("CARGO_BIN_EXE_charter"))
-        .args(["--color", "never", "replay"])
-        .arg(&recording)
+        .current_dir(&dir)
+        .args([
+            "--color",
+            "never",
+            "replay",
+            "golden/mention_roles/conversation",
+        ])
         .output()
         .unwrap_or_else(|error| panic!("{error}"));
     let replay_stderr = String::from_utf8_lossy(&replayed.stderr).into_owned();
@@ -356,6 +387,56 @@ async fn a_recorded_chat_replays_turn_by_turn() {
         answers(&output.stdout),
         "the replay answers each turn as the live chat did"
     );
+    let verified = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .current_dir(&dir)
+        .args(["--color", "never", "verify", "--verbose"])
+        .output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let table = String::from_utf8_lossy(&verified.stdout).into_owned();
+    assert_eq!(
+        verified.status.code(),
+        Some(0),
+        "{table}{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    assert!(
+        table
+            .lines()
+            .any(|line| line.starts_with("mention_roles  conversation")
+                && line.trim_end().ends_with("  pass")),
+        "{table}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A recording of a spec outside the project `charter verify` would run in could never be
+/// checked: it is refused before any turn.
+#[tokio::test]
+async fn recording_a_spec_outside_the_project_is_refused_before_any_turn() {
+    let server = server().await;
+    let dir = temp_dir("record-outside");
+    let spec = repository().join("specs/seeds/mention_roles.charter");
+    let output = typed(
+        charter(
+            &dir,
+            &server,
+            &[
+                "chat",
+                spec.to_str().unwrap_or(""),
+                "--record",
+                "golden/mention_roles/conversation",
+            ],
+        ),
+        "@socrates hello\n",
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is outside the project root"), "{stderr}");
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        0
+    );
+    assert!(!dir.join("golden").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

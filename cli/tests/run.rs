@@ -561,6 +561,14 @@ async fn no_file_written_holds_a_secret_from_an_answer_the_input_or_a_tool() {
     ));
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(project.join("out/delivery.json").is_file(), "{stderr}");
+    // The input's secret is kept as `<redacted>`, and each call's prompt hash is taken of
+    // the prompt so scrubbed: the recording replays with no stale call.
+    assert!(
+        stderr.contains(
+            "recorded to golden/review_loop/live (scenario.yaml, cassette.yaml, trace.snap)"
+        ),
+        "{stderr}"
+    );
     for (path, text) in files(&project) {
         if path.ends_with("request.json") {
             continue; // the user's own file

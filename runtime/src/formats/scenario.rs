@@ -122,8 +122,13 @@ pub struct TurnInput {
 pub struct Expectation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
-    /// Written like `gate_passed` or `hard_gate{SECRET_LEAK}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Written like `gate_passed` or `hard_gate{SECRET_LEAK}` (quoted when written out, so
+    /// the braces read back in a flow mapping too).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "reason_text"
+    )]
     pub reason: Option<Reason>,
     /// `true`: the cassette is stale on purpose (it shows what a stale recording looks
     /// like); the harness then passes it only while it is stale, and `--accept` leaves
@@ -140,6 +145,20 @@ pub struct Expectation {
     /// Model calls per step (every attempt, a per-item check's judge calls included).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub calls: BTreeMap<String, u64>,
+}
+
+/// An `expect.reason` as written: plain (`gate_passed`), or quoted when it has an
+/// argument in braces (`"step_failed{review}"`).
+fn reason_text<S: serde::Serializer>(
+    reason: &Option<Reason>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let text = reason.as_ref().map(ToString::to_string);
+    match text.as_deref() {
+        Some(text) if text.contains('{') => yaml::QuotedText(text).serialize(serializer),
+        Some(text) => serializer.serialize_str(text),
+        None => serializer.serialize_none(),
+    }
 }
 
 /// `cassette.yaml`: what the models (and people) answered in a recorded run.

@@ -319,6 +319,18 @@ impl Serialize for BlockText<'_> {
     }
 }
 
+/// Text written double-quoted (`"step_failed{review}"`), so that a value holding YAML's
+/// flow indicators (`{`, `}`) reads back the same when a person copies it into a flow
+/// mapping (`expect: { reason: ... }`), where a plain scalar could not hold them.
+#[derive(Clone, Copy, Debug)]
+pub struct QuotedText<'a>(pub &'a str);
+
+impl Serialize for QuotedText<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serde_saphyr::DoubleQuoted(self.0).serialize(serializer)
+    }
+}
+
 /// The 1-based line of each entry of a cassette's `calls` (for messages that point into
 /// the file); empty when the file does not parse.
 pub fn call_lines(text: &str) -> Vec<u64> {

@@ -157,7 +157,9 @@ impl<'a> ScenarioCheck<'a> {
     /// spec's now, and marks the report stale or unpinned. What it found is reported
     /// after the replay, which renders the prompts to show.
     fn compare_pins(&self, report: &mut ScenarioReport) -> Pins {
-        let current = Recorded::from_spec(&self.spec);
+        let mut current = Recorded::from_spec(&self.spec);
+        // A refreshed `recorded` block keeps the `--model` overrides it was recorded with.
+        current.overrides = self.cassette.overrides();
         let changes = self.cassette.stale_against(&current);
         report.stale = !changes.is_empty();
         report.unpinned = self.cassette.recorded.is_none();

@@ -29,6 +29,7 @@ pub mod event_diff;
 pub mod expect;
 mod pin;
 mod project;
+pub mod record;
 pub mod report;
 mod skeleton;
 pub mod snapshot;

@@ -1,4 +1,4 @@
-//! Recording a live run (DESIGN §5): `Recording` wraps any provider and human channel, keeps what each call answered by its key, scrubs secrets, journals every answer to disk as it comes (so a killed run resumes without asking the model again), and `write_recording` writes `scenario.yaml` and `cassette.yaml` atomically.
+//! Recording a live run (DESIGN §5): `Recording` wraps any provider and human channel, keeps what each call answered by its key and in the order the run made the calls, scrubs secrets, journals every answer to disk as it comes (so a killed run resumes without asking the model again), and `write_recording` writes `scenario.yaml` and `cassette.yaml` atomically.
 //!
 //! What a call gave becomes a [`RecordedCall`] that [`crate::world::replay::ReplayProvider`]
 //! plays back the same way:
@@ -29,7 +29,7 @@
 //! first call not in it goes to the model. The calls in flight when the run was killed
 //! were never journaled, so they are made again — no call that had an answer is.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs;
 use std::io::Read;
@@ -66,6 +66,8 @@ pub struct Recording {
 struct Store {
     scrubber: Scrubber,
     calls: Mutex<BTreeMap<CallKey, RecordedCall>>,
+    /// Each call's place in the order the run started its calls (the cassette's order).
+    started: Mutex<HashMap<CallKey, usize>>,
     humans: Mutex<BTreeMap<HumanKey, Value>>,
     /// Where each call and answer is appended as it ends, if anywhere.
     journal: Option<Journal>,
@@ -122,6 +124,7 @@ impl Recording {
             store: Arc::new(Store {
                 scrubber: Scrubber::new(secrets),
                 calls: Mutex::new(resumed_calls.clone()),
+                started: Mutex::new(HashMap::new()),
                 humans: Mutex::new(resumed_humans.clone()),
                 journal,
                 resumed_calls,
@@ -165,10 +168,17 @@ impl Recording {
         }
     }
 
-    /// The cassette so far: calls in key order, human answers in (step, round) order.
+    /// The cassette so far: calls in the order the run made them (a journaled call the
+    /// run did not ask for again last, in key order), human answers in (step, round) order.
     pub fn cassette(&self, recorded: Recorded) -> Cassette {
         let mut cassette = Cassette::new(recorded);
-        cassette.calls = lock(&self.store.calls).values().cloned().collect();
+        let mut calls: Vec<RecordedCall> = lock(&self.store.calls).values().cloned().collect();
+        {
+            let started = lock(&self.store.started);
+            // Stable: calls never started keep their key order, after the others.
+            calls.sort_by_key(|call| started.get(&call.key()).copied().unwrap_or(usize::MAX));
+        }
+        cassette.calls = calls;
         cassette.humans = lock(&self.store.humans)
             .iter()
             .map(|((step, round, attempt), answer)| RecordedHuman {
@@ -230,6 +240,13 @@ impl Store {
             *message = self.scrub_text(message);
         }
         error
+    }
+
+    /// Notes that the run started the call `key`: its place in the cassette.
+    fn note_started(&self, key: &CallKey) {
+        let mut started = lock(&self.started);
+        let next = started.len();
+        started.entry(key.clone()).or_insert(next);
     }
 
     fn record(&self, call: RecordedCall) {
@@ -424,6 +441,7 @@ impl<P: Provider> Provider for RecordingProvider<P> {
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         let key = request.key.clone();
         let store = self.store.clone();
+        store.note_started(&key);
         if let Some(previous) = store
             .resumed_calls
             .get(&key)
@@ -483,6 +501,7 @@ impl<P: Provider> Provider for RecordingProvider<P> {
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
         let key = request.key.clone();
         let store = self.store.clone();
+        store.note_started(&key);
         if let Some(previous) = store.resumed_calls.get(&key) {
             // Answered before the run was stopped: played back at once.
             store.replayed.fetch_add(1, Ordering::SeqCst);
@@ -494,7 +513,11 @@ impl<P: Provider> Provider for RecordingProvider<P> {
             return Box::pin(async move { Err(error) });
         }
         let log = request.log.clone();
-        let prompt_hash = crate::formats::canonical::sha256(request.prompt.as_bytes());
+        // The hash of the prompt as the recording keeps the run's input (scrubbed): a
+        // replay renders it from that input, so a secret in the input does not make the
+        // recorded call stale.
+        let prompt_hash =
+            crate::formats::canonical::sha256(store.scrub_text(&request.prompt).as_bytes());
         let call = self.inner.complete(request);
         Box::pin(async move {
             let mut guard = DropGuard {

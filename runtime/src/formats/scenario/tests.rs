@@ -238,6 +238,48 @@ expect: { outcome: completed, reason: gate_passed }
     }
 }
 
+#[test]
+fn a_written_reason_with_braces_is_quoted_and_reads_back_in_a_flow_mapping_too() {
+    let scenario = Scenario {
+        spec: "specs/s.charter".into(),
+        description: None,
+        input: json!({"goal": "g"}),
+        turns: None,
+        expect: Some(Expectation {
+            outcome: Some(Outcome::Failed),
+            reason: Some(Reason::StepFailed {
+                step: "review".into(),
+            }),
+            delivered: Some("c1".into()),
+            ..Expectation::default()
+        }),
+    };
+    let text = scenario.to_yaml().unwrap_or_else(|error| panic!("{error}"));
+    assert!(text.contains("reason: \"step_failed{review}\"\n"), "{text}");
+    let again = Scenario::from_yaml("scenario.yaml", &text);
+    assert_eq!(again.as_ref().ok(), Some(&scenario), "{again:?}");
+    // The written value, pasted into a flow mapping as scenarios are often written.
+    let reason = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("reason: "))
+        .unwrap_or_default();
+    let flow = format!(
+        "spec: specs/s.charter\ninput: {{goal: g}}\nexpect: {{ outcome: failed, reason: {reason}, delivered: c1 }}\n"
+    );
+    let pasted = Scenario::from_yaml("scenario.yaml", &flow);
+    assert_eq!(pasted.as_ref().ok(), Some(&scenario), "{flow}: {pasted:?}");
+    // A reason without braces stays plain.
+    let plain = Scenario {
+        expect: Some(Expectation {
+            reason: Some(Reason::GatePassed),
+            ..Expectation::default()
+        }),
+        ..scenario
+    };
+    let text = plain.to_yaml().unwrap_or_else(|error| panic!("{error}"));
+    assert!(text.contains("reason: gate_passed\n"), "{text}");
+}
+
 fn scenario_round_trip(text: &str) -> Result<(), LoadError> {
     let scenario = Scenario::from_yaml("scenario.yaml", text)?;
     let again = Scenario::from_yaml("scenario.yaml", &scenario.to_yaml()?)?;

@@ -211,6 +211,88 @@ async fn every_outcome_is_recorded_by_key_and_scrubbed() {
     assert!(!format!("{recording:?}").contains(SECRET));
 }
 
+/// Answers every call at once with its key's step, after as long as `delay_ms` says for
+/// that step.
+struct ByStep;
+
+impl Provider for ByStep {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        let delay = match request.key.step.as_str() {
+            "plan" => 30,
+            "execute" => 20,
+            _ => 10,
+        };
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            Ok(response(
+                ModelOutput::Json(json!({"step": request.key.step})),
+                delay,
+            ))
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_are_listed_in_the_order_the_run_made_them() {
+    // Started plan, execute T-2, execute T-1, deliver: neither key order (deliver first)
+    // nor the order they ended in (deliver, then the items, then plan).
+    let recording = Recording::new(Vec::<String>::new());
+    let provider = recording.provider(ByStep);
+    let keys = [
+        CallKey::new("plan"),
+        CallKey::new("execute").item("T-2"),
+        CallKey::new("execute").item("T-1"),
+        CallKey::new("deliver"),
+    ];
+    let call = |key: &CallKey| {
+        let mut request = request(1);
+        request.key = key.clone();
+        provider.complete(request)
+    };
+    let [plan, second, first, deliver] = &keys;
+    let results = tokio::join!(call(plan), call(second), call(first), call(deliver));
+    assert!(
+        results.0.is_ok() && results.1.is_ok() && results.2.is_ok() && results.3.is_ok(),
+        "{results:?}"
+    );
+    let cassette = recording.cassette(Recorded::default());
+    let listed: Vec<CallKey> = cassette.calls.iter().map(RecordedCall::key).collect();
+    assert_eq!(listed, keys);
+    assert!(
+        cassette.calls.iter().all(|call| call
+            .prompt_hash
+            .as_deref()
+            .is_some_and(|hash| hash.starts_with("sha256:"))),
+        "{:?}",
+        cassette.calls
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_prompt_is_hashed_as_the_recording_keeps_the_input_scrubbed() {
+    // The input held a secret: the recording keeps it as `<redacted>`, a replay renders
+    // the prompt from that, and the hash must match the prompt the replay renders.
+    let recording = Recording::new([SECRET.to_string()]);
+    let provider = recording.provider(ByStep);
+    let mut asked = request(1);
+    asked.prompt = format!("write about rust {SECRET}");
+    let answered = provider.complete(asked).await;
+    assert!(answered.is_ok(), "{answered:?}");
+    let cassette = recording.cassette(Recorded::default());
+    assert_eq!(
+        cassette
+            .calls
+            .first()
+            .and_then(|call| call.prompt_hash.clone()),
+        Some(crate::formats::canonical::sha256(
+            b"write about rust <redacted>"
+        ))
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_recording_replays_to_the_same_results() {
     let (recording, live) = record_script().await;

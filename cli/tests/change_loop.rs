@@ -5,7 +5,10 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde_json::{Value, json};
 use support::{copy_dir, repository};
+use wiremock::matchers::{body_partial_json, method};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// What a `charter` command printed and how it ended.
 struct Ran {
@@ -147,8 +150,42 @@ fn comments_and_layout_in_every_spec_change_no_snapshot_and_stale_no_recording()
     let _ = std::fs::remove_dir_all(&root);
 }
 
-#[test]
-fn a_new_step_is_an_entry_to_paste_then_a_pending_snapshot_that_review_accepts() {
+/// An OpenAI-style answer whose content is `content`.
+fn answer(content: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content.to_string()}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 10}
+    }))
+}
+
+/// `charter run ... --record DIR` of the project's spec against `server`.
+fn record(project: &Path, server: &MockServer, directory: &str) -> Ran {
+    let output = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .current_dir(project)
+        .args([
+            "run",
+            "specs/my_agent.charter",
+            "--input",
+            "request.json",
+            "--record",
+            directory,
+        ])
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
+        .env("OPENAI_API_KEY", "sk-change-loop-test")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    Ran {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[tokio::test]
+async fn a_new_step_is_an_entry_to_paste_then_a_pending_snapshot_that_review_accepts() {
     let root = scratch("new-step");
     let made = charter(&root, &["new", "my_agent"]);
     assert_eq!(made.code, Some(0), "{}", made.all());
@@ -219,6 +256,37 @@ fn a_new_step_is_an_entry_to_paste_then_a_pending_snapshot_that_review_accepts()
     assert_eq!(reviewed.code, Some(0), "{}", reviewed.all());
     let ran = charter(&project, &["verify"]);
     assert_eq!(ran.code, Some(0), "{}", ran.all());
+
+    // A live run recorded against a model server verifies right after, with no edit.
+    let server = MockServer::start().await;
+    for (role, content) in [
+        (
+            "writer",
+            json!({"title": "Tides", "body": "The moon pulls the sea."}),
+        ),
+        ("reviewer", json!({"score": 8, "verdict": "PASS"})),
+        (
+            "finalizer",
+            json!({"candidate_id": "c1", "summary": "why tides turn"}),
+        ),
+    ] {
+        Mock::given(method("POST"))
+            .and(body_partial_json(
+                json!({"response_format": {"json_schema": {"name": role}}}),
+            ))
+            .respond_with(answer(content))
+            .mount(&server)
+            .await;
+    }
+    write(
+        &project.join("request.json"),
+        r#"{"goal": "why the tides turn"}"#,
+    );
+    let ran = record(&project, &server, "golden/my_agent/live");
+    assert_eq!(ran.code, Some(0), "{}", ran.all());
+    let ran = charter(&project, &["verify"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.all());
+    assert!(ran.stdout.contains("2 scenarios"), "{}", ran.stdout);
 
     // Pinned, the recording is tied to its request: a cassette recorded for another
     // input fails at the call whose prompt changed, with the prompt's diff.

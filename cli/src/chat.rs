@@ -19,7 +19,9 @@ use charter_runtime::world::sessions::{load, save_turn, session_path, validate_i
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::driver::{LiveEnvironment, LiveRun, PreparedSpec, TerminalRunOptions, tool_name};
+use crate::driver::{
+    LiveEnvironment, LiveFlags, LiveRun, PreparedSpec, TerminalRunOptions, tool_name,
+};
 use crate::loader::display_path;
 use crate::run::{check_record_spec, outcome_line, scenario_spec, sessions_dir, write_recorded};
 use crate::{Context, Outcome, print_err, print_error, summary_line};
@@ -47,15 +49,8 @@ pub struct ChatArgs {
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
 
-    /// A tool as a command, run by `sh -c`: the call's JSON arguments on stdin, one JSON
-    /// value on stdout. Repeat for each tool.
-    #[arg(long = "tool", value_name = "NAME=COMMAND")]
-    pub tools: Vec<String>,
-
-    /// Run model alias ALIAS on PROVIDER:MODEL instead of what the spec's `models` block
-    /// says. Repeat for each alias.
-    #[arg(long = "model", value_name = "ALIAS=PROVIDER:MODEL")]
-    pub models: Vec<String>,
+    #[command(flatten)]
+    pub live: LiveFlags,
 
     /// Record the conversation as one scenario (`turns:`) in DIR when it ends, with an
     /// `expect` of how its last turn ended and its `trace.snap`, written only once its
@@ -63,10 +58,6 @@ pub struct ChatArgs {
     /// from a new session.
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
-
-    /// Also show each model answer (shortened) on stderr as it arrives.
-    #[arg(long)]
-    pub show_output: bool,
 }
 
 pub fn run(args: &ChatArgs, context: Context) -> anyhow::Result<Outcome> {
@@ -84,12 +75,12 @@ fn usage(context: Context, message: &str) -> Outcome {
 /// run per line typed, and the recording written when the input ends.
 fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
     check_options(args, context)?;
-    let prepared = PreparedSpec::compile(context, &args.spec, &args.models, "chat")?;
+    let prepared = PreparedSpec::compile(context, &args.spec, &args.live.models, "chat")?;
     let spec = &prepared.spec;
     let field = chat_field(spec).map_err(|message| usage(context, &message))?;
     let session = open_chat_session(args, context, spec)?;
     let environment = LiveEnvironment::of_this_process();
-    let providers = environment.providers_at_terminal(context, spec, &args.tools)?;
+    let providers = environment.providers_at_terminal(context, spec, &args.live.tools)?;
     announce(&prepared, session.as_ref());
 
     let mut conversation = Conversation {
@@ -136,7 +127,7 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
 /// plain name, a --record directory that holds a scenario already, and a recording of a
 /// spec outside the project root of the --record directory.
 fn check_options(args: &ChatArgs, context: Context) -> Result<(), Outcome> {
-    for given in &args.tools {
+    for given in &args.live.tools {
         tool_name(given).map_err(|message| usage(context, &message))?;
     }
     if let Some(id) = &args.session {
@@ -286,7 +277,7 @@ impl Conversation<'_> {
             self.providers.clone(),
             &recording,
             TerminalRunOptions {
-                show_output: self.args.show_output,
+                show_output: self.args.live.show_output,
                 more_sinks: Vec::new(),
                 config,
             },

@@ -1,6 +1,6 @@
-//! `charter check PATH...`: compile specs and report their diagnostics.
+//! `charter check [PATH...]`: compile specs (the project's, by default) and report their diagnostics.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use charter_compiler::{Compilation, Diagnostic, bounds, compile, render};
 use clap::{Args, ValueEnum};
@@ -10,23 +10,31 @@ use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_
 
 /// Compile specs and report every error and warning, like rustc.
 ///
+/// With no PATH, checks the project in the current directory as `charter verify` does:
+/// every spec under `specs/` except the compile-fail cases in `specs/invalid/` (every
+/// spec under `.` when there is no `specs/`).
+///
 /// Exit status: 0 when no spec has an error (warnings allowed), 1 when one has, 2 on a
 /// usage error or input that cannot be read (a missing path, a file that is not
 /// `.charter` or not UTF-8, a directory with no spec). Usage errors are plain
 /// `error: ...` lines on stderr, also with `--format json`; JSON lines are
 /// diagnostics only. (`--message-format` is the older spelling of `--format`.)
 #[derive(Debug, Args)]
-#[command(after_help = "Example: charter check specs/seeds specs/examples --bounds")]
+#[command(
+    after_help = "Example: charter check specs/seeds specs/examples --bounds\n         charter check                  # the project here: its specs/"
+)]
 pub struct CheckArgs {
-    /// Spec files, or directories searched recursively for `*.charter` files.
-    #[arg(required = true, value_name = "PATH")]
+    /// Spec files, or directories searched recursively for `*.charter` files (default: the
+    /// project in the current directory).
+    #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 
-    /// How to print diagnostics (on stderr): rustc-like text, or one JSON object per line.
-    /// The same flag name as `charter graph --format`; `--message-format` still works.
+    /// The output format of the diagnostics (on stderr): rustc-like text, or one JSON
+    /// object per line. `--message-format` (cargo's name) is the same flag.
     #[arg(
         long = "format",
         visible_alias = "message-format",
+        value_name = "FORMAT",
         value_enum,
         ignore_case = true,
         default_value_t = MessageFormat::Human
@@ -78,7 +86,12 @@ impl Tally {
 }
 
 pub fn run(args: &CheckArgs, context: Context) -> anyhow::Result<Outcome> {
-    let specs = match collect_specs(&args.paths) {
+    let specs = if args.paths.is_empty() {
+        project_specs()
+    } else {
+        collect_specs(&args.paths)
+    };
+    let specs = match specs {
         Ok(specs) => specs,
         Err(problems) => {
             for problem in problems {
@@ -146,6 +159,28 @@ pub fn run(args: &CheckArgs, context: Context) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Clean
     })
+}
+
+/// The specs of the project in the current directory, as `charter verify` compiles them:
+/// those under `specs/` but the compile-fail cases in `specs/invalid/`; or, in a directory
+/// with no `specs/`, every spec under it.
+fn project_specs() -> Result<Vec<PathBuf>, Vec<String>> {
+    let specs_dir = Path::new("specs");
+    if !specs_dir.is_dir() {
+        return collect_specs(&[PathBuf::from(".")]);
+    }
+    let invalid = specs_dir.join("invalid");
+    let specs: Vec<PathBuf> = collect_specs(&[specs_dir.to_path_buf()])?
+        .into_iter()
+        .filter(|spec| !spec.starts_with(&invalid))
+        .collect();
+    if specs.is_empty() {
+        return Err(vec![
+            "no `.charter` files found in `specs` but the compile-fail cases of `specs/invalid`"
+                .to_string(),
+        ]);
+    }
+    Ok(specs)
 }
 
 /// Prints one spec's diagnostics (stderr) and, in human format, its summary line.

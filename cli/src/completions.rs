@@ -7,13 +7,16 @@ use crate::{Outcome, print_out};
 
 /// Print shell completions for charter on stdout.
 ///
-/// Install them where your shell looks, e.g.
-/// `charter completions bash > ~/.local/share/bash-completion/completions/charter`,
-/// `charter completions zsh > ~/.zfunc/_charter` (with `~/.zfunc` in `fpath`), or
-/// `charter completions fish > ~/.config/fish/completions/charter.fish`.
+/// Install them where your shell looks (make the directory first: a new account has
+/// none of them), e.g. for bash
+/// `mkdir -p ~/.local/share/bash-completion/completions && charter completions bash > ~/.local/share/bash-completion/completions/charter`,
+/// for zsh `mkdir -p ~/.zfunc && charter completions zsh > ~/.zfunc/_charter` (with
+/// `fpath+=~/.zfunc` before `compinit` in `~/.zshrc`), or for fish
+/// `mkdir -p ~/.config/fish/completions && charter completions fish > ~/.config/fish/completions/charter.fish`.
+/// A new shell picks them up.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: charter completions bash > ~/.local/share/bash-completion/completions/charter"
+    after_help = "Example: mkdir -p ~/.local/share/bash-completion/completions && charter completions bash > ~/.local/share/bash-completion/completions/charter"
 )]
 pub struct CompletionsArgs {
     /// The shell: bash, zsh, fish, elvish or powershell.

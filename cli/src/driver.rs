@@ -28,7 +28,9 @@ use std::time::Instant;
 use charter_compiler::CompiledSpec;
 use charter_runtime::engine::effects::{Effects, HumanChannel, Provider};
 use charter_runtime::engine::models::{apply_overrides, parse_override};
-use charter_runtime::engine::provider::{BoxFuture, HumanRequest, ProviderError};
+use charter_runtime::engine::provider::{
+    BoxFuture, CallKey, CallObserver, HumanRequest, ProviderError,
+};
 use charter_runtime::engine::run::{RunConfig, RunOutcome};
 use charter_runtime::formats::trace::{TraceError, TraceEvent, TraceSink};
 use charter_runtime::totals::TotalsSink;
@@ -44,6 +46,26 @@ use crate::loader::{compile_whole, display_path, normalize};
 use crate::replay::LiveDisplay;
 use crate::{Context, Outcome, print_err, print_error, summary_line};
 
+/// The flags of every command that runs a spec live (`charter run`, `chat` and `serve`),
+/// with one meaning wherever they are given.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LiveFlags {
+    /// A tool as a command, run by `sh -c`: the call's JSON arguments on stdin, one JSON
+    /// value on stdout. Repeat for each tool.
+    #[arg(long = "tool", value_name = "NAME=COMMAND")]
+    pub tools: Vec<String>,
+
+    /// Run model alias ALIAS on PROVIDER:MODEL instead of what the spec's `models` block
+    /// says (e.g. `--model default=openai:qwen2.5:7b`); the alias keeps its parameters.
+    /// Repeat for each alias. A recording notes it, and its replays apply it.
+    #[arg(long = "model", value_name = "ALIAS=PROVIDER:MODEL")]
+    pub models: Vec<String>,
+
+    /// Also show each model answer (shortened) on stderr as it arrives.
+    #[arg(long)]
+    pub show_output: bool,
+}
+
 /// The prepare stage's result: the spec compiled whole, with the `--model` overrides
 /// applied to it.
 #[derive(Debug)]
@@ -56,6 +78,23 @@ pub(crate) struct PreparedSpec {
     pub(crate) shown_path: String,
 }
 
+/// The `--model` flags (`ALIAS=PROVIDER:MODEL` each), alias to `PROVIDER:MODEL`; one given
+/// wrong is a usage error, printed.
+pub(crate) fn model_overrides(
+    context: Context,
+    models: &[String],
+) -> Result<BTreeMap<String, String>, Outcome> {
+    let mut overrides = BTreeMap::new();
+    for given in models {
+        let (alias, target) = parse_override(given).map_err(|message| {
+            print_error(context, &message);
+            Outcome::Usage
+        })?;
+        overrides.insert(alias, target);
+    }
+    Ok(overrides)
+}
+
 impl PreparedSpec {
     /// Reads and compiles the spec at `path`, then applies `models` (`ALIAS=PROVIDER:MODEL`
     /// each). A file that cannot be read or an override given wrong is a usage error; a
@@ -66,21 +105,8 @@ impl PreparedSpec {
         models: &[String],
         what: &str,
     ) -> Result<Self, Outcome> {
-        let shown_path = display_path(&normalize(path));
-        let text = std::fs::read_to_string(path).map_err(|error| {
-            print_error(context, &format!("cannot read `{shown_path}`: {error}"));
-            Outcome::Usage
-        })?;
-        let mut spec =
-            compile_whole(context, &shown_path, &text, path, what).ok_or(Outcome::Failed)?;
-        let mut overrides = BTreeMap::new();
-        for given in models {
-            let (alias, target) = parse_override(given).map_err(|message| {
-                print_error(context, &message);
-                Outcome::Usage
-            })?;
-            overrides.insert(alias, target);
-        }
+        let (mut spec, shown_path) = read_and_compile(context, path, what)?;
+        let overrides = model_overrides(context, models)?;
         apply_overrides(&mut spec, &overrides).map_err(|message| {
             print_error(context, &message);
             Outcome::Usage
@@ -91,6 +117,46 @@ impl PreparedSpec {
             shown_path,
         })
     }
+
+    /// [`PreparedSpec::compile`] for one of several specs a server runs: of `overrides`,
+    /// only those whose alias the spec defines apply to it (the server checks that each
+    /// applies to some spec).
+    pub(crate) fn compile_served(
+        context: Context,
+        path: &Path,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<Self, Outcome> {
+        let (mut spec, shown_path) = read_and_compile(context, path, "served")?;
+        let overrides: BTreeMap<String, String> = overrides
+            .iter()
+            .filter(|(alias, _)| spec.models.contains_key(alias.as_str()))
+            .map(|(alias, target)| (alias.clone(), target.clone()))
+            .collect();
+        apply_overrides(&mut spec, &overrides).map_err(|message| {
+            print_error(context, &message);
+            Outcome::Usage
+        })?;
+        Ok(PreparedSpec {
+            spec,
+            overrides,
+            shown_path,
+        })
+    }
+}
+
+/// Reads and compiles the spec at `path`: the spec and its path as messages show it.
+fn read_and_compile(
+    context: Context,
+    path: &Path,
+    what: &str,
+) -> Result<(CompiledSpec, String), Outcome> {
+    let shown_path = display_path(&normalize(path));
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        print_error(context, &format!("cannot read `{shown_path}`: {error}"));
+        Outcome::Usage
+    })?;
+    let spec = compile_whole(context, &shown_path, &text, path, what).ok_or(Outcome::Failed)?;
+    Ok((spec, shown_path))
 }
 
 /// The name of a `--tool NAME=COMMAND`, or the sentence that says it is not one. Usage
@@ -476,6 +542,62 @@ impl TraceSink for Fanout {
             sink.append(event)?;
         }
         Ok(())
+    }
+}
+
+/// `--show-output` for runs no terminal watches (a server's): each model answer, shortened
+/// and scrubbed of secrets, on stderr as it arrives, named by its run and place.
+#[derive(Debug)]
+pub(crate) struct ShownAnswers {
+    /// The run the answers belong to, as its lines name it.
+    pub(crate) run: String,
+    pub(crate) scrubber: Scrubber,
+}
+
+impl CallObserver for ShownAnswers {
+    fn tool_started(&self, _key: &CallKey, _tool: &str) {}
+
+    fn tool_finished(&self, _key: &CallKey, _tool: &str, _ok: bool) {}
+
+    fn model_answered(&self, key: &CallKey, answer: &str) {
+        let answered = crate::live::answered(&self.scrubber.text(answer));
+        print_err(&format!(
+            "run {}  {:<28} {answered}\n",
+            self.run,
+            crate::live::place(key)
+        ));
+    }
+}
+
+/// Every observer told of every call, in order.
+pub(crate) struct Observers(pub(crate) Vec<Arc<dyn CallObserver>>);
+
+impl std::fmt::Debug for Observers {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Observers")
+            .field("observers", &self.0.len())
+            .finish()
+    }
+}
+
+impl CallObserver for Observers {
+    fn tool_started(&self, key: &CallKey, tool: &str) {
+        for observer in &self.0 {
+            observer.tool_started(key, tool);
+        }
+    }
+
+    fn tool_finished(&self, key: &CallKey, tool: &str, ok: bool) {
+        for observer in &self.0 {
+            observer.tool_finished(key, tool, ok);
+        }
+    }
+
+    fn model_answered(&self, key: &CallKey, answer: &str) {
+        for observer in &self.0 {
+            observer.model_answered(key, answer);
+        }
     }
 }
 

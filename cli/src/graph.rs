@@ -22,7 +22,7 @@ pub struct GraphArgs {
     pub file: PathBuf,
 
     /// Output format: a Mermaid flowchart, Graphviz DOT, or the whole compiled spec as JSON.
-    #[arg(long, value_enum, ignore_case = true, default_value_t = GraphFormat::Mermaid)]
+    #[arg(long, value_name = "FORMAT", value_enum, ignore_case = true, default_value_t = GraphFormat::Mermaid)]
     pub format: GraphFormat,
 }
 

@@ -162,13 +162,14 @@ impl CallObserver for LiveCalls {
 
     fn model_answered(&self, key: &CallKey, answer: &str) {
         if self.show_output {
-            print_err(&line(
-                self.now_ms(),
-                &place(key),
-                &format!("answered: {}", shorten(answer, ANSWER_EXCERPT)),
-            ));
+            print_err(&line(self.now_ms(), &place(key), &answered(answer)));
         }
     }
+}
+
+/// `answered: ANSWER` with the answer shortened to one line, as `--show-output` shows it.
+pub(crate) fn answered(answer: &str) -> String {
+    format!("answered: {}", shorten(answer, ANSWER_EXCERPT))
 }
 
 /// `step[item]#attempt`, as the live view writes a place.

@@ -40,20 +40,56 @@ use clap::{Parser, Subcommand, ValueEnum};
     name = "charter",
     version,
     about = "Charter: check, graph, explain, run and replay multi-role LLM agent specs (`.charter` files)",
-    after_help = "Example: charter check specs/seeds specs/examples\n\n\
-                  Exit status: 0 success, 1 a spec has errors (or a run or replay failed), \
-                  2 usage error or unreadable input, 3 a run or replay ended in a state \
-                  other than completed. `charter help COMMAND` shows each command's own."
+    after_help = AFTER_HELP
 )]
 pub(crate) struct Cli {
-    /// When to colour diagnostics: `auto` colours only a terminal, and never when
-    /// NO_COLOR is set to a non-empty value.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    /// When to colour what is printed: `auto` colours each of stdout and stderr only when
+    /// it is a terminal, and nothing when NO_COLOR is set to a non-empty value.
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = ColorChoice::Auto, global = true)]
     color: ColorChoice,
 
     #[command(subcommand)]
     command: Command,
 }
+
+/// The end of `charter --help`: an example, the flags (one meaning in every command that
+/// takes them; the README has the same table, and a test holds both to the commands) and
+/// the exit status.
+const AFTER_HELP: &str = "\
+Example: charter check specs/seeds specs/examples
+
+Flags mean one thing in every command that takes them:
+  --format FORMAT                  [check, graph]
+      what the output is printed as: check human|json, graph mermaid|dot|json
+  -o, --output FILE                [view]
+      the file to write
+  --out DIR                        [replay, run, view]
+      the directory to write into: the delivery (run, replay), the page (view)
+  --events FILE                    [replay, run]
+      also write every trace event to FILE, one JSON object a line
+  --junit FILE                     [verify]
+      also write a JUnit XML report to FILE
+  --html FILE                      [verify]
+      also write a self-contained HTML report to FILE
+  --record DIR                     [chat, run]
+      record the live run as a scenario in DIR
+  --session ID                     [chat, run]
+      the conversation kept in .charter/sessions/ID.json
+  --tool NAME=COMMAND              [chat, run, serve]
+      a tool run as a command: its JSON arguments on stdin, JSON on stdout
+  --model ALIAS=PROVIDER:MODEL     [chat, run, serve]
+      run a `models` alias on another model
+  --show-output                    [chat, run, serve]
+      show each model answer, shortened, on stderr as it arrives
+  --color WHEN                     [every command]
+      auto (a terminal, and NO_COLOR unset), always or never
+A PATH or DIR left out is the project in the current directory (check, verify, review).
+
+Exit status: 0 success; 1 a failure (a spec with errors, a scenario that did not pass, a
+replay error or unmet `expect`, a run that stopped on an error, an explore property
+broken); 2 a usage error or input that cannot be read; 3 (run, chat, replay) the run
+ended in a state other than completed: below_target, blocked, failed or cancelled.
+`charter help COMMAND` shows each command's own.";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -260,5 +296,124 @@ pub fn count(number: usize, noun: &str) -> String {
         format!("{number} {noun}")
     } else {
         format!("{number} {noun}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use clap::CommandFactory;
+
+    /// A flag's row in `charter --help`: its value's name and the commands it lists.
+    #[derive(Debug)]
+    struct Row {
+        value: Option<String>,
+        commands: BTreeSet<String>,
+    }
+
+    /// The flag rows of the help's table (`  --flag VALUE   [command, ...]`), by long name.
+    fn table() -> BTreeMap<String, Row> {
+        super::AFTER_HELP
+            .lines()
+            .filter_map(|line| {
+                let row = line.strip_prefix("  ").filter(|row| row.starts_with('-'))?;
+                let (flag, rest) = row.split_once('[')?;
+                let mut words = flag
+                    .split_whitespace()
+                    .skip_while(|word| !word.starts_with("--"));
+                let long = words.next()?.strip_prefix("--")?.to_string();
+                let value = words.next().map(str::to_string);
+                let commands = rest.strip_suffix(']')?.split(", ").map(str::to_string);
+                Some((
+                    long,
+                    Row {
+                        value,
+                        commands: commands.collect(),
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// Each subcommand's arguments that have a long name, by that name.
+    fn flags() -> BTreeMap<String, Vec<(String, clap::Arg)>> {
+        let mut flags: BTreeMap<String, Vec<(String, clap::Arg)>> = BTreeMap::new();
+        for command in super::Cli::command().get_subcommands() {
+            for arg in command.get_arguments() {
+                if let Some(long) = arg.get_long() {
+                    flags
+                        .entry(long.to_string())
+                        .or_default()
+                        .push((command.get_name().to_string(), arg.clone()));
+                }
+            }
+        }
+        flags
+    }
+
+    #[test]
+    fn each_flag_in_the_help_table_is_on_exactly_the_commands_it_lists_with_its_value() {
+        let table = table();
+        assert!(table.len() >= 10, "the table was not read: {table:?}");
+        let flags = flags();
+        for (long, row) in &table {
+            if row.commands.contains("every command") {
+                let cli = super::Cli::command();
+                let global = cli.get_arguments().find(|arg| arg.get_long() == Some(long));
+                assert!(global.is_some_and(clap::Arg::is_global_set), "--{long}");
+                let value = global
+                    .and_then(|arg| arg.get_value_names())
+                    .and_then(|names| names.first())
+                    .map(ToString::to_string);
+                assert_eq!(value, row.value, "--{long}");
+                continue;
+            }
+            let on = flags.get(long).map(Vec::as_slice).unwrap_or_default();
+            let commands: BTreeSet<String> =
+                on.iter().map(|(command, _)| command.clone()).collect();
+            assert_eq!(commands, row.commands, "--{long}");
+            for (command, arg) in on {
+                let value = arg
+                    .get_value_names()
+                    .and_then(|names| names.first())
+                    .map(ToString::to_string);
+                let value = value.filter(|_| arg.get_action().takes_values());
+                assert_eq!(value, row.value, "charter {command} --{long}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_flag_on_more_than_one_command_is_in_the_help_table() {
+        let table = table();
+        for (long, on) in flags() {
+            if on.len() > 1 {
+                assert!(
+                    table.contains_key(&long),
+                    "--{long} is on {on:?} but not in the table"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn out_is_a_directory_and_o_a_file_everywhere() {
+        for (long, on) in flags() {
+            for (command, arg) in on {
+                let value = arg
+                    .get_value_names()
+                    .and_then(|names| names.first())
+                    .map(ToString::to_string);
+                match long.as_str() {
+                    "out" => assert_eq!(value.as_deref(), Some("DIR"), "charter {command}"),
+                    "output" => assert_eq!(value.as_deref(), Some("FILE"), "charter {command}"),
+                    _ => {}
+                }
+                if arg.get_short() == Some('o') {
+                    assert_eq!(long, "output", "charter {command}: -o is --output FILE");
+                }
+            }
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! `charter new NAME`: scaffold a project — a spec, a prompt, a hand-written scenario whose snapshot the real runtime writes, and a CI workflow — that passes `charter verify` as created.
+//! `charter new NAME` (or `charter new .` in an empty directory): scaffold a project — a spec, a prompt, a hand-written scenario whose snapshot the real runtime writes, and a CI workflow — that passes `charter verify` as created.
 
 use std::path::{Path, PathBuf};
 
@@ -12,28 +12,30 @@ use crate::{Context, Outcome, print_err, print_error, print_out};
 /// Create a new Charter project in the directory NAME: `specs/NAME.charter` (a writer, a
 /// reviewer, a gate with bounded repair and a verified delivery), its prompt
 /// `specs/prompts/writer.md.j2`, a hand-written scenario under `golden/NAME/` (its
-/// `trace.snap` written by replaying it), `.github/workflows/charter.yml` running
-/// `charter verify` in CI, and a `.gitignore`.
+/// `trace.snap` written by replaying it), `request.json` (an input for `charter run`),
+/// `.github/workflows/charter.yml` running `charter verify` in CI, and a `.gitignore`.
 ///
-/// The project passes `charter verify` as created. NAME's last component names the spec,
-/// as a spec identifier (`my-agent` makes `specs/my_agent.charter`). Exit status: 0
-/// created, 1 the created project did not verify, 2 a name with no letter or a directory
-/// that exists and is not empty.
+/// NAME is a new directory, or an empty one: `charter new .` makes the project in the
+/// current directory, named after it. The project passes `charter verify` as created.
+/// NAME's last component names the spec, as a spec identifier (`my-agent` makes
+/// `specs/my_agent.charter`). The CI workflow installs charter from the git repository
+/// and tag you set at its top (`CHARTER_GIT`, `CHARTER_TAG`), with `--locked`. Exit
+/// status: 0 created, 1 the created project did not verify, 2 a name with no letter or a
+/// directory that exists and is not empty (nothing is written).
 #[derive(Debug, Args)]
-#[command(after_help = "Example: charter new support_agent && cd support_agent && charter verify")]
+#[command(
+    after_help = "Examples:\n  charter new support_agent && cd support_agent && charter verify\n  mkdir support_agent && cd support_agent && charter new .   # in an empty directory"
+)]
 pub struct NewArgs {
-    /// The directory to create; its last component names the spec (`my-agent` -> `my_agent`).
+    /// The directory to create, or an empty one (`.`); its last component names the spec
+    /// (`my-agent` -> `my_agent`).
     #[arg(value_name = "NAME")]
     pub name: PathBuf,
 }
 
 pub fn run(args: &NewArgs, context: Context) -> anyhow::Result<Outcome> {
     let root = &args.name;
-    let directory = root
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let name = match spec_name(&directory) {
+    let name = match spec_name(&directory_name(root)) {
         Ok(name) => name,
         Err(problem) => {
             print_error(context, &problem);
@@ -47,7 +49,8 @@ pub fn run(args: &NewArgs, context: Context) -> anyhow::Result<Outcome> {
         print_error(
             context,
             &format!(
-                "`{}` already exists and is not an empty directory; choose another NAME",
+                "`{}` already exists and is not an empty directory; nothing was written: \
+                 give a new NAME, or run `charter new .` in an empty directory",
                 display_path(root)
             ),
         );
@@ -67,7 +70,29 @@ pub fn run(args: &NewArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Failed);
         }
     }
-    // The snapshot is what the runtime makes of the hand-written cassette, never a copy.
+    if let Some(outcome) = snapshot_and_verify(root, context)? {
+        return Ok(outcome);
+    }
+    print_err(&created(root, &name));
+    Ok(Outcome::Clean)
+}
+
+/// The name of the directory `root` names: its last component, or, for `.` and `..`
+/// (which have none), the name of the directory they are.
+fn directory_name(root: &Path) -> String {
+    let resolved = match root.file_name() {
+        Some(_) => root.to_path_buf(),
+        None => std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf()),
+    };
+    resolved
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Writes the scenario's snapshot (what the runtime makes of the hand-written cassette,
+/// never a copy) and verifies the project; the outcome to end with when it does not pass.
+fn snapshot_and_verify(root: &Path, context: Context) -> anyhow::Result<Option<Outcome>> {
     let accepted = verify_project(
         root,
         &HarnessConfig {
@@ -77,29 +102,40 @@ pub fn run(args: &NewArgs, context: Context) -> anyhow::Result<Outcome> {
     );
     let checked = accepted.and_then(|_| verify_project(root, &HarnessConfig::default()));
     match checked {
-        Ok(reports) if reports.iter().all(|report| report.status.passed()) => {}
+        Ok(reports) if reports.iter().all(|report| report.status.passed()) => Ok(None),
         Ok(reports) => {
             print_out(&report::details(&reports))?;
             print_error(
                 context,
                 "the new project does not verify (this is a bug in charter)",
             );
-            return Ok(Outcome::Failed);
+            Ok(Some(Outcome::Failed))
         }
         Err(error) => {
             print_error(context, &error.to_string());
-            return Ok(Outcome::Failed);
+            Ok(Some(Outcome::Failed))
         }
     }
+}
+
+/// What was made, and what to do next (`cd` into it first, unless it is the current
+/// directory).
+fn created(root: &Path, name: &str) -> String {
     let shown = display_path(root);
-    print_err(&format!(
+    let here = std::fs::canonicalize(root).ok() == std::env::current_dir().ok();
+    let cd = if here {
+        String::new()
+    } else {
+        format!("  cd {shown}\n")
+    };
+    format!(
         "created `{shown}`: specs/{name}.charter, specs/prompts/writer.md.j2, \
-         golden/{name}/writer_fixes_review/ and .github/workflows/charter.yml\n\n\
-         next:\n  cd {shown}\n  charter verify                 # replays the scenario, compares its trace\n  \
+         golden/{name}/writer_fixes_review/, request.json and .github/workflows/charter.yml\n\n\
+         next:\n{cd}  charter verify                 # replays the scenario, compares its trace\n  \
          charter replay golden/{name}/writer_fixes_review\n  \
-         charter run specs/{name}.charter --input request.json --record golden/{name}/live\n"
-    ));
-    Ok(Outcome::Clean)
+         charter run specs/{name}.charter --input request.json --record golden/{name}/live\n\n\
+         before CI runs: set CHARTER_GIT and CHARTER_TAG at the top of .github/workflows/charter.yml\n"
+    )
 }
 
 /// The spec's name for a project directory named `directory`: as it is when it already is
@@ -138,7 +174,10 @@ fn files(name: &str) -> Vec<(PathBuf, String)> {
         file("golden/{NAME}/writer_fixes_review/scenario.yaml", SCENARIO),
         file("golden/{NAME}/writer_fixes_review/cassette.yaml", CASSETTE),
         file("request.json", REQUEST),
-        file(".github/workflows/charter.yml", WORKFLOW),
+        file(
+            ".github/workflows/charter.yml",
+            &WORKFLOW.replace("{VERSION}", env!("CARGO_PKG_VERSION")),
+        ),
         file(".gitignore", GITIGNORE),
     ]
 }
@@ -247,17 +286,30 @@ calls:
 
 const REQUEST: &str = "{ \"goal\": \"why the sky is blue\" }\n";
 
-const WORKFLOW: &str = r#"# Replays every scenario under golden/ and compares its trace with trace.snap, offline.
+const WORKFLOW: &str = r#"# Replays every scenario under golden/ and compares its trace with trace.snap: offline,
+# with no model called and no key needed.
 name: charter
 on: [push, pull_request]
+env:
+  # Where CI gets charter from: the git repository your team builds charter from, and
+  # the tag to build. Set both: every run then builds the same charter, with the versions
+  # its Cargo.lock was tested with (--locked). Until they are set the job stops here and
+  # says so. (This project was made by charter {VERSION}.)
+  CHARTER_GIT: ""   # e.g. https://github.com/your-org/charter
+  CHARTER_TAG: ""   # e.g. v{VERSION}
 jobs:
   verify:
     runs-on: ubuntu-latest
     steps:
       - uses: actions/checkout@v4
       - uses: dtolnay/rust-toolchain@stable
-      # Where your team keeps charter's source (or install it any other way).
-      - run: cargo install --locked --git https://github.com/your-org/charter charter
+      - name: Install charter
+        run: |
+          if [ -z "$CHARTER_GIT" ] || [ -z "$CHARTER_TAG" ]; then
+            echo "::error file=.github/workflows/charter.yml::set CHARTER_GIT and CHARTER_TAG at the top of this file: the git repository and tag charter is installed from"
+            exit 1
+          fi
+          cargo install --locked --git "$CHARTER_GIT" --tag "$CHARTER_TAG" charter
       - run: charter verify --github --junit report.xml
       - uses: actions/upload-artifact@v4
         if: always()

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::driver::{
-    LiveEnvironment, LiveRun, LiveTotals, PreparedSpec, RunJournal, TerminalRunOptions,
+    LiveEnvironment, LiveFlags, LiveRun, LiveTotals, PreparedSpec, RunJournal, TerminalRunOptions,
     open_journal, tool_name,
 };
 use crate::loader::{display_path, normalize};
@@ -78,24 +78,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
 
-    /// A tool as a command, run by `sh -c`: the call's JSON arguments on stdin, one JSON
-    /// value on stdout. Repeat for each tool.
-    #[arg(long = "tool", value_name = "NAME=COMMAND")]
-    pub tools: Vec<String>,
+    #[command(flatten)]
+    pub live: LiveFlags,
 
     /// Where the run keeps its journal and trace (default `.charter/runs/<time>-<random>`).
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     pub run_dir: Option<PathBuf>,
-
-    /// Run model alias ALIAS on PROVIDER:MODEL for this run instead of what the spec's
-    /// `models` block says (e.g. `--model default=openai:qwen2.5:7b`); the alias keeps its
-    /// parameters. Repeat for each alias. A recording notes it, and replays apply it.
-    #[arg(long = "model", value_name = "ALIAS=PROVIDER:MODEL")]
-    pub models: Vec<String>,
-
-    /// Also show each model answer (shortened) as it arrives.
-    #[arg(long)]
-    pub show_output: bool,
 
     /// Continue the run kept in RUN_DIR (its spec, input, tools, --model, --out, --events
     /// and --record are read from there; any given again replace them).
@@ -421,7 +409,7 @@ fn live_run_at_terminal<'ready>(
         ready.providers.clone(),
         &ready.journal.recording,
         TerminalRunOptions {
-            show_output: args.show_output,
+            show_output: args.live.show_output,
             more_sinks,
             config,
         },
@@ -626,7 +614,7 @@ struct Prepared {
 /// `--resume` (where arguments given again replace what it holds).
 fn prepare(args: &RunArgs, context: Context) -> Result<Prepared, Outcome> {
     // Usage errors come before anything is run, asked for or checked (such as API keys).
-    for given in &args.tools {
+    for given in &args.live.tools {
         if let Err(message) = tool_name(given) {
             print_error(context, &message);
             return Err(Outcome::Usage);
@@ -659,8 +647,8 @@ fn new_run_file(args: &RunArgs, context: Context) -> Result<RunFile, Outcome> {
     Ok(RunFile {
         spec: absolute(spec),
         input: absolute(input),
-        tools: args.tools.clone(),
-        models: args.models.clone(),
+        tools: args.live.tools.clone(),
+        models: args.live.models.clone(),
         out: None,
         events: None,
         record: None,
@@ -676,11 +664,11 @@ fn replace_options_given_again(
     context: Context,
     run_file: &mut RunFile,
 ) -> Result<(), Outcome> {
-    if !args.tools.is_empty() {
-        run_file.tools = args.tools.clone();
+    if !args.live.tools.is_empty() {
+        run_file.tools = args.live.tools.clone();
     }
-    if !args.models.is_empty() {
-        run_file.models = args.models.clone();
+    if !args.live.models.is_empty() {
+        run_file.models = args.live.models.clone();
     }
     if let Some(out) = &args.out {
         run_file.out = Some(absolute(out));

@@ -91,6 +91,30 @@ struct Server {
     base: String,
     /// What it said on stderr at start, after the address line.
     said: Vec<String>,
+    /// What it said on stderr after that, as it says it.
+    later: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// The lines it said on stderr after its start, once one holds `needle` (or after
+    /// ten seconds, whatever they are then).
+    fn said_later(&self, needle: &str) -> Vec<String> {
+        for _ in 0..200 {
+            let lines = self
+                .later
+                .lock()
+                .map(|lines| lines.clone())
+                .unwrap_or_default();
+            if lines.iter().any(|line| line.contains(needle)) {
+                return lines;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        self.later
+            .lock()
+            .map(|lines| lines.clone())
+            .unwrap_or_default()
+    }
 }
 
 impl Drop for Server {
@@ -162,11 +186,20 @@ fn start_with(
         .map_while(Result::ok)
         .collect();
     // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines.by_ref() {});
+    let later = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = later.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if let Ok(mut kept) = kept.lock() {
+                kept.push(line);
+            }
+        }
+    });
     Server {
         child,
         base: format!("http://{address}"),
         said,
+        later,
     }
 }
 
@@ -1230,4 +1263,109 @@ fn replay_needs_a_scenario_that_can_be_read() {
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
+async fn served_runs_take_model_overrides_and_show_each_answer_with_show_output() {
+    let project = project("model");
+    let model = model().await;
+    let server = start(
+        &project,
+        &model,
+        &[
+            "--model",
+            "default=openai:qwen2.5:7b",
+            "--show-output",
+            "specs/review_loop.charter",
+        ],
+        1,
+    );
+    assert_eq!(
+        server.said,
+        ["spec review_loop: model `default` runs on openai:qwen2.5:7b (--model)"]
+    );
+    let id = start_run(&server.base, "review_loop").await;
+    let events = Events::open(&server.base, &id, None).await.rest().await;
+    assert_eq!(events[events.len() - 1].data["outcome"], "completed");
+
+    // Every call went to the model --model named, none to the spec's own.
+    let requests = model.received_requests().await.unwrap_or_default();
+    assert!(!requests.is_empty());
+    for request in &requests {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        assert_eq!(body["model"], "qwen2.5:7b", "{body}");
+    }
+    // Each answer shown on stderr as it arrived, named by its run and place.
+    let said = server.said_later("deliver#1");
+    let answered: Vec<&String> = said
+        .iter()
+        .filter(|line| line.starts_with(&format!("run {id}  ")) && line.contains("answered: "))
+        .collect();
+    assert_eq!(answered.len(), 3, "writer, reviewer, finalizer: {said:#?}");
+    assert!(
+        answered[0].contains("write#1") && answered[0].contains("Rust is fast."),
+        "{said:#?}"
+    );
+    assert!(said.iter().all(|line| !line.contains(SECRET)));
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
+async fn a_served_run_shows_no_answer_without_show_output_and_runs_the_specs_model() {
+    let project = project("no-show");
+    let model = model().await;
+    let server = start(&project, &model, &["specs/review_loop.charter"], 0);
+    let id = start_run(&server.base, "review_loop").await;
+    let events = Events::open(&server.base, &id, None).await.rest().await;
+    assert_eq!(events[events.len() - 1].data["outcome"], "completed");
+    let requests = model.received_requests().await.unwrap_or_default();
+    for request in &requests {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        assert_eq!(body["model"], "gpt-4o-mini", "{body}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let said = server
+        .later
+        .lock()
+        .map(|lines| lines.clone())
+        .unwrap_or_default();
+    assert!(
+        said.iter().all(|line| !line.contains("answered: ")),
+        "{said:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
+async fn a_model_alias_no_served_spec_defines_is_a_usage_error() {
+    let project = project("alias");
+    let model = model().await;
+    let stderr = usage_error(
+        &project,
+        &model,
+        &["--model", "strong=openai:x", "specs/review_loop.charter"],
+    );
+    assert!(
+        stderr.contains(
+            "--model names alias `strong`, which no served spec defines (their aliases: default)"
+        ),
+        "{stderr}"
+    );
+    let wrong = usage_error(
+        &project,
+        &model,
+        &["--model", "default", "specs/review_loop.charter"],
+    );
+    assert!(wrong.contains("is not ALIAS=PROVIDER:MODEL"), "{wrong}");
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../golden/closed_loop/repair_succeeds")
+        .to_string_lossy()
+        .into_owned();
+    let replayed = usage_error(
+        &project,
+        &model,
+        &["--model", "default=openai:x", "--replay", &scenario],
+    );
+    assert!(replayed.contains("no spec is served live"), "{replayed}");
+    assert!(!project.join(".charter").exists(), "nothing was started");
 }

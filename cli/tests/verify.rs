@@ -581,7 +581,7 @@ fn charter_view_writes_a_trace_as_a_page() {
         .args([
             "view",
             trace.to_str().unwrap_or_default(),
-            "--out",
+            "-o",
             out.to_str().unwrap_or_default(),
         ])
         .env("NO_COLOR", "1")

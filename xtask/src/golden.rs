@@ -34,8 +34,8 @@ impl Default for GoldenBenchConfig {
     }
 }
 
-/// Targets (issue 4, item 5; the library's tightened by issue 14, item 4), for a release
-/// build on a 2-core machine.
+/// Targets (issue 4, item 5; the library's tightened by issue 14, item 4), for the `dist`
+/// build (`cargo xtask bench` builds it) on a 2-core machine.
 const TARGET_LIBRARY: Duration = Duration::from_secs(1);
 const TARGET_PEAK_MB: f64 = 100.0;
 const TARGET_LONG_SCENARIO: Duration = Duration::from_millis(5);

@@ -21,7 +21,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "cargo xtask",
     bin_name = "cargo xtask",
-    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask verify --partition 1/2 --junit verify.xml\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   release-build compile times vs the targets\n  cargo xtask gen --lines 500 > big.charter\n  cargo xtask mutants --shard 1/8 --minutes 45"
+    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask verify --partition 1/2 --junit verify.xml\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   optimized-build timings vs the targets\n  cargo xtask gen --lines 500 > big.charter\n  cargo xtask mutants --shard 1/8 --minutes 45"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -30,16 +30,19 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Task {
-    /// The single gate CI runs: fmt, clippy, tests, then every spec in specs/
+    /// The single gate CI runs: fmt, clippy, tests, the specs, the golden scenarios
     ///
     /// Stages, in order, each with a PASS/FAIL line and its time: `cargo fmt --all -- --check`;
-    /// `cargo clippy --workspace --all-targets -- -D warnings`; `cargo test --workspace`;
-    /// every spec under specs/ except specs/invalid/ and specs/warnings/ compiled in-process
-    /// (any error or warning fails, the diagnostics are printed); every case in specs/invalid/
+    /// `cargo clippy --workspace --all-targets -- -D warnings`; `cargo test --workspace`; the
+    /// layers check (the runtime's modules import only downward, no import circles); every
+    /// spec under specs/ except specs/invalid/ and specs/warnings/ compiled in-process (any
+    /// error or warning fails, the diagnostics are printed); every case in specs/invalid/
     /// must give at least one error (its exact diagnostics are snapshot-tested by
-    /// compiler/tests/invalid.rs under `cargo test`); golden scenarios (not yet: the runtime
-    /// does not exist). A failing stage does not stop the later ones. Ends with a summary
-    /// table and exits 1 if anything failed.
+    /// compiler/tests/invalid.rs under `cargo test`); every scenario under golden/ replayed
+    /// and compared with its `expect` and trace.snap, then replayed again to check it is
+    /// deterministic; each seed's base scenario explored for fault variants that break a
+    /// property (as `charter explore` does). A failing stage does not stop the later ones.
+    /// Ends with a summary table and the scenario table, and exits 1 if anything failed.
     Verify(VerifyArgs),
     /// Never-panics harness: compile mutated specs until time runs out
     ///
@@ -52,9 +55,9 @@ enum Task {
     /// to target/fuzz-failures/<hash>.charter (with a .txt note) and exits 1. The run is
     /// deterministic from --seed: input k is the same on every machine.
     Fuzz(FuzzArgs),
-    /// Benchmarks in a release build: live runs, compile times, the golden library
+    /// Benchmarks in an optimized build: live runs, compile times, the golden library
     ///
-    /// Builds xtask in release, then, pinned to one core with `taskset -c 0` when available:
+    /// Builds xtask in the `dist` profile (release with fat LTO, as distributed), then, pinned to one core with `taskset -c 0` when available:
     /// 200 (--live-runs) concurrent live runs of specs/seeds/closed_loop.charter through the
     /// OpenAI provider against a mock server on 127.0.0.1 (throughput, peak memory, every
     /// trace complete; --skip-live to skip them); a generated spec of --lines lines, checked
@@ -117,7 +120,7 @@ struct VerifyArgs {
     /// Only specs (e.g. specs/seeds/agency.charter) and scenarios (e.g. closed_loop/happy_path) whose path contains PATTERN
     #[arg(long, value_name = "PATTERN")]
     filter: Option<String>,
-    /// Skip fmt, clippy and tests; only the spec stages (fast iteration)
+    /// Skip fmt, clippy, the tests and the layers check; only the spec, golden and explore stages (fast iteration)
     #[arg(long)]
     skip_cargo: bool,
     /// Only shard K of N of the specs and scenarios, to spread CI over machines: count:K/N (the default, round-robin; also K/N) or hash:K/N (by name). An empty shard passes
@@ -175,10 +178,10 @@ struct BenchArgs {
     replay_runs: usize,
     #[command(flatten)]
     live: LiveConfig,
-    /// Measure in this process instead of re-running in a release build
+    /// Measure in this process instead of re-running in the `dist` profile's build
     #[arg(long, hide = true)]
     in_release: bool,
-    /// The sections this process measures (the release process is run once per core
+    /// The sections this process measures (the optimized process is run once per core
     /// setting)
     #[arg(long, hide = true, value_enum, default_value_t = Sections::All)]
     sections: Sections,

@@ -1,4 +1,4 @@
-//! `charter serve [--host H] [--port P] [--token T] SPEC...`: runs over HTTP (axum), watched live as server-sent events, answered (`ask`) and cancelled by any program, journaled and resumed after a restart (DESIGN §13).
+//! `charter serve [--host H] [--port P] [--token T] [--model ALIAS=PROVIDER:MODEL]... [--show-output] SPEC...`: runs over HTTP (axum), watched live as server-sent events, answered (`ask`) and cancelled by any program, journaled and resumed after a restart (DESIGN §13).
 
 mod guard;
 mod runs;
@@ -18,7 +18,7 @@ use axum::{Json, Router};
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::driver::{PreparedSpec, tool_box, tool_name};
+use crate::driver::{LiveFlags, PreparedSpec, model_overrides, tool_box, tool_name};
 use crate::loader::{compile_whole, display_path, normalize};
 use crate::{Context, Outcome, print_err, print_error};
 use runs::{Refusal, Runs, ServedSpec};
@@ -37,6 +37,11 @@ use runs::{Refusal, Runs, ServedSpec};
 /// The server listens on 127.0.0.1 unless --host says otherwise; any other address needs
 /// --token, which every request then gives as `Authorization: Bearer TOKEN` (the page at
 /// `/` needs none; open it as `/#token=TOKEN`, and it sends the token itself).
+///
+/// --tool, --model and --show-output are `charter run`'s: a tool or a model alias applies
+/// to each served spec that declares it (and must to one; a --replay spec runs the models
+/// its recording names), and each model answer --show-output shows on stderr is named by
+/// its run.
 ///
 /// Any web page can send requests to 127.0.0.1, so the server refuses, on every route, a
 /// request whose `Host` does not name it (a page whose DNS name was rebound to this
@@ -90,10 +95,9 @@ pub struct ServeArgs {
     #[arg(long = "max-runs", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_runs: Option<u32>,
 
-    /// A tool as a command, run by `sh -c` (the call's JSON arguments on stdin, one JSON
-    /// value on stdout), as `charter run --tool` takes it. Repeat for each tool.
-    #[arg(long = "tool", value_name = "NAME=COMMAND")]
-    pub tools: Vec<String>,
+    /// `--tool`, `--model` and `--show-output`, as `charter run` takes them.
+    #[command(flatten)]
+    pub live: LiveFlags,
 }
 
 /// The spec a recorded scenario replays (`--replay DIR`), its recording and its input.
@@ -148,6 +152,7 @@ fn replayed_spec(context: Context, dir: &std::path::Path) -> Result<ServedSpec, 
             cassette: Arc::new(cassette),
             input: scenario.input.clone(),
         }),
+        overrides: std::collections::BTreeMap::new(),
     })
 }
 
@@ -210,7 +215,7 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
         specs,
         PathBuf::from(".charter").join("runs"),
         std::env::vars().collect(),
-        args.tools.clone(),
+        args.live.clone(),
         args.max_runs
             .map_or_else(default_max_runs, |max| max as usize),
     ));
@@ -227,11 +232,16 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
 /// The specs to serve: each SPEC compiled, then each --replay scenario's spec. Two specs
 /// of one name are refused, since a client names the spec it runs by its name.
 fn served_specs(args: &ServeArgs, context: Context) -> Result<Vec<ServedSpec>, Outcome> {
+    let overrides = model_overrides(context, &args.live.models)?;
     let mut specs: Vec<ServedSpec> = Vec::new();
+    let mut overridden = std::collections::BTreeSet::new();
     for path in &args.specs {
         let PreparedSpec {
-            spec, shown_path, ..
-        } = PreparedSpec::compile(context, path, &[], "served")?;
+            spec,
+            shown_path,
+            overrides: applied,
+        } = PreparedSpec::compile_served(context, path, &overrides)?;
+        overridden.extend(applied.keys().cloned());
         if let Some(other) = specs.iter().find(|served| served.name == spec.name) {
             print_error(
                 context,
@@ -248,6 +258,7 @@ fn served_specs(args: &ServeArgs, context: Context) -> Result<Vec<ServedSpec>, O
             path: std::path::absolute(path).unwrap_or_else(|_| path.clone()),
             spec: Arc::new(spec),
             replay: None,
+            overrides: applied,
         });
     }
     for dir in &args.replays {
@@ -266,13 +277,37 @@ fn served_specs(args: &ServeArgs, context: Context) -> Result<Vec<ServedSpec>, O
         }
         specs.push(served);
     }
+    if let Some(alias) = overrides.keys().find(|alias| !overridden.contains(*alias)) {
+        print_error(context, &unused_alias(alias, &specs));
+        return Err(Outcome::Usage);
+    }
     Ok(specs)
+}
+
+/// Why `--model ALIAS=...` is refused when no spec served live defines ALIAS (a `--replay`
+/// spec runs the models its recording names).
+fn unused_alias(alias: &str, specs: &[ServedSpec]) -> String {
+    let known: std::collections::BTreeSet<&str> = specs
+        .iter()
+        .filter(|served| served.replay.is_none())
+        .flat_map(|served| served.spec.models.keys().map(String::as_str))
+        .collect();
+    if known.is_empty() {
+        format!(
+            "--model {alias}=...: no spec is served live (a --replay scenario runs the models its recording names)"
+        )
+    } else {
+        format!(
+            "--model names alias `{alias}`, which no served spec defines (their aliases: {})",
+            known.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    }
 }
 
 /// Refuses, before anything listens, a --tool given wrong or declared by no served spec,
 /// a tool box a served spec cannot have, and a key the environment lacks.
 fn check_tools_and_keys(args: &ServeArgs, context: Context, runs: &Runs) -> Result<(), Outcome> {
-    for given in &args.tools {
+    for given in &args.live.tools {
         let name = tool_name(given).map_err(|message| {
             print_error(context, &message);
             Outcome::Usage
@@ -290,7 +325,10 @@ fn check_tools_and_keys(args: &ServeArgs, context: Context, runs: &Runs) -> Resu
         }
     }
     for served in &runs.specs {
-        if let Err(message) = tool_box(&served.spec, &runs::tools_for(&served.spec, &args.tools)) {
+        if let Err(message) = tool_box(
+            &served.spec,
+            &runs::tools_for(&served.spec, &args.live.tools),
+        ) {
             print_error(context, &message);
             return Err(Outcome::Usage);
         }
@@ -337,6 +375,14 @@ async fn serve(
             ""
         }
     ));
+    for served in &runs.specs {
+        for (alias, target) in &served.overrides {
+            print_err(&format!(
+                "spec {}: model `{alias}` runs on {target} (--model)\n",
+                served.name
+            ));
+        }
+    }
     for line in runs.restore() {
         print_err(&format!("{line}\n"));
     }

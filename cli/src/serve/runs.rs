@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use charter_compiler::CompiledSpec;
 use charter_runtime::engine::effects::{HumanChannel, Provider};
-use charter_runtime::engine::provider::{BoxFuture, HumanRequest, ProviderError};
+use charter_runtime::engine::provider::{BoxFuture, CallObserver, HumanRequest, ProviderError};
 use charter_runtime::engine::run::{RunConfig, RunOutcome};
 use charter_runtime::formats::scenario::{Cassette, Recorded};
 use charter_runtime::formats::trace::TraceSink;
@@ -26,7 +26,8 @@ use serde_json::{Value, json};
 
 use super::stream::{OutputObserver, Stream, StreamSink};
 use crate::driver::{
-    Fanout, LiveEnvironment, LiveRun, LiveRunOptions, RunClock, StopOn, open_journal,
+    Fanout, LiveEnvironment, LiveFlags, LiveRun, LiveRunOptions, Observers, RunClock, ShownAnswers,
+    StopOn, open_journal,
 };
 
 const SERVE_FILE: &str = "serve.json";
@@ -51,6 +52,8 @@ pub(crate) struct ServedSpec {
     /// `--replay`: the recording its runs answer from (in virtual time, people's answers
     /// included), and the scenario's input, used when a client gives none.
     pub(crate) replay: Option<Replay>,
+    /// The `--model` overrides applied to it, alias to `PROVIDER:MODEL`.
+    pub(crate) overrides: BTreeMap<String, String>,
 }
 
 /// A recording a served spec's runs replay instead of calling models (`--replay DIR`).
@@ -96,8 +99,9 @@ pub(crate) struct Runs {
     /// The environment the server started in (keys, base addresses and the secrets to
     /// scrub), which each run's providers are built from.
     environment: LiveEnvironment,
-    /// `--tool NAME=COMMAND`, as `charter run` takes them.
-    tools: Vec<String>,
+    /// `--tool NAME=COMMAND` and `--show-output`, as `charter run` takes them (`--model`
+    /// is applied to the served specs already).
+    live: LiveFlags,
     runs: Mutex<BTreeMap<String, Arc<Run>>>,
     /// Runs running now (started, or resumed at start, and not ended).
     active: std::sync::atomic::AtomicUsize,
@@ -267,14 +271,14 @@ impl Runs {
         specs: Vec<ServedSpec>,
         runs_dir: PathBuf,
         variables: Vec<(String, String)>,
-        tools: Vec<String>,
+        live: LiveFlags,
         max_runs: usize,
     ) -> Self {
         Runs {
             specs,
             runs_dir,
             environment: LiveEnvironment::from_variables(variables),
-            tools,
+            live,
             runs: Mutex::new(BTreeMap::new()),
             active: std::sync::atomic::AtomicUsize::new(0),
             max_runs,
@@ -451,7 +455,7 @@ impl Runs {
     ) -> Result<RunOutcome, String> {
         let providers = self
             .environment
-            .providers(spec, &tools_for(spec, &self.tools))?;
+            .providers(spec, &tools_for(spec, &self.live.tools))?;
         let recording = open_journal(&dir.join(JOURNAL_FILE), &self.environment)?.recording;
         {
             let mut state = run.state();
@@ -504,7 +508,7 @@ impl Runs {
             humans,
             sink: ScrubbingSink::new(Fanout(sinks), self.scrubber().clone()),
             config: RunConfig {
-                observer: Some(Arc::new(OutputObserver(run.stream.clone()))),
+                observer: Some(self.observer(run)),
                 ..RunConfig::default()
             }
             .with_out_dir(dir.join("out")),
@@ -514,6 +518,20 @@ impl Runs {
             },
             heartbeat_calls: None,
         })
+    }
+
+    /// What a run's calls are told to: its event stream (each role's output) and, with
+    /// `--show-output`, the server's stderr.
+    fn observer(&self, run: &Arc<Run>) -> Arc<dyn CallObserver> {
+        let stream: Arc<dyn CallObserver> = Arc::new(OutputObserver(run.stream.clone()));
+        if !self.live.show_output {
+            return stream;
+        }
+        let shown = Arc::new(ShownAnswers {
+            run: run.id.clone(),
+            scrubber: self.scrubber().clone(),
+        });
+        Arc::new(Observers(vec![stream, shown]))
     }
 
     /// Reads the runs kept in the runs directory: an ended one is listed (with its

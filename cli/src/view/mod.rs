@@ -24,16 +24,56 @@ const TRACE_LIMIT: u64 = charter_runtime::world::limits::DEFAULT_MAX_BYTES as u6
 /// network: its script and style are inside it.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: charter replay golden/closed_loop/happy_path --events trace.jsonl && charter view trace.jsonl"
+    after_help = "Example: charter replay golden/closed_loop/happy_path --events trace.jsonl && charter view trace.jsonl -o trace.html"
 )]
 pub struct ViewArgs {
     /// The trace to show.
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
 
-    /// Where to write the page (default: TRACE with `.html` in place of its extension).
-    #[arg(long, short, value_name = "FILE")]
+    /// The file to write the page to (default: TRACE with `.html` in place of its
+    /// extension).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        conflicts_with = "out"
+    )]
+    pub output: Option<PathBuf>,
+
+    /// The directory to write the page into, named as TRACE is with `.html` in place of
+    /// its extension (made when missing). `--out` is a directory for every command; a
+    /// file is `-o FILE`.
+    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+/// Where the page goes: `-o FILE`, `--out DIR`/`<trace name>.html`, or beside the trace.
+/// `--out` given what looks like a file (an existing file, or a name ending in `.html`)
+/// is refused, naming `-o`: `--out` was a file for this command once.
+fn page_path(args: &ViewArgs) -> Result<PathBuf, String> {
+    let beside = args.trace.with_extension("html");
+    match (&args.output, &args.out) {
+        (Some(file), _) => Ok(file.clone()),
+        (None, Some(dir)) => {
+            let looks_like_file = dir.is_file()
+                || (!dir.is_dir()
+                    && dir
+                        .extension()
+                        .is_some_and(|extension| extension.eq_ignore_ascii_case("html")));
+            if looks_like_file {
+                return Err(format!(
+                    "--out takes a directory (the page is written into it); to write the page to the file `{shown}`, give `-o {shown}`",
+                    shown = display_path(dir)
+                ));
+            }
+            let name = beside
+                .file_name()
+                .map_or_else(|| PathBuf::from("trace.html"), PathBuf::from);
+            Ok(dir.join(name))
+        }
+        (None, None) => Ok(beside),
+    }
 }
 
 pub fn run(args: &ViewArgs, context: Context) -> anyhow::Result<Outcome> {
@@ -55,10 +95,13 @@ pub fn run(args: &ViewArgs, context: Context) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome::Usage);
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| args.trace.with_extension("html"));
+    let out = match page_path(args) {
+        Ok(out) => out,
+        Err(message) => {
+            print_error(context, &message);
+            return Ok(Outcome::Usage);
+        }
+    };
     let status = events
         .iter()
         .rev()
@@ -70,7 +113,11 @@ pub fn run(args: &ViewArgs, context: Context) -> anyhow::Result<Outcome> {
         &format!("charter trace {shown}"),
         &[json!({"name": shown, "status": status, "events": events})],
     );
-    if let Err(error) = write_page(&out, &page) {
+    let made_dir = match &args.out {
+        Some(dir) if args.output.is_none() => std::fs::create_dir_all(dir),
+        _ => Ok(()),
+    };
+    if let Err(error) = made_dir.and_then(|()| write_page(&out, &page)) {
         print_error(
             context,
             &format!("cannot write `{}`: {error}", display_path(&out)),

@@ -59,8 +59,10 @@ const AFTER_HELP: &str = "\
 Example: charter check specs/seeds specs/examples
 
 Flags mean one thing in every command that takes them:
-  --format FORMAT                  [check, graph]
-      what the output is printed as: check human|json, graph mermaid|dot|json
+  --format FORMAT                  [check, graph, verify]
+      what the output is printed as: check and verify human|json, graph mermaid|dot|json
+  --deny-warnings                  [check, verify]
+      a spec with a compiler warning fails, as one with an error
   -o, --output FILE                [view]
       the file to write
   --out DIR                        [replay, run, view]

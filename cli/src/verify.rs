@@ -98,7 +98,13 @@ pub struct VerifyArgs {
 
     /// How to print the results on stdout: `human` (diffs, table, summary) or `json` (one
     /// JSON document, described in docs/verify-json.md; nothing else on stdout).
-    #[arg(long, value_enum, ignore_case = true, default_value_t = VerifyFormat::Human)]
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        value_enum,
+        ignore_case = true,
+        default_value_t = VerifyFormat::Human
+    )]
     pub format: VerifyFormat,
 
     /// Replay N scenarios at once (default: the machine's available parallelism). The

@@ -44,7 +44,7 @@ use crate::{Context, Outcome, print_err, print_error, summary_line};
 /// completed, 3 another terminal state, 1 an error, 2 a usage error.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: charter run specs/seeds/closed_loop.charter --input request.json --record golden/closed_loop/live --tool search='python3 tools/search.py'"
+    after_help = "Example: charter run specs/seeds/closed_loop.charter --input examples/closed_loop/request.json --record golden/closed_loop/live --tool web_search='python3 examples/tools/search.py'"
 )]
 pub struct RunArgs {
     /// The spec to run.

@@ -601,11 +601,12 @@ Right:
 
 const W007: &str = r#"W007: worst case exceeds the budget
 
-The worst case the compiler can prove (model calls, tokens, cost or wall time, from
-`repair.rounds`, `retry`, `retries`, list bounds, `concurrency` and `timeout`s) does not
-fit the spec's own `budget`, so some runs will be cut by the budget rather than end on
-their own. `charter check --bounds` shows the worst case per step. Raise the budget, or
-lower rounds, retries, timeouts or list bounds.
+The worst case the compiler can prove (steps or wall time, from `repair.rounds`,
+`retry`, `retries`, list bounds, `concurrency` and `timeout`s) does not fit the spec's own
+`budget`, so some runs will be cut by the budget rather than end on their own. Tokens and
+cost have no worst case the compiler can prove (a model's answer has no length bound in
+the spec): only the budget caps them. `charter check --bounds` shows the worst case per
+step. Raise the budget, or lower rounds, retries, timeouts or list bounds.
 
 Wrong:
 

@@ -176,6 +176,21 @@ fn files_with_every_key_validate_and_load() {
     );
 }
 
+#[test]
+fn a_text_written_as_a_number_validates_as_it_loads() {
+    // YAML reads `1` as a number, the loader as the text "1": the schema takes both.
+    let text = "version: 1\ncalls:\n  - { step: execute, item: 1, raw: 123, notes: [7] }\n  - { step: execute, item: 2, expect_prompt: { contains: [42] }, response: {},\n      tool_calls: [ { tool: fetch, error: { message: 404 } } ] }\nfaults: [ { tamper: { after: execute, item: 1 } } ]\n";
+    assert!(
+        cassette_loads(text),
+        "{:?}",
+        Cassette::from_yaml("cassette.yaml", text)
+    );
+    assert_eq!(
+        schema_errors(&validator("cassette"), "cassette.yaml", text),
+        Vec::<String>::new()
+    );
+}
+
 /// `base` with `from` replaced by `to` (which must occur in it, so that no case is
 /// vacuous).
 fn planted(base: &str, from: &str, to: &str) -> String {

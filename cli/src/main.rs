@@ -1,9 +1,9 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
 //!
 //! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`,
-//! `review.rs`, `run.rs`, `chat.rs`, `explore.rs`, `new.rs`, `completions.rs`), each parsing its
-//! arguments and calling a library function; this file holds the `Cli`, the exit codes
-//! and the few printing helpers they share. Only this crate prints.
+//! `review.rs`, `run.rs`, `chat.rs`, `explore.rs`, `new.rs`, `completions.rs`, `schema.rs`),
+//! each parsing its arguments and calling a library function; this file holds the `Cli`,
+//! the exit codes and the few printing helpers they share. Only this crate prints.
 
 /// mimalloc: a replay allocates and frees many small values (JSON, trace events); it
 /// makes `charter verify` and `charter explore` about a third faster than the system
@@ -24,6 +24,7 @@ mod new;
 mod replay;
 mod review;
 mod run;
+mod schema;
 mod serve;
 mod verify;
 mod view;
@@ -107,6 +108,7 @@ enum Command {
     View(view::ViewArgs),
     New(new::NewArgs),
     Completions(completions::CompletionsArgs),
+    Schema(schema::SchemaArgs),
     Explore(explore::ExploreArgs),
 }
 
@@ -162,6 +164,7 @@ fn main() -> ExitCode {
         Command::View(args) => view::run(&args, context),
         Command::New(args) => new::run(&args, context),
         Command::Completions(args) => completions::run(&args),
+        Command::Schema(args) => schema::run(&args),
         Command::Explore(args) => explore::run(&args, context),
     };
     match result {

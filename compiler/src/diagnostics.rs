@@ -153,6 +153,8 @@ pub enum Code {
     E016,
     /// A gate reads a step that cannot have run before it.
     E017,
+    /// A template uses a filter or test the renderer does not provide, or loads another template.
+    E018,
     /// Unused contract.
     W001,
     /// Unused tool.
@@ -180,7 +182,7 @@ pub enum Code {
 }
 
 impl Code {
-    pub const ALL: [Code; 30] = [
+    pub const ALL: [Code; 31] = [
         Code::E000,
         Code::E001,
         Code::E002,
@@ -199,6 +201,7 @@ impl Code {
         Code::E015,
         Code::E016,
         Code::E017,
+        Code::E018,
         Code::W001,
         Code::W002,
         Code::W003,
@@ -233,6 +236,7 @@ impl Code {
             Code::E015 => "E015",
             Code::E016 => "E016",
             Code::E017 => "E017",
+            Code::E018 => "E018",
             Code::W001 => "W001",
             Code::W002 => "W002",
             Code::W003 => "W003",

@@ -27,6 +27,7 @@ pub fn explain(code: Code) -> &'static str {
         Code::E015 => E015,
         Code::E016 => E016,
         Code::E017 => E017,
+        Code::E018 => E018,
         Code::W001 => W001,
         Code::W002 => W002,
         Code::W003 => W003,
@@ -478,6 +479,41 @@ Right:
     gate validity on create {
       hard no_errors: every i in check.issues: i.severity != error  else DESIGN_ERROR
       pass when score >= 7
+    }
+"#;
+
+const E018: &str = r#"E018: a template uses a filter or test Charter does not provide, or loads a template
+
+A prompt template is rendered with minijinja's built-in filters and tests, `tojson`, and
+Charter's own `strip_mention`; a filter or test outside that list would fail every run at
+the first call of the role, so the compiler rejects it where it is used. A prompt
+template is also rendered alone: `{% include %}`, `{% import %}`, `{% from %}` and
+`{% extends %}` have no other template to load: put the shared text in each role's
+template, or in a `{% macro %}` of the template that uses it. The error's help lists
+every filter or test a template may use.
+
+Wrong:
+
+    role writer {
+      model: default
+      prompt: """
+        Plan: {{ plan | to_json }}
+        {% include "shared/rules.md.j2" %}
+      """
+      input: Plan
+      output: Draft
+    }
+
+Right:
+
+    role writer {
+      model: default
+      prompt: """
+        Plan: {{ plan | tojson }}
+        {% macro rule(text) %}- {{ text }}{% endmacro %}{{ rule("Answer in English.") }}
+      """
+      input: Plan
+      output: Draft
     }
 "#;
 

@@ -11,6 +11,7 @@ pub mod diagnostics;
 pub mod explain;
 pub mod graph;
 pub mod render;
+pub mod render_env;
 pub mod syntax;
 
 pub use diagnostics::{Code, Diagnostic, FileId, Severity, Sources, Span};

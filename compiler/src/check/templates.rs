@@ -1,10 +1,14 @@
-//! Prompt templates: parsed with minijinja and checked for variables the role does not provide (E014).
+//! Prompt templates: parsed with minijinja and checked for variables the role does not provide
+//! (E014), and for filters, tests and loading tags the renderer does not provide (E018).
+
+mod uses;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::check::Symbols;
 use crate::check::types::{ContractInfo, Contracts};
 use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span, did_you_mean};
+use crate::render_env;
 use crate::syntax::ast::{PromptSource, Role, SpecFile};
 
 /// The variables every role's template sees besides its inputs.
@@ -70,7 +74,7 @@ pub fn check(
     let _ = spec;
     // One environment for every role: building one (its filters, tests and globals) and
     // listing its globals for each role was a measurable part of compiling a spec.
-    let environment = minijinja::Environment::new();
+    let environment = render_env::environment(str::to_string);
     let globals: BTreeSet<String> = environment
         .globals()
         .map(|(name, _)| name.to_string())
@@ -285,6 +289,11 @@ fn check_role(
         }
     };
     facts.parsed = true;
+    for found in uses::scan(template.text) {
+        if let Some(diagnostic) = unavailable(role, &template, sources, templates, &found) {
+            diagnostics.push(diagnostic);
+        }
+    }
     // With an unknown input contract (reported, E002) the names the template may use are
     // guesses; reporting them would only repeat that error.
     let inputs_known = role
@@ -399,6 +408,66 @@ fn parse_error(
     )
     .with_label("template syntax error")
     .with_help("fix the minijinja syntax; `{{ x }}` prints, `{% if x %}...{% endif %}` branches")
+}
+
+/// E018 for a filter or test the rendering environment does not provide, or a tag that
+/// loads another template (prompt templates are rendered alone, with no loader).
+fn unavailable(
+    role: &Role,
+    template: &TemplateText<'_>,
+    sources: &Sources,
+    templates: &Templates<'_>,
+    found: &uses::Use,
+) -> Option<Diagnostic> {
+    let name = found.name.as_str();
+    let (what, known, label): (&str, &[&str], &str) = match found.kind {
+        uses::Kind::Filter if !render_env::has_filter(templates.environment, name) => {
+            ("filter", &render_env::FILTERS, "unknown filter")
+        }
+        uses::Kind::Test if !render_env::has_test(templates.environment, name) => {
+            ("test", &render_env::TESTS, "unknown test")
+        }
+        uses::Kind::Load => {
+            let span = template.span(sources, found.range.clone(), name);
+            return Some(
+                Diagnostic::new(
+                    Code::E018,
+                    span,
+                    format!(
+                        "template of role `{}` uses `{{% {name} %}}`, but a prompt template cannot load another template",
+                        role.name.name
+                    ),
+                )
+                .with_label("not supported in prompt templates")
+                .with_help("write the shared text into each role's template, or define it as a `{% macro %}` in the template that uses it"),
+            );
+        }
+        _ => return None,
+    };
+    let span = template.span(sources, found.range.clone(), name);
+    let listed = known
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let help = match did_you_mean(name, known.iter().copied()) {
+        Some(suggestion) => {
+            format!("{suggestion} the {what}s a prompt template may use are {listed}")
+        }
+        None => format!("the {what}s a prompt template may use are {listed}"),
+    };
+    Some(
+        Diagnostic::new(
+            Code::E018,
+            span,
+            format!(
+                "template of role `{}` uses the {what} `{name}`, which prompt templates do not provide",
+                role.name.name
+            ),
+        )
+        .with_label(label)
+        .with_help(help),
+    )
 }
 
 /// E014 for a variable the role does not provide, with help naming what it does provide.

@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use charter_compiler::check::templates::snake_case;
 use charter_compiler::graph::{CompiledSpec, EffectIr, RoleIr};
+use minijinja::Environment;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
-use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde_json::Value;
 
 /// The template given to a role that has none.
@@ -471,12 +471,9 @@ fn cached_environment(
     if let Some(compiled) = found {
         return Ok(compiled);
     }
-    let mut environment = Environment::new();
-    environment.set_auto_escape_callback(|_| AutoEscape::None);
-    environment.set_undefined_behavior(UndefinedBehavior::Chainable);
-    environment.add_filter("strip_mention", |text: String| {
-        crate::engine::eval::strip_mention(&text)
-    });
+    // The compiler checks templates against this same environment (E018).
+    let mut environment =
+        charter_compiler::render_env::environment(crate::engine::eval::strip_mention);
     environment.add_template_owned(source_name.to_string(), template.to_string())?;
     let names = environment
         .get_template(source_name)?

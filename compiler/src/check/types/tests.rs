@@ -120,7 +120,9 @@ pub(crate) const PROMPTS: [(&str, &str); 4] = [
 ];
 
 /// The codes this module's checks emit (others' codes are not compared).
-const OWN: [&str; 7] = ["E002", "E003", "E004", "E005", "E013", "E014", "W012"];
+const OWN: [&str; 8] = [
+    "E002", "E003", "E004", "E005", "E013", "E014", "E018", "W012",
+];
 
 /// Compiles `text` with the example's prompt files plus `files`, and returns each
 /// diagnostic of our codes as `CODE@snippet` where snippet is the text its primary span

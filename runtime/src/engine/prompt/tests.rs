@@ -417,3 +417,33 @@ flow { a = w(request) -> done }
         }
     });
 }
+
+#[test]
+fn filters_the_compiler_allows_render_tojson_among_them() {
+    let spec = compile_spec_with(
+        r#"spec p version "1"
+contract WorkflowPlan { goal: string  steps: list<string> }
+contract Report { summary: string }
+role writer {
+  model: "openai:m"
+  prompt: """
+    Plan: {{ workflow_plan | tojson }}
+    Steps: {{ workflow_plan.steps | tojson(indent=2) }}
+    Goal: {{ workflow_plan.goal | upper }}{% if workflow_plan.goal is string %} (text){% endif %}
+  """
+  input: WorkflowPlan
+  output: Report
+}
+flow { write = writer(request) -> done }
+"#,
+        &[],
+    );
+    let text = match render_prompt(&spec, "writer", &[plan()], None) {
+        Ok(text) => text,
+        Err(error) => panic!("{error}"),
+    };
+    assert_eq!(
+        text,
+        "Plan: {\"goal\": \"ship\", \"steps\": [\"build\", \"test\"]}\nSteps: [\n  \"build\",\n  \"test\"\n]\nGoal: SHIP (text)"
+    );
+}

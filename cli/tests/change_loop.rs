@@ -5,10 +5,10 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{Value, json};
-use support::{copy_dir, repository};
+use serde_json::json;
+use support::{copy_dir, openai_answer, repository};
 use wiremock::matchers::{body_partial_json, method};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{Mock, MockServer};
 
 /// What a `charter` command printed and how it ended.
 struct Ran {
@@ -150,14 +150,6 @@ fn comments_and_layout_in_every_spec_change_no_snapshot_and_stale_no_recording()
     let _ = std::fs::remove_dir_all(&root);
 }
 
-/// An OpenAI-style answer whose content is `content`.
-fn answer(content: Value) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(json!({
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content.to_string()}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 20, "completion_tokens": 10}
-    }))
-}
-
 /// `charter run ... --record DIR` of the project's spec against `server`.
 fn record(project: &Path, server: &MockServer, directory: &str) -> Ran {
     let output = Command::new(env!("CARGO_BIN_EXE_charter"))
@@ -274,7 +266,7 @@ async fn a_new_step_is_an_entry_to_paste_then_a_pending_snapshot_that_review_acc
             .and(body_partial_json(
                 json!({"response_format": {"json_schema": {"name": role}}}),
             ))
-            .respond_with(answer(content))
+            .respond_with(openai_answer(content))
             .mount(&server)
             .await;
     }

@@ -10,7 +10,7 @@ use charter_runtime::formats::canonical::sha256;
 use charter_runtime::formats::scenario::{CallKey, Cassette, Expectation, Scenario};
 use charter_runtime::formats::trace::{Outcome, Reason};
 use serde_json::{Value, json};
-use support::{copy_dir, copy_file, repository};
+use support::{copy_dir, copy_file, openai_answer, repository};
 use wiremock::matchers::{body_partial_json, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -55,13 +55,6 @@ fn review_loop_project(name: &str) -> PathBuf {
     dir
 }
 
-fn answer(content: Value) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(json!({
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content.to_string()}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 20, "completion_tokens": 10}
-    }))
-}
-
 fn for_role(role: &str) -> wiremock::MockBuilder {
     Mock::given(method("POST")).and(body_partial_json(
         json!({"response_format": {"json_schema": {"name": role}}}),
@@ -98,7 +91,7 @@ async fn mount_closed_loop(server: &MockServer) {
     ];
     for (role, content) in answers {
         for_role(role)
-            .respond_with(answer(content))
+            .respond_with(openai_answer(content))
             .mount(server)
             .await;
     }
@@ -259,7 +252,9 @@ async fn a_recorded_seed_run_passes_verify_right_after_with_calls_in_run_order()
 async fn a_run_that_ended_step_failed_round_trips_with_its_reason_quoted() {
     let server = MockServer::start().await;
     for_role("writer")
-        .respond_with(answer(json!({"title": "Rust", "body": "Rust is fast."})))
+        .respond_with(openai_answer(
+            json!({"title": "Rust", "body": "Rust is fast."}),
+        ))
         .mount(&server)
         .await;
     // The reviewer's request is refused for good: the step fails, and so does the run.
@@ -338,15 +333,19 @@ async fn a_run_that_ended_step_failed_round_trips_with_its_reason_quoted() {
 async fn a_recording_that_does_not_replay_as_the_run_went_writes_nothing() {
     let server = MockServer::start().await;
     for_role("writer")
-        .respond_with(answer(json!({"title": "Rust", "body": "Rust is fast."})))
+        .respond_with(openai_answer(
+            json!({"title": "Rust", "body": "Rust is fast."}),
+        ))
         .mount(&server)
         .await;
     for_role("reviewer")
-        .respond_with(answer(json!({"relevance": 9, "verdict": "PASS"})))
+        .respond_with(openai_answer(json!({"relevance": 9, "verdict": "PASS"})))
         .mount(&server)
         .await;
     for_role("finalizer")
-        .respond_with(answer(json!({"candidate_id": "c1", "summary": "one post"})))
+        .respond_with(openai_answer(
+            json!({"candidate_id": "c1", "summary": "one post"}),
+        ))
         .mount(&server)
         .await;
     let project = review_loop_project("refused");
@@ -399,24 +398,28 @@ async fn a_recording_that_does_not_replay_as_the_run_went_writes_nothing() {
 async fn a_cancelled_run_is_recorded_by_its_resume() {
     let server = MockServer::start().await;
     for_role("writer")
-        .respond_with(answer(json!({"title": "Rust", "body": "Rust is fast."})))
+        .respond_with(openai_answer(
+            json!({"title": "Rust", "body": "Rust is fast."}),
+        ))
         .mount(&server)
         .await;
     for_role("reviewer")
-        .respond_with(answer(json!({"relevance": 9, "verdict": "PASS"})))
+        .respond_with(openai_answer(json!({"relevance": 9, "verdict": "PASS"})))
         .mount(&server)
         .await;
     // The finalizer's first answer comes too late: the run is stopped while it waits.
     for_role("finalizer")
         .respond_with(
-            answer(json!({"candidate_id": "c1", "summary": "one post"}))
+            openai_answer(json!({"candidate_id": "c1", "summary": "one post"}))
                 .set_delay(Duration::from_secs(30)),
         )
         .up_to_n_times(1)
         .mount(&server)
         .await;
     for_role("finalizer")
-        .respond_with(answer(json!({"candidate_id": "c1", "summary": "one post"})))
+        .respond_with(openai_answer(
+            json!({"candidate_id": "c1", "summary": "one post"}),
+        ))
         .mount(&server)
         .await;
     let project = review_loop_project("cancelled");

@@ -73,19 +73,6 @@ fn edit(path: &Path, from: &str, to: &str) {
     std::fs::write(path, text.replacen(from, to, 1)).unwrap_or_else(|error| panic!("{error}"));
 }
 
-/// `line` without a `prompt_hash: "..."` field of a flow mapping.
-fn without_prompt_hash(line: &str) -> String {
-    let Some(start) = line.find("prompt_hash: \"") else {
-        return line.to_string();
-    };
-    let value = start + "prompt_hash: \"".len();
-    let end = line[value..]
-        .find('"')
-        .map_or(line.len(), |end| value + end + 1);
-    let rest = line[end..].strip_prefix(", ").unwrap_or(&line[end..]);
-    format!("{}{rest}", &line[..start])
-}
-
 fn cassette(root: &Path) -> PathBuf {
     root.join("golden/closed_loop/scenario/cassette.yaml")
 }
@@ -106,11 +93,9 @@ fn unpin(root: &Path) {
             continue;
         }
         skipping = false;
-        if line.trim_start().starts_with("prompt_hash:") {
-            continue;
-        }
-        out.push_str(&without_prompt_hash(line));
+        out.push_str(line);
     }
+    let out = support::without_prompt_hashes(&out);
     assert!(!out.contains("recorded:"), "{out}");
     std::fs::write(&path, out).unwrap_or_else(|error| panic!("{error}"));
 }
@@ -169,11 +154,7 @@ fn a_hand_written_cassette_replays_unpinned_and_is_pinned_only_with_pin() {
         6,
         "{pinned}"
     );
-    let calls_unpinned: String = pinned
-        .split_inclusive('\n')
-        .filter(|line| !line.trim_start().starts_with("prompt_hash:"))
-        .map(without_prompt_hash)
-        .collect();
+    let calls_unpinned = support::without_prompt_hashes(&pinned);
     assert!(
         calls_unpinned.ends_with(before.trim_start_matches("version: 1\n")),
         "{pinned}"

@@ -71,11 +71,8 @@ fn edit(path: &Path, from: &str, to: &str) {
 fn unpin_calls(path: &Path) {
     let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{error}"));
     assert!(text.contains("    prompt_hash: "), "{text}");
-    let kept: String = text
-        .split_inclusive('\n')
-        .filter(|line| !line.trim_start().starts_with("prompt_hash:"))
-        .collect();
-    std::fs::write(path, kept).unwrap_or_else(|error| panic!("{error}"));
+    std::fs::write(path, support::without_prompt_hashes(&text))
+        .unwrap_or_else(|error| panic!("{error}"));
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! What several CLI test binaries share: the repository's root, and copying its seed files into a test project.
+//! What several CLI test binaries share: the repository's root, copying its seed files into a test project, a model server's answer and a cassette without its pins.
 
 use std::path::{Path, PathBuf};
 
@@ -28,4 +28,35 @@ pub fn copy_dir(from: &Path, to: &Path) {
             copy_file(&path, &target);
         }
     }
+}
+
+/// An OpenAI chat-completions answer whose message content is `content` as JSON, for a
+/// wiremock model server.
+#[allow(dead_code)] // only the test binaries that run against a model server call it
+pub fn openai_answer(content: serde_json::Value) -> wiremock::ResponseTemplate {
+    wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content.to_string()}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 10}
+    }))
+}
+
+/// A cassette's text without the `prompt_hash` of its calls (a block entry's line and a
+/// flow entry's field): what a hand-written cassette looks like, whose calls replay as
+/// answered whatever their prompts now show.
+#[allow(dead_code)] // only the test binaries that edit a pinned cassette call it
+pub fn without_prompt_hashes(text: &str) -> String {
+    text.split_inclusive('\n')
+        .filter(|line| !line.trim_start().starts_with("prompt_hash:"))
+        .map(|line| {
+            let Some(start) = line.find("prompt_hash: \"") else {
+                return line.to_string();
+            };
+            let value = start + "prompt_hash: \"".len();
+            let end = line[value..]
+                .find('"')
+                .map_or(line.len(), |end| value + end + 1);
+            let rest = line[end..].strip_prefix(", ").unwrap_or(&line[end..]);
+            format!("{}{rest}", &line[..start])
+        })
+        .collect()
 }

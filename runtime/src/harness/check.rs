@@ -330,6 +330,12 @@ impl<'a> ScenarioCheck<'a> {
         let recorded = self.cassette.recorded.as_ref();
         let recorded_line = line_of(&self.cassette_text, "recorded:");
         let accept = self.config.accept;
+        // Each model call's prompt hash, read off the trace once: what `accept` pins.
+        let call_hashes = if accept {
+            pin::call_prompt_hashes(&first.events)
+        } else {
+            BTreeMap::new()
+        };
         if !pins.changes.is_empty() {
             let stale = Problem {
                 kind: ProblemKind::Stale,
@@ -349,7 +355,7 @@ impl<'a> ScenarioCheck<'a> {
             if self.expects_stale() {
                 report.notes.push(stale);
             } else if accept && (first.stale_prompts.is_empty() || self.config.repin) {
-                match self.refresh_recorded(pins, first) {
+                match self.refresh_recorded(pins, first, &call_hashes) {
                     Ok(()) => report.accepted.push(format!(
                         "refreshed the recorded hashes in {}",
                         self.cassette_file
@@ -369,7 +375,7 @@ impl<'a> ScenarioCheck<'a> {
             && (self.config.pin || recorded.is_some())
             && (recorded.map(|recorded| &recorded.rendered) != Some(&first.prompts)
                 || !first.stale_prompts.is_empty()
-                || pin::unpinned_calls(&self.cassette, &pin::call_prompt_hashes(&first.events)) > 0)
+                || pin::unpinned_calls(&self.cassette, &call_hashes) > 0)
         {
             // Not stale, but the recorded prompts are not those of this run (a recorded
             // response changed what a later prompt shows), or a call has no `prompt_hash`
@@ -380,7 +386,7 @@ impl<'a> ScenarioCheck<'a> {
             } else {
                 format!("pinned {} (wrote its `recorded` block)", self.cassette_file)
             };
-            match self.refresh_recorded(pins, first) {
+            match self.refresh_recorded(pins, first, &call_hashes) {
                 Ok(()) => {
                     report.unpinned = false;
                     report.accepted.push(what);
@@ -396,18 +402,18 @@ impl<'a> ScenarioCheck<'a> {
 
     /// Rewrites the cassette's `recorded` block with the spec's hashes now and this
     /// run's prompts, and pins each call the run made to the hash of its prompt.
-    fn refresh_recorded(&self, pins: &Pins, first: &Replayed) -> Result<(), String> {
+    fn refresh_recorded(
+        &self,
+        pins: &Pins,
+        first: &Replayed,
+        call_hashes: &BTreeMap<pin::TurnKey, String>,
+    ) -> Result<(), String> {
         let stale = if self.config.repin {
             first.stale_prompts.as_slice()
         } else {
             &[]
         };
-        let (text, _) = pin::pin_calls(
-            &self.cassette_text,
-            &self.cassette,
-            &pin::call_prompt_hashes(&first.events),
-            stale,
-        )?;
+        let (text, _) = pin::pin_calls(&self.cassette_text, &self.cassette, call_hashes, stale)?;
         refresh_recorded(self.reference, &text, &pins.current, &first.prompts)
     }
 

@@ -1,19 +1,19 @@
-//! `charter schema scenario|cassette`: print the JSON Schema of a golden's `scenario.yaml` or `cassette.yaml` (the files under `editors/schemas/`, built into the binary), for an editor's YAML support.
+//! `charter schema scenario|cassette`: print the JSON Schema of a golden's `scenario.yaml` or `cassette.yaml` (the files under `editors/vscode/schemas/`, built into the binary), for an editor's YAML support.
 
 use clap::{Args, ValueEnum};
 
 use crate::{Outcome, print_out};
 
-/// The schema of `scenario.yaml` (`editors/schemas/scenario.schema.json`).
-pub const SCENARIO: &str = include_str!("../../editors/schemas/scenario.schema.json");
+/// The schema of `scenario.yaml` (`editors/vscode/schemas/scenario.schema.json`).
+pub const SCENARIO: &str = include_str!("../../editors/vscode/schemas/scenario.schema.json");
 
-/// The schema of `cassette.yaml` (`editors/schemas/cassette.schema.json`).
-pub const CASSETTE: &str = include_str!("../../editors/schemas/cassette.schema.json");
+/// The schema of `cassette.yaml` (`editors/vscode/schemas/cassette.schema.json`).
+pub const CASSETTE: &str = include_str!("../../editors/vscode/schemas/cassette.schema.json");
 
 /// Print the JSON Schema (draft 2020-12) of a golden's scenario.yaml or cassette.yaml.
 ///
 /// It prints the schema on stdout, exactly as the repository's
-/// `editors/schemas/NAME.schema.json`. An editor's YAML support (the YAML language server
+/// `editors/vscode/schemas/NAME.schema.json`. An editor's YAML support (the YAML language server
 /// of VS Code's YAML extension, Neovim, Helix or Zed) uses it to complete keys, show what
 /// each key means on hover, and flag a misspelt or misplaced key before `charter verify`
 /// does. Save it in the project and map it to the goldens, in VS Code's settings:
@@ -42,7 +42,7 @@ pub enum SchemaName {
 }
 
 impl SchemaName {
-    /// The schema's text, exactly as the file under `editors/schemas/` holds it.
+    /// The schema's text, exactly as the file under `editors/vscode/schemas/` holds it.
     pub fn text(self) -> &'static str {
         match self {
             SchemaName::Scenario => SCENARIO,

@@ -1,4 +1,4 @@
-//! The JSON Schemas of `scenario.yaml` and `cassette.yaml` (`editors/schemas/`, printed by `charter schema`): every golden and the files `charter new` writes validate, and what the loader rejects as a wrong key, type or value, the schema rejects too.
+//! The JSON Schemas of `scenario.yaml` and `cassette.yaml` (`editors/vscode/schemas/`, printed by `charter schema`): every golden and the files `charter new` writes validate, and what the loader rejects as a wrong key, type or value, the schema rejects too.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -8,14 +8,14 @@ use charter_runtime::formats::yaml;
 use jsonschema::Validator;
 use serde_json::Value;
 
-/// The repository's root (its goldens and `editors/schemas/`).
+/// The repository's root (its goldens and `editors/vscode/schemas/`).
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// Which file a schema is for: `scenario` or `cassette`.
 fn schema_path(name: &str) -> PathBuf {
-    repository().join(format!("editors/schemas/{name}.schema.json"))
+    repository().join(format!("editors/vscode/schemas/{name}.schema.json"))
 }
 
 fn validator(name: &str) -> Validator {

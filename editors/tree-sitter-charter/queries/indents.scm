@@ -1,0 +1,18 @@
+; Inside braces and brackets, lines are indented one level; the closing one is not.
+[
+  (models)
+  (rules)
+  (field_list)
+  (tool)
+  (role)
+  (gate)
+  (repair)
+  (budget)
+  (flow)
+  (name_list)
+  (list)
+  (record)
+  (arguments)
+] @indent.begin
+
+[ "}" "]" ")" ] @indent.branch @indent.end

@@ -1,12 +1,13 @@
-//! The repository's own automation behind `cargo xtask`: the CI gate (`verify`), the
-//! never-panics fuzz harness (`fuzz`, `mutate`), the benchmark (`bench`), the generator
-//! of large valid specs they share (`gen`), and the mutation measurement of the runtime's
-//! tests (`mutants`).
+//! The repository's own automation behind `cargo xtask`: the CI gate (`verify`, whose
+//! editor-support stage is `editors`), the never-panics fuzz harness (`fuzz`, `mutate`),
+//! the benchmark (`bench`), the generator of large valid specs they share (`gen`), and the
+//! mutation measurement of the runtime's tests (`mutants`).
 
 pub mod bench;
 pub mod bench_live;
 pub mod bench_replay;
 pub mod corpus;
+pub mod editors;
 pub mod explore;
 pub mod fuzz;
 // `gen` is a reserved word in edition 2024, so the module is named after what it does.

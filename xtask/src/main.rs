@@ -21,7 +21,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "cargo xtask",
     bin_name = "cargo xtask",
-    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask verify --partition 1/2 --junit verify.xml\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   optimized-build timings vs the targets\n  cargo xtask gen --lines 500 > big.charter\n  cargo xtask mutants --shard 1/8 --minutes 45"
+    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask verify --partition 1/2 --junit verify.xml\n  cargo xtask editors                 the VS Code extension and the tree-sitter grammar\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   optimized-build timings vs the targets\n  cargo xtask gen --lines 500 > big.charter\n  cargo xtask mutants --shard 1/8 --minutes 45"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -34,8 +34,8 @@ enum Task {
     ///
     /// Stages, in order, each with a PASS/FAIL line and its time: `cargo fmt --all -- --check`;
     /// `cargo clippy --workspace --all-targets -- -D warnings`; `cargo test --workspace`; the
-    /// layers check (the runtime's modules import only downward, no import circles); every
-    /// spec under specs/ except specs/invalid/ and specs/warnings/ compiled in-process (any
+    /// layers check (the runtime's modules import only downward, no import circles); the
+    /// editors stage (as `cargo xtask editors`); every spec under specs/ except specs/invalid/ and specs/warnings/ compiled in-process (any
     /// error or warning fails, the diagnostics are printed); every case in specs/invalid/
     /// must give at least one error (its exact diagnostics are snapshot-tested by
     /// compiler/tests/invalid.rs under `cargo test`); every scenario under golden/ replayed
@@ -44,6 +44,20 @@ enum Task {
     /// property (as `charter explore` does). A failing stage does not stop the later ones.
     /// Ends with a summary table and the scenario table, and exits 1 if anything failed.
     Verify(VerifyArgs),
+    /// The editor support alone: the VS Code extension and the tree-sitter grammar
+    ///
+    /// Both grammars know every keyword of compiler/src/syntax/grammar.pest, and the two
+    /// highlight fixtures hold the same source; in editors/vscode: `npm ci` when
+    /// node_modules is missing or older than package-lock.json, `npm test` (the TextMate
+    /// grammar fixtures with vscode-tmgrammar-test, and the folding tests), `npm run
+    /// package` (target/editors/charter.vsix, checked to hold every file package.json
+    /// names and the language client); in editors/tree-sitter-charter: `tree-sitter
+    /// generate` into target/ gives exactly the committed src/, `tree-sitter test`, and
+    /// every spec in specs/seeds, specs/examples and specs/warnings parses without an error
+    /// node. Tool output is shown only when a part fails. Without node/npm or tree-sitter
+    /// (the pinned version) a part is skipped with the command that installs it; with CI
+    /// set, that is a failure. `cargo xtask verify` runs this as its `editors` stage.
+    Editors,
     /// Never-panics harness: compile mutated specs until time runs out
     ///
     /// Takes every specs/**/*.charter with the prompt and role files it reads, plus a few
@@ -120,7 +134,7 @@ struct VerifyArgs {
     /// Only specs (e.g. specs/seeds/agency.charter) and scenarios (e.g. closed_loop/happy_path) whose path contains PATTERN
     #[arg(long, value_name = "PATTERN")]
     filter: Option<String>,
-    /// Skip fmt, clippy, the tests and the layers check; only the spec, golden and explore stages (fast iteration)
+    /// Skip fmt, clippy, the tests, the layers check and the editors stage; only the spec, golden and explore stages (fast iteration)
     #[arg(long)]
     skip_cargo: bool,
     /// Only shard K of N of the specs and scenarios, to spread CI over machines: count:K/N (the default, round-robin; also K/N) or hash:K/N (by name). An empty shard passes
@@ -212,6 +226,11 @@ fn main() -> ExitCode {
                 github: args.github,
             },
         )),
+        Task::Editors => {
+            let outcome = xtask::editors::check(&root, xtask::editors::in_ci());
+            println!("{}", outcome.note);
+            Ok(outcome.status != xtask::editors::Status::Failed)
+        }
         Task::Fuzz(args) => fuzz_command(&root, &args),
         Task::Bench(args) => {
             let config = BenchConfig {

@@ -79,6 +79,7 @@ struct SpecResult {
 pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
     let started = Instant::now();
     let mut stages = code_stages(root, config);
+    stages.push(editors_stage(root, config));
     let mut specs = Vec::new();
 
     let specs_dir = root.join("specs");
@@ -506,6 +507,36 @@ fn golden_stages(
         },
         reports,
     )
+}
+
+/// The editor support (`crate::editors`): the VS Code extension's grammar tests and
+/// package, the tree-sitter grammar's tests and a parse of every spec. Skipped with
+/// `--skip-cargo`; a missing tool skips its part, except in CI, where it fails.
+fn editors_stage(root: &Path, config: &VerifyConfig) -> StageResult {
+    if config.skip_cargo {
+        return StageResult {
+            name: "editors",
+            verdict: Verdict::Skip,
+            time: Duration::ZERO,
+            note: "--skip-cargo".to_string(),
+        };
+    }
+    println!("==> editors: VS Code grammar tests and .vsix, tree-sitter generate/test/parse");
+    let started = Instant::now();
+    let outcome = crate::editors::check(root, crate::editors::in_ci());
+    let verdict = match outcome.status {
+        crate::editors::Status::Passed => Verdict::Pass,
+        crate::editors::Status::Failed => Verdict::Fail,
+        crate::editors::Status::Skipped => Verdict::Skip,
+    };
+    let time = started.elapsed();
+    print_stage_line("editors", verdict, time, &outcome.note);
+    StageResult {
+        name: "editors",
+        verdict,
+        time,
+        note: outcome.note,
+    }
 }
 
 /// Every seed's base golden explored at depth 1 (`crate::explore`): no property may break.

@@ -27,6 +27,8 @@ const VSCODE: &str = "editors/vscode";
 const TREE_SITTER: &str = "editors/tree-sitter-charter";
 /// Where `npm run package` writes the extension (ignored by git).
 const VSIX: &str = "target/editors/charter.vsix";
+/// Helix's copy of the highlight query, with its capture names (`helix_query`).
+const HELIX_HIGHLIGHTS: &str = "editors/tree-sitter-charter/queries/helix/highlights.scm";
 /// The spec directories whose every `.charter` file must parse without an error node.
 const PARSED_SPECS: [&str; 3] = ["specs/seeds", "specs/examples", "specs/warnings"];
 
@@ -57,6 +59,7 @@ pub fn check(root: &Path, ci: bool) -> Outcome {
     };
     run.step("keywords", || keyword_problems(root));
     run.step("fixtures", || fixture_problems(root));
+    run.step("helix query", || helix_problems(root));
     vscode(root, &mut run);
     tree_sitter(root, &mut run);
     run.outcome()
@@ -470,6 +473,73 @@ pub fn grammar_json_strings(grammar: &str) -> Result<BTreeSet<String>, String> {
     Ok(found)
 }
 
+/// Capture names that Helix spells otherwise than Neovim, Zed and the tree-sitter CLI.
+const HELIX_NAMES: [(&str, &str); 7] = [
+    ("number", "constant.numeric"),
+    ("boolean", "constant.builtin.boolean"),
+    ("module", "namespace"),
+    ("property", "variable.other.member"),
+    ("string.escape", "constant.character.escape"),
+    ("type.definition", "type"),
+    ("function.call", "function"),
+];
+
+/// The highlight query with Helix's capture names: every `@name` of [`HELIX_NAMES`]
+/// renamed (predicates name captures the same way, so they follow), the rest unchanged.
+pub fn helix_query(query: &str) -> String {
+    let mut out = String::with_capacity(query.len());
+    let mut rest = query;
+    while let Some(at) = rest.find('@') {
+        let (before, from_at) = rest.split_at(at);
+        out.push_str(before);
+        let name_len = from_at[1..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '_'))
+            .unwrap_or(from_at.len() - 1);
+        let name = &from_at[1..=name_len];
+        let renamed = HELIX_NAMES
+            .iter()
+            .find(|(from, _)| *from == name)
+            .map_or(name, |(_, to)| to);
+        out.push('@');
+        out.push_str(renamed);
+        rest = &from_at[1 + name_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `queries/helix/highlights.scm` is `helix_query` of `queries/highlights.scm`, under a
+/// header saying so. With `write`, (re)writes it instead of failing.
+pub fn helix_file(root: &Path, write: bool) -> Result<(), String> {
+    let source = format!("{TREE_SITTER}/queries/highlights.scm");
+    let query = std::fs::read_to_string(root.join(&source))
+        .map_err(|error| format!("{source}: {error}"))?;
+    let wanted = format!(
+        "; Generated from ../highlights.scm by `cargo xtask editors --write`: the same query\n\
+         ; with Helix's capture names. Edit ../highlights.scm, not this file.\n\n{}",
+        helix_query(&query)
+    );
+    let path = root.join(HELIX_HIGHLIGHTS);
+    if std::fs::read_to_string(&path).ok().as_deref() == Some(wanted.as_str()) {
+        return Ok(());
+    }
+    if !write {
+        return Err(format!(
+            "{HELIX_HIGHLIGHTS} is not {source} with Helix's capture names: run `cargo xtask editors --write`"
+        ));
+    }
+    let dir = path.parent().unwrap_or(root);
+    std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+    let scratch = path.with_extension("scm.tmp");
+    std::fs::write(&scratch, &wanted)
+        .and_then(|()| std::fs::rename(&scratch, &path))
+        .map_err(|error| format!("{HELIX_HIGHLIGHTS}: {error}"))
+}
+
+fn helix_problems(root: &Path) -> Result<(), String> {
+    helix_file(root, false)
+}
+
 /// Each tree-sitter highlight fixture (`test/highlight/NAME`) has a TextMate twin
 /// (`editors/vscode/test/NAME`) with the same source: only the assertion lines differ.
 fn fixture_problems(root: &Path) -> Result<(), String> {
@@ -589,9 +659,19 @@ mod tests {
     }
 
     #[test]
+    fn helix_query_renames_only_whole_capture_names() {
+        let query = "(number) @number\n(x) @numbers\n((identifier) @property (#eq? @property \"a\"))\n(y) @string.escape.more @keyword";
+        assert_eq!(
+            helix_query(query),
+            "(number) @constant.numeric\n(x) @numbers\n((identifier) @variable.other.member (#eq? @variable.other.member \"a\"))\n(y) @string.escape.more @keyword"
+        );
+    }
+
+    #[test]
     fn the_repository_grammars_know_every_keyword_and_fixtures_agree() {
         let root = crate::corpus::workspace_root();
         assert_eq!(keyword_problems(&root), Ok(()));
         assert_eq!(fixture_problems(&root), Ok(()));
+        assert_eq!(helix_problems(&root), Ok(()));
     }
 }

@@ -57,7 +57,9 @@ enum Task {
     /// node. Tool output is shown only when a part fails. Without node/npm or tree-sitter
     /// (the pinned version) a part is skipped with the command that installs it; with CI
     /// set, that is a failure. `cargo xtask verify` runs this as its `editors` stage.
-    Editors,
+    /// Also: queries/helix/highlights.scm is queries/highlights.scm with Helix's capture
+    /// names (--write regenerates it).
+    Editors(EditorsArgs),
     /// Never-panics harness: compile mutated specs until time runs out
     ///
     /// Takes every specs/**/*.charter with the prompt and role files it reads, plus a few
@@ -98,6 +100,13 @@ enum Task {
 }
 
 #[derive(Debug, Args)]
+struct EditorsArgs {
+    /// Rewrite editors/tree-sitter-charter/queries/helix/highlights.scm from queries/highlights.scm first
+    #[arg(long)]
+    write: bool,
+}
+
+#[derive(Debug, Args)]
 struct MutantsArgs {
     /// Only shard K of N of the mutants (e.g. 1/8), a deterministic sample
     #[arg(long, value_name = "K/N", value_parser = parse_shard)]
@@ -108,6 +117,17 @@ struct MutantsArgs {
     /// Seconds one mutant's tests may take
     #[arg(long, value_name = "SECS", default_value_t = 180)]
     test_timeout: u64,
+}
+
+/// `cargo xtask editors [--write]`: the verify stage alone, after regenerating Helix's
+/// query when asked.
+fn editors_command(root: &std::path::Path, write: bool) -> anyhow::Result<bool> {
+    if write {
+        xtask::editors::helix_file(root, true).map_err(anyhow::Error::msg)?;
+    }
+    let outcome = xtask::editors::check(root, xtask::editors::in_ci());
+    println!("{}", outcome.note);
+    Ok(outcome.status != xtask::editors::Status::Failed)
 }
 
 /// `K/N` with 1 <= K <= N.
@@ -226,11 +246,7 @@ fn main() -> ExitCode {
                 github: args.github,
             },
         )),
-        Task::Editors => {
-            let outcome = xtask::editors::check(&root, xtask::editors::in_ci());
-            println!("{}", outcome.note);
-            Ok(outcome.status != xtask::editors::Status::Failed)
-        }
+        Task::Editors(args) => editors_command(&root, args.write),
         Task::Fuzz(args) => fuzz_command(&root, &args),
         Task::Bench(args) => {
             let config = BenchConfig {

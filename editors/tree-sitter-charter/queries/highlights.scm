@@ -1,4 +1,5 @@
-; Highlights for Charter specs, with the capture names Neovim, Helix and Zed share.
+; Highlights for Charter specs, with the capture names of Neovim, Zed and the tree-sitter
+; CLI (helix/highlights.scm is this query with Helix's names: `cargo xtask editors --write`).
 ; A later pattern wins over an earlier one for the same node (as in Neovim and the
 ; tree-sitter CLI), so general patterns come first.
 

@@ -1,0 +1,96 @@
+; Generated from ../highlights.scm by `cargo xtask editors --write`: the same query
+; with Helix's capture names. Edit ../highlights.scm, not this file.
+
+; Highlights for Charter specs, with the capture names of Neovim, Zed and the tree-sitter
+; CLI (helix/highlights.scm is this query with Helix's names: `cargo xtask editors --write`).
+; A later pattern wins over an earlier one for the same node (as in Neovim and the
+; tree-sitter CLI), so general patterns come first.
+
+(identifier) @variable
+
+((identifier) @variable.builtin
+  (#any-of? @variable.builtin "request" "candidate" "best" "run" "item"))
+(wildcard) @variable.builtin
+
+; Literals
+
+(string) @string
+(block_string) @string
+(escape_sequence) @constant.character.escape
+(number) @constant.numeric
+(signed_number) @constant.numeric
+(duration) @constant.numeric
+(boolean) @constant.builtin.boolean
+(none) @constant.builtin
+(effect) @constant.builtin
+
+; Names, by where they stand
+
+(type_identifier) @type
+(contract name: (type_identifier) @type)
+(session name: (type_identifier) @type)
+(primitive_type) @type.builtin
+"list" @type.builtin
+(variant) @constant
+(code) @constant
+
+(header name: (identifier) @namespace)
+(rules name: (identifier) @namespace)
+(role name: (identifier) @function)
+(tool name: (identifier) @function)
+(gate name: (identifier) @function)
+(invariant name: (identifier) @function)
+(check_rule name: (identifier) @function)
+(score_rule name: (identifier) @function)
+(step name: (identifier) @function)
+(model name: (identifier) @variable)
+
+(field name: (identifier) @variable.other.member)
+(record_field name: (identifier) @variable.other.member)
+(remember name: (identifier) @variable.other.member)
+(field_identifier) @variable.other.member
+
+(call role: (identifier) @function)
+(each role: (identifier) @function)
+(finalize role: (identifier) @function)
+(tool_call tool: (identifier) @function)
+(call_expression function: (identifier) @function)
+(call_expression
+  function: (identifier) @function.builtin
+  (#any-of? @function.builtin "len" "contains" "matches" "sum" "min" "max"))
+
+; Keywords
+
+[
+  "spec" "version" "import" "role" "models" "rules" "contract" "tool" "gate" "repair"
+  "invariant" "budget" "flow" "session" "remember"
+] @keyword
+
+[
+  "price" "temperature" "top_p" "max_tokens" "seed" "idle_timeout" "output" "json_schema"
+  "json_object" "prompt" "keep" "model" "input" "effect" "max_tool_calls" "timeout"
+  "retry" "backoff" "tools" "history" "last" "tool_choice" "retry_after_effects" "file"
+  "hard" "warn" "score" "weight" "below" "detail" "rounds" "no_progress" "feedback"
+  "tokens" "cost" "wall" "steps" "on_exhausted" "max"
+] @keyword
+
+[
+  "on" "permit" "when" "else" "pass" "fail" "rerun" "with" "replan" "accept" "block"
+  "ask" "only" "uses" "always" "has" "no" "each" "in" "concurrency" "check" "by"
+  "retries" "finalize" "done" "blocked" "failed" "every" "some" "count"
+] @keyword
+(branch) @keyword
+(repair_target) @keyword
+
+[ "and" "or" "not" ] @keyword.operator
+
+; Operators and punctuation
+
+[ "=" "==" "!=" "<=" ">=" "+" "-" "*" "/" "->" "|" "?" ".." "..=" ] @operator
+(binary_expression operator: [ "<" ">" ] @operator)
+(list_type [ "<" ">" ] @punctuation.bracket)
+[ "{" "}" "(" ")" "[" "]" ] @punctuation.bracket
+[ "," ":" "." ] @punctuation.delimiter
+
+; Last, so that nothing inside a comment is highlighted otherwise.
+(comment) @comment

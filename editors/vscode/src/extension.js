@@ -1,5 +1,5 @@
-// The Charter extension: starts `charter lsp` over stdio for .charter files and prompt
-// templates (.md.j2), and folds .charter files on braces, lists and """ blocks. Highlighting,
+// The Charter extension: starts `charter lsp` over stdio for .charter files, prompt
+// templates (.md.j2) and role files (roles/**/*.md), and folds .charter files on braces, lists and """ blocks. Highlighting,
 // language configuration and the YAML schemas are contributed by package.json alone.
 'use strict';
 
@@ -33,6 +33,8 @@ function startClient(context) {
       { scheme: 'file', language: 'charter' },
       { scheme: 'file', language: 'charter-template' },
       { scheme: 'untitled', language: 'charter' },
+      // Role files (`import role "roles/x.md"`): YAML front matter and a prompt template.
+      { scheme: 'file', language: 'markdown', pattern: '**/roles/**/*.md' },
     ],
     synchronize: {
       fileEvents: vscode.workspace.createFileSystemWatcher('**/*.{charter,md.j2,md}'),

@@ -1,6 +1,7 @@
 // The Charter extension: starts `charter lsp` over stdio for .charter files, prompt
-// templates (.md.j2) and role files (roles/**/*.md), and folds .charter files on braces, lists and """ blocks. Highlighting,
-// language configuration and the YAML schemas are contributed by package.json alone.
+// templates (.md.j2) and role files (roles/**/*.md), and folds .charter files on braces,
+// lists and """ blocks. Highlighting, language configuration and the YAML schemas are
+// contributed by package.json alone.
 'use strict';
 
 const path = require('path');

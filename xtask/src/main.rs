@@ -49,7 +49,8 @@ enum Task {
     /// Both grammars know every keyword of compiler/src/syntax/grammar.pest, and the two
     /// highlight fixtures hold the same source; in editors/vscode: `npm ci` when
     /// node_modules is missing or older than package-lock.json, `npm test` (the TextMate
-    /// grammar fixtures with vscode-tmgrammar-test, and the folding tests), `npm run
+    /// grammar fixtures with vscode-tmgrammar-test, the folding tests, and every spec and
+    /// template in specs/ tokenized with every region closed), `npm run
     /// package` (target/editors/charter.vsix, checked to hold every file package.json
     /// names and the language client); in editors/tree-sitter-charter: `tree-sitter
     /// generate` into target/ gives exactly the committed src/, `tree-sitter test`, and

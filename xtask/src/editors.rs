@@ -658,6 +658,57 @@ mod tests {
         assert_eq!(first_source_difference("", ""), Some(1));
     }
 
+    /// A fresh scratch directory under the system's temporary one.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-editors-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        dir
+    }
+
+    #[test]
+    fn vsix_problems_names_a_missing_file_and_a_packed_test() {
+        let dir = scratch("vsix");
+        let manifest = r#"{"main": "./src/extension.js", "contributes": {"grammars": [{"path": "./syntaxes/a.json"}]}}"#;
+        std::fs::write(dir.join("package.json"), manifest).expect("package.json");
+        let vsix = dir.join("x.vsix");
+        let complete = "extension/src/extension.js extension/syntaxes/a.json \
+                        extension/node_modules/vscode-languageclient/node.js";
+        std::fs::write(&vsix, complete).expect("vsix");
+        assert_eq!(vsix_problems(&dir, &vsix), Ok(()));
+        std::fs::write(
+            &vsix,
+            "extension/src/extension.js extension/test/x.js \
+                               extension/node_modules/vscode-languageclient/node.js",
+        )
+        .expect("vsix");
+        let problems = vsix_problems(&dir, &vsix).expect_err("two problems");
+        assert!(problems.contains("lacks syntaxes/a.json"), "{problems}");
+        assert!(problems.contains("packs test/"), "{problems}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn node_modules_is_stale_when_missing_or_older_than_the_lock() {
+        let dir = scratch("stale");
+        std::fs::write(dir.join("package-lock.json"), "{}").expect("lock");
+        assert!(node_modules_stale(&dir));
+        std::fs::create_dir_all(dir.join("node_modules")).expect("node_modules");
+        std::fs::write(dir.join("node_modules/.package-lock.json"), "{}").expect("installed");
+        let lock = std::fs::File::options()
+            .write(true)
+            .open(dir.join("package-lock.json"))
+            .expect("lock");
+        let now = std::time::SystemTime::now();
+        lock.set_modified(now - std::time::Duration::from_secs(60))
+            .expect("mtime");
+        assert!(!node_modules_stale(&dir));
+        lock.set_modified(now + std::time::Duration::from_secs(60))
+            .expect("mtime");
+        assert!(node_modules_stale(&dir));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn helix_query_renames_only_whole_capture_names() {
         let query = "(number) @number\n(x) @numbers\n((identifier) @property (#eq? @property \"a\"))\n(y) @string.escape.more @keyword";

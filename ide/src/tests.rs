@@ -310,8 +310,8 @@ fn renaming_a_step_edits_flow_repair_history_and_templates() {
     let edits = analysis.rename(&path, at, "run_task").expect("renamed");
     assert!(edits.iter().all(|e| e.new_text == "run_task"));
     let in_spec: Vec<&TextEdit> = edits.iter().filter(|e| e.path == path).collect();
-    // The definition, the flow's reads and targets, and both `history:` lists of three roles.
-    assert!(in_spec.len() >= 9, "{in_spec:?}");
+    // The definition, two targets, two reads and the `history:` lists of three roles.
+    assert_eq!(in_spec.len(), 8, "{in_spec:?}");
     for edit in &in_spec {
         assert_eq!(&text[edit.range.clone()], "execute");
     }
@@ -579,5 +579,27 @@ fn no_feature_panics_on_any_prefix_of_a_seed_spec() {
         let _ = analysis.tokens(&path);
         let _ = analysis.diagnostics();
         cut += 97;
+    }
+}
+
+#[test]
+fn renaming_a_step_edits_the_repair_table_and_gate_subject() {
+    let analysis = seed("closed_loop");
+    let path = seed_path("closed_loop");
+    let text = analysis.text(&path).expect("text");
+    let at = offset_of(text, "execute  = each", 0, 0);
+    let edits = analysis.rename(&path, at, "work").expect("renamed");
+    for needle in [
+        "rerun execute with",
+        "-> rerun execute\n",
+        "gate quality on execute",
+    ] {
+        let start = offset_of(
+            text,
+            &needle,
+            0,
+            needle.find("execute").expect("in the needle"),
+        );
+        assert!(edits.iter().any(|e| e.range.start == start), "{needle}");
     }
 }

@@ -357,19 +357,19 @@ fn rename_rejects_bad_and_clashing_names_and_renames_contracts_in_templates() {
     assert!(
         analysis
             .rename(&path, step, "2x")
-            .unwrap_err()
+            .expect_err("rejected")
             .contains("not a valid name")
     );
     assert!(
         analysis
             .rename(&path, step, "plan")
-            .unwrap_err()
+            .expect_err("rejected")
             .contains("a step named `plan` already exists")
     );
     assert!(
         analysis
             .rename(&path, step, "when")
-            .unwrap_err()
+            .expect_err("rejected")
             .contains("reserves")
     );
     let tool = offset_of(text, "tool get_workflow", 0, 6);
@@ -391,7 +391,7 @@ fn rename_rejects_bad_and_clashing_names_and_renames_contracts_in_templates() {
     assert!(
         analysis
             .rename(&path, field, "issues")
-            .unwrap_err()
+            .expect_err("rejected")
             .contains("already has a field")
     );
 }
@@ -596,7 +596,7 @@ fn renaming_a_step_edits_the_repair_table_and_gate_subject() {
     ] {
         let start = offset_of(
             text,
-            &needle,
+            needle,
             0,
             needle.find("execute").expect("in the needle"),
         );

@@ -500,3 +500,21 @@ fn positions_are_utf16_after_non_ascii_text() {
     assert_eq!(hover["range"]["end"], position(text, "ask.question", 0, 12));
     assert_eq!(client.stop(), Some(0));
 }
+
+#[test]
+fn lsp_help_shows_how_to_set_up_an_editor() {
+    let output = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .args(["lsp", "--help"])
+        .output()
+        .expect("charter lsp --help runs");
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for expected in [
+        "vim.lsp.start_client",
+        "buf_attach_client",
+        "VS Code",
+        "[language-server.charter]",
+    ] {
+        assert!(help.contains(expected), "{expected} in {help}");
+    }
+}

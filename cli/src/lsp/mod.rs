@@ -40,13 +40,16 @@ pub struct LspArgs {}
 
 const EDITORS: &str = "\
 Editors (the server speaks plain LSP over stdio; `charter` must be on PATH):
-  Neovim (0.7+), in init.lua:
+  Neovim 0.8+, in init.lua:
+    vim.filetype.add({ extension = { charter = 'charter' } })
     vim.api.nvim_create_autocmd('FileType', { pattern = 'charter', callback = function()
-      vim.lsp.start_client({ name = 'charter', cmd = { 'charter', 'lsp' } }) end })
-    with `vim.filetype.add({ extension = { charter = 'charter' } })` (0.8+), or
-    `au BufRead,BufNewFile *.charter set filetype=charter` (0.7)
-  VS Code: the extension in editors/vscode/ starts `charter lsp`; any generic LSP client
-    extension works too with the command `charter lsp` for the `*.charter` files
+      vim.lsp.start({ name = 'charter', cmd = { 'charter', 'lsp' } }) end })
+  Neovim 0.7: the same filetype line, then
+    local id = vim.lsp.start_client({ name = 'charter', cmd = { 'charter', 'lsp' } })
+    vim.api.nvim_create_autocmd('FileType', { pattern = 'charter',
+      callback = function() vim.lsp.buf_attach_client(0, id) end })
+  VS Code: the extension in editors/vscode/ starts `charter lsp`; a generic LSP client
+    extension works too, given the command `charter lsp` for `*.charter` files
   Helix, languages.toml:
     [language-server.charter]
     command = \"charter\"

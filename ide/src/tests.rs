@@ -605,3 +605,59 @@ fn renaming_a_step_edits_the_repair_table_and_gate_subject() {
         assert!(edits.iter().any(|e| e.range.start == start), "{needle}");
     }
 }
+
+#[test]
+fn imported_role_files_are_navigable_and_their_names_resolve() {
+    let analysis = seed("mention_roles");
+    let path = seed_path("mention_roles");
+    let text = analysis.text(&path).expect("text");
+    let role_file = normalize(
+        &seeds()
+            .join("mention_roles/roles/talker.md")
+            .display()
+            .to_string(),
+    );
+    let jump = analysis.definition(
+        &path,
+        offset_of(text, "mention_roles/roles/talker.md", 0, 3),
+    );
+    assert_eq!(
+        jump,
+        [FileRange {
+            path: role_file.clone(),
+            range: 0..0
+        }]
+    );
+    // A flow that calls `talker` goes to its `id` in the role file, whose text is CJK.
+    let role_text = analysis.text(&role_file).expect("the role file was read");
+    let defined = analysis.definition(&role_file, offset_of(role_text, "id: talker", 0, 5));
+    assert_eq!(defined.len(), 1);
+    assert_eq!(&role_text[defined[0].range.clone()], "talker");
+    let callers = analysis.references(&role_file, offset_of(role_text, "id: talker", 0, 5), false);
+    assert!(
+        !callers.is_empty() && callers.iter().all(|place| place.path == path),
+        "{callers:?}"
+    );
+    // The role file's tool list names a tool of the spec.
+    let tool = analysis.definition(&role_file, offset_of(role_text, "- web_search", 0, 3));
+    assert_eq!(
+        tool.first().map(|place| place.path.as_str()),
+        Some(path.as_str())
+    );
+    // Hover on the role in its file shows the model and contracts; positions convert
+    // through the CJK text before them.
+    let hover = analysis
+        .hover(&role_file, offset_of(role_text, "id: talker", 0, 5))
+        .expect("hover");
+    assert!(
+        hover.markdown.contains("output: Reply"),
+        "{}",
+        hover.markdown
+    );
+    let index = LineIndex::new(role_text);
+    let model = offset_of(role_text, "model: default", 0, 0);
+    assert_eq!(
+        index.offset(index.position(model).0, index.position(model).1),
+        model
+    );
+}

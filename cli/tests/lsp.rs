@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
@@ -517,4 +517,50 @@ fn lsp_help_shows_how_to_set_up_an_editor() {
     ] {
         assert!(help.contains(expected), "{expected} in {help}");
     }
+}
+
+#[test]
+fn closing_a_template_clears_its_diagnostics() {
+    let (path, text) = seed("lead_agent/prompts/planner.md.j2");
+    let broken = text.replace("{{ request.message }}", "{{ nobody }}");
+    let (mut client, _) = Client::start();
+    let uri = client.open(&path, &broken);
+    let found = client.diagnostics(&uri);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`nobody`")),
+        "{}",
+        found[0]
+    );
+    client.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": uri}}),
+    );
+    assert_eq!(client.diagnostics(&uri), Vec::<Value>::new());
+    assert_eq!(client.stop(), Some(0));
+}
+
+#[test]
+fn input_that_is_not_json_rpc_exits_2() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .arg("lsp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("charter lsp starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"hello\r\n\r\n").expect("write");
+    drop(stdin);
+    assert_eq!(wait(&mut child), Some(2));
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    assert!(stderr.contains("language server"), "{stderr}");
 }

@@ -59,7 +59,11 @@ pub fn run(_args: &LspArgs, _context: Context) -> anyhow::Result<Outcome> {
     let (connection, io_threads) = Connection::stdio();
     let capabilities = serde_json::to_value(capabilities()).context("the server's capabilities")?;
     if let Err(error) = connection.initialize(capabilities) {
-        anyhow::bail!("the editor did not start the language server: {error}");
+        anyhow::bail!(
+            "the language server expected an `initialize` request on stdin, framed with \
+             Content-Length headers as an editor sends it ({error}); `charter lsp` is started \
+             by an editor: see `charter lsp --help`"
+        );
     }
     let mut server = Server {
         connection: &connection,

@@ -237,38 +237,8 @@ impl Builder<'_, '_> {
                 }
                 Item::Role(role) => self.role(role),
                 Item::Gate(gate) => self.gate(gate),
-                Item::Repair(repair) => {
-                    for arm in &repair.arms {
-                        if let RepairPattern::Codes(codes) = &arm.pattern {
-                            for code in codes {
-                                self.add(code.span, Def::Issue(code.name.clone()), false);
-                            }
-                        }
-                        if let Action::Rerun { step, .. } = &arm.action {
-                            self.add(step.span, Def::Step(step.name.clone()), false);
-                        }
-                    }
-                }
-                Item::Invariant(invariant) => {
-                    use charter_compiler::syntax::ast::InvariantKind;
-                    self.add(
-                        invariant.name.span,
-                        Def::Invariant(invariant.name.name.clone()),
-                        true,
-                    );
-                    match &invariant.kind {
-                        InvariantKind::HasNoTools { role } => {
-                            self.add(role.span, Def::Role(role.name.clone()), false)
-                        }
-                        InvariantKind::OnlyUses { role, tool } => {
-                            self.add(role.span, Def::Role(role.name.clone()), false);
-                            self.add(tool.span, Def::Tool(tool.name.clone()), false);
-                        }
-                        InvariantKind::Always(expr) => {
-                            self.expr(expr);
-                        }
-                    }
-                }
+                Item::Repair(repair) => self.repair(repair),
+                Item::Invariant(invariant) => self.invariant(invariant),
                 Item::Budget(budget) => {
                     if let Some(step) = &budget.on_exhausted {
                         self.add(step.span, Def::Step(step.name.clone()), false);
@@ -290,6 +260,40 @@ impl Builder<'_, '_> {
                         self.step(step);
                     }
                 }
+            }
+        }
+    }
+
+    fn repair(&mut self, repair: &charter_compiler::syntax::ast::Repair) {
+        for arm in &repair.arms {
+            if let RepairPattern::Codes(codes) = &arm.pattern {
+                for code in codes {
+                    self.add(code.span, Def::Issue(code.name.clone()), false);
+                }
+            }
+            if let Action::Rerun { step, .. } = &arm.action {
+                self.add(step.span, Def::Step(step.name.clone()), false);
+            }
+        }
+    }
+
+    fn invariant(&mut self, invariant: &charter_compiler::syntax::ast::Invariant) {
+        use charter_compiler::syntax::ast::InvariantKind;
+        self.add(
+            invariant.name.span,
+            Def::Invariant(invariant.name.name.clone()),
+            true,
+        );
+        match &invariant.kind {
+            InvariantKind::HasNoTools { role } => {
+                self.add(role.span, Def::Role(role.name.clone()), false)
+            }
+            InvariantKind::OnlyUses { role, tool } => {
+                self.add(role.span, Def::Role(role.name.clone()), false);
+                self.add(tool.span, Def::Tool(tool.name.clone()), false);
+            }
+            InvariantKind::Always(expr) => {
+                self.expr(expr);
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
 //!
 //! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`,
-//! `review.rs`, `run.rs`, `chat.rs`, `explore.rs`, `new.rs`, `completions.rs`, `schema.rs`),
+//! `review.rs`, `run.rs`, `chat.rs`, `explore.rs`, `new.rs`, `completions.rs`, `schema.rs`, `lsp/`),
 //! each parsing its arguments and calling a library function; this file holds the `Cli`,
 //! the exit codes and the few printing helpers they share. Only this crate prints.
 
@@ -20,6 +20,7 @@ mod explore;
 mod graph;
 mod live;
 mod loader;
+mod lsp;
 mod new;
 mod replay;
 mod review;
@@ -110,6 +111,7 @@ enum Command {
     Completions(completions::CompletionsArgs),
     Schema(schema::SchemaArgs),
     Explore(explore::ExploreArgs),
+    Lsp(lsp::LspArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -166,6 +168,7 @@ fn main() -> ExitCode {
         Command::Completions(args) => completions::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Explore(args) => explore::run(&args, context),
+        Command::Lsp(args) => lsp::run(&args, context),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

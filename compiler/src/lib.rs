@@ -75,7 +75,6 @@ impl Compilation {
     }
 }
 
-/// Compiles the spec `text`, shown in diagnostics as `name`.
 /// The milliseconds of a duration written as the language writes it (`250ms`, `20m`,
 /// `4m50s`): one syntax for specs, cassettes and the console. The error says what is wrong
 /// and how durations are written.
@@ -86,7 +85,19 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
     })
 }
 
+/// Compiles the spec `text`, shown in diagnostics as `name`.
 pub fn compile(name: &str, text: &str, loader: &dyn Loader) -> Compilation {
+    compile_with_syntax(name, text, loader).0
+}
+
+/// [`compile`], also returning the syntax tree the parser built (what it could build of a
+/// file with syntax errors; `None` when not even the header could be read), for tools
+/// that answer questions about the text, such as an editor's language server.
+pub fn compile_with_syntax(
+    name: &str,
+    text: &str,
+    loader: &dyn Loader,
+) -> (Compilation, Option<syntax::ast::SpecFile>) {
     let mut sources = Sources::new();
     let spec_file = sources.add(name, text);
     let (ast, mut diagnostics) = syntax::parse(spec_file, &mut sources, loader);
@@ -94,11 +105,11 @@ pub fn compile(name: &str, text: &str, loader: &dyn Loader) -> Compilation {
     // Checks run only on a file that parsed cleanly: an item the parser had to skip (or a
     // role file it could not read) would otherwise show up again as unknown names.
     let parsed_cleanly = !diagnostics.iter().any(Diagnostic::is_error);
-    if let Some(ast) = ast.filter(|_| parsed_cleanly) {
-        let (checked, check_diagnostics) = check::check(&ast, &sources);
+    if let Some(ast) = ast.as_ref().filter(|_| parsed_cleanly) {
+        let (checked, check_diagnostics) = check::check(ast, &sources);
         diagnostics.extend(check_diagnostics);
         if !diagnostics.iter().any(Diagnostic::is_error) {
-            match graph::build(&ast, &checked, &sources) {
+            match graph::build(ast, &checked, &sources) {
                 Ok(spec) => {
                     diagnostics.extend(bounds::diagnostics(&spec));
                     compiled = Some(spec);
@@ -108,9 +119,10 @@ pub fn compile(name: &str, text: &str, loader: &dyn Loader) -> Compilation {
         }
     }
     diagnostics::sort(&mut diagnostics);
-    Compilation {
+    let compilation = Compilation {
         sources,
         diagnostics,
         spec: compiled,
-    }
+    };
+    (compilation, ast)
 }

@@ -56,6 +56,9 @@ pub enum Sections {
 const TARGET_PER_10K_LINES: Duration = Duration::from_millis(50);
 /// The compile-time budget for one seed spec.
 const TARGET_SEED: Duration = Duration::from_millis(1);
+/// The budget for `charter lsp`'s analysis of one seed spec (compile and index), which
+/// runs on every edit: under it, re-checking the whole spec needs no incremental cache.
+const TARGET_EDITOR: Duration = Duration::from_millis(5);
 
 /// The profile the benchmark builds and measures in: release with fat LTO and one codegen
 /// unit (`Cargo.toml`), whose figures the targets are set for.
@@ -225,6 +228,14 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
             show(TARGET_SEED)
         );
         report_target(&times, TARGET_SEED);
+        let times = time_analyses(&shown, &text, &loader, config.seed_runs);
+        println!(
+            "{:<46} {}  (target < {})",
+            format!("  as `charter lsp` analyses it ({} runs)", config.seed_runs),
+            summary(&times),
+            show(TARGET_EDITOR)
+        );
+        report_target(&times, TARGET_EDITOR);
     }
     config.sections == Sections::PerCore || golden_section(root, config)
 }
@@ -303,6 +314,28 @@ fn time_compilations(name: &str, text: &str, loader: &dyn Loader, runs: usize) -
             ));
             let time = started.elapsed();
             drop(compilation);
+            time
+        })
+        .collect();
+    times.sort();
+    times
+}
+
+/// Times the language server's analysis of a spec: the compilation and the index of its
+/// names that hover, definition, rename and highlighting read.
+fn time_analyses(name: &str, text: &str, loader: &dyn Loader, runs: usize) -> Vec<Duration> {
+    let documents = charter_ide::Documents::new();
+    let mut times: Vec<Duration> = (0..runs.max(1))
+        .map(|_| {
+            let started = Instant::now();
+            let analysis = black_box(charter_ide::Analysis::new(
+                black_box(name),
+                black_box(text),
+                &documents,
+                loader,
+            ));
+            let time = started.elapsed();
+            drop(analysis);
             time
         })
         .collect();

@@ -94,6 +94,7 @@ pub fn check_workspace(root: &Path) -> Result<(Vec<String>, usize), String> {
     for (crate_name, dir, layered) in [
         ("runtime", "runtime/src", true),
         ("compiler", "compiler/src", false),
+        ("ide", "ide/src", false),
         ("cli", "cli/src", false),
     ] {
         let sources =

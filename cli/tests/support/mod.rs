@@ -8,6 +8,7 @@ pub fn repository() -> PathBuf {
 }
 
 /// Copies one file, making its parent directories.
+#[allow(dead_code)] // not every test binary copies files
 pub fn copy_file(from: &Path, to: &Path) {
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent).unwrap_or_else(|error| panic!("{error}"));
@@ -16,6 +17,7 @@ pub fn copy_file(from: &Path, to: &Path) {
 }
 
 /// Copies a directory tree.
+#[allow(dead_code)] // not every test binary copies files
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap_or_else(|error| panic!("{error}"));
     let entries = std::fs::read_dir(from).unwrap_or_else(|error| panic!("{error}"));

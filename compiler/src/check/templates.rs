@@ -338,7 +338,7 @@ fn check_role(
 /// The variables a role's template may read, in the order the help lists them (its
 /// inputs, then what every template sees, then what the role or spec adds), and the
 /// contract each input variable holds, for checking the fields read from it.
-fn provided_variables<'r>(
+pub fn provided_variables<'r>(
     role: &'r Role,
     symbols: &Symbols<'_>,
 ) -> (Vec<String>, BTreeMap<String, &'r str>) {

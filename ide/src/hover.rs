@@ -1,0 +1,240 @@
+//! Hover: what a name stands for (a contract's fields, a role's model, input, output and
+//! tools, a step's role and output, a rules block's lines, ...) and an issue code's
+//! `charter explain` text.
+
+use std::ops::Range;
+
+use charter_compiler::check::Symbols;
+use charter_compiler::explain::explain;
+use charter_compiler::syntax::ast::{
+    Contract, GateRule, ModelRef, PromptSource, RepairPattern, Role, Step, StepBody,
+};
+use charter_compiler::{Code, Sources, Span};
+
+use crate::Analysis;
+use crate::index::{Def, step_contract};
+
+/// Markdown to show over `range` of the hovered file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hover {
+    pub range: Range<usize>,
+    pub markdown: String,
+}
+
+impl Analysis {
+    /// What the word at `offset` of the file at `path` stands for.
+    pub fn hover(&self, path: &str, offset: usize) -> Option<Hover> {
+        let text = self.text(path)?;
+        let word = crate::complete::word_at(text, offset);
+        if let Some(code) = Code::parse(text.get(word.clone())?)
+            && text.get(word.clone())?.len() == 4
+        {
+            return Some(Hover {
+                range: word,
+                markdown: format!("```text\n{}```", explain(code)),
+            });
+        }
+        let occurrence = self.occurrence_at(path, offset)?;
+        let ast = self.ast.as_ref()?;
+        let mut ignored = Vec::new();
+        let symbols = Symbols::collect(ast, &mut ignored);
+        let markdown = describe(&occurrence.def, &symbols, &self.compilation.sources, self)?;
+        Some(Hover {
+            range: occurrence.span.range(),
+            markdown,
+        })
+    }
+}
+
+fn code_block(text: &str) -> String {
+    format!("```charter\n{}\n```", text.trim_end())
+}
+
+fn snippet(sources: &Sources, span: Span) -> String {
+    sources.snippet(span).to_string()
+}
+
+fn describe(
+    def: &Def,
+    symbols: &Symbols<'_>,
+    sources: &Sources,
+    analysis: &Analysis,
+) -> Option<String> {
+    Some(match def {
+        Def::Contract(name) => match symbols.contracts.get(name.as_str()) {
+            Some(contract) => code_block(&contract_text(contract, sources)),
+            None => format!("built-in contract `{name}`"),
+        },
+        Def::Field(contract, field) => {
+            let found = symbols
+                .contracts
+                .get(contract.as_str())?
+                .fields
+                .iter()
+                .find(|f| &f.name.name == field)?;
+            format!(
+                "{}\n\nfield of contract `{contract}`",
+                code_block(&snippet(sources, found.span))
+            )
+        }
+        Def::Role(name) => role_text(
+            symbols.roles.get(name.as_str())?,
+            symbols,
+            sources,
+            analysis,
+        ),
+        Def::Step(name) => step_text(
+            symbols.steps.get(name.as_str())?,
+            symbols,
+            sources,
+            analysis,
+        ),
+        Def::Gate(name) => {
+            let gate = symbols.gates.get(name.as_str())?;
+            code_block(&snippet(sources, gate.span))
+        }
+        Def::Rules(name) => {
+            let rules = symbols.rules.get(name.as_str())?;
+            let version = rules
+                .version
+                .as_ref()
+                .map(|v| format!(" version \"{}\"", v.value))
+                .unwrap_or_default();
+            let lines: Vec<String> = rules
+                .lines
+                .iter()
+                .map(|l| format!("- {}", l.value))
+                .collect();
+            format!("rules `{name}`{version}\n\n{}", lines.join("\n"))
+        }
+        Def::Tool(name) => code_block(&snippet(sources, symbols.tools.get(name.as_str())?.span)),
+        Def::Model(name) => code_block(&snippet(sources, symbols.models.get(name.as_str())?.span)),
+        Def::Invariant(name) => code_block(&snippet(
+            sources,
+            symbols.invariants.get(name.as_str())?.span,
+        )),
+        Def::File(path) => format!("`{path}`"),
+        Def::GateRule(gate, rule) => {
+            let gate = symbols.gates.get(gate.as_str())?;
+            let span = gate.rules.iter().find_map(|r| match r {
+                GateRule::Check { name, span, .. } | GateRule::Score { name, span, .. }
+                    if &name.name == rule =>
+                {
+                    Some(*span)
+                }
+                _ => None,
+            })?;
+            code_block(&snippet(sources, span))
+        }
+        Def::Issue(code) => issue_text(code, symbols, sources),
+    })
+}
+
+fn contract_text(contract: &Contract, sources: &Sources) -> String {
+    let mut text = format!("contract {} {{\n", contract.name.name);
+    for field in &contract.fields {
+        text.push_str(&format!("  {}\n", sources.snippet(field.span).trim()));
+    }
+    text.push('}');
+    text
+}
+
+fn names(idents: &[charter_compiler::syntax::ast::Ident]) -> String {
+    idents
+        .iter()
+        .map(|ident| ident.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn role_text(role: &Role, symbols: &Symbols<'_>, sources: &Sources, analysis: &Analysis) -> String {
+    let mut lines = vec![format!("role {}", role.name.name)];
+    match &role.model {
+        Some(ModelRef::Alias(alias)) => {
+            let target = symbols
+                .models
+                .get(alias.name.as_str())
+                .map(|entry| format!(" = \"{}\"", entry.target.value))
+                .unwrap_or_default();
+            lines.push(format!("  model: {}{target}", alias.name));
+        }
+        Some(ModelRef::Literal(literal)) => lines.push(format!("  model: \"{}\"", literal.value)),
+        None => {}
+    }
+    lines.push(format!("  input: {}", names(&role.inputs)));
+    if let Some(output) = &role.output {
+        lines.push(format!("  output: {}", output.name));
+    }
+    if !role.tools.is_empty() {
+        lines.push(format!("  tools: [{}]", names(&role.tools)));
+    }
+    if !role.rules.is_empty() {
+        lines.push(format!("  rules: [{}]", names(&role.rules)));
+    }
+    if let Some(prompt) = &role.prompt
+        && let PromptSource::File {
+            file: Some(file), ..
+        } = &prompt.source
+        && let Some(path) = analysis.path_of(*file)
+    {
+        lines.push(format!("  prompt: {path}"));
+    }
+    let _ = sources;
+    code_block(&lines.join("\n"))
+}
+
+fn step_text(step: &Step, symbols: &Symbols<'_>, sources: &Sources, analysis: &Analysis) -> String {
+    let body = sources.snippet(step.span);
+    let first_line = body.lines().next().unwrap_or("").trim().to_string();
+    let mut text = format!("step `{}`\n\n{}", step.name.name, code_block(&first_line));
+    if let Some(contract) = step_contract(symbols, step) {
+        text.push_str(&format!("\n\noutput: `{contract}`"));
+    }
+    let role = match &step.body {
+        StepBody::Call { role, .. }
+        | StepBody::Each { role, .. }
+        | StepBody::Finalize { role, .. } => symbols.roles.get(role.name.as_str()),
+        _ => None,
+    };
+    if let Some(role) = role {
+        text.push_str(&format!(
+            "\n\n{}",
+            role_text(role, symbols, sources, analysis)
+        ));
+    }
+    text
+}
+
+fn issue_text(code: &str, symbols: &Symbols<'_>, sources: &Sources) -> String {
+    let mut text = format!("issue `{code}`");
+    for gate in symbols.gates.values() {
+        for rule in &gate.rules {
+            let (span, emits) = match rule {
+                GateRule::Check { code: c, span, .. } => (*span, c.name == code),
+                GateRule::Score { below, span, .. } => {
+                    (*span, below.as_ref().is_some_and(|(_, c)| c.name == code))
+                }
+            };
+            if emits {
+                text.push_str(&format!(
+                    "\n\nraised by gate `{}`:\n{}",
+                    gate.name.name,
+                    code_block(&snippet(sources, span))
+                ));
+            }
+        }
+    }
+    if let Some(repair) = symbols.repair {
+        for arm in &repair.arms {
+            if let RepairPattern::Codes(codes) = &arm.pattern
+                && codes.iter().any(|c| c.name == code)
+            {
+                text.push_str(&format!(
+                    "\n\nrepaired by:\n{}",
+                    code_block(&snippet(sources, arm.span))
+                ));
+            }
+        }
+    }
+    text
+}

@@ -1,0 +1,663 @@
+//! Tests of the language service on the seed specs and small inline specs.
+// The tests read the seed specs from disk; the service itself reads nothing.
+#![allow(clippy::disallowed_methods)]
+
+use std::path::PathBuf;
+
+use charter_compiler::{LoadedFile, Loader, MemoryLoader};
+
+use super::*;
+
+/// Reads files relative to one directory, as `charter check` does (tests only).
+struct DirLoader(PathBuf);
+
+impl Loader for DirLoader {
+    fn load(&self, relative_path: &str) -> Result<LoadedFile, String> {
+        let path = self.0.join(relative_path);
+        std::fs::read_to_string(&path)
+            .map(|text| LoadedFile {
+                display_name: path.display().to_string(),
+                text,
+            })
+            .map_err(|error| error.to_string())
+    }
+}
+
+fn seeds() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs/seeds")
+}
+
+fn seed_path(name: &str) -> String {
+    normalize(
+        &seeds()
+            .join(format!("{name}.charter"))
+            .display()
+            .to_string(),
+    )
+}
+
+fn seed(name: &str) -> Analysis {
+    seed_with(name, &Documents::new(), None)
+}
+
+fn seed_with(name: &str, documents: &Documents, text: Option<&str>) -> Analysis {
+    let path = seed_path(name);
+    let on_disk = std::fs::read_to_string(&path).expect("the seed spec reads");
+    Analysis::new(
+        &path,
+        text.unwrap_or(&on_disk),
+        documents,
+        &DirLoader(seeds()),
+    )
+}
+
+fn template_path(spec: &str, file: &str) -> String {
+    normalize(
+        &seeds()
+            .join(spec)
+            .join("prompts")
+            .join(file)
+            .display()
+            .to_string(),
+    )
+}
+
+/// The offset of the `nth` (0-based) `needle` in `text`, plus `within` bytes.
+fn offset_of(text: &str, needle: &str, nth: usize, within: usize) -> usize {
+    text.match_indices(needle)
+        .nth(nth)
+        .map(|(at, _)| at + within)
+        .unwrap_or_else(|| panic!("`{needle}` #{nth} is in the text"))
+}
+
+fn inline(text: &str) -> Analysis {
+    Analysis::new(
+        "/p/specs/x.charter",
+        text,
+        &Documents::new(),
+        &MemoryLoader::default(),
+    )
+}
+
+const SMALL: &str = r#"spec small version "1"
+contract Ask { question: string  topic: string? }
+contract Reply { text: string }
+role answerer {
+  model: "openai:gpt-4o-mini"
+  prompt: """Answer {{ ask.question }} about {{ ask.topic }}"""
+  input: Ask
+  output: Delivery
+}
+flow {
+  answer = finalize answerer(request) -> done
+}
+"#;
+
+#[test]
+fn every_seed_spec_checks_clean_and_has_an_index() {
+    for name in [
+        "agency",
+        "auto_agent",
+        "closed_loop",
+        "lead_agent",
+        "mention_roles",
+    ] {
+        let analysis = seed(name);
+        let errors: Vec<_> = analysis
+            .diagnostics()
+            .into_values()
+            .flatten()
+            .filter(|d| d.error)
+            .collect();
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+        assert!(analysis.index.occurrences.len() > 20, "{name}");
+        assert!(!analysis.outline().is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn diagnostics_are_check_s_with_label_and_help_in_the_message() {
+    let text = std::fs::read_to_string(seed_path("lead_agent")).expect("reads");
+    let broken = text.replacen(
+        "check   = checker(create, validate)",
+        "check   = chekker(create, validate)",
+        1,
+    );
+    let analysis = seed_with("lead_agent", &Documents::new(), Some(&broken));
+    let compiled =
+        charter_compiler::compile(&seed_path("lead_agent"), &broken, &DirLoader(seeds()));
+    let by_file = analysis.diagnostics();
+    let found = &by_file[&seed_path("lead_agent")];
+    assert_eq!(found.len(), compiled.diagnostics.len());
+    let first = &found[0];
+    assert_eq!(first.code, "E002");
+    assert!(first.message.starts_with(&compiled.diagnostics[0].message));
+    assert!(
+        first.message.contains("help: did you mean `checker`?"),
+        "{}",
+        first.message
+    );
+    assert_eq!(&broken[first.range.clone()], "chekker");
+}
+
+#[test]
+fn an_open_template_is_read_before_the_disk_and_its_diagnostics_are_its_own() {
+    let template = template_path("lead_agent", "planner.md.j2");
+    let on_disk = std::fs::read_to_string(&template).expect("reads");
+    let mut documents = Documents::new();
+    documents.set(
+        &template,
+        on_disk.replace("{{ request.message }}", "{{ request.mesage }}"),
+    );
+    let analysis = seed_with("lead_agent", &documents, None);
+    let by_file = analysis.diagnostics();
+    let found = by_file
+        .get(&template)
+        .expect("the template has diagnostics");
+    assert_eq!(found[0].code, "E014");
+    let text = analysis.text(&template).expect("the open text");
+    assert_eq!(&text[found[0].range.clone()], "mesage");
+    assert!(!by_file.contains_key(&seed_path("lead_agent")));
+}
+
+#[test]
+fn hover_on_a_flow_step_shows_its_role_model_input_and_output() {
+    let analysis = seed("lead_agent");
+    let path = seed_path("lead_agent");
+    let text = analysis.text(&path).expect("text");
+    let at = offset_of(text, "check   = checker", 0, 1);
+    let hover = analysis.hover(&path, at).expect("a hover");
+    for expected in [
+        "output: `CheckReport`",
+        "model: default",
+        "input: WorkflowDraft, ValidationReport",
+        "output: CheckReport",
+        "role checker",
+    ] {
+        assert!(
+            hover.markdown.contains(expected),
+            "{expected} in {}",
+            hover.markdown
+        );
+    }
+    assert_eq!(&text[hover.range], "check");
+}
+
+#[test]
+fn hover_shows_contracts_rules_issue_codes_and_explain() {
+    let analysis = seed("lead_agent");
+    let path = seed_path("lead_agent");
+    let text = analysis.text(&path).expect("text");
+    let contract = analysis
+        .hover(&path, offset_of(text, "output: CheckReport", 0, 9))
+        .expect("hover");
+    assert!(
+        contract.markdown.contains("plan_feasible: bool"),
+        "{}",
+        contract.markdown
+    );
+    let rules = analysis
+        .hover(&path, offset_of(text, "rules: [workflow]", 0, 9))
+        .expect("hover");
+    assert!(
+        rules.markdown.contains("never invent a node kind"),
+        "{}",
+        rules.markdown
+    );
+    let issue = analysis
+        .hover(&path, offset_of(text, "RULE_ERROR,", 0, 2))
+        .expect("hover");
+    assert!(
+        issue.markdown.contains("hard rules_hold"),
+        "{}",
+        issue.markdown
+    );
+    assert!(
+        issue.markdown.contains("rerun create with feedback"),
+        "{}",
+        issue.markdown
+    );
+    let explained = inline("spec s version \"1\"\n// see E002\n");
+    let hover = explained
+        .hover("/p/specs/x.charter", 27)
+        .expect("hover on E002");
+    assert!(
+        hover.markdown.contains(
+            charter_compiler::explain::explain(charter_compiler::Code::E002)
+                .lines()
+                .next()
+                .expect("a title")
+        )
+    );
+}
+
+#[test]
+fn a_field_read_in_a_template_goes_to_the_contract_field() {
+    let analysis = seed("lead_agent");
+    let template = template_path("lead_agent", "checker.md.j2");
+    let text = analysis.text(&template).expect("the template was read");
+    let at = offset_of(
+        text,
+        "workflow_draft.version",
+        0,
+        "workflow_draft.".len() + 1,
+    );
+    let targets = analysis.definition(&template, at);
+    let spec = seed_path("lead_agent");
+    let spec_text = analysis.text(&spec).expect("text");
+    assert_eq!(targets.len(), 1);
+    assert_eq!(targets[0].path, spec);
+    let expected = offset_of(spec_text, "version: int(1..)", 0, 0);
+    assert_eq!(targets[0].range, expected..expected + "version".len());
+    // The variable itself goes to the contract that feeds it.
+    let variable = analysis.definition(&template, offset_of(text, "workflow_draft", 0, 2));
+    assert_eq!(&spec_text[variable[0].range.clone()], "WorkflowDraft");
+    // A loop variable's field: `issue.severity` over `validation_report.issues`.
+    let severity = analysis.definition(&template, offset_of(text, "issue.severity", 0, 7));
+    assert_eq!(&spec_text[severity[0].range.clone()], "severity");
+    assert!(severity[0].range.start > offset_of(spec_text, "contract Issue", 0, 0));
+}
+
+#[test]
+fn definition_of_files_steps_fields_in_expressions_and_quantifiers() {
+    let analysis = seed("lead_agent");
+    let path = seed_path("lead_agent");
+    let text = analysis.text(&path).expect("text");
+    let file = analysis.definition(&path, offset_of(text, "planner.md.j2", 0, 0));
+    assert_eq!(file[0].path, template_path("lead_agent", "planner.md.j2"));
+    let step = analysis.definition(&path, offset_of(text, "check.plan_feasible", 0, 1));
+    assert_eq!(&text[step[0].range.clone()], "check");
+    assert!(step[0].range.start > offset_of(text, "flow {", 0, 0));
+    let field = analysis.definition(&path, offset_of(text, "check.plan_feasible", 0, 8));
+    assert_eq!(&text[field[0].range.clone()], "plan_feasible");
+    let quantified = analysis.definition(&path, offset_of(text, "i.severity != error", 0, 3));
+    assert_eq!(&text[quantified[0].range.clone()], "severity");
+    let model = analysis.definition(&path, offset_of(text, "model: fast", 0, 8));
+    assert_eq!(&text[model[0].range.clone()], "fast");
+}
+
+#[test]
+fn references_of_a_contract_include_template_variables() {
+    let analysis = seed("lead_agent");
+    let path = seed_path("lead_agent");
+    let text = analysis.text(&path).expect("text");
+    let found = analysis.references(
+        &path,
+        offset_of(text, "contract WorkflowDraft", 0, 10),
+        true,
+    );
+    let template = template_path("lead_agent", "checker.md.j2");
+    assert!(found.iter().any(|r| r.path == template));
+    assert!(
+        found.iter().filter(|r| r.path == path).count() >= 4,
+        "{found:?}"
+    );
+    let without = analysis.references(
+        &path,
+        offset_of(text, "contract WorkflowDraft", 0, 10),
+        false,
+    );
+    assert_eq!(without.len() + 1, found.len());
+}
+
+#[test]
+fn renaming_a_step_edits_flow_repair_history_and_templates() {
+    let analysis = seed("auto_agent");
+    let path = seed_path("auto_agent");
+    let text = analysis.text(&path).expect("text");
+    let at = offset_of(text, "execute   = executor", 0, 0);
+    let (range, name) = analysis.prepare_rename(&path, at).expect("renamable");
+    assert_eq!(name, "execute");
+    assert_eq!(&text[range.range], "execute");
+    let edits = analysis.rename(&path, at, "run_task").expect("renamed");
+    assert!(edits.iter().all(|e| e.new_text == "run_task"));
+    let in_spec: Vec<&TextEdit> = edits.iter().filter(|e| e.path == path).collect();
+    // The definition, two targets, two reads and the `history:` lists of three roles.
+    assert_eq!(in_spec.len(), 8, "{in_spec:?}");
+    for edit in &in_spec {
+        assert_eq!(&text[edit.range.clone()], "execute");
+    }
+    let history_line = offset_of(text, "history: [execute", 0, 10);
+    assert!(in_spec.iter().any(|e| e.range.start == history_line));
+    let templates: std::collections::BTreeSet<&str> = edits
+        .iter()
+        .filter(|e| e.path != path)
+        .map(|e| e.path.as_str())
+        .collect();
+    assert!(
+        templates.contains(template_path("auto_agent", "summarizer.md.j2").as_str()),
+        "{templates:?}"
+    );
+    // Applying the edits leaves a spec that still checks clean.
+    let mut documents = Documents::new();
+    let mut files: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+    for edit in edits.iter().rev() {
+        let file = files
+            .entry(edit.path.clone())
+            .or_insert_with(|| analysis.text(&edit.path).expect("read").to_string());
+        file.replace_range(edit.range.clone(), &edit.new_text);
+    }
+    for (file, content) in &files {
+        documents.set(file, content.clone());
+    }
+    let renamed = seed_with("auto_agent", &documents, Some(&files[&path]));
+    let errors: Vec<_> = renamed
+        .diagnostics()
+        .into_values()
+        .flatten()
+        .filter(|d| d.error)
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
+#[test]
+fn rename_rejects_bad_and_clashing_names_and_renames_contracts_in_templates() {
+    let analysis = seed("lead_agent");
+    let path = seed_path("lead_agent");
+    let text = analysis.text(&path).expect("text");
+    let step = offset_of(text, "check   = checker", 0, 0);
+    assert!(
+        analysis
+            .rename(&path, step, "2x")
+            .expect_err("rejected")
+            .contains("not a valid name")
+    );
+    assert!(
+        analysis
+            .rename(&path, step, "plan")
+            .expect_err("rejected")
+            .contains("a step named `plan` already exists")
+    );
+    assert!(
+        analysis
+            .rename(&path, step, "when")
+            .expect_err("rejected")
+            .contains("reserves")
+    );
+    let tool = offset_of(text, "tool get_workflow", 0, 6);
+    assert!(analysis.prepare_rename(&path, tool).is_err());
+    let contract = offset_of(text, "contract WorkflowDraft", 0, 10);
+    let edits = analysis.rename(&path, contract, "Draft").expect("renamed");
+    let template = template_path("lead_agent", "checker.md.j2");
+    assert!(
+        edits
+            .iter()
+            .any(|e| e.path == template && e.new_text == "draft")
+    );
+    assert!(
+        edits
+            .iter()
+            .any(|e| e.path == path && e.new_text == "Draft")
+    );
+    let field = offset_of(text, "plan_feasible: bool", 0, 0);
+    assert!(
+        analysis
+            .rename(&path, field, "issues")
+            .expect_err("rejected")
+            .contains("already has a field")
+    );
+}
+
+#[test]
+fn completion_after_request_dot_lists_the_request_fields() {
+    let text = std::fs::read_to_string(seed_path("lead_agent")).expect("reads");
+    let typed = text.replacen("planner(request)", "planner(request.)", 1);
+    let analysis = seed_with("lead_agent", &Documents::new(), Some(&typed));
+    let at = offset_of(&typed, "request.)", 0, "request.".len());
+    let labels: Vec<String> = analysis
+        .completions(&seed_path("lead_agent"), at)
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    assert_eq!(labels, ["message"]);
+    // After a step, its output's fields; in a quantifier, the item's.
+    let path = seed_path("lead_agent");
+    let clean = seed("lead_agent");
+    let source = clean.text(&path).expect("text");
+    let fields: Vec<String> = clean
+        .completions(&path, offset_of(source, "check.plan_feasible", 0, 6))
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    assert!(
+        fields.contains(&"plan_feasible".to_string()) && fields.contains(&"issues".to_string())
+    );
+    let item: Vec<String> = clean
+        .completions(&path, offset_of(source, "i.severity != error", 0, 2))
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    assert!(item.contains(&"severity".to_string()), "{item:?}");
+}
+
+#[test]
+fn completion_offers_names_keywords_issue_codes_and_template_variables() {
+    let analysis = seed("lead_agent");
+    let path = seed_path("lead_agent");
+    let text = analysis.text(&path).expect("text");
+    let general: Vec<String> = analysis
+        .completions(&path, offset_of(text, "flow {", 0, 0))
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    for expected in [
+        "checker",
+        "WorkflowDraft",
+        "validity",
+        "get_workflow",
+        "contract",
+        "fast",
+    ] {
+        assert!(general.contains(&expected.to_string()), "{expected}");
+    }
+    let repair: Vec<String> = analysis
+        .completions(&path, offset_of(text, "WRONG_WORKFLOW  ->", 0, 0))
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    for expected in ["RULE_ERROR", "DESIGN_WARNING", "WEAK_CONTROL_FLOW"] {
+        assert!(
+            repair.contains(&expected.to_string()),
+            "{expected} in {repair:?}"
+        );
+    }
+    let template = template_path("lead_agent", "checker.md.j2");
+    let template_text = analysis.text(&template).expect("text");
+    let variables: Vec<String> = analysis
+        .completions(
+            &template,
+            offset_of(template_text, "{{ workflow_draft.workflow_id", 0, 3),
+        )
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    for expected in [
+        "workflow_draft",
+        "validation_report",
+        "feedback",
+        "rules",
+        "output_schema",
+    ] {
+        assert!(
+            variables.contains(&expected.to_string()),
+            "{expected} in {variables:?}"
+        );
+    }
+    let fields: Vec<String> = analysis
+        .completions(
+            &template,
+            offset_of(
+                template_text,
+                "{{ workflow_draft.workflow_id",
+                0,
+                3 + "workflow_draft.".len(),
+            ),
+        )
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    assert!(fields.contains(&"node_count".to_string()), "{fields:?}");
+    // An inline prompt's tag.
+    let small = inline(SMALL);
+    let at = offset_of(SMALL, "ask.question", 0, 4);
+    let inline_fields: Vec<String> = small
+        .completions("/p/specs/x.charter", at)
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    assert_eq!(inline_fields, ["question", "topic"]);
+}
+
+#[test]
+fn outline_nests_steps_fields_and_gate_rules() {
+    let analysis = seed("lead_agent");
+    let outline = analysis.outline();
+    let flow = outline
+        .iter()
+        .find(|i| i.kind == SymbolKind::Flow)
+        .expect("a flow");
+    assert_eq!(flow.children.first().map(|s| s.name.as_str()), Some("plan"));
+    assert_eq!(flow.children.len(), 9);
+    let gate = outline
+        .iter()
+        .find(|i| i.name == "validity")
+        .expect("the gate");
+    assert_eq!(gate.children.len(), 9);
+    let contract = outline
+        .iter()
+        .find(|i| i.name == "Issue")
+        .expect("a contract");
+    let names: Vec<&str> = contract.children.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["severity", "code", "node", "message"]);
+    for item in &outline {
+        assert!(
+            item.range.start <= item.selection.start && item.selection.end <= item.range.end,
+            "{item:?}"
+        );
+    }
+}
+
+#[test]
+fn tokens_colour_names_by_what_they_are() {
+    let analysis = seed("lead_agent");
+    let path = seed_path("lead_agent");
+    let text = analysis.text(&path).expect("text");
+    let tokens = analysis.tokens(&path);
+    let kind_at = |needle: &str, within: usize| {
+        let at = offset_of(text, needle, 0, within);
+        tokens.iter().find(|t| t.range.start == at).map(|t| t.kind)
+    };
+    assert_eq!(kind_at("contract Request", 0), Some(TokenKind::Keyword));
+    assert_eq!(kind_at("contract Request", 9), Some(TokenKind::Type));
+    assert_eq!(kind_at("check   = checker", 10), Some(TokenKind::Function));
+    assert_eq!(kind_at("check   = checker", 0), Some(TokenKind::Variable));
+    assert_eq!(kind_at("check.plan_feasible", 6), Some(TokenKind::Property));
+    assert_eq!(kind_at("// a node kind", 0), Some(TokenKind::Comment));
+    assert_eq!(kind_at("price 3.00", 6), Some(TokenKind::Number));
+    for pair in tokens.windows(2) {
+        assert!(pair[0].range.end <= pair[1].range.start, "{pair:?}");
+    }
+}
+
+#[test]
+fn no_feature_panics_on_any_prefix_of_a_seed_spec() {
+    let path = seed_path("lead_agent");
+    let text = std::fs::read_to_string(&path).expect("reads");
+    let mut cut = 0;
+    while cut < text.len() {
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let prefix = &text[..cut];
+        let analysis = Analysis::new(&path, prefix, &Documents::new(), &DirLoader(seeds()));
+        for offset in [0, cut / 2, cut] {
+            let _ = analysis.hover(&path, offset);
+            let _ = analysis.definition(&path, offset);
+            let _ = analysis.references(&path, offset, true);
+            let _ = analysis.completions(&path, offset);
+            let _ = analysis.rename(&path, offset, "x");
+        }
+        let _ = analysis.outline();
+        let _ = analysis.tokens(&path);
+        let _ = analysis.diagnostics();
+        cut += 97;
+    }
+}
+
+#[test]
+fn renaming_a_step_edits_the_repair_table_and_gate_subject() {
+    let analysis = seed("closed_loop");
+    let path = seed_path("closed_loop");
+    let text = analysis.text(&path).expect("text");
+    let at = offset_of(text, "execute  = each", 0, 0);
+    let edits = analysis.rename(&path, at, "work").expect("renamed");
+    for needle in [
+        "rerun execute with",
+        "-> rerun execute\n",
+        "gate quality on execute",
+    ] {
+        let start = offset_of(
+            text,
+            needle,
+            0,
+            needle.find("execute").expect("in the needle"),
+        );
+        assert!(edits.iter().any(|e| e.range.start == start), "{needle}");
+    }
+}
+
+#[test]
+fn imported_role_files_are_navigable_and_their_names_resolve() {
+    let analysis = seed("mention_roles");
+    let path = seed_path("mention_roles");
+    let text = analysis.text(&path).expect("text");
+    let role_file = normalize(
+        &seeds()
+            .join("mention_roles/roles/talker.md")
+            .display()
+            .to_string(),
+    );
+    let jump = analysis.definition(
+        &path,
+        offset_of(text, "mention_roles/roles/talker.md", 0, 3),
+    );
+    assert_eq!(
+        jump,
+        [FileRange {
+            path: role_file.clone(),
+            range: 0..0
+        }]
+    );
+    // A flow that calls `talker` goes to its `id` in the role file, whose text is CJK.
+    let role_text = analysis.text(&role_file).expect("the role file was read");
+    let defined = analysis.definition(&role_file, offset_of(role_text, "id: talker", 0, 5));
+    assert_eq!(defined.len(), 1);
+    assert_eq!(&role_text[defined[0].range.clone()], "talker");
+    let callers = analysis.references(&role_file, offset_of(role_text, "id: talker", 0, 5), false);
+    assert!(
+        !callers.is_empty() && callers.iter().all(|place| place.path == path),
+        "{callers:?}"
+    );
+    // The role file's tool list names a tool of the spec.
+    let tool = analysis.definition(&role_file, offset_of(role_text, "- web_search", 0, 3));
+    assert_eq!(
+        tool.first().map(|place| place.path.as_str()),
+        Some(path.as_str())
+    );
+    // Hover on the role in its file shows the model and contracts; positions convert
+    // through the CJK text before them.
+    let hover = analysis
+        .hover(&role_file, offset_of(role_text, "id: talker", 0, 5))
+        .expect("hover");
+    assert!(
+        hover.markdown.contains("output: Reply"),
+        "{}",
+        hover.markdown
+    );
+    let index = LineIndex::new(role_text);
+    let model = offset_of(role_text, "model: default", 0, 0);
+    assert_eq!(
+        index.offset(index.position(model).0, index.position(model).1),
+        model
+    );
+}

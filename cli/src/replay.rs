@@ -87,6 +87,8 @@ struct Replayed {
     report: ReplayReport,
     totals: charter_runtime::totals::TotalsSink,
     started: std::time::Instant,
+    /// The trajectory checks of `expect` the run failed, one message each.
+    trajectory_unmet: Vec<String>,
 }
 
 /// Reads the recording, compiles its spec and replays it; `Err` holds the exit status of
@@ -200,7 +202,7 @@ fn check_recorded_names(
     let expected_steps = scenario
         .expect
         .as_ref()
-        .map(|expect| charter_runtime::harness::expect::unknown_call_steps(expect, spec))
+        .map(|expect| charter_runtime::harness::expect::name_problems(expect, spec))
         .unwrap_or_default();
     if names.is_empty() && expected_steps.is_empty() {
         return Ok(());
@@ -255,12 +257,26 @@ fn replay_showing_phases(
         }
     };
     match report {
-        Ok(report) => Ok(Replayed {
-            scenario,
-            report,
-            totals,
-            started,
-        }),
+        Ok(report) => {
+            let trajectory_unmet = scenario
+                .expect
+                .as_ref()
+                .map(|expect| {
+                    charter_runtime::harness::expect::trajectory::unmet(
+                        expect,
+                        &report.trajectory,
+                        spec,
+                    )
+                })
+                .unwrap_or_default();
+            Ok(Replayed {
+                scenario,
+                report,
+                totals,
+                started,
+                trajectory_unmet,
+            })
+        }
         Err(error) => Err(explain_replay_failure(args, context, spec, &error, stale)),
     }
 }
@@ -383,13 +399,18 @@ fn check_expectations(context: Context, replayed: &Replayed) -> Result<(), Outco
     let report = &replayed.report;
     let unmet =
         charter_runtime::harness::expect::unmet(expect, &report.outcome, &report.calls_per_step);
-    if unmet.is_empty() {
+    if unmet.is_empty() && replayed.trajectory_unmet.is_empty() {
         return Ok(());
     }
-    print_error(
-        context,
-        &format!("the scenario expected {}", unmet.join(" and ")),
-    );
+    if !unmet.is_empty() {
+        print_error(
+            context,
+            &format!("the scenario expected {}", unmet.join(" and ")),
+        );
+    }
+    for message in &replayed.trajectory_unmet {
+        print_error(context, message);
+    }
     Err(Outcome::Failed)
 }
 
@@ -478,6 +499,10 @@ fn replay(
         if let Some(previous) = report {
             replayed.unused_calls.splice(0..0, previous.unused_calls);
             replayed.unused_humans.splice(0..0, previous.unused_humans);
+            replayed.trajectory.splice(0..0, previous.trajectory);
+            for (step, calls) in previous.calls_per_step {
+                *replayed.calls_per_step.entry(step).or_insert(0) += calls;
+            }
         }
         report = Some(replayed);
     }

@@ -145,6 +145,41 @@ pub struct Expectation {
     /// Model calls per step (every attempt, a per-item check's judge calls included).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub calls: BTreeMap<String, u64>,
+    /// Steps that must run in this order: a subsequence of the steps started (gaps
+    /// allowed, a step of a later round counts again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
+    /// Tool name -> how many times it must be called (model tool calls and `tool` steps'
+    /// attempts alike; a denied call is not a call).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, CallCount>,
+    /// Steps, roles or tools that must never run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_called: Vec<String>,
+    /// Gate name -> what its last evaluation in the run must show.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gates: BTreeMap<String, GateExpectation>,
+}
+
+/// `{ min: 1, max: 3 }`: bounds on a count, both inclusive, at least one given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallCount {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+}
+
+/// `{ min_score: 7, passed: true }`: what a gate's last evaluation must show, at least
+/// one given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateExpectation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
 }
 
 /// An `expect.reason` as written: plain (`gate_passed`), or quoted when it has an

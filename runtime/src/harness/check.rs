@@ -189,7 +189,7 @@ impl<'a> ScenarioCheck<'a> {
             }
             return Err(Stopped);
         }
-        let unknown_steps = expect::unknown_call_steps(&self.expect, &self.spec);
+        let unknown_steps = expect::name_problems(&self.expect, &self.spec);
         if !unknown_steps.is_empty() {
             for message in unknown_steps {
                 report.problems.push(error_at(
@@ -476,25 +476,34 @@ impl<'a> ScenarioCheck<'a> {
     }
 
     /// The expectations stage: the outcome, reason, delivery, answer and call counts
-    /// the scenario's `expect` asks for.
+    /// the scenario's `expect` asks for (one problem), then each trajectory check the
+    /// run failed (a problem each, `expect.steps: ...`).
     fn check_expectations(&self, first: &Replayed, report: &mut ScenarioReport) {
         let unmet = expect::unmet(
             &self.expect,
             &first.outcome,
             &expect::calls_per_step(&first.events),
         );
-        if unmet.is_empty() {
-            return;
+        let location = Location {
+            file: self.scenario_file.clone(),
+            line: line_of(self.scenario_text, "expect:"),
+        };
+        if !unmet.is_empty() {
+            report.problems.push(Problem {
+                kind: ProblemKind::Expect,
+                message: format!("expected {}", unmet.join(" and ")),
+                detail: first.outcome.message.clone(),
+                location: location.clone(),
+            });
         }
-        report.problems.push(Problem {
-            kind: ProblemKind::Expect,
-            message: format!("expected {}", unmet.join(" and ")),
-            detail: first.outcome.message.clone(),
-            location: Location {
-                file: self.scenario_file.clone(),
-                line: line_of(self.scenario_text, "expect:"),
-            },
-        });
+        for message in expect::trajectory::unmet(&self.expect, &first.events, &self.spec) {
+            report.problems.push(Problem {
+                kind: ProblemKind::Expect,
+                message,
+                detail: None,
+                location: location.clone(),
+            });
+        }
     }
 
     /// Recordings the run never used: each recorded call never made (with a hint when

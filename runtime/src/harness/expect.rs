@@ -1,4 +1,4 @@
-//! Checking a scenario's `expect` against how its run ended: outcome, reason, the delivered candidate, the answer (a subset match) and the model calls per step (DESIGN §10).
+//! Checking a scenario's `expect` against how its run ended: outcome, reason, the delivered candidate, the answer (a subset match), the model calls per step (DESIGN §10) and the trajectory (DESIGN §17, [`trajectory`]).
 
 use std::collections::BTreeMap;
 
@@ -9,6 +9,8 @@ use serde_json::Value;
 use crate::engine::run::RunOutcome;
 use crate::formats::scenario::Expectation;
 use crate::formats::trace::{EventKind, TraceEvent};
+
+pub mod trajectory;
 
 /// Model calls per step in a trace: its `model_call` events by step (every attempt, a
 /// per-item check's judge calls included).
@@ -22,9 +24,18 @@ pub fn calls_per_step(events: &[TraceEvent]) -> BTreeMap<String, u64> {
     calls
 }
 
+/// What `expect` names that `spec` does not have (`calls` and the trajectory keys), and
+/// trajectory bounds that cannot hold, one message each with "did you mean" (checked
+/// before a run is judged, like the cassette's names).
+pub fn name_problems(expect: &Expectation, spec: &CompiledSpec) -> Vec<String> {
+    let mut problems = unknown_call_steps(expect, spec);
+    problems.extend(trajectory::name_problems(expect, spec));
+    problems
+}
+
 /// Steps `expect.calls` names that `spec` does not have, one message each with "did you
-/// mean" (checked before a replay, like the cassette's names).
-pub fn unknown_call_steps(expect: &Expectation, spec: &CompiledSpec) -> Vec<String> {
+/// mean".
+fn unknown_call_steps(expect: &Expectation, spec: &CompiledSpec) -> Vec<String> {
     expect
         .calls
         .keys()

@@ -420,16 +420,32 @@ pub struct ReplayReport {
     pub stale_prompts: Vec<StalePrompt>,
     /// Model calls per step (what `expect.calls` compares).
     pub calls_per_step: std::collections::BTreeMap<String, u64>,
+    /// The events the trajectory checks of `expect` read (steps started, model and tool
+    /// calls, gates), in order.
+    pub trajectory: Vec<crate::formats::trace::TraceEvent>,
 }
 
-/// A sink that counts `model_call` events per step on the way to its inner sink.
+/// A sink that counts `model_call` events per step, and keeps the events trajectory
+/// checks read, on the way to its inner sink.
 struct CountingSink<'a> {
     inner: &'a mut dyn TraceSink,
     calls: std::collections::BTreeMap<String, u64>,
+    trajectory: Vec<crate::formats::trace::TraceEvent>,
 }
 
 impl CountingSink<'_> {
     fn count(&mut self, event: &crate::formats::trace::TraceEvent) {
+        use crate::formats::trace::EventKind;
+        if matches!(
+            event.kind,
+            EventKind::StepStarted { .. }
+                | EventKind::ModelCall { .. }
+                | EventKind::ToolCall { .. }
+                | EventKind::ToolTimeout { .. }
+                | EventKind::Gate { .. }
+        ) {
+            self.trajectory.push(event.clone());
+        }
         if let (crate::formats::trace::EventKind::ModelCall { .. }, Some(step)) =
             (&event.kind, &event.step)
         {
@@ -494,6 +510,7 @@ pub fn replay_cassette_in(
     let mut counting = CountingSink {
         inner: sink,
         calls: std::collections::BTreeMap::new(),
+        trajectory: Vec::new(),
     };
     let outcome = crate::engine::run::replay_blocking(
         spec,
@@ -508,6 +525,7 @@ pub fn replay_cassette_in(
         unused_humans: replay.unused_humans(),
         stale_prompts: replay.stale_prompts(),
         calls_per_step: counting.calls,
+        trajectory: counting.trajectory,
     })
 }
 

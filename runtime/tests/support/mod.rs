@@ -263,6 +263,7 @@ pub fn replay_prompts(spec: &CompiledSpec, input: &str, calls: &str) -> WithProm
         unused_humans: replay.unused_humans(),
         stale_prompts: replay.stale_prompts(),
         calls_per_step: charter_runtime::harness::expect::calls_per_step(sink.events()),
+        trajectory: sink.events().to_vec(),
     });
     let jsonl = sink.to_jsonl().unwrap_or_default();
     let prompts = log

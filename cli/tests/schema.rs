@@ -112,6 +112,10 @@ expect:
   delivered: c2
   answer: { title: "a post" }
   calls: { plan: 1, execute: 3 }
+  steps: [plan, execute, judge]
+  tools: { web_search: { min: 1, max: 3 }, fetch_source: { max: 0 } }
+  not_called: [escalate]
+  gates: { quality: { min_score: 7, passed: true } }
 "#;
 
 /// A cassette that uses every key of `cassette.yaml`.
@@ -218,6 +222,12 @@ fn a_wrong_key_type_or_value_in_a_scenario_fails_as_the_loader_does() {
         ),
         planted(SCENARIO, "stale: false", "stale: maybe"),
         planted(SCENARIO, "execute: 3", "execute: three"),
+        planted(SCENARIO, "steps: [plan,", "step: [plan,"),
+        planted(SCENARIO, "{ min: 1, max: 3 }", "{ minimum: 1 }"),
+        planted(SCENARIO, "{ min: 1, max: 3 }", "{ min: -1 }"),
+        planted(SCENARIO, "not_called: [escalate]", "not_called: escalate"),
+        planted(SCENARIO, "min_score: 7,", "min_score: high,"),
+        planted(SCENARIO, "passed: true }", "passed: true, score: 7 }"),
         planted(SCENARIO, "spec: specs/closed_loop.charter\n", ""),
         planted(SCENARIO, "input:", "inputs:"),
         "spec: s.charter\ninput: { text: a }\nturns: [ { input: { text: b } } ]\n".to_string(),

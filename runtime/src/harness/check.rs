@@ -167,8 +167,9 @@ impl<'a> ScenarioCheck<'a> {
     }
 
     /// The names check: names the spec does not have (a misspelt step, a wrong judge
-    /// role), each at its entry's line with "did you mean", and `expect.calls` steps
-    /// the spec does not have. Either stops the check: nothing is replayed.
+    /// role), each at its entry's line with "did you mean", and names under `expect`
+    /// (`calls`, `steps`, `tools`, `not_called`, `gates`) the spec does not have. Either
+    /// stops the check: nothing is replayed.
     fn check_names(&self, report: &mut ScenarioReport) -> Result<(), Stopped> {
         let names = crate::formats::scenario::unknown_names(&self.cassette, &self.spec);
         if !names.is_empty() {

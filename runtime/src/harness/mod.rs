@@ -12,7 +12,8 @@
 //!    a hand-written cassette without `recorded` is *unpinned* and not compared;
 //! 3. replays the cassette on a paused clock (a call whose `prompt_hash` differs from its
 //!    prompt now is stale too), checks `expect` (outcome, reason, stale, delivered,
-//!    answer, calls) and that every recorded call was made;
+//!    answer, calls, and the trajectory: steps, tools, not_called, gates) and that every
+//!    recorded call was made;
 //! 4. normalizes the trace (nothing machine- or time-dependent: the project root and the
 //!    temporary directory become placeholders; virtual `t_ms` stays) and compares it with
 //!    `trace.snap`, an insta snapshot file, so `cargo insta review` works on it;

@@ -267,6 +267,9 @@ fn replay_showing_phases(
                         &report.trajectory,
                         spec,
                     )
+                    .into_iter()
+                    .map(|unmet| unmet.message)
+                    .collect()
                 })
                 .unwrap_or_default();
             Ok(Replayed {

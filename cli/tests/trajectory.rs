@@ -93,21 +93,26 @@ fn each_kind_of_trajectory_check_fails_saying_what_was_expected_and_what_ran() {
         "not_called: [read_artifact]",
         "not_called: [web_search]",
     );
+    // (scenario, line of the key in scenario.yaml, message)
     let expected = [
         (
             "repair_succeeds",
+            8,
             "expect.steps: `execute` never ran after `deliver` (it ran only before); steps run: plan, execute, evaluate, judge, execute, evaluate, judge, deliver",
         ),
         (
             "repair_succeeds",
+            9,
             "expect.gates: gate `quality` passed with score 8.67 on its last evaluation (candidate c2), expected a score of at least 9 and a pass",
         ),
         (
             "tool_denied",
+            7,
             "expect.tools: `web_search` was called 1 time, expected between 2 and 3",
         ),
         (
             "tool_denied",
+            9,
             "expect.not_called: tool `web_search` was called in step `execute` (round 1), expected it never to",
         ),
     ];
@@ -115,19 +120,16 @@ fn each_kind_of_trajectory_check_fails_saying_what_was_expected_and_what_ran() {
     let verified = charter(&root, &["verify"]);
     let all = text(&verified);
     assert_eq!(verified.status.code(), Some(1), "{all}");
-    for (_, message) in expected {
-        assert!(all.contains(message), "missing {message:?} in:\n{all}");
+    for (scenario, line, message) in expected {
+        let at = format!("{message}\n  --> golden/closed_loop/{scenario}/scenario.yaml:{line}");
+        assert!(all.contains(&at), "missing {at:?} in:\n{all}");
     }
-    assert!(
-        all.contains("golden/closed_loop/repair_succeeds/scenario.yaml:4"),
-        "{all}"
-    );
 
     let json = charter(&root, &["verify", "--format", "json"]);
     assert_eq!(json.status.code(), Some(1), "{}", text(&json));
     let document: serde_json::Value = serde_json::from_slice(&json.stdout)
         .unwrap_or_else(|error| panic!("{error}: {}", text(&json)));
-    for (scenario, message) in expected {
+    for (scenario, line, message) in expected {
         let found = document["scenarios"]
             .as_array()
             .into_iter()
@@ -138,6 +140,7 @@ fn each_kind_of_trajectory_check_fails_saying_what_was_expected_and_what_ran() {
                 problem["kind"] == "expect"
                     && problem["message"] == message
                     && problem["file"] == format!("golden/closed_loop/{scenario}/scenario.yaml")
+                    && problem["line"] == line
             });
         assert!(found, "no expect problem {message:?} in:\n{document:#}");
     }
@@ -146,7 +149,7 @@ fn each_kind_of_trajectory_check_fails_saying_what_was_expected_and_what_ran() {
     let all = text(&replayed);
     assert_eq!(replayed.status.code(), Some(1), "{all}");
     assert!(
-        all.contains(expected[2].1) && all.contains(expected[3].1),
+        all.contains(expected[2].2) && all.contains(expected[3].2),
         "{all}"
     );
     let _ = std::fs::remove_dir_all(&root);

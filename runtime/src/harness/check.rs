@@ -497,12 +497,15 @@ impl<'a> ScenarioCheck<'a> {
                 location: location.clone(),
             });
         }
-        for message in expect::trajectory::unmet(&self.expect, &first.events, &self.spec) {
+        for unmet in expect::trajectory::unmet(&self.expect, &first.events, &self.spec) {
             report.problems.push(Problem {
                 kind: ProblemKind::Expect,
-                message,
+                message: unmet.message,
                 detail: None,
-                location: location.clone(),
+                location: Location {
+                    file: self.scenario_file.clone(),
+                    line: expect_key_line(self.scenario_text, unmet.key).or(location.line),
+                },
             });
         }
     }
@@ -758,6 +761,18 @@ fn line_of(text: &str, prefix: &str) -> Option<u64> {
     text.lines()
         .position(|line| line.starts_with(prefix))
         .map(|index| index as u64 + 1)
+}
+
+/// The 1-based line of `key:` written in block style under `expect:` (`  steps: [...]`);
+/// `None` when `expect` is a flow mapping or lacks the key.
+fn expect_key_line(text: &str, key: &str) -> Option<u64> {
+    let start = line_of(text, "expect:")?;
+    text.lines()
+        .enumerate()
+        .skip(usize::try_from(start).ok()?)
+        .take_while(|(_, line)| line.starts_with(' ') || line.trim().is_empty())
+        .find(|(_, line)| line.trim_start().starts_with(&format!("{key}:")))
+        .map(|(index, _)| index as u64 + 1)
 }
 
 /// The 1-based number of the first line where `old` and `new` differ.

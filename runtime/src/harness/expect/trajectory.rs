@@ -117,23 +117,42 @@ fn kinds_of(name: &str, spec: &CompiledSpec) -> Vec<&'static str> {
     kinds
 }
 
+/// A trajectory check a run failed: the `expect` key (`steps`, `tools`, `not_called`,
+/// `gates`) and what was expected against what the run did (`expect.steps: ...`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unmet {
+    pub key: &'static str,
+    pub message: String,
+}
+
 /// The trajectory checks `events` (one run's trace, or a conversation's turns in order)
-/// fails, one message each (`expect.steps: ...`), in the order the keys are written;
-/// empty when it meets them all. Names the spec lacks are [`name_problems`]' business.
-pub fn unmet(expect: &Expectation, events: &[TraceEvent], spec: &CompiledSpec) -> Vec<String> {
+/// fails, one each, in the order the keys are written; empty when it meets them all.
+/// Names the spec lacks are [`name_problems`]' business.
+pub fn unmet(expect: &Expectation, events: &[TraceEvent], spec: &CompiledSpec) -> Vec<Unmet> {
     let mut unmet = Vec::new();
-    unmet.extend(steps_unmet(&expect.steps, events));
+    let mut add = |key: &'static str, message: Option<String>| {
+        if let Some(message) = message {
+            unmet.push(Unmet { key, message });
+        }
+    };
+    add("steps", steps_unmet(&expect.steps, events));
     if !expect.tools.is_empty() {
         let calls = tool_calls(events);
         for (tool, count) in &expect.tools {
-            unmet.extend(tool_unmet(tool, count, calls.get(tool.as_str()).copied()));
+            add(
+                "tools",
+                tool_unmet(tool, count, calls.get(tool.as_str()).copied()),
+            );
         }
     }
     for name in &expect.not_called {
-        unmet.extend(not_called_unmet(name, &kinds_of(name, spec), events));
+        add(
+            "not_called",
+            not_called_unmet(name, &kinds_of(name, spec), events),
+        );
     }
     for (gate, expected) in &expect.gates {
-        unmet.extend(gate_unmet(gate, expected, events));
+        add("gates", gate_unmet(gate, expected, events));
     }
     unmet
 }

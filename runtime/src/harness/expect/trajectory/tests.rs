@@ -14,6 +14,22 @@ fn spec() -> CompiledSpec {
     ))
 }
 
+/// The messages of [`unmet`], checking each names its key.
+fn unmet(expect: &Expectation, events: &[TraceEvent], spec: &CompiledSpec) -> Vec<String> {
+    super::unmet(expect, events, spec)
+        .into_iter()
+        .map(|unmet| {
+            assert!(
+                unmet
+                    .message
+                    .starts_with(&format!("expect.{}: ", unmet.key)),
+                "{unmet:?}"
+            );
+            unmet.message
+        })
+        .collect()
+}
+
 fn expect(yaml: &str) -> Expectation {
     crate::formats::yaml::from_str("scenario.yaml", yaml).unwrap_or_else(|error| panic!("{error}"))
 }

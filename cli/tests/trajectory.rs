@@ -1,4 +1,4 @@
-//! Trajectory checks of `expect` end to end: each kind (`steps`, `tools`, `not_called`, `gates`) written wrong in a copied golden fails `charter verify` (exit 1) saying what was expected and what the run did, in text and in `--format json`; a name the spec lacks is an error with "did you mean" before anything runs.
+//! Trajectory checks of `expect` end to end: each kind (`steps`, `tools`, `not_called`, `gates`) written wrong in a copied golden fails `charter verify` (exit 1) saying what was expected and what the run did, in text and in `--format json`; a name the spec lacks is an error with "did you mean" before anything runs; a conversation's trajectory spans its turns.
 
 mod support;
 
@@ -216,5 +216,54 @@ fn an_unknown_key_under_expect_is_an_error_naming_the_key_and_the_file() {
         all.contains("golden/closed_loop/repair_succeeds/scenario.yaml") && all.contains("`step`"),
         "{all}"
     );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A project holding the mention_roles seed and its conversation golden.
+fn conversation_project(name: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("trajectory-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let repo = repository();
+    for path in [
+        "specs/seeds/mention_roles",
+        "golden/mention_roles/conversation_sticky_creative",
+    ] {
+        copy_dir(&repo.join(path), &root.join(path));
+    }
+    copy_file(
+        &repo.join("specs/seeds/mention_roles.charter"),
+        &root.join("specs/seeds/mention_roles.charter"),
+    );
+    root
+}
+
+#[test]
+fn a_conversations_trajectory_is_every_turns_in_order() {
+    let root = conversation_project("conversation");
+    let scenario = "golden/mention_roles/conversation_sticky_creative";
+    let replayed = charter(&root, &["replay", scenario]);
+    assert_eq!(replayed.status.code(), Some(0), "{}", text(&replayed));
+
+    let path = root.join(scenario).join("scenario.yaml");
+    let yaml = std::fs::read_to_string(&path).unwrap_or_default();
+    let from = "steps: [creative_turn, creative_turn, talker_turn]";
+    assert!(yaml.contains(from), "{yaml}");
+    std::fs::write(
+        &path,
+        yaml.replacen(
+            from,
+            "steps: [creative_turn, talker_turn, creative_turn]",
+            1,
+        ),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let message = "expect.steps: `creative_turn` never ran after `talker_turn` (it ran only before); steps run: pick, creative_turn, pick, creative_turn, pick, talker_turn";
+    for args in [vec!["verify"], vec!["replay", scenario]] {
+        let output = charter(&root, &args);
+        let all = text(&output);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {all}");
+        assert!(all.contains(message), "{args:?}: {all}");
+    }
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -17,6 +17,7 @@ mod completions;
 mod driver;
 mod explain;
 mod explore;
+mod fmt;
 mod graph;
 mod live;
 mod loader;
@@ -97,6 +98,7 @@ ended in a state other than completed: below_target, blocked, failed or cancelle
 #[derive(Debug, Subcommand)]
 enum Command {
     Check(check::CheckArgs),
+    Fmt(fmt::FmtArgs),
     Graph(graph::GraphArgs),
     Explain(explain::ExplainArgs),
     Replay(replay::ReplayArgs),
@@ -153,6 +155,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Check(args) => check::run(&args, context),
+        Command::Fmt(args) => fmt::run(&args, context),
         Command::Graph(args) => graph::run(&args, context),
         Command::Explain(args) => explain::run(&args, context),
         Command::Replay(args) => replay::run(&args, context),

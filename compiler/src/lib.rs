@@ -9,6 +9,7 @@ pub mod bounds;
 pub mod check;
 pub mod diagnostics;
 pub mod explain;
+pub mod format;
 pub mod graph;
 pub mod render;
 pub mod render_env;

@@ -26,6 +26,9 @@ fn check(name: &str, text: &str, loader: &dyn Loader) -> Result<(), String> {
         }
         Ok(Ok(formatted)) => formatted,
     };
+    if charter_compiler::format::guarded_parts(text) > 0 {
+        return Err(format!("{name}: the guard kept a part as written"));
+    }
     let again = format(&formatted)
         .map_err(|_| format!("{name}: its formatted text cannot be formatted"))?;
     if again != formatted {

@@ -138,6 +138,10 @@ pub(crate) struct Printer<'s, 'l> {
     force_break: bool,
     pending: Vec<(Comment<'s>, bool)>,
     one_line_at: Option<usize>,
+    /// The members of the one-line block are cells of a table (one-line tools).
+    table: bool,
+    /// A `/* */` comment last on the current line so far: (line, cell length before it).
+    inline_tail: Option<(usize, usize)>,
 }
 
 impl<'s, 'l> Printer<'s, 'l> {
@@ -165,6 +169,8 @@ impl<'s, 'l> Printer<'s, 'l> {
             force_break: false,
             pending: Vec::new(),
             one_line_at: None,
+            table: false,
+            inline_tail: None,
         }
     }
 
@@ -207,6 +213,7 @@ impl<'s, 'l> Printer<'s, 'l> {
 
     /// Gives the comments waiting their own lines.
     fn flush(&mut self, indent: Indent, group: usize, depth: usize, mut first: bool) {
+        self.settle_inline();
         for (comment, blank) in std::mem::take(&mut self.pending) {
             let mut line = Line::new(indent, group, depth, Key::Comment);
             line.blank_before = blank && !first;
@@ -218,6 +225,31 @@ impl<'s, 'l> Printer<'s, 'l> {
             });
             self.lines.push(line);
         }
+    }
+
+    /// A line is ending: a `/* */` comment that ended up last on it becomes its trailing
+    /// comment (where it will be found the next time).
+    fn settle_inline(&mut self) {
+        let Some((index, length)) = self.inline_tail.take() else {
+            return;
+        };
+        let Some(line) = self.lines.get_mut(index) else {
+            return;
+        };
+        let Some(cell) = line.cells.last_mut() else {
+            return;
+        };
+        let tail = cell
+            .text
+            .get(length..)
+            .unwrap_or("")
+            .trim_start()
+            .to_string();
+        cell.text.truncate(length);
+        line.comment = Some(match line.comment.take() {
+            Some(after) => format!("{tail} {after}"),
+            None => tail,
+        });
     }
 
     /// Starts a line for a member (or an item) at the current depth.
@@ -265,8 +297,10 @@ impl<'s, 'l> Printer<'s, 'l> {
                     let gap = if self.after_comma() { 1 } else { 2 };
                     if self.after_open() {
                         self.append(token);
-                    } else {
+                    } else if self.table {
                         self.push_cell(token, gap);
+                    } else {
+                        self.append_after(token, gap);
                     }
                     return;
                 }
@@ -308,6 +342,7 @@ impl<'s, 'l> Printer<'s, 'l> {
                 && let Key::Rule(rule) = line.key
             {
                 line.key = Key::OneLine(rule);
+                self.table = rule == Rule::tool;
             }
             self.one_line_at = self.lines.len().checked_sub(1);
             self.push_cell(token, 1);
@@ -379,7 +414,12 @@ impl<'s, 'l> Printer<'s, 'l> {
             }
             Place::Inline if breaks == 0 && self.current().is_some_and(|line| !line.is_empty()) => {
                 let text = comment.text;
-                if let Some(cell) = self.current_mut().and_then(|line| line.cells.last_mut()) {
+                let index = self.lines.len().saturating_sub(1);
+                let tail = self.inline_tail;
+                if let Some(cell) = self.lines.last_mut().and_then(|line| line.cells.last_mut()) {
+                    if tail.is_none() {
+                        self.inline_tail = Some((index, cell.text.len()));
+                    }
                     cell.text.push(' ');
                     cell.text.push_str(text);
                     cell.last = None;
@@ -429,6 +469,7 @@ impl<'s, 'l> Printer<'s, 'l> {
     }
 
     fn push_cell(&mut self, token: Tok<'s>, gap: usize) {
+        self.inline_tail = None;
         if self.current().is_none() {
             self.start_member(Key::Cont, Rule::header, false);
         }
@@ -442,7 +483,20 @@ impl<'s, 'l> Printer<'s, 'l> {
         self.last_line = Some(self.lines.len() - 1);
     }
 
+    /// Appends `token` to the last cell, `spaces` after it.
+    fn append_after(&mut self, token: Tok<'s>, spaces: usize) {
+        self.inline_tail = None;
+        if let Some(cell) = self.current_mut().and_then(|line| line.cells.last_mut()) {
+            cell.text.extend(std::iter::repeat_n(' ', spaces));
+            cell.text.push_str(token.text);
+            cell.last = Some((token.rule, token.parent));
+        } else {
+            self.append(token);
+        }
+    }
+
     fn append(&mut self, token: Tok<'s>) {
+        self.inline_tail = None;
         if self.current().is_none() {
             self.start_member(Key::Cont, Rule::header, false);
         }
@@ -469,7 +523,7 @@ impl<'s, 'l> Printer<'s, 'l> {
 
 /// Whether a space goes between a token `(rule, parent)` (`None`: a comment) and `next`.
 fn spaced(previous: Option<(Rule, Rule)>, next: &Tok) -> bool {
-    let Some((rule, parent)) = previous else {
+    let Some((rule, _)) = previous else {
         return true;
     };
     let tight_before = matches!(
@@ -485,8 +539,7 @@ fn spaced(previous: Option<(Rule, Rule)>, next: &Tok) -> bool {
             | Rule::dotdot
             | Rule::dotdoteq
     ) || (next.rule == Rule::lparen
-        && matches!(next.parent, Rule::args | Rule::prompt_file | Rule::range))
-        || (next.rule == Rule::rbrace && next.parent == Rule::record_lit);
+        && matches!(next.parent, Rule::args | Rule::prompt_file | Rule::range));
     let tight_after = matches!(
         rule,
         Rule::lparen
@@ -496,8 +549,9 @@ fn spaced(previous: Option<(Rule, Rule)>, next: &Tok) -> bool {
             | Rule::dotdot
             | Rule::dotdoteq
             | Rule::neg
-    ) || (rule == Rule::lbrace && parent == Rule::record_lit);
-    !(tight_before || tight_after)
+    );
+    let empty_braces = rule == Rule::lbrace && next.rule == Rule::rbrace;
+    !(tight_before || tight_after || empty_braces)
 }
 
 /// A comment as printed: trailing blanks dropped.
@@ -638,14 +692,19 @@ fn run(lines: &[Line], first: usize, same: impl Fn(&Line, &Line) -> bool) -> Vec
     members
 }
 
-/// The column a cell is padded to in a run: the rightmost end that is not an outlier.
-fn target(ends: &[usize]) -> usize {
+/// The column a cell is padded to in a run: the rightmost end that is not an outlier,
+/// one more than [`OUTLIER`] columns right of the median end (the upper median for
+/// cells, so of two cells neither is left out; the lower for comments, so one long line
+/// does not push a comment far right).
+fn target(ends: &[usize], upper: bool) -> usize {
     let mut sorted = ends.to_vec();
     sorted.sort_unstable();
-    let median = sorted
-        .get((sorted.len().saturating_sub(1)) / 2)
-        .copied()
-        .unwrap_or(0);
+    let middle = if upper {
+        sorted.len() / 2
+    } else {
+        sorted.len().saturating_sub(1) / 2
+    };
+    let median = sorted.get(middle).copied().unwrap_or(0);
     sorted
         .into_iter()
         .filter(|&end| end <= median + OUTLIER)
@@ -702,7 +761,7 @@ fn align_column(lines: &mut [Line], members: &[usize], column: usize) {
     if ends.len() < 2 {
         return;
     }
-    let goal = target(&ends.iter().map(|&(_, end)| end).collect::<Vec<_>>());
+    let goal = target(&ends.iter().map(|&(_, end)| end).collect::<Vec<_>>(), true);
     for (index, end) in ends {
         let Some(line) = lines.get_mut(index) else {
             continue;
@@ -732,7 +791,11 @@ fn comment_columns(lines: &[Line]) -> Vec<usize> {
         if done.get(first).copied().unwrap_or(true) || head.key == Key::Comment {
             continue;
         }
-        let members = run(lines, first, |_, line| line.key != Key::Comment);
+        // The first and last lines of a block item stand alone.
+        let alone = |key: Key| matches!(key, Key::Comment | Key::Open | Key::Close);
+        let members = run(lines, first, |head, line| {
+            !alone(head.key) && !alone(line.key)
+        });
         let commented: Vec<(usize, usize)> = members
             .iter()
             .filter_map(|&index| {
@@ -748,7 +811,10 @@ fn comment_columns(lines: &[Line]) -> Vec<usize> {
         if commented.is_empty() {
             continue;
         }
-        let goal = target(&commented.iter().map(|&(_, end)| end).collect::<Vec<_>>());
+        let goal = target(
+            &commented.iter().map(|&(_, end)| end).collect::<Vec<_>>(),
+            false,
+        );
         for (index, end) in commented {
             if let Some(column) = columns.get_mut(index) {
                 *column = if end <= goal { goal + 2 } else { end + 2 };

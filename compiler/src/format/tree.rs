@@ -219,5 +219,14 @@ fn member_tokens<'a>(pair: Pair<'a, Rule>, offset: usize, out: &mut Vec<Tok<'a>>
         if starts_cell && let Some(token) = out.get_mut(first) {
             token.cell = Some(1);
         }
+        // `pass -> a  fail -> b`: two spaces between the two transitions.
+        if child_rule == Rule::pass_fail
+            && let Some(fail) = out
+                .iter_mut()
+                .skip(first + 1)
+                .find(|token| token.rule == Rule::kw_fail)
+        {
+            fail.cell = Some(2);
+        }
     }
 }

@@ -105,9 +105,11 @@ impl<'a> Part<'a> {
         }
     }
 
-    fn verbatim(start: usize, end: usize) -> Part<'a> {
+    /// `start..end` of `text` printed as written (the blank lines after it are left to
+    /// the gap before the next part).
+    fn verbatim(text: &str, start: usize, end: usize) -> Part<'a> {
         Part {
-            events: vec![Event::Verbatim { start, end }],
+            events: vec![verbatim(text, start, end)],
         }
     }
 
@@ -150,6 +152,7 @@ fn items(text: &str) -> Vec<Part<'_>> {
             Err(_) => {
                 let resume = syntax::next_item_line(text, position);
                 parts.push(Part::verbatim(
+                    text,
                     position,
                     resume.max(position + 1).min(text.len()),
                 ));
@@ -167,7 +170,7 @@ fn flow(text: &str, start: usize) -> (Part<'_>, usize) {
         let end = syntax::next_item_line(text, start)
             .max(start + 1)
             .min(text.len());
-        return (Part::verbatim(start, end), end);
+        return (Part::verbatim(text, start, end), end);
     };
     let mut events = Vec::new();
     let mut position = start;
@@ -221,21 +224,27 @@ fn flow(text: &str, start: usize) -> (Part<'_>, usize) {
                 let end = syntax::next_item_line(text, position)
                     .max(position + 1)
                     .min(text.len());
-                return (Part::verbatim(start, end), end);
+                return (Part::verbatim(text, start, end), end);
             }
             Err(_) => {
                 let resume = syntax::next_step_line(text, position)
                     .max(position + 1)
                     .min(text.len());
-                events.push(Event::Verbatim {
-                    start: position,
-                    end: resume,
-                });
+                events.push(verbatim(text, position, resume));
                 position = resume;
             }
         }
     }
     (Part { events }, position)
+}
+
+/// `start..end` of `text` as a part printed as written, its trailing blanks left out.
+fn verbatim(text: &str, start: usize, end: usize) -> Event<'static> {
+    let written = text.get(start..end).unwrap_or("");
+    Event::Verbatim {
+        start,
+        end: start + written.trim_end().len().max(1).min(written.len()),
+    }
 }
 
 /// Puts each comment of `text` with its part, in order: inside a part's span it goes

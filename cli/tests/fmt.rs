@@ -109,8 +109,14 @@ fn check_changes_nothing_shows_a_diff_and_exits_1() {
     assert_eq!(read(&messy), MESSY, "--check must not write");
     let diff = text(&output.stdout);
     assert!(diff.contains("--- specs/messy.charter"), "{diff}");
-    assert!(diff.contains("\n-contract Request{goal:string}\n"), "{diff}");
-    assert!(diff.contains("\n+contract Request { goal: string }\n"), "{diff}");
+    assert!(
+        diff.contains("\n-contract Request{goal:string}\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("\n+contract Request { goal: string }\n"),
+        "{diff}"
+    );
     assert!(!diff.contains("tidy.charter"), "{diff}");
     let stderr = text(&output.stderr);
     assert!(

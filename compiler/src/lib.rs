@@ -2,8 +2,9 @@
 //!
 //! The pipeline is `syntax` (pest grammar -> AST with spans) -> `check` (names, types,
 //! flow rules -> diagnostics and resolved tables) -> `graph` (lowering -> [`CompiledSpec`])
-//! -> `bounds` (worst-case calls, tokens and wall time). The compiler does no I/O of its
-//! own: files named by a spec come through the [`Loader`] passed in.
+//! -> `bounds` (worst-case calls, tokens and wall time). `format` prints a spec in the
+//! canonical layout (`charter fmt`). The compiler does no I/O of its own: files named by a
+//! spec come through the [`Loader`] passed in.
 
 pub mod bounds;
 pub mod check;

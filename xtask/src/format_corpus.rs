@@ -177,3 +177,19 @@ fn the_comment_counter_sees_both_kinds_and_skips_strings() {
     let text = "a // one\n\"// not\" /* two */ \"\"\"\n/* no */\n\"\"\" b //three  \n";
     assert_eq!(comments(text), ["// one", "/* two */", "//three"]);
 }
+
+#[test]
+fn the_whole_spec_of_the_language_guide_is_formatted() {
+    let guide = std::fs::read_to_string(workspace_root().join("docs").join("language.md"))
+        .expect("docs/language.md");
+    let example = guide
+        .split("```charter\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/language.md has a ```charter example");
+    assert_eq!(
+        format(example).ok().as_deref(),
+        Some(example),
+        "run `charter fmt` on it"
+    );
+}

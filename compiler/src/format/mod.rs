@@ -415,8 +415,11 @@ fn lex(text: &str) -> Vec<&str> {
         } else {
             character.len_utf8()
         };
-        let length = length.max(1).min(rest.len());
-        let (token, after) = rest.split_at(rest.ceil_char_boundary(length));
+        let mut length = length.max(1).min(rest.len());
+        while !rest.is_char_boundary(length) {
+            length += 1;
+        }
+        let (token, after) = rest.split_at(length);
         if !character.is_whitespace() {
             tokens.push(token.trim_end());
         }

@@ -17,6 +17,7 @@ mod completions;
 mod driver;
 mod explain;
 mod explore;
+mod fmt;
 mod graph;
 mod live;
 mod loader;
@@ -85,19 +86,23 @@ Flags mean one thing in every command that takes them:
       run a `models` alias on another model
   --show-output                    [chat, run, serve]
       show each model answer, shortened, on stderr as it arrives
+  --check                          [fmt]
+      change nothing: exit 1 and show a diff when a spec is not formatted
   --color WHEN                     [every command]
       auto (a terminal, and NO_COLOR unset), always or never
-A PATH or DIR left out is the project in the current directory (check, verify, review).
+A PATH or DIR left out is the project in the current directory (check, fmt, verify,
+review).
 
-Exit status: 0 success; 1 a failure (a spec with errors, a scenario that did not pass, a
-replay error or unmet `expect`, a run that stopped on an error, an explore property
-broken); 2 a usage error or input that cannot be read; 3 (run, chat, replay) the run
+Exit status: 0 success; 1 a failure (a spec with errors, a spec not formatted under fmt
+--check, a scenario that did not pass, a replay error or unmet `expect`, a run that
+stopped on an error, an explore property broken); 2 a usage error or input that cannot be read; 3 (run, chat, replay) the run
 ended in a state other than completed: below_target, blocked, failed or cancelled.
 `charter help COMMAND` shows each command's own.";
 
 #[derive(Debug, Subcommand)]
 enum Command {
     Check(check::CheckArgs),
+    Fmt(fmt::FmtArgs),
     Graph(graph::GraphArgs),
     Explain(explain::ExplainArgs),
     Replay(replay::ReplayArgs),
@@ -155,6 +160,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Check(args) => check::run(&args, context),
+        Command::Fmt(args) => fmt::run(&args, context),
         Command::Graph(args) => graph::run(&args, context),
         Command::Explain(args) => explain::run(&args, context),
         Command::Replay(args) => replay::run(&args, context),

@@ -229,8 +229,8 @@ role finalizer {
 }
 
 gate quality on write {
-  hard approved: review.verdict == PASS          else REJECTED   detail review.notes
-  score quality weight 1: review.score           below 6 LOW_QUALITY
+  hard approved: review.verdict == PASS else REJECTED detail review.notes
+  score quality weight 1: review.score below 6 LOW_QUALITY
   pass when score >= 7
 }
 
@@ -243,10 +243,10 @@ repair {
 budget { tokens 50000  cost 0.50  wall 30m  steps 20 }
 
 flow {
-  write   = writer(request)            -> review
-  review  = reviewer(candidate)        -> judge
-  judge   = gate quality               pass -> deliver  fail -> repair
-  deliver = finalize finalizer(best)   -> done
+  write   = writer(request)          -> review
+  review  = reviewer(candidate)      -> judge
+  judge   = gate quality             pass -> deliver  fail -> repair
+  deliver = finalize finalizer(best) -> done
 }
 "#;
 
@@ -320,7 +320,20 @@ const GITIGNORE: &str = "# Pending snapshots (`charter review`) and run director
 
 #[cfg(test)]
 mod tests {
-    use super::spec_name;
+    use super::{SPEC, spec_name};
+
+    #[test]
+    fn the_spec_of_a_new_project_is_printed_already_formatted() {
+        for name in ["my_agent", "a_much_longer_agent_name"] {
+            let spec = SPEC.replace("{NAME}", name);
+            let formatted = charter_compiler::format::format(&spec)
+                .unwrap_or_else(|error| panic!("{:?}", error.diagnostics));
+            assert_eq!(
+                formatted, spec,
+                "`charter fmt` would change the new project's spec"
+            );
+        }
+    }
 
     #[test]
     fn a_directory_name_becomes_a_spec_identifier() {

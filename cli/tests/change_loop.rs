@@ -196,8 +196,8 @@ async fn a_new_step_is_an_entry_to_paste_then_a_pending_snapshot_that_review_acc
     // writer's contract `Draft`.
     replace(
         &spec,
-        "  write   = writer(request)            -> review",
-        "  outline = writer(request)            -> write\n  write   = writer(request)            -> review",
+        "  write   = writer(request)          -> review",
+        "  outline = writer(request)            -> write\n  write   = writer(request)          -> review",
     );
     let ran = charter(&project, &["verify"]);
     assert_eq!(ran.code, Some(1), "{}", ran.all());

@@ -276,8 +276,8 @@ async fn a_tool_call_cut_by_its_timeout_leaves_no_process_behind() {
     // The same limits, in seconds rather than minutes.
     let project = project("timeout", |text| {
         text.replace(
-            "effect: external  timeout: 15m",
-            "effect: external  timeout: 2s",
+            "  effect: external\n  timeout: 15m\n",
+            "  effect: external\n  timeout: 2s\n",
         )
     });
     let pid_file = project.join("pids.txt");

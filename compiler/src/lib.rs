@@ -2,13 +2,15 @@
 //!
 //! The pipeline is `syntax` (pest grammar -> AST with spans) -> `check` (names, types,
 //! flow rules -> diagnostics and resolved tables) -> `graph` (lowering -> [`CompiledSpec`])
-//! -> `bounds` (worst-case calls, tokens and wall time). The compiler does no I/O of its
-//! own: files named by a spec come through the [`Loader`] passed in.
+//! -> `bounds` (worst-case calls, tokens and wall time). `format` prints a spec in the
+//! canonical layout (`charter fmt`). The compiler does no I/O of its own: files named by a
+//! spec come through the [`Loader`] passed in.
 
 pub mod bounds;
 pub mod check;
 pub mod diagnostics;
 pub mod explain;
+pub mod format;
 pub mod graph;
 pub mod render;
 pub mod render_env;

@@ -9,6 +9,8 @@ pub mod bench_replay;
 pub mod corpus;
 pub mod editors;
 pub mod explore;
+#[cfg(test)]
+mod format_corpus;
 pub mod fuzz;
 // `gen` is a reserved word in edition 2024, so the module is named after what it does.
 #[path = "gen.rs"]

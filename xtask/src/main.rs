@@ -21,7 +21,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "cargo xtask",
     bin_name = "cargo xtask",
-    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask verify --partition 1/2 --junit verify.xml\n  cargo xtask editors                 the VS Code extension and the tree-sitter grammar\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   optimized-build timings vs the targets\n  cargo xtask gen --lines 500 > big.charter\n  cargo xtask mutants --shard 1/8 --minutes 45"
+    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, spec layout, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask verify --partition 1/2 --junit verify.xml\n  cargo xtask editors                 the VS Code extension and the tree-sitter grammar\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   optimized-build timings vs the targets\n  cargo xtask gen --lines 500 > big.charter\n  cargo xtask mutants --shard 1/8 --minutes 45"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -155,7 +155,7 @@ struct VerifyArgs {
     /// Only specs (e.g. specs/seeds/agency.charter) and scenarios (e.g. closed_loop/happy_path) whose path contains PATTERN
     #[arg(long, value_name = "PATTERN")]
     filter: Option<String>,
-    /// Skip fmt, clippy, the tests, the layers check and the editors stage; only the spec, golden and explore stages (fast iteration)
+    /// Skip fmt, clippy, the tests, the layers check, the specs' layout (charter fmt --check) and the editors stage; only the spec, golden and explore stages (fast iteration)
     #[arg(long)]
     skip_cargo: bool,
     /// Only shard K of N of the specs and scenarios, to spread CI over machines: count:K/N (the default, round-robin; also K/N) or hash:K/N (by name). An empty shard passes

@@ -1,5 +1,5 @@
 //! `cargo xtask verify`: the single gate CI runs. Formatting, clippy, the test suite, then
-//! the spec corpus compiled in-process, then the golden scenarios (through the runtime's
+//! the specs' layout (`charter fmt --check`), the spec corpus compiled in-process, then the golden scenarios (through the runtime's
 //! harness, the comparison `cargo test` and `charter verify` use) and their determinism,
 //! then every seed's base golden explored for fault variants that break a property
 //! (`explore.rs`), with a summary table at the end.
@@ -109,6 +109,15 @@ pub fn verify(root: &Path, config: &VerifyConfig) -> bool {
         .filter(|(path, _)| !in_subdir(path, &specs_dir, "warnings"))
         .partition(|(path, _)| in_subdir(path, &specs_dir, "invalid"));
 
+    stages.push(match config.skip_cargo {
+        true => StageResult {
+            name: "spec-fmt",
+            verdict: Verdict::Skip,
+            time: Duration::ZERO,
+            note: "--skip-cargo".to_string(),
+        },
+        false => spec_format_stage(root),
+    });
     stages.push(spec_stage("specs", &valid, Expect::Clean, &mut specs));
     stages.push(spec_stage("invalid", &invalid, Expect::Errors, &mut specs));
     let (golden, determinism, scenarios) = golden_stages(root, config);
@@ -537,6 +546,24 @@ fn editors_stage(root: &Path, config: &VerifyConfig) -> StageResult {
         time,
         note: outcome.note,
     }
+}
+
+/// `charter fmt --check specs`: every spec of the corpus is in the canonical layout (the
+/// binary, built by cargo as for the test stage, run as a user runs it; its diff is
+/// printed when a spec is not formatted). Skipped with `--skip-cargo`.
+fn spec_format_stage(root: &Path) -> StageResult {
+    let mut stage = run_cargo(
+        root,
+        "spec-fmt",
+        &[
+            "run", "--quiet", "-p", "charter", "--", "fmt", "--check", "specs",
+        ],
+        false,
+    );
+    if stage.verdict == Verdict::Fail {
+        stage.note = "a spec is not formatted: run `charter fmt specs`".to_string();
+    }
+    stage
 }
 
 /// Every seed's base golden explored at depth 1 (`crate::explore`): no property may break.

@@ -6,7 +6,7 @@
 //! the next line that starts an item (or a step).
 
 pub mod ast;
-mod errors;
+pub(crate) mod errors;
 pub(crate) mod literals;
 mod lower;
 pub(crate) mod role_file;
@@ -54,7 +54,9 @@ pub fn parse(
     sources: &mut Sources,
     loader: &dyn Loader,
 ) -> (Option<ast::SpecFile>, Vec<Diagnostic>) {
-    let (text, open_comment) = sources
+    let Blanked {
+        text, open_comment, ..
+    } = sources
         .get(file)
         .map(|source| blank_comments(&source.text))
         .unwrap_or_default();
@@ -317,7 +319,7 @@ impl Driver<'_> {
 }
 
 /// The rule to parse the item at the start of `rest` with, from its first word.
-fn entry_rule(rest: &str) -> Rule {
+pub(crate) fn entry_rule(rest: &str) -> Rule {
     let word_length = rest
         .bytes()
         .take_while(|byte| byte.is_ascii_alphanumeric() || *byte == b'_')
@@ -358,11 +360,23 @@ enum State {
     BlockComment,
 }
 
+/// Spec text with its comments blanked out (see [`blank_comments`]).
+#[derive(Default)]
+pub(crate) struct Blanked {
+    /// The text with every comment replaced by spaces (line breaks kept).
+    pub text: String,
+    /// Where an unclosed `/*` starts.
+    pub open_comment: Option<usize>,
+    /// The byte range of each comment, in order (`//` up to its line break).
+    pub comments: Vec<(usize, usize)>,
+}
+
 /// `text` with every `//` and `/* */` comment replaced by spaces (line breaks kept), so
 /// that the grammar need not match comments and every byte offset stays the same.
-/// Strings and `"""` blocks are left alone. Also returns where an unclosed `/*` starts.
-fn blank_comments(text: &str) -> (String, Option<usize>) {
+/// Strings and `"""` blocks are left alone.
+pub(crate) fn blank_comments(text: &str) -> Blanked {
     let bytes = text.as_bytes();
+    let mut comments = Vec::new();
     let mut out = Vec::with_capacity(bytes.len());
     let mut state = State::Code;
     let mut index = 0;
@@ -410,7 +424,10 @@ fn blank_comments(text: &str) -> (String, Option<usize>) {
                 }
                 match (byte, next) {
                     (b'"', _) => state = State::Str,
-                    (b'/', Some(b'/')) => state = State::LineComment,
+                    (b'/', Some(b'/')) => {
+                        comment_start = index;
+                        state = State::LineComment;
+                    }
                     (b'/', Some(b'*')) => {
                         comment_start = index;
                         out.extend_from_slice(b"  ");
@@ -450,6 +467,7 @@ fn blank_comments(text: &str) -> (String, Option<usize>) {
             }
             State::LineComment => {
                 if byte == b'\n' {
+                    comments.push((comment_start, index));
                     out.push(b'\n');
                     state = State::Code;
                 } else {
@@ -460,6 +478,7 @@ fn blank_comments(text: &str) -> (String, Option<usize>) {
                 if byte == b'*' && next == Some(b'/') {
                     out.extend_from_slice(b"  ");
                     index += 2;
+                    comments.push((comment_start, index));
                     state = State::Code;
                     continue;
                 }
@@ -471,15 +490,19 @@ fn blank_comments(text: &str) -> (String, Option<usize>) {
     // Only ASCII bytes inside comments were replaced, and every other byte was copied, so
     // the result is valid UTF-8; fall back to the original text if it somehow is not.
     let open_comment = (state == State::BlockComment).then_some(comment_start);
-    (
-        String::from_utf8(out).unwrap_or_else(|_| text.to_string()),
+    if matches!(state, State::LineComment | State::BlockComment) {
+        comments.push((comment_start, bytes.len()));
+    }
+    Blanked {
+        text: String::from_utf8(out).unwrap_or_else(|_| text.to_string()),
         open_comment,
-    )
+        comments,
+    }
 }
 
 /// Skips whitespace (Unicode `White_Space`, as the grammar's `WHITESPACE`) and comments
 /// from `position`.
-fn skip_trivia(text: &str, mut position: usize) -> usize {
+pub(crate) fn skip_trivia(text: &str, mut position: usize) -> usize {
     let bytes = text.as_bytes();
     loop {
         if let Some(character) = text.get(position..).and_then(|rest| rest.chars().next())
@@ -509,7 +532,7 @@ fn skip_trivia(text: &str, mut position: usize) -> usize {
 }
 
 /// True when `rest` starts with `keyword` as a whole word.
-fn starts_with_keyword(rest: &str, keyword: &str) -> bool {
+pub(crate) fn starts_with_keyword(rest: &str, keyword: &str) -> bool {
     rest.strip_prefix(keyword).is_some_and(|after| {
         !after
             .bytes()
@@ -519,7 +542,7 @@ fn starts_with_keyword(rest: &str, keyword: &str) -> bool {
 }
 
 /// True when `position` is preceded on its line only by spaces and tabs.
-fn at_line_start(text: &str, position: usize) -> bool {
+pub(crate) fn at_line_start(text: &str, position: usize) -> bool {
     text.as_bytes()
         .get(..position)
         .unwrap_or(&[])
@@ -532,7 +555,7 @@ fn at_line_start(text: &str, position: usize) -> bool {
 /// True when `line` (already stripped of its indentation) starts an item: an item
 /// keyword followed by something other than `:` or `=` (so role properties such as
 /// `rules: [core]` and steps such as `gate = gate quality` do not count).
-fn is_item_line(line: &str) -> bool {
+pub(crate) fn is_item_line(line: &str) -> bool {
     ITEM_KEYWORDS.iter().any(|keyword| {
         starts_with_keyword(line, keyword)
             && !line
@@ -633,7 +656,7 @@ fn following_raw_lines(text: &str, position: usize) -> impl Iterator<Item = (usi
 
 /// Where to resume after a syntax error in the item starting at `position`: the next
 /// line that starts an item, or the end of the file.
-fn next_item_line(text: &str, position: usize) -> usize {
+pub(crate) fn next_item_line(text: &str, position: usize) -> usize {
     next_item_line_and_depth(text, position).0
 }
 
@@ -652,7 +675,7 @@ fn next_item_line_and_depth(text: &str, position: usize) -> (usize, i64) {
 
 /// Where to resume after a syntax error in the step starting at `position`: the next
 /// line that starts a step, closes the flow or starts an item.
-fn next_step_line(text: &str, position: usize) -> usize {
+pub(crate) fn next_step_line(text: &str, position: usize) -> usize {
     let resumes = |line: &str| is_step_line(line) || line.starts_with('}') || is_item_line(line);
     following_lines(text, position)
         .find(|(_, line, _)| resumes(line))

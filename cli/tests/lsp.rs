@@ -229,6 +229,7 @@ fn initialize_advertises_every_feature_and_shutdown_exits_0() {
         "definitionProvider",
         "referencesProvider",
         "documentSymbolProvider",
+        "documentFormattingProvider",
     ] {
         assert_eq!(capabilities[feature], json!(true), "{feature}");
     }
@@ -306,7 +307,7 @@ fn hover_on_a_step_shows_its_role() {
     let uri = client.open(&path, &text);
     let hover = client.request(
         "textDocument/hover",
-        json!({"textDocument": {"uri": uri}, "position": position(&text, "check   = checker", 0, 2)}),
+        json!({"textDocument": {"uri": uri}, "position": position(&text, "check    = checker", 0, 2)}),
     );
     let shown = hover["contents"]["value"].as_str().expect("markdown");
     for expected in [
@@ -455,8 +456,8 @@ fn document_symbols_and_semantic_tokens() {
     assert_eq!(data.len() % 5, 0);
     // `spec` at 0:0, four units long, a keyword (type 0).
     assert_eq!(&data[..5], &[0, 0, 4, 0, 0]);
-    // Decoded, the token at `check   = checker`'s role is a function (type 2).
-    let target = position(&text, "check   = checker", 0, 10);
+    // Decoded, the token at `check    = checker`'s role is a function (type 2).
+    let target = position(&text, "check    = checker", 0, 11);
     let (mut line, mut column) = (0u64, 0u64);
     let mut found = None;
     for token in data.chunks(5) {
@@ -563,4 +564,43 @@ fn input_that_is_not_json_rpc_exits_2() {
         .read_to_string(&mut stderr)
         .expect("read stderr");
     assert!(stderr.contains("language server"), "{stderr}");
+}
+
+#[test]
+fn formatting_gives_charter_fmts_layout_as_one_edit() {
+    let (path, text) = seed("lead_agent.charter");
+    // The seed is formatted; squeeze a step's spacing and it no longer is.
+    let messy = text.replacen(
+        "  plan     = planner(request)",
+        "plan=planner( request )",
+        1,
+    );
+    assert_ne!(messy, text, "the seed's plan step");
+    let (mut client, _) = Client::start();
+    let uri = client.open(&path, &messy);
+    let params =
+        json!({"textDocument": {"uri": uri}, "options": {"tabSize": 2, "insertSpaces": true}});
+    let edits = client.request("textDocument/formatting", params.clone());
+    let edits = edits.as_array().expect("a list of edits");
+    assert_eq!(edits.len(), 1, "{edits:?}");
+    assert_eq!(
+        edits[0]["range"]["start"],
+        json!({"line": 0, "character": 0})
+    );
+    assert_eq!(edits[0]["newText"], json!(text), "charter fmt's layout");
+
+    // Formatted text needs no edit; a file whose header does not parse is refused, with its line.
+    client.change(&uri, 2, &text);
+    assert_eq!(
+        client.request("textDocument/formatting", params.clone()),
+        json!([])
+    );
+    client.change(&uri, 3, &format!("spec {{\n{text}"));
+    let refused = client.call("textDocument/formatting", params);
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("cannot format") && message.contains("line 1"),
+        "{refused}"
+    );
+    assert_eq!(client.stop(), Some(0));
 }

@@ -1,6 +1,6 @@
 //! Charter's language service: what an editor asks about a spec (diagnostics, hover, go to
-//! definition, references, rename, completion, outline, highlighting), answered from the
-//! compiler's syntax tree, tables and diagnostics.
+//! definition, references, rename, completion, outline, highlighting, formatting), answered
+//! from the compiler's syntax tree, tables and diagnostics.
 //!
 //! Pure: no I/O and no protocol types. The caller gives the texts of the open documents
 //! ([`Documents`]) and a [`Loader`] for the files on disk; an [`Analysis`] of one spec
@@ -10,6 +10,7 @@
 //! them to the protocol's lines and UTF-16 columns.
 
 mod complete;
+mod format;
 mod hover;
 mod index;
 mod line_index;
@@ -26,6 +27,7 @@ use charter_compiler::{
 };
 
 pub use complete::{Completion, CompletionKind};
+pub use format::format;
 pub use hover::Hover;
 pub use index::{Def, Index};
 pub use line_index::LineIndex;

@@ -119,8 +119,8 @@ fn every_seed_spec_checks_clean_and_has_an_index() {
 fn diagnostics_are_check_s_with_label_and_help_in_the_message() {
     let text = std::fs::read_to_string(seed_path("lead_agent")).expect("reads");
     let broken = text.replacen(
-        "check   = checker(create, validate)",
-        "check   = chekker(create, validate)",
+        "check    = checker(create, validate)",
+        "check    = chekker(create, validate)",
         1,
     );
     let analysis = seed_with("lead_agent", &Documents::new(), Some(&broken));
@@ -165,7 +165,7 @@ fn hover_on_a_flow_step_shows_its_role_model_input_and_output() {
     let analysis = seed("lead_agent");
     let path = seed_path("lead_agent");
     let text = analysis.text(&path).expect("text");
-    let at = offset_of(text, "check   = checker", 0, 1);
+    let at = offset_of(text, "check    = checker", 0, 1);
     let hover = analysis.hover(&path, at).expect("a hover");
     for expected in [
         "output: `CheckReport`",
@@ -355,7 +355,7 @@ fn rename_rejects_bad_and_clashing_names_and_renames_contracts_in_templates() {
     let analysis = seed("lead_agent");
     let path = seed_path("lead_agent");
     let text = analysis.text(&path).expect("text");
-    let step = offset_of(text, "check   = checker", 0, 0);
+    let step = offset_of(text, "check    = checker", 0, 0);
     assert!(
         analysis
             .rename(&path, step, "2x")
@@ -549,8 +549,8 @@ fn tokens_colour_names_by_what_they_are() {
     };
     assert_eq!(kind_at("contract Request", 0), Some(TokenKind::Keyword));
     assert_eq!(kind_at("contract Request", 9), Some(TokenKind::Type));
-    assert_eq!(kind_at("check   = checker", 10), Some(TokenKind::Function));
-    assert_eq!(kind_at("check   = checker", 0), Some(TokenKind::Variable));
+    assert_eq!(kind_at("check    = checker", 11), Some(TokenKind::Function));
+    assert_eq!(kind_at("check    = checker", 0), Some(TokenKind::Variable));
     assert_eq!(kind_at("check.plan_feasible", 6), Some(TokenKind::Property));
     assert_eq!(kind_at("// a node kind", 0), Some(TokenKind::Comment));
     assert_eq!(kind_at("price 3.00", 6), Some(TokenKind::Number));

@@ -7,11 +7,11 @@ use charter_ide::{Analysis, LineIndex};
 use lsp_server::{ErrorCode, Request, Response};
 use lsp_types::request::{self, Request as _};
 use lsp_types::{
-    CompletionParams, CompletionResponse, DocumentSymbolParams, DocumentSymbolResponse,
-    GotoDefinitionParams, GotoDefinitionResponse, Hover, HoverContents, HoverParams, MarkupContent,
-    MarkupKind, PrepareRenameResponse, ReferenceParams, RenameParams, SemanticTokens,
-    SemanticTokensParams, SemanticTokensResult, TextDocumentPositionParams, TextEdit, Url,
-    WorkspaceEdit,
+    CompletionParams, CompletionResponse, DocumentFormattingParams, DocumentSymbolParams,
+    DocumentSymbolResponse, GotoDefinitionParams, GotoDefinitionResponse, Hover, HoverContents,
+    HoverParams, MarkupContent, MarkupKind, PrepareRenameResponse, ReferenceParams, RenameParams,
+    SemanticTokens, SemanticTokensParams, SemanticTokensResult, TextDocumentPositionParams,
+    TextEdit, Url, WorkspaceEdit,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -42,6 +42,9 @@ pub fn handle(server: &Server<'_>, request: Request) -> Response {
         }),
         request::SemanticTokensFullRequest::METHOD => answer(request, |p: SemanticTokensParams| {
             tokens(server, &p.text_document.uri)
+        }),
+        request::Formatting::METHOD => answer(request, |p: DocumentFormattingParams| {
+            formatting(server, &p.text_document.uri)
         }),
         method => Err((
             ErrorCode::MethodNotFound,
@@ -212,4 +215,25 @@ fn tokens(server: &Server<'_>, uri: &Url) -> Result<Option<SemanticTokensResult>
         result_id: None,
         data,
     })))
+}
+
+/// The whole document in `charter fmt`'s layout, as one edit (none when it already is);
+/// only `.charter` files are formatted. The text is the editor's, open or not yet saved.
+fn formatting(server: &Server<'_>, uri: &Url) -> Result<Option<Vec<TextEdit>>, String> {
+    let Some(path) = convert::path_of(uri).filter(|path| path.ends_with(".charter")) else {
+        return Ok(None);
+    };
+    let Some(text) = server.documents.get(&path) else {
+        return Err("format a document the editor has open".to_string());
+    };
+    let index = LineIndex::new(text);
+    Ok(Some(
+        charter_ide::format(&path, text)?
+            .map(|edit| TextEdit {
+                range: convert::range(&index, edit.range),
+                new_text: edit.new_text,
+            })
+            .into_iter()
+            .collect(),
+    ))
 }

@@ -17,6 +17,7 @@ mod completions;
 mod driver;
 mod explain;
 mod explore;
+mod fork;
 mod graph;
 mod live;
 mod loader;

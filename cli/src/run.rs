@@ -40,11 +40,13 @@ use crate::{Context, Outcome, print_err, print_error, summary_line};
 /// a resume refuses a spec, prompt or input that changed since (unless --force). Ctrl-C
 /// and SIGTERM end the run `cancelled`. With --session ID the run is one turn of a
 /// conversation kept in `.charter/sessions/ID.json` (for a spec with a `session`): the
-/// turn reads it, and a turn that answered saves it back (atomically). Exit status: 0
+/// turn reads it, and a turn that answered saves it back (atomically). With --fork
+/// SCENARIO_DIR --at STEP[@ROUND] the run is a recorded scenario's, answered from its
+/// cassette up to STEP and live from there (no run directory, no --resume). Exit status: 0
 /// completed, 3 another terminal state, 1 an error, 2 a usage error.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  charter run specs/seeds/closed_loop.charter --input examples/closed_loop/request.json --record golden/closed_loop/live --tool web_search='python3 examples/tools/search.py'\n  charter run --fork golden/closed_loop/happy_path --at evaluate --record golden/closed_loop/evaluated_now\n      (replays plan and execute from the recording, asks the models from evaluate on)"
+    after_help = "Example: charter run specs/seeds/closed_loop.charter --input examples/closed_loop/request.json --record golden/closed_loop/live --tool web_search='python3 examples/tools/search.py'\n\nFork example: charter run --fork golden/closed_loop/happy_path --at evaluate --record golden/closed_loop/evaluated_now\n  (plan and execute are answered from the recording; the models are asked from evaluate on)"
 )]
 pub struct RunArgs {
     /// The spec to run.

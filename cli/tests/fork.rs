@@ -331,5 +331,51 @@ async fn bad_fork_points_are_refused_before_anything_is_asked() {
         );
     }
     assert_eq!(requests(&server).await, 0);
+    let help = charter(&project, &server, &["run", "--help"]);
+    let help = text(&help.stdout);
+    assert!(help.contains("--at <STEP[@ROUND]>"), "{help}");
+    assert!(help.contains("Fork example: charter run --fork "), "{help}");
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+#[tokio::test]
+async fn a_replayed_answer_given_to_another_prompt_is_warned_of() {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        "a history of refrigerators",
+        evaluation(9, 7),
+        "c1",
+    )
+    .await;
+    let project = project("stale");
+    // The planner's prompt changed since the recording: its recorded answer was given to
+    // the old one.
+    let planner = project.join("specs/seeds/closed_loop/prompts/planner.md.j2");
+    let mut prompt = std::fs::read_to_string(&planner).unwrap_or_else(|error| panic!("{error}"));
+    prompt.push_str("\nKeep the plan short.\n");
+    std::fs::write(&planner, prompt).unwrap_or_else(|error| panic!("{error}"));
+    let run = charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "--fork",
+            GOLDEN,
+            "--at",
+            "evaluate",
+            "--model",
+            "strong=openai:gpt-4o-mini",
+        ],
+    );
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "warning: the recorded answer of {step: plan, round: 1, attempt: 1} was given to another prompt of `planner`"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("of {step: execute"), "{stderr}");
     let _ = std::fs::remove_dir_all(&project);
 }

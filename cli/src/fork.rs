@@ -246,7 +246,8 @@ fn terminal_options(
 /// reached or a replayed call whose prompt changed since it was recorded.
 fn report_fork(context: Context, fork: &Fork) {
     print_err(&format!(
-        "fork: {} answer(s) replayed from the recording, {} asked live from {}\n",
+        "fork: {} answer(s) replayed from the recording, {} asked live from {} (the totals \
+         count the replayed calls too, though no model was asked for them)\n",
         fork.replayed(),
         fork.asked_live(),
         fork.at()

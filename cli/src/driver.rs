@@ -402,14 +402,37 @@ impl<'spec> LiveRun<'spec> {
         recording: &Recording,
         options: TerminalRunOptions,
     ) -> Self {
+        LiveRun::at_terminal_through(
+            spec,
+            environment,
+            (providers, TerminalHumans),
+            recording,
+            options,
+        )
+    }
+
+    /// [`LiveRun::at_terminal`] with the calls and questions going to `provider` and
+    /// `humans` (through `recording`) instead of straight to the providers and the
+    /// person at the terminal: a fork's replay in front of them.
+    pub(crate) fn at_terminal_through<P, H>(
+        spec: &'spec CompiledSpec,
+        environment: &LiveEnvironment,
+        (provider, humans): (P, H),
+        recording: &Recording,
+        options: TerminalRunOptions,
+    ) -> Self
+    where
+        P: Provider + 'static,
+        H: HumanChannel + 'static,
+    {
         let calls = LiveCalls::new(options.show_output);
         let mut sinks: Vec<Box<dyn TraceSink>> =
             vec![Box::new(LiveDisplay::with_calls(calls.clone()))];
         sinks.extend(options.more_sinks);
         LiveRun {
             spec,
-            provider: Arc::new(recording.provider(providers)),
-            humans: Box::new(recording.humans(TerminalHumans)),
+            provider: Arc::new(recording.provider(provider)),
+            humans: Box::new(recording.humans(humans)),
             sink: ScrubbingSink::new(Fanout(sinks), environment.scrubber.clone()),
             config: RunConfig {
                 observer: Some(calls.clone()),

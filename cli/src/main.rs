@@ -18,6 +18,7 @@ mod driver;
 mod explain;
 mod explore;
 mod fmt;
+mod fork;
 mod graph;
 mod live;
 mod loader;

@@ -128,7 +128,25 @@ fn compile_recorded_spec(
     scenario: &Scenario,
     cassette: &Cassette,
 ) -> Result<CompiledSpec, Outcome> {
-    let root = project_root(&args.scenario);
+    let (mut spec, _) = compile_scenario_spec(context, &args.scenario, scenario, "replayed")?;
+    // A recording made with `charter run --model` replays with the same models.
+    if let Err(message) = apply_overrides(&mut spec, &cassette.overrides()) {
+        print_error(context, &format!("bad cassette: {message}"));
+        return Err(Outcome::Failed);
+    }
+    Ok(spec)
+}
+
+/// The spec of the scenario in `scenario_dir`, read inside its project and compiled
+/// whole (`what` ends the message of a spec with errors: `nothing was {what}`), and its
+/// path.
+pub(crate) fn compile_scenario_spec(
+    context: Context,
+    scenario_dir: &Path,
+    scenario: &Scenario,
+    what: &str,
+) -> Result<(CompiledSpec, PathBuf), Outcome> {
+    let root = project_root(scenario_dir);
     let spec_path = root.join(&scenario.spec);
     let spec_name = display_path(&normalize(&spec_path));
     let text = read_text_in(&spec_path, &spec_name, Some(&project_root_above(&root))).map_err(
@@ -148,15 +166,10 @@ fn compile_recorded_spec(
             Outcome::Failed
         },
     )?;
-    let Some(mut spec) = compile_whole(context, &spec_name, &text, &spec_path, "replayed") else {
+    let Some(spec) = compile_whole(context, &spec_name, &text, &spec_path, what) else {
         return Err(Outcome::Failed);
     };
-    // A recording made with `charter run --model` replays with the same models.
-    if let Err(message) = apply_overrides(&mut spec, &cassette.overrides()) {
-        print_error(context, &format!("bad cassette: {message}"));
-        return Err(Outcome::Failed);
-    }
-    Ok(spec)
+    Ok((spec, spec_path))
 }
 
 /// `replay DIR: spec NAME VERSION — DESCRIPTION`, the first line of a replay.

@@ -40,20 +40,42 @@ use crate::{Context, Outcome, print_err, print_error, summary_line};
 /// a resume refuses a spec, prompt or input that changed since (unless --force). Ctrl-C
 /// and SIGTERM end the run `cancelled`. With --session ID the run is one turn of a
 /// conversation kept in `.charter/sessions/ID.json` (for a spec with a `session`): the
-/// turn reads it, and a turn that answered saves it back (atomically). Exit status: 0
+/// turn reads it, and a turn that answered saves it back (atomically). With --fork
+/// SCENARIO_DIR --at STEP[@ROUND] the run is a recorded scenario's, answered from its
+/// cassette up to STEP and live from there (no run directory, no --resume). Exit status: 0
 /// completed, 3 another terminal state, 1 an error, 2 a usage error.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: charter run specs/seeds/closed_loop.charter --input examples/closed_loop/request.json --record golden/closed_loop/live --tool web_search='python3 examples/tools/search.py'"
+    after_help = "Example: charter run specs/seeds/closed_loop.charter --input examples/closed_loop/request.json --record golden/closed_loop/live --tool web_search='python3 examples/tools/search.py'\n\nFork example: charter run --fork golden/closed_loop/happy_path --at evaluate --record golden/closed_loop/evaluated_now\n  (plan and execute are answered from the recording; the models are asked from evaluate on)"
 )]
 pub struct RunArgs {
     /// The spec to run.
-    #[arg(value_name = "SPEC", required_unless_present = "resume")]
+    #[arg(value_name = "SPEC", required_unless_present_any = ["resume", "fork"])]
     pub spec: Option<PathBuf>,
 
     /// The run's input (the `request`), a JSON file.
-    #[arg(long, value_name = "FILE", required_unless_present = "resume")]
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["resume", "fork"])]
     pub input: Option<PathBuf>,
+
+    /// Fork the recorded run of the golden scenario SCENARIO_DIR (its scenario.yaml and
+    /// cassette.yaml) at --at: the run starts over on the scenario's input with every
+    /// call and `ask` before the fork point answered from the cassette at once (no model
+    /// is asked), then goes live from the first call of the fork step in its round on:
+    /// that call and every one after it go to the spec's models (or --model; the
+    /// recording's own --model overrides apply otherwise), `tool` steps run with --tool.
+    /// Add --record DIR to keep the forked run as a new scenario.
+    #[arg(
+        long,
+        value_name = "SCENARIO_DIR",
+        requires = "at",
+        conflicts_with_all = ["spec", "input", "resume", "session", "run_dir"]
+    )]
+    pub fork: Option<PathBuf>,
+
+    /// With --fork: the step to go live at, in round 1, or STEP@ROUND for a later repair
+    /// round (e.g. `evaluate@2`).
+    #[arg(long, value_name = "STEP[@ROUND]", requires = "fork")]
+    pub at: Option<String>,
 
     /// Run one turn of the conversation ID: read `.charter/sessions/ID.json` (a new
     /// session when there is none), and save it after a turn that answered. ID is a
@@ -189,6 +211,9 @@ struct ReadyRun {
 /// `charter run`: the stages before the run, the run itself at the terminal, then what
 /// it reports (its outcome, totals and answer), its session turn saved and its recording.
 pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
+    if let Some(scenario_dir) = &args.fork {
+        return crate::fork::run(args, scenario_dir, context);
+    }
     let ready = match ready_to_run(args, context) {
         Ok(ready) => ready,
         Err(outcome) => return Ok(outcome),
@@ -878,7 +903,7 @@ pub(crate) fn outcome_line(outcome: &RunOutcome) -> String {
 
 /// `path` as shown to the user: relative to the current directory when it lies inside
 /// it (a run keeps its --record directory absolute), as it is otherwise.
-fn shown_from_here(path: &Path) -> String {
+pub(crate) fn shown_from_here(path: &Path) -> String {
     let current = std::env::current_dir().unwrap_or_default();
     match normalize(&absolute(path)).strip_prefix(normalize(&current)) {
         Ok(inside) if inside.as_os_str().is_empty() => ".".to_string(),

@@ -6,6 +6,7 @@
 
 pub mod escape;
 pub mod files;
+pub mod fork;
 pub mod jsonl;
 pub mod limits;
 pub mod providers;

@@ -354,14 +354,24 @@ pub fn playback_tool(call: &RecordedCall) -> (Duration, ToolResponse) {
     (latency, ToolResponse { result, latency })
 }
 
+impl ReplayProvider {
+    /// The recorded `tool` step call `request` asks for, marked used: its latency and
+    /// response; `Err` when the recording does not hold it.
+    pub fn start_tool(
+        &self,
+        request: &ToolRequest,
+    ) -> Result<(Duration, ToolResponse), ProviderError> {
+        let call = self.use_call(&request.key, |call| {
+            call.tool.as_deref() == Some(request.tool.as_str())
+        })?;
+        Ok(playback_tool(call))
+    }
+}
+
 impl Provider for ReplayProvider {
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         Box::pin(async move {
-            let key = request.key;
-            let call = self.use_call(&key, |call| {
-                call.tool.as_deref() == Some(request.tool.as_str())
-            })?;
-            let (latency, response) = playback_tool(call);
+            let (latency, response) = self.start_tool(&request)?;
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;
             }
@@ -383,8 +393,10 @@ impl Provider for ReplayProvider {
 
 impl ReplayProvider {
     /// Starts a recorded call: marks it used, checks its prompt, writes its log, and gives
-    /// its latency and answer (a call the recording cannot answer fails at once).
-    fn start(&self, request: &ModelRequest) -> Played {
+    /// its latency and answer (a call the recording cannot answer fails at once). A
+    /// provider that plays the recording without waiting (a fork's replayed part) gives
+    /// the answer at once.
+    pub fn start(&self, request: &ModelRequest) -> Played {
         match self.play(request) {
             Ok((call, (latency, outcome))) => {
                 playback_log(call, &outcome, &request.log);

@@ -86,12 +86,16 @@ impl LiveSettings {
             .collect()
     }
 
-    /// The keys, for a recording to scrub.
+    /// The keys, for a recording to scrub. A key shorter than
+    /// [`MIN_SECRET_LEN`](crate::world::secrets::MIN_SECRET_LEN) is a placeholder, not a
+    /// secret (a local server takes any key, and `OPENAI_API_KEY=x` is common): scrubbing
+    /// it would replace every `x` in every answer and break its contract.
     pub fn secrets(&self) -> Vec<String> {
         [&self.openai_api_key, &self.anthropic_api_key]
             .into_iter()
             .flatten()
             .map(|key| key.expose().to_string())
+            .filter(|key| key.chars().count() >= crate::world::secrets::MIN_SECRET_LEN)
             .collect()
     }
 

@@ -283,11 +283,14 @@ flow {
         ["openai"]
     );
     let both = LiveSettings::from_variables(variables(&[
-        ("OPENAI_API_KEY", "sk-o"),
-        ("ANTHROPIC_API_KEY", "sk-a"),
+        ("OPENAI_API_KEY", "sk-openai-1"),
+        ("ANTHROPIC_API_KEY", "sk-anthropic-1"),
     ]));
     assert!(both.missing_for(&spec).is_empty());
-    assert_eq!(both.secrets(), ["sk-o", "sk-a"]);
+    assert_eq!(both.secrets(), ["sk-openai-1", "sk-anthropic-1"]);
+    // A placeholder key (a local server takes any) is not scrubbed: every `x` would go.
+    let placeholder = LiveSettings::from_variables(variables(&[("OPENAI_API_KEY", "x")]));
+    assert!(placeholder.secrets().is_empty());
     let providers = both
         .providers(Arc::new(crate::world::tools::ToolBox::empty()))
         .unwrap_or_else(|error| panic!("{error}"));

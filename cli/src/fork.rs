@@ -245,21 +245,19 @@ fn terminal_options(
 /// `fork: N answer(s) replayed, M asked live`, and a warning for a fork point never
 /// reached or a replayed call whose prompt changed since it was recorded.
 fn report_fork(context: Context, fork: &Fork) {
+    let at = fork.at().map(ToString::to_string).unwrap_or_default();
     print_err(&format!(
         "fork: {} answer(s) replayed from the recording, {} asked live from {} (the totals \
          count the replayed calls too, though no model was asked for them)\n",
         fork.replayed(),
         fork.asked_live(),
-        fork.at()
+        at
     ));
     if !fork.reached() {
         print_err(&summary_line(
             context,
             "warning",
-            &format!(
-                "the run never reached {}: it ended on the recording's answers alone",
-                fork.at()
-            ),
+            &format!("the run never reached {at}: it ended on the recording's answers alone"),
         ));
     }
     for stale in fork.stale_prompts() {

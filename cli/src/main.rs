@@ -25,6 +25,7 @@ mod loader;
 mod lsp;
 mod new;
 mod replay;
+mod rerecord;
 mod review;
 mod run;
 mod schema;

@@ -32,7 +32,7 @@ use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_
 /// allowed unless `--deny-warnings`), 1 on any failure, 2 on a usage error.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: charter verify --junit report.xml --github\n         charter verify --filter closed_loop/ --accept\n         charter verify --list --partition 2/4\n         charter verify --format json -j 4 --fail-fast"
+    after_help = "Example: charter verify --junit report.xml --github\n         charter verify --filter closed_loop/ --accept\n         charter verify --list --partition 2/4\n         charter verify --format json -j 4 --fail-fast\n         charter verify --rerecord --missing-only --filter closed_loop/ --model strong=openai:gpt-4o-mini\n\nRe-record: --rerecord --missing-only replays each selected scenario and asks a live model\n(the spec's, or --model's) only for the calls its cassette lacks (a step added since the\nrecording). It prints, per scenario, the keys that would be added and the drift against\nthe golden (outcome, reason, delivered candidate, gate scores; golden -> now), and exits 1\nwhen something would change; with --accept it adds exactly those entries to the cassette\n(the others stay byte for byte) and writes the new snapshot, so `charter verify` passes."
 )]
 pub struct VerifyArgs {
     /// The project root: the directory that holds `golden/` (and `specs/`).
@@ -111,6 +111,26 @@ pub struct VerifyArgs {
     /// output is the same for every N.
     #[arg(long, short = 'j', value_name = "N", value_parser = parse_jobs)]
     pub jobs: Option<NonZeroUsize>,
+
+    /// Re-record the selected scenarios with live models (DESIGN §17). Only with
+    /// `--missing-only` for now: see the example below. Nothing is written without
+    /// `--accept`.
+    #[arg(long, conflicts_with_all = ["list", "pin", "fail_fast", "junit", "html", "github"])]
+    pub rerecord: bool,
+
+    /// With `--rerecord`: ask a live model only for the calls a cassette lacks, and add
+    /// exactly those entries to it (with `--accept`).
+    #[arg(long, requires = "rerecord")]
+    pub missing_only: bool,
+
+    /// With `--rerecord`: run model alias ALIAS on PROVIDER:MODEL instead of what the
+    /// spec's `models` block (or the recording) says. Repeat for each alias.
+    #[arg(
+        long = "model",
+        value_name = "ALIAS=PROVIDER:MODEL",
+        requires = "rerecord"
+    )]
+    pub models: Vec<String>,
 }
 
 /// What `charter verify` prints on stdout.
@@ -170,6 +190,9 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
              use one of them",
         );
         return Ok(Outcome::Usage);
+    }
+    if args.rerecord {
+        return crate::rerecord::run(args, context);
     }
     let config = harness_config(args);
     if args.list {

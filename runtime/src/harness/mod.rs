@@ -32,6 +32,7 @@ mod pin;
 mod project;
 pub mod record;
 pub mod report;
+pub mod rerecord;
 mod skeleton;
 pub mod snapshot;
 

@@ -25,6 +25,12 @@
 //!
 //! The cassette's `faults` are not injected: the live part meets the real world.
 //!
+//! **Missing only.** [`Fork::missing_only`] switches per call instead of once
+//! (`charter verify --rerecord --missing-only`, VCR's `new_episodes`): a call, `tool`
+//! step call or `ask` whose key the cassette holds is answered by the cassette, one it
+//! lacks (a step added to the spec since the recording) goes live, and the next call
+//! asks the cassette again.
+//!
 //! [`Fork`] is a "recorded, then live" provider that any command can wrap around live
 //! providers; [`Fork::replayed`] and [`Fork::reached`] say how the run went.
 
@@ -159,9 +165,16 @@ pub struct Fork {
     state: Arc<State>,
 }
 
+/// When a call goes live: from a fork point on, or whenever the cassette lacks it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Switch {
+    At(ForkPoint),
+    Missing,
+}
+
 struct State {
     replay: ReplayProvider,
-    at: ForkPoint,
+    switch: Switch,
     live: AtomicBool,
     replayed: AtomicU64,
     asked_live: AtomicU64,
@@ -169,12 +182,23 @@ struct State {
 
 impl State {
     /// Whether a request of `step` in `round` goes live: once the fork point is first
-    /// asked for, everything does.
-    fn goes_live(&self, step: &str, round: u64) -> bool {
+    /// asked for, everything does; missing only, whatever `recorded` says the cassette
+    /// lacks does.
+    fn goes_live(&self, step: &str, round: u64, recorded: impl FnOnce() -> bool) -> bool {
+        let at = match &self.switch {
+            Switch::Missing => {
+                let live = !recorded();
+                if live {
+                    self.live.store(true, Ordering::SeqCst);
+                }
+                return live;
+            }
+            Switch::At(at) => at,
+        };
         if self.live.load(Ordering::SeqCst) {
             return true;
         }
-        if step == self.at.step && round == self.at.round {
+        if step == at.step && round == at.round {
             self.live.store(true, Ordering::SeqCst);
             return true;
         }
@@ -195,7 +219,7 @@ impl fmt::Debug for Fork {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter
             .debug_struct("Fork")
-            .field("at", &self.state.at)
+            .field("switch", &self.state.switch)
             .field("reached", &self.reached())
             .field("replayed", &self.replayed())
             .finish_non_exhaustive()
@@ -205,10 +229,19 @@ impl fmt::Debug for Fork {
 impl Fork {
     /// A fork of the run `cassette` recorded, live from `at`.
     pub fn new(cassette: impl Into<Arc<Cassette>>, at: ForkPoint) -> Self {
+        Fork::build(cassette.into(), Switch::At(at))
+    }
+
+    /// A replay of `cassette` that asks the live provider only for what it lacks.
+    pub fn missing_only(cassette: impl Into<Arc<Cassette>>) -> Self {
+        Fork::build(cassette.into(), Switch::Missing)
+    }
+
+    fn build(cassette: Arc<Cassette>, switch: Switch) -> Self {
         Fork {
             state: Arc::new(State {
                 replay: ReplayProvider::new(cassette),
-                at,
+                switch,
                 live: AtomicBool::new(false),
                 replayed: AtomicU64::new(0),
                 asked_live: AtomicU64::new(0),
@@ -216,12 +249,16 @@ impl Fork {
         }
     }
 
-    /// Where the fork goes live.
-    pub fn at(&self) -> &ForkPoint {
-        &self.state.at
+    /// Where the fork goes live (none for a missing-only replay).
+    pub fn at(&self) -> Option<&ForkPoint> {
+        match &self.state.switch {
+            Switch::At(at) => Some(at),
+            Switch::Missing => None,
+        }
     }
 
-    /// Whether the run has reached the fork point (and gone live).
+    /// Whether the run has reached the fork point (and gone live); missing only, whether
+    /// any call went live.
     pub fn reached(&self) -> bool {
         self.state.live.load(Ordering::SeqCst)
     }
@@ -277,7 +314,11 @@ impl<P: Provider> Provider for ForkProvider<P> {
         &self,
         request: ModelRequest,
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
-        let live = self.state.goes_live(&request.key.step, request.key.round);
+        let live = self
+            .state
+            .goes_live(&request.key.step, request.key.round, || {
+                self.state.replay.holds(&request.key)
+            });
         self.state.count(live);
         if live {
             return self.live.complete(request);
@@ -287,7 +328,11 @@ impl<P: Provider> Provider for ForkProvider<P> {
     }
 
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
-        let live = self.state.goes_live(&request.key.step, request.key.round);
+        let live = self
+            .state
+            .goes_live(&request.key.step, request.key.round, || {
+                self.state.replay.holds(&request.key)
+            });
         self.state.count(live);
         if live {
             return self.live.run_tool(request);
@@ -311,7 +356,11 @@ impl<H> fmt::Debug for ForkHumans<H> {
 
 impl<H: HumanChannel> HumanChannel for ForkHumans<H> {
     fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
-        let live = self.state.goes_live(&request.step, request.round);
+        let live = self.state.goes_live(&request.step, request.round, || {
+            self.state
+                .replay
+                .holds_human(&request.step, request.round, request.attempt)
+        });
         self.state.count(live);
         if live {
             return self.live.ask(request);

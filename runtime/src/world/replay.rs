@@ -129,6 +129,27 @@ impl ReplayProvider {
             .filter_map(|index| self.cassette.calls.get(*index))
     }
 
+    /// Whether the cassette holds a call (model or `tool` step) of `key`.
+    pub fn holds(&self, key: &CallKey) -> bool {
+        let sought = (
+            key.step.as_str(),
+            key.round,
+            key.item.as_deref(),
+            key.attempt,
+            key.role.as_deref(),
+        );
+        let calls = &self.cassette.calls;
+        self.order
+            .binary_search_by(|index| calls.get(*index).map(key_of).cmp(&Some(sought)))
+            .is_ok()
+    }
+
+    /// Whether the cassette holds a person's answer to `step` in `round`, `attempt`.
+    pub fn holds_human(&self, step: &str, round: u64, attempt: u64) -> bool {
+        self.humans
+            .contains_key(&(step.to_string(), round, attempt))
+    }
+
     /// Recorded calls no request has asked for yet, in key order.
     pub fn unused(&self) -> Vec<CallKey> {
         let used = lock(&self.used_calls);

@@ -84,7 +84,7 @@ Flags mean one thing in every command that takes them:
       the conversation kept in .charter/sessions/ID.json
   --tool NAME=COMMAND              [chat, run, serve]
       a tool run as a command: its JSON arguments on stdin, JSON on stdout
-  --model ALIAS=PROVIDER:MODEL     [chat, run, serve]
+  --model ALIAS=PROVIDER:MODEL     [chat, run, serve, verify]
       run a `models` alias on another model
   --show-output                    [chat, run, serve]
       show each model answer, shortened, on stderr as it arrives

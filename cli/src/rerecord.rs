@@ -63,6 +63,13 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome::Usage);
     }
+    if args.format == crate::verify::VerifyFormat::Json {
+        print_error(
+            context,
+            "--rerecord prints its report as text; leave out --format json",
+        );
+        return Ok(Outcome::Usage);
+    }
     let selected = match select(args, context) {
         Ok(selected) => selected,
         Err(outcome) => return Ok(outcome),
@@ -451,4 +458,36 @@ fn accept(args: &VerifyArgs, one: &Selected, found: &Found) -> Result<String, St
         ));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_drift_table_holds_only_what_changed_golden_then_now() {
+        let golden = Summary::of(&[
+            json!({"kind": "gate", "gate": "quality", "candidate": "c1", "passed": false, "score": 6.5}),
+            json!({"kind": "run_finished", "outcome": "completed", "reason": "gate_passed",
+                   "best": "c1", "delivered": true}),
+        ]);
+        let now = Summary::of(&[
+            json!({"kind": "gate", "gate": "quality", "candidate": "c1", "passed": true, "score": 8.0}),
+            json!({"kind": "run_finished", "outcome": "completed", "reason": "gate_passed",
+                   "best": "c2", "delivered": false}),
+        ]);
+        assert_eq!(
+            drift_rows(&golden, &now),
+            [
+                ("delivered".to_string(), "c1".to_string(), "-".to_string()),
+                (
+                    "gate quality c1".to_string(),
+                    "6.5".to_string(),
+                    "8".to_string()
+                ),
+            ]
+        );
+        assert!(drift_rows(&now, &now).is_empty());
+    }
 }

@@ -22,17 +22,17 @@ use charter_runtime::engine::models::apply_overrides;
 use charter_runtime::engine::run::{DeliveryTarget, RunConfig};
 use charter_runtime::formats::scenario::{CallKey, Cassette, Recorded, RecordedCall, Scenario};
 use charter_runtime::formats::trace::{TraceError, TraceEvent, TraceSink};
+use charter_runtime::harness::record::{RecordingError, write_added_calls};
 use charter_runtime::harness::rerecord::insert_calls;
-use charter_runtime::harness::{HarnessConfig, ScenarioRef, SpecCache};
+use charter_runtime::harness::{HarnessConfig, ScenarioRef};
 use charter_runtime::world::escape::{MAX_LINE_CHARS, one_line};
 use charter_runtime::world::fork::Fork;
-use charter_runtime::world::record::{Recording, write_atomically};
+use charter_runtime::world::record::Recording;
 use serde_json::Value;
 
 use crate::driver::{
     LiveEnvironment, LiveRun, TerminalHumans, TerminalRunOptions, model_overrides,
 };
-use crate::loader::display_path;
 use crate::verify::VerifyArgs;
 use crate::{Context, Outcome, print_err, print_error, print_out, summary_line};
 
@@ -418,46 +418,31 @@ fn describe(one: &Selected, found: &Found, drift: &[(String, String, String)]) -
     out
 }
 
-/// Writes the new calls into the cassette (atomically) and verifies the scenario with
-/// `--accept`, which refreshes its `recorded` block and trace snapshot.
+/// Writes the new calls into the cassette and the new trace snapshot, each atomically,
+/// once the scenario with them verifies after `--accept` (its `recorded` block and
+/// snapshot refreshed); nothing is written when it does not.
 fn accept(args: &VerifyArgs, one: &Selected, found: &Found) -> Result<String, String> {
     let (text, _) = insert_calls(&one.text, &one.cassette, &found.run_order, &found.added)?;
-    let path = one.reference.dir.join("cassette.yaml");
-    write_atomically(&path, &text).map_err(|error| error.to_string())?;
-    let config = HarnessConfig {
-        accept: true,
-        pending_snapshots: false,
-        determinism: true,
-        ..HarnessConfig::default()
-    };
-    let file = charter_runtime::harness::read_scenario(&one.reference);
-    let report = charter_runtime::harness::verify_scenario(
-        &args.dir,
-        &one.reference,
-        &file,
-        &config,
-        &mut SpecCache::new(),
-    );
-    let mut out = format!(
-        "  added {} call(s) to {}\n",
-        found.added.len(),
-        display_path(&path)
-    );
-    for line in &report.accepted {
-        let _ = writeln!(out, "  {}", one_line(line, MAX_LINE_CHARS));
+    let dir = &one.reference.dir;
+    match write_added_calls(&args.dir, dir, &text) {
+        Ok(_) => Ok(format!(
+            "  added {} call(s) to {}, and wrote its trace.snap\n",
+            found.added.len(),
+            one_line(&one.reference.shown("cassette.yaml"), MAX_LINE_CHARS)
+        )),
+        Err(RecordingError::Check(report)) => {
+            let problems: Vec<String> = report
+                .problems
+                .iter()
+                .map(|problem| one_line(&problem.message, MAX_LINE_CHARS))
+                .collect();
+            Err(format!(
+                "nothing was written: with the new calls the scenario does not verify: {}",
+                problems.join("; ")
+            ))
+        }
+        Err(error) => Err(format!("nothing was written: {error}")),
     }
-    if !report.status.passed() {
-        let problems: Vec<String> = report
-            .problems
-            .iter()
-            .map(|problem| one_line(&problem.message, MAX_LINE_CHARS))
-            .collect();
-        return Err(format!(
-            "the cassette with the new calls was written, but the scenario does not verify: {}",
-            problems.join("; ")
-        ));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -112,7 +112,7 @@ pub struct VerifyArgs {
     #[arg(long, short = 'j', value_name = "N", value_parser = parse_jobs)]
     pub jobs: Option<NonZeroUsize>,
 
-    /// Re-record the selected scenarios with live models (DESIGN §17). Only with
+    /// Re-record the selected scenarios with live models. Only with
     /// `--missing-only` for now: see the example below. Nothing is written without
     /// `--accept`.
     #[arg(long, conflicts_with_all = ["list", "pin", "fail_fast", "junit", "html", "github"])]

@@ -145,6 +145,10 @@ async fn an_added_step_is_asked_live_alone_and_added_to_the_cassette() {
         stdout.contains("closed_loop/repair_succeeds: 1 call(s) to add:\n  + {step: outline, round: 1, attempt: 1}"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("added 1 call(s) to golden/closed_loop/repair_succeeds/cassette.yaml, and wrote its trace.snap"),
+        "{stdout}"
+    );
 
     // Only the new step's call reached the mock: one request, the planner's.
     let seen = requests(&server).await;

@@ -117,6 +117,52 @@ pub fn write_scenario(new: &NewScenario<'_>) -> Result<Written, RecordingError> 
     Ok(Written { report: after })
 }
 
+/// Stages the scenario in `dir` with its `scenario.yaml` as it is and `cassette_text` as
+/// its cassette (calls added to it, `verify --rerecord --missing-only`), accepts it as
+/// `charter verify --accept` does (the `recorded` block and the trace snapshot), checks
+/// it passes as it then stands, and only then writes `cassette.yaml` and `trace.snap`
+/// into `dir`. Nothing is written there when the check fails.
+pub fn write_added_calls(
+    root: &Path,
+    dir: &Path,
+    cassette_text: &str,
+) -> Result<Written, RecordingError> {
+    let staging = Staging::create()?;
+    let scenario_text =
+        std::fs::read_to_string(dir.join(SCENARIO_FILE)).map_err(|error| RecordingError::Io {
+            path: dir.join(SCENARIO_FILE).display().to_string(),
+            message: error.to_string(),
+        })?;
+    staging.write(SCENARIO_FILE, &scenario_text)?;
+    staging.write(CASSETTE_FILE, cassette_text)?;
+    let reference = ScenarioRef {
+        spec: file_name(dir.parent()),
+        name: file_name(Some(dir)),
+        dir: staging.dir.clone(),
+    };
+    let mut specs = SpecCache::new();
+    let mut check = |accept: bool| {
+        let config = HarnessConfig {
+            accept,
+            pin: false,
+            repin: false,
+            filter: None,
+            partition: None,
+            pending_snapshots: false,
+            determinism: true,
+        };
+        let file = read_scenario(&reference);
+        verify_scenario(root, &reference, &file, &config, &mut specs).escaped()
+    };
+    check(true);
+    let after = check(false);
+    if after.status != Status::Pass {
+        return Err(RecordingError::Check(Box::new(after)));
+    }
+    staging.install(dir)?;
+    Ok(Written { report: after })
+}
+
 /// The last component of `path`, or `recorded` for a path without one.
 fn file_name(path: Option<&Path>) -> String {
     path.and_then(Path::file_name).map_or_else(

@@ -25,7 +25,6 @@ mod loader;
 mod lsp;
 mod new;
 mod replay;
-mod rerecord;
 mod review;
 mod run;
 mod schema;

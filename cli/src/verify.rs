@@ -1,6 +1,7 @@
 //! `charter verify [DIR]`: a project's CI gate — compile every spec under `DIR/specs`, replay every golden scenario under `DIR/golden` and compare it with its snapshot.
 
 mod json;
+mod rerecord;
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -192,7 +193,7 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Usage);
     }
     if args.rerecord {
-        return crate::rerecord::run(args, context);
+        return rerecord::run(args, context);
     }
     let config = harness_config(args);
     if args.list {

@@ -30,10 +30,10 @@ use charter_runtime::world::fork::Fork;
 use charter_runtime::world::record::Recording;
 use serde_json::Value;
 
+use super::{VerifyArgs, VerifyFormat};
 use crate::driver::{
     LiveEnvironment, LiveRun, TerminalHumans, TerminalRunOptions, model_overrides,
 };
-use crate::verify::VerifyArgs;
 use crate::{Context, Outcome, print_err, print_error, print_out, summary_line};
 
 /// One selected scenario, read and compiled, ready to run.
@@ -63,7 +63,7 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome::Usage);
     }
-    if args.format == crate::verify::VerifyFormat::Json {
+    if args.format == VerifyFormat::Json {
         print_error(
             context,
             "--rerecord prints its report as text; leave out --format json",

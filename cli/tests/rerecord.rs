@@ -232,7 +232,7 @@ async fn a_scenario_that_lacks_nothing_asks_nothing_and_filter_selects() {
 }
 
 #[tokio::test]
-async fn a_missing_key_or_rerecord_alone_is_a_usage_error() {
+async fn a_missing_key_rerecord_alone_or_a_json_report_is_a_usage_error() {
     let server = MockServer::start().await;
     let project = project("usage", true);
     let alone = charter(&project, &server, &["verify", "--rerecord"]);
@@ -241,6 +241,17 @@ async fn a_missing_key_or_rerecord_alone_is_a_usage_error() {
         text(&alone.stderr).contains("--missing-only"),
         "{}",
         text(&alone.stderr)
+    );
+    let json = charter(
+        &project,
+        &server,
+        &["verify", "--rerecord", "--missing-only", "--format", "json"],
+    );
+    assert_eq!(json.status.code(), Some(2), "{}", text(&json.stderr));
+    assert!(
+        text(&json.stderr).contains("--format json"),
+        "{}",
+        text(&json.stderr)
     );
     // The spec's `strong` alias is Anthropic's, and no key for it is set.
     let keyless = charter(

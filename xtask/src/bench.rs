@@ -201,6 +201,13 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
     report_target(&times, target);
     print_phases(&generated.text, config.runs);
 
+    seed_section(root, config);
+    config.sections == Sections::PerCore || golden_section(root, config)
+}
+
+/// Each seed spec: its compilation against [`TARGET_SEED`], and its analysis as
+/// `charter lsp` runs it on every edit against [`TARGET_EDITOR`].
+fn seed_section(root: &Path, config: BenchConfig) {
     let seeds_dir = root.join("specs").join("seeds");
     let seeds = find_specs(&seeds_dir);
     if seeds.is_empty() {
@@ -237,7 +244,6 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
         );
         report_target(&times, TARGET_EDITOR);
     }
-    config.sections == Sections::PerCore || golden_section(root, config)
 }
 
 /// The golden harness: a generated library of 1,000 closed_loop scenarios; then

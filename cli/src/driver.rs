@@ -654,10 +654,11 @@ impl HumanChannel for TerminalHumans {
                     }
                     Ok(answer)
                 }
-                _ => Err(ProviderError::NoHumanAnswer {
-                    step: request.step,
-                    round: request.round,
-                    attempt: request.attempt,
+                _ => Err(ProviderError::Unanswered {
+                    message: format!(
+                        "standard input ended before the question of step `{}` was answered (answer `y` or `n` on it, or record the run's answers into a scenario)",
+                        request.step
+                    ),
                 }),
             }
         })

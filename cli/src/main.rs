@@ -15,6 +15,7 @@ mod chat;
 mod check;
 mod completions;
 mod driver;
+mod eval;
 mod explain;
 mod explore;
 mod fmt;
@@ -117,6 +118,7 @@ enum Command {
     Completions(completions::CompletionsArgs),
     Schema(schema::SchemaArgs),
     Explore(explore::ExploreArgs),
+    Eval(eval::EvalArgs),
     Lsp(lsp::LspArgs),
 }
 
@@ -175,6 +177,7 @@ fn main() -> ExitCode {
         Command::Completions(args) => completions::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Explore(args) => explore::run(&args, context),
+        Command::Eval(args) => eval::run(&args, context),
         Command::Lsp(args) => lsp::run(&args, context),
     };
     match result {

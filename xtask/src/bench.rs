@@ -68,7 +68,7 @@ const BENCH_PROFILE: &str = "dist";
 /// core. Returns whether the run succeeded.
 pub fn bench_in_release(root: &Path, config: BenchConfig) -> anyhow::Result<bool> {
     println!(
-        "building xtask in the {BENCH_PROFILE} profile (cargo build --profile {BENCH_PROFILE} -p xtask)..."
+        "building xtask and charter in the {BENCH_PROFILE} profile (cargo build --profile {BENCH_PROFILE} -p xtask -p charter)..."
     );
     let status = Command::new(cargo())
         .args([
@@ -78,11 +78,13 @@ pub fn bench_in_release(root: &Path, config: BenchConfig) -> anyhow::Result<bool
             "--quiet",
             "-p",
             "xtask",
+            "-p",
+            "charter",
         ])
         .current_dir(root)
         .status()?;
     if !status.success() {
-        anyhow::bail!("cargo build --profile {BENCH_PROFILE} -p xtask failed: {status}");
+        anyhow::bail!("cargo build --profile {BENCH_PROFILE} -p xtask -p charter failed: {status}");
     }
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -263,7 +265,16 @@ fn golden_section(root: &Path, config: BenchConfig) -> bool {
             false
         }
     };
-    golden && explore
+    let eval = match crate::bench_eval::charter_beside_xtask() {
+        Some(charter) => crate::bench_eval::bench_eval(root, &charter),
+        None => {
+            println!(
+                "eval: skipped (no `charter` binary beside this xtask binary; `cargo xtask bench` builds both)"
+            );
+            true
+        }
+    };
+    golden && explore && eval
 }
 
 /// Where the time goes: the median of each pipeline stage, run as `compile` runs them.

@@ -4,6 +4,7 @@
 //! mutation measurement of the runtime's tests (`mutants`).
 
 pub mod bench;
+pub mod bench_eval;
 pub mod bench_live;
 pub mod bench_replay;
 pub mod corpus;

@@ -263,6 +263,10 @@ pub enum ProviderError {
         round: u64,
         attempt: u64,
     },
+    /// No one can answer an `ask` (a live eval whose line gives no answer left, a terminal
+    /// whose input ended): the message says why and how to give one.
+    #[error("{message}")]
+    Unanswered { message: String },
     /// The run's journal could not be written (a full disk, an I/O error): the run stops
     /// at once, `failed{journal_unwritable}`, and makes no further call.
     #[error("cannot write the journal: {message}")]
@@ -345,6 +349,7 @@ impl ProviderError {
             self,
             ProviderError::NotRecorded { .. }
                 | ProviderError::NoHumanAnswer { .. }
+                | ProviderError::Unanswered { .. }
                 | ProviderError::PromptExpectation { .. }
         )
     }

@@ -26,6 +26,7 @@
 //! beside a changed or new snapshot for `charter review` or `cargo insta review`.
 
 mod check;
+pub mod eval;
 pub mod event_diff;
 pub mod expect;
 mod pin;

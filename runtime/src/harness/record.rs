@@ -74,29 +74,13 @@ pub fn expectation_of(outcome: &RunOutcome) -> Expectation {
 /// writes `scenario.yaml`, `cassette.yaml` and `trace.snap` into `new.dir`. Nothing is
 /// written there when the check fails.
 pub fn write_scenario(new: &NewScenario<'_>) -> Result<Written, RecordingError> {
-    let staging = Staging::create()?;
-    staging.write(SCENARIO_FILE, &new.scenario.to_yaml()?)?;
-    staging.write(CASSETTE_FILE, &new.cassette.to_yaml()?)?;
-    let reference = ScenarioRef {
-        spec: file_name(new.dir.parent()),
-        name: file_name(Some(new.dir)),
-        dir: staging.dir.clone(),
-    };
-    let mut specs = SpecCache::new();
-    let mut check = |accept: bool| {
-        let config = HarnessConfig {
-            accept,
-            pin: false,
-            repin: false,
-            filter: None,
-            partition: None,
-            pending_snapshots: false,
-            determinism: true,
-        };
-        let file = read_scenario(&reference);
-        verify_scenario(new.root, &reference, &file, &config, &mut specs).escaped()
-    };
-    let mut before = check(false);
+    let mut staged = Staged::new(
+        new.root,
+        new.dir,
+        &new.scenario.to_yaml()?,
+        &new.cassette.to_yaml()?,
+    )?;
+    let mut before = staged.check(false);
     // The snapshot is missing: that is what is written next, not a problem.
     before
         .problems
@@ -105,15 +89,48 @@ pub fn write_scenario(new: &NewScenario<'_>) -> Result<Written, RecordingError> 
         before.status = super::status_of(&before);
         return Err(RecordingError::Check(Box::new(before)));
     }
-    let accepted = check(true);
+    let accepted = staged.check(true);
     if !accepted.problems.is_empty() {
         return Err(RecordingError::Check(Box::new(accepted)));
     }
-    let after = check(false);
+    let after = staged.check(false);
     if after.status != Status::Pass {
         return Err(RecordingError::Check(Box::new(after)));
     }
-    staging.install(new.dir)?;
+    staged.staging.install(new.dir)?;
+    Ok(Written { report: after })
+}
+
+/// Writes a run that failed its expectation (`charter eval --save-failures`) as a
+/// scenario that replays to that failure: staged, accepted as `charter verify --accept`
+/// does (the trace snapshot of what happened, the `recorded` block), then checked as it
+/// stands, where the only problems may be `expect`'s (what should have happened did
+/// not). The report of that check is returned: its problems are the failure. Nothing is
+/// written into `new.dir` when the replay fails in any other way (or passes).
+pub fn write_failure(new: &NewScenario<'_>) -> Result<Written, RecordingError> {
+    let mut staged = Staged::new(
+        new.root,
+        new.dir,
+        &new.scenario.to_yaml()?,
+        &new.cassette.to_yaml()?,
+    )?;
+    let accepted = staged.check(true);
+    if accepted
+        .problems
+        .iter()
+        .any(|problem| problem.kind != ProblemKind::Expect)
+    {
+        return Err(RecordingError::Check(Box::new(accepted)));
+    }
+    let after = staged.check(false);
+    let only_expect = after
+        .problems
+        .iter()
+        .all(|problem| problem.kind == ProblemKind::Expect);
+    if after.status != Status::Failed || !only_expect {
+        return Err(RecordingError::Check(Box::new(after)));
+    }
+    staged.staging.install(new.dir)?;
     Ok(Written { report: after })
 }
 
@@ -127,21 +144,55 @@ pub fn write_added_calls(
     dir: &Path,
     cassette_text: &str,
 ) -> Result<Written, RecordingError> {
-    let staging = Staging::create()?;
     let scenario_text =
         std::fs::read_to_string(dir.join(SCENARIO_FILE)).map_err(|error| RecordingError::Io {
             path: dir.join(SCENARIO_FILE).display().to_string(),
             message: error.to_string(),
         })?;
-    staging.write(SCENARIO_FILE, &scenario_text)?;
-    staging.write(CASSETTE_FILE, cassette_text)?;
-    let reference = ScenarioRef {
-        spec: file_name(dir.parent()),
-        name: file_name(Some(dir)),
-        dir: staging.dir.clone(),
-    };
-    let mut specs = SpecCache::new();
-    let mut check = |accept: bool| {
+    let mut staged = Staged::new(root, dir, &scenario_text, cassette_text)?;
+    staged.check(true);
+    let after = staged.check(false);
+    if after.status != Status::Pass {
+        return Err(RecordingError::Check(Box::new(after)));
+    }
+    staged.staging.install(dir)?;
+    Ok(Written { report: after })
+}
+
+/// A scenario staged in a directory of its own, named as it will be in `dir`, checked
+/// there as `charter verify` checks it.
+struct Staged<'a> {
+    root: &'a Path,
+    staging: Staging,
+    reference: ScenarioRef,
+    specs: SpecCache,
+}
+
+impl<'a> Staged<'a> {
+    fn new(
+        root: &'a Path,
+        dir: &Path,
+        scenario_text: &str,
+        cassette_text: &str,
+    ) -> Result<Self, RecordingError> {
+        let staging = Staging::create()?;
+        staging.write(SCENARIO_FILE, scenario_text)?;
+        staging.write(CASSETTE_FILE, cassette_text)?;
+        let reference = ScenarioRef {
+            spec: file_name(dir.parent()),
+            name: file_name(Some(dir)),
+            dir: staging.dir.clone(),
+        };
+        Ok(Staged {
+            root,
+            staging,
+            reference,
+            specs: SpecCache::new(),
+        })
+    }
+
+    /// The staged scenario checked (`accept`: as `charter verify --accept` does).
+    fn check(&mut self, accept: bool) -> ScenarioReport {
         let config = HarnessConfig {
             accept,
             pin: false,
@@ -151,16 +202,9 @@ pub fn write_added_calls(
             pending_snapshots: false,
             determinism: true,
         };
-        let file = read_scenario(&reference);
-        verify_scenario(root, &reference, &file, &config, &mut specs).escaped()
-    };
-    check(true);
-    let after = check(false);
-    if after.status != Status::Pass {
-        return Err(RecordingError::Check(Box::new(after)));
+        let file = read_scenario(&self.reference);
+        verify_scenario(self.root, &self.reference, &file, &config, &mut self.specs).escaped()
     }
-    staging.install(dir)?;
-    Ok(Written { report: after })
 }
 
 /// The last component of `path`, or `recorded` for a path without one.

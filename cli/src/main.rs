@@ -74,17 +74,17 @@ Flags mean one thing in every command that takes them:
       the directory to write into: the delivery (run, replay), the page (view)
   --events FILE                    [replay, run]
       also write every trace event to FILE, one JSON object a line
-  --junit FILE                     [verify]
+  --junit FILE                     [eval, verify]
       also write a JUnit XML report to FILE
-  --html FILE                      [verify]
+  --html FILE                      [eval, verify]
       also write a self-contained HTML report to FILE
   --record DIR                     [chat, run]
       record the live run as a scenario in DIR
   --session ID                     [chat, run]
       the conversation kept in .charter/sessions/ID.json
-  --tool NAME=COMMAND              [chat, run, serve]
+  --tool NAME=COMMAND              [chat, eval, run, serve]
       a tool run as a command: its JSON arguments on stdin, JSON on stdout
-  --model ALIAS=PROVIDER:MODEL     [chat, run, serve, verify]
+  --model ALIAS=PROVIDER:MODEL     [chat, eval, run, serve, verify]
       run a `models` alias on another model
   --show-output                    [chat, run, serve]
       show each model answer, shortened, on stderr as it arrives
@@ -97,8 +97,9 @@ review).
 
 Exit status: 0 success; 1 a failure (a spec with errors, a spec not formatted under fmt
 --check, a scenario that did not pass, a replay error or unmet `expect`, a run that
-stopped on an error, an explore property broken); 2 a usage error or input that cannot be read; 3 (run, chat, replay) the run
-ended in a state other than completed: below_target, blocked, failed or cancelled.
+stopped on an error, an explore property broken, an eval below --min-pass-rate); 2 a
+usage error or input that cannot be read; 3 (run, chat, replay) the run ended in a state
+other than completed: below_target, blocked, failed or cancelled (eval: interrupted).
 `charter help COMMAND` shows each command's own.";
 
 #[derive(Debug, Subcommand)]

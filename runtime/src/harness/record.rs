@@ -14,6 +14,10 @@
 //! (a temporary file, then a rename), the scenario last; a pending `trace.snap.new` left
 //! there by an earlier check is removed. A check that fails writes nothing and returns
 //! the failing report, whose problems say what the replay did instead.
+//!
+//! [`write_failure`] writes a run that missed its `expect` (`charter eval
+//! --save-failures`) the same way, but the scenario it writes must replay to that miss and
+//! to nothing else; [`write_added_calls`] writes a cassette with calls added to it.
 
 use std::path::{Path, PathBuf};
 

@@ -646,3 +646,35 @@ async fn recorded_answers_of_people_are_replayed_and_an_unrecorded_question_is_a
     );
     assert_eq!(files(&project), before);
 }
+
+#[tokio::test]
+async fn a_cassette_that_injects_faults_is_not_rerecorded_live() {
+    let server = MockServer::start().await;
+    let project = project("all-faults", false);
+    let tampered = "golden/closed_loop/delivery_tampered_artifact";
+    copy_dir(&repository().join(tampered), &project.join(tampered));
+    assert!(!cassette(&project.join(tampered)).faults.is_empty());
+    let before = files(&project);
+    let run = full(
+        &project,
+        &server,
+        &["--filter", "delivery_tampered_artifact"],
+    );
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "closed_loop/delivery_tampered_artifact injects `faults` from its cassette, which a \
+             live run does not meet: it is not re-recorded"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "no golden scenario to re-record matches --filter `delivery_tampered_artifact`"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(requests(&server).await.len(), 0);
+    assert_eq!(files(&project), before);
+}

@@ -33,7 +33,7 @@ use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_
 /// allowed unless `--deny-warnings`), 1 on any failure, 2 on a usage error.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: charter verify --junit report.xml --github\n         charter verify --filter closed_loop/ --accept\n         charter verify --list --partition 2/4\n         charter verify --format json -j 4 --fail-fast\n         charter verify --rerecord --missing-only --filter closed_loop/ --model strong=openai:gpt-4o-mini\n\nRe-record: --rerecord --missing-only replays each selected scenario and asks a live model\n(the spec's, or --model's) only for the calls its cassette lacks (a step added since the\nrecording). It prints, per scenario, the keys that would be added and the drift against\nthe golden (outcome, reason, delivered candidate, gate scores; golden -> now), and exits 1\nwhen something would change; with --accept it adds exactly those entries to the cassette\n(the others stay byte for byte) and writes the new snapshot, so `charter verify` passes."
+    after_help = "Example: charter verify --junit report.xml --github\n         charter verify --filter closed_loop/ --accept\n         charter verify --list --partition 2/4\n         charter verify --format json -j 4 --fail-fast\n         charter verify --rerecord --filter closed_loop/repair --model strong=openai:gpt-4o-mini\n         charter verify --rerecord --missing-only --filter closed_loop/ --accept\n\nRe-record: --rerecord runs each selected scenario from its input with live models: every\nmodel call and `tool` step call is asked again (the spec's models, or --model's over the\nrecording's); the recorded answers of people are replayed, and a question the cassette\ncannot answer is an error (a cassette that injects `faults` is left out: a live run does not\nmeet them). Per scenario it prints how many calls were made, whether each\nanswer is the recording's (same, changed, new, not made) and the drift against the golden\n(outcome, reason, delivered candidate, gate scores; golden -> now); it exits 1 when any\nscenario drifted. With --accept it writes the run as a fresh cassette in run order and the\nnew trace.snap, scenario.yaml kept as written, only when the new run still meets the\nscenario's `expect` (otherwise nothing is written and it exits 1, naming what is unmet).\nWith --missing-only it replays and asks a live model only for the calls the cassette lacks\n(a step added since the recording), lists the keys that would be added, and exits 1 when\nsomething would change; with --accept it adds exactly those entries to the cassette (the\nothers stay byte for byte) and writes the new snapshot, so `charter verify` passes."
 )]
 pub struct VerifyArgs {
     /// The project root: the directory that holds `golden/` (and `specs/`).
@@ -113,9 +113,10 @@ pub struct VerifyArgs {
     #[arg(long, short = 'j', value_name = "N", value_parser = parse_jobs)]
     pub jobs: Option<NonZeroUsize>,
 
-    /// Re-record the selected scenarios with live models. Only with
-    /// `--missing-only` for now: see the example below. Nothing is written without
-    /// `--accept`.
+    /// Re-record the selected scenarios with live models: every model call asked again
+    /// (people's recorded answers are replayed), or with `--missing-only` only the calls a
+    /// cassette lacks. Prints the drift against each golden; nothing is written without
+    /// `--accept`. See "Re-record" below.
     #[arg(long, conflicts_with_all = ["list", "pin", "fail_fast", "junit", "html", "github"])]
     pub rerecord: bool,
 

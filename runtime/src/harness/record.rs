@@ -139,7 +139,8 @@ pub fn write_failure(new: &NewScenario<'_>) -> Result<Written, RecordingError> {
 }
 
 /// Stages the scenario in `dir` with its `scenario.yaml` as it is and `cassette_text` as
-/// its cassette (calls added to it, `verify --rerecord --missing-only`), accepts it as
+/// its cassette (calls added to it by `verify --rerecord --missing-only`, or the fresh
+/// recording of `verify --rerecord`), accepts it as
 /// `charter verify --accept` does (the `recorded` block and the trace snapshot), checks
 /// it passes as it then stands, and only then writes `cassette.yaml` and `trace.snap`
 /// into `dir`. Nothing is written there when the check fails.

@@ -31,6 +31,11 @@
 //! lacks (a step added to the spec since the recording) goes live, and the next call
 //! asks the cassette again.
 //!
+//! **All live.** [`Fork::all`] asks the live provider for every model call and `tool`
+//! step call (`charter verify --rerecord`, VCR's `all`); only the `ask` answers of
+//! people come from the cassette, since a person is not a model: a question the
+//! cassette holds is answered from it, one it lacks goes to the live human channel.
+//!
 //! [`Fork`] is a "recorded, then live" provider that any command can wrap around live
 //! providers; [`Fork::replayed`] and [`Fork::reached`] say how the run went.
 
@@ -170,6 +175,7 @@ pub struct Fork {
 enum Switch {
     At(ForkPoint),
     Missing,
+    All,
 }
 
 struct State {
@@ -181,12 +187,22 @@ struct State {
 }
 
 impl State {
+    /// Whether a model call or `tool` step call of `step` in `round` goes live: all
+    /// live, every one does; otherwise as [`State::goes_live`] says.
+    fn call_goes_live(&self, step: &str, round: u64, recorded: impl FnOnce() -> bool) -> bool {
+        if self.switch == Switch::All {
+            self.live.store(true, Ordering::SeqCst);
+            return true;
+        }
+        self.goes_live(step, round, recorded)
+    }
+
     /// Whether a request of `step` in `round` goes live: once the fork point is first
-    /// asked for, everything does; missing only, whatever `recorded` says the cassette
-    /// lacks does.
+    /// asked for, everything does; missing only (and a question when all live), whatever
+    /// `recorded` says the cassette lacks does.
     fn goes_live(&self, step: &str, round: u64, recorded: impl FnOnce() -> bool) -> bool {
         let at = match &self.switch {
-            Switch::Missing => {
+            Switch::Missing | Switch::All => {
                 let live = !recorded();
                 if live {
                     self.live.store(true, Ordering::SeqCst);
@@ -237,6 +253,12 @@ impl Fork {
         Fork::build(cassette.into(), Switch::Missing)
     }
 
+    /// A live run of `cassette`'s scenario: every model call and `tool` step call goes
+    /// live, and only the questions the cassette answers are answered from it.
+    pub fn all(cassette: impl Into<Arc<Cassette>>) -> Self {
+        Fork::build(cassette.into(), Switch::All)
+    }
+
     fn build(cassette: Arc<Cassette>, switch: Switch) -> Self {
         Fork {
             state: Arc::new(State {
@@ -249,16 +271,16 @@ impl Fork {
         }
     }
 
-    /// Where the fork goes live (none for a missing-only replay).
+    /// Where the fork goes live (none for a missing-only replay or an all-live run).
     pub fn at(&self) -> Option<&ForkPoint> {
         match &self.state.switch {
             Switch::At(at) => Some(at),
-            Switch::Missing => None,
+            Switch::Missing | Switch::All => None,
         }
     }
 
-    /// Whether the run has reached the fork point (and gone live); missing only, whether
-    /// any call went live.
+    /// Whether the run has reached the fork point (and gone live); missing only or all
+    /// live, whether any call went live.
     pub fn reached(&self) -> bool {
         self.state.live.load(Ordering::SeqCst)
     }
@@ -316,7 +338,7 @@ impl<P: Provider> Provider for ForkProvider<P> {
     ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
         let live = self
             .state
-            .goes_live(&request.key.step, request.key.round, || {
+            .call_goes_live(&request.key.step, request.key.round, || {
                 self.state.replay.holds(&request.key)
             });
         self.state.count(live);
@@ -330,7 +352,7 @@ impl<P: Provider> Provider for ForkProvider<P> {
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         let live = self
             .state
-            .goes_live(&request.key.step, request.key.round, || {
+            .call_goes_live(&request.key.step, request.key.round, || {
                 self.state.replay.holds(&request.key)
             });
         self.state.count(live);

@@ -199,3 +199,34 @@ async fn questions_before_the_fork_point_are_answered_from_the_recording() {
         Ok(json!({"approved": false}))
     );
 }
+
+#[tokio::test]
+async fn all_live_asks_the_provider_for_every_call_and_the_cassette_for_its_answers_of_people() {
+    let live = Live::default();
+    let fork = Fork::all(cassette());
+    let provider = fork.provider(&live);
+    // `plan` is recorded, and is asked live all the same.
+    assert_eq!(
+        output(provider.complete(request(CallKey::new("plan"))).await),
+        json!({"live": "plan"})
+    );
+    let humans = fork.humans(Declines);
+    let question = |step: &str| HumanRequest {
+        step: step.into(),
+        round: 1,
+        attempt: 1,
+        question: "ok?".into(),
+    };
+    // A person's recorded answer is replayed; a question the cassette lacks goes live.
+    assert_eq!(
+        humans.ask(question("confirm")).await,
+        Ok(json!({"approved": true}))
+    );
+    assert_eq!(
+        humans.ask(question("review")).await,
+        Ok(json!({"approved": false}))
+    );
+    assert!(fork.reached());
+    assert_eq!((fork.replayed(), fork.asked_live()), (1, 2));
+    assert_eq!(fork.at(), None);
+}

@@ -12,9 +12,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::bench_live::{completion, role_and_prompt};
 
 /// The three-call spec the runs execute.
 const SPEC: &str = "specs/examples/review_loop.charter";
@@ -164,15 +166,7 @@ struct Model {
 impl Respond for Model {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        let role = body
-            .pointer("/response_format/json_schema/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let prompt = body
-            .pointer("/messages/0/content")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let (role, prompt) = role_and_prompt(request);
         let after = |start: &str| {
             prompt
                 .split_once(start)
@@ -180,7 +174,7 @@ impl Respond for Model {
                 .unwrap_or_default()
                 .to_string()
         };
-        let content = match role {
+        let content = match role.as_str() {
             "writer" => {
                 let topic = after("post about ");
                 json!({"title": format!("On {topic}"), "body": format!("All about {topic}.")})
@@ -191,11 +185,7 @@ impl Respond for Model {
             }
             _ => return ResponseTemplate::new(400),
         };
-        ResponseTemplate::new(200).set_body_json(json!({
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content.to_string()},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 120, "completion_tokens": 40}
-        }))
+        completion(&content, 120, 40)
     }
 }
 

@@ -326,31 +326,46 @@ struct MockModel {
 impl Respond for MockModel {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        let role = body
-            .pointer("/response_format/json_schema/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let prompt = body
-            .pointer("/messages/0/content")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        match answer(role, prompt) {
-            Some(content) => ResponseTemplate::new(200)
-                .set_body_json(json!({
-                    "choices": [{
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content.to_string()},
-                        "finish_reason": "stop"
-                    }],
-                    "usage": {"prompt_tokens": 400, "completion_tokens": 60}
-                }))
-                .set_delay(MOCK_LATENCY),
+        let (role, prompt) = role_and_prompt(request);
+        match answer(&role, &prompt) {
+            Some(content) => completion(&content, 400, 60).set_delay(MOCK_LATENCY),
             None => ResponseTemplate::new(400).set_body_json(
                 json!({"error": {"message": format!("the mock does not play role {role:?}")}}),
             ),
         }
     }
+}
+
+/// The role a Chat Completions request is for (the name of its `response_format`'s
+/// schema) and its first message's text.
+pub(crate) fn role_and_prompt(request: &Request) -> (String, String) {
+    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+    let text = |pointer: &str| {
+        body.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    (
+        text("/response_format/json_schema/name"),
+        text("/messages/0/content"),
+    )
+}
+
+/// A Chat Completions answer of `content` (as JSON text) with the given usage.
+pub(crate) fn completion(
+    content: &Value,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content.to_string()},
+            "finish_reason": "stop"
+        }],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    }))
 }
 
 /// The output of `role`; an executor repeats the id of the work order in its prompt.

@@ -50,6 +50,8 @@ pub enum Sections {
     Golden,
     /// Only the repair-loop replay (to measure a change to the runtime quickly).
     Replay,
+    /// Only `charter eval`'s throughput (the `charter` binary beside this one).
+    Eval,
 }
 
 /// The compile-time budget for the generated spec, per 10,000 lines (DESIGN issue 2, item 10).
@@ -143,6 +145,9 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
     }
     if config.sections == Sections::Golden {
         return golden_section(root, config);
+    }
+    if config.sections == Sections::Eval {
+        return eval_section(root);
     }
     if config.sections == Sections::Replay {
         return match crate::bench_replay::bench(root, config.replay_runs) {
@@ -275,6 +280,19 @@ fn golden_section(root: &Path, config: BenchConfig) -> bool {
         }
     };
     golden && explore && eval
+}
+
+/// `charter eval`'s throughput, with the `charter` binary built beside this one.
+fn eval_section(root: &Path) -> bool {
+    match crate::bench_eval::charter_beside_xtask() {
+        Some(charter) => crate::bench_eval::bench_eval(root, &charter),
+        None => {
+            println!(
+                "eval: skipped (no `charter` binary beside this xtask binary; `cargo xtask bench` builds both)"
+            );
+            true
+        }
+    }
 }
 
 /// Where the time goes: the median of each pipeline stage, run as `compile` runs them.

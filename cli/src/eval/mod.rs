@@ -28,7 +28,7 @@ mod runner;
 mod save;
 
 /// Run a spec live on every input of a JSON Lines file, N times each, and report how often
-/// each run met its `expect` (DESIGN §17).
+/// each run met its `expect`.
 ///
 /// Each line of FILE.jsonl is one object: `{"input": {...}, "expect": {...}}`. `expect`
 /// holds what a scenario's `expect` holds (outcome, reason, delivered, answer, calls,

@@ -76,7 +76,13 @@ pub fn format(text: &str) -> Result<String, FormatError> {
     let mut parts = vec![Part::from_tokens(tree::header_tokens(header, 0))];
     parts.extend(items(&blanked.text));
     attach_comments(&mut parts, text, &blanked.comments);
-    Ok(print(text, &parts))
+    let printed = print(text, &parts);
+    // A byte-order mark the file opened with stays (an editor that wrote it wants it).
+    if text.starts_with('\u{feff}') && !printed.starts_with('\u{feff}') {
+        Ok(format!("\u{feff}{printed}"))
+    } else {
+        Ok(printed)
+    }
 }
 
 /// How many parts of `text` the last guard printed as written because their layout

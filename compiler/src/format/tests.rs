@@ -212,3 +212,11 @@ fn the_guard_counts_no_part_on_a_spec_with_every_kind_of_item() {
     assert_eq!(super::guarded_parts(text), 0);
     assert!(fmt(text).contains("import role \"r.md\" { permit t when x > 1 }\n"));
 }
+
+#[test]
+fn a_byte_order_mark_the_file_opened_with_is_kept() {
+    let text = "\u{feff}spec x   version \"1\"\n";
+    let formatted = fmt(text);
+    assert_eq!(formatted, "\u{feff}spec x version \"1\"\n");
+    assert_eq!(fmt(&formatted), formatted);
+}

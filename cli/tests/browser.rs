@@ -91,7 +91,7 @@ impl Browser {
                 "--disable-gpu",
                 "--no-first-run",
                 "--remote-debugging-port=0",
-                "--window-size=1200,1600",
+                "--window-size=1280,900",
             ])
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg("about:blank")
@@ -179,8 +179,82 @@ impl Browser {
     fn screenshot(&mut self, name: &str) {
         let shot = self.send("Page.captureScreenshot", json!({"format": "png"}), true);
         let png = base64(shot["data"].as_str().unwrap_or_default());
-        let _ = std::fs::write(screenshots().join(name), png);
+        let _ = std::fs::write(screenshots().join(name), &png);
+        // `CHARTER_SCREENSHOTS=DIR` keeps the shots the README shows (docs/screenshots).
+        if let Some(dir) = std::env::var_os("CHARTER_SCREENSHOTS") {
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::write(Path::new(&dir).join(name), &png);
+        }
     }
+
+    /// Runs `script` in the page (a statement list; its value is ignored).
+    fn run(&mut self, script: &str) {
+        self.eval(&format!("(() => {{ {script} }})(), true"));
+    }
+
+    /// The page's text of the element `selector` (empty when there is none).
+    fn text(&mut self, selector: &str) -> String {
+        let selector = serde_json::to_string(selector).unwrap_or_default();
+        self.eval(&format!(
+            "(document.querySelector({selector}) || {{}}).textContent || ''"
+        ))
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+    }
+
+    fn navigate(&mut self, url: &str) {
+        self.send("Page.navigate", json!({"url": url}), true);
+    }
+}
+
+/// `charter serve ARGS` in `project` on a free port (the environment without keys, plus
+/// `envs`); the server and its address.
+fn serve(project: &Path, args: &[&str], envs: &[(&str, String)]) -> (Running, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_charter"));
+    command
+        .current_dir(project)
+        .arg("serve")
+        .args(args)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("CHARTER_TOKEN")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let mut server = command.spawn().unwrap_or_else(|error| panic!("{error}"));
+    let line = wait_for_line(&mut server, "listening on http://");
+    let base = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|address| format!("http://{address}"))
+        .unwrap_or_else(|| panic!("no address in {line}"));
+    (Running(server), base)
+}
+
+/// A golden scenario of this repository, by `spec/scenario`.
+fn golden(scenario: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../golden")
+        .join(scenario)
+        .display()
+        .to_string()
+}
+
+/// Opens `url` in a new headless Chromium (on a blocking thread) and runs `check` on it.
+async fn in_browser(url: String, check: impl FnOnce(&mut Browser) + Send + 'static) {
+    let Some(chromium) = chromium() else { return };
+    tokio::task::spawn_blocking(move || {
+        let mut browser = Browser::open(&chromium, &url);
+        check(&mut browser);
+    })
+    .await
+    .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
 }
 
 /// Decodes standard base64 (what DevTools sends screenshots in).
@@ -457,4 +531,216 @@ fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_starts_a_replayed_run_with_the_default_input_and_reads_its_gates() {
+    let project = temp_dir("replay");
+    let (_server, base) = serve(
+        &project,
+        &[
+            "--port",
+            "0",
+            "--replay",
+            &golden("closed_loop/repair_succeeds"),
+            "--replay",
+            &golden("lead_agent/happy_path"),
+        ],
+        &[],
+    );
+    in_browser(format!("{base}/?spec=closed_loop"), |browser| {
+        // The input box starts from the scenario's input; `{}` is refused field by field.
+        browser.wait_until("document.getElementById('input').value.includes('heat pumps')");
+        browser.run("document.getElementById('input').value = '{}'; document.querySelector('#start [type=submit]').click();");
+        browser.wait_until("document.querySelectorAll('#violations li').length > 0");
+        let violations = browser.text("#violations");
+        assert!(violations.contains("goal"), "{violations}");
+
+        browser.run("document.getElementById('spec').value = 'closed_loop'; document.getElementById('spec').dispatchEvent(new Event('change'));");
+        browser.wait_until("document.getElementById('input').value.includes('heat pumps')");
+        browser.run("document.querySelector('#start [type=submit]').click();");
+        browser.wait_until("document.body.dataset.finished === 'true'");
+        assert_eq!(browser.text("#outcome"), "completed (gate_passed)");
+        assert_eq!(browser.text("#answer-title"), "Answer");
+        assert_eq!(
+            browser.eval("document.getElementById('answer').className"),
+            json!("result outcome-completed")
+        );
+        let totals = browser.text("#totals");
+        for part in ["calls", "tokens", "$", "virtual time", "wall time"] {
+            assert!(totals.contains(part), "{part} in {totals}");
+        }
+        let trace = browser.eval(
+            "fetch(document.getElementById('download').href).then(r => r.text()).then(t => t.trim().split('\\n').map(l => JSON.parse(l).kind))",
+        );
+        let kinds = trace.as_array().cloned().unwrap_or_default();
+        assert!(kinds.contains(&json!("run_started")) && kinds.contains(&json!("run_finished")), "{trace}");
+
+        // The failed gate opens to its rule's message, its evidence and the scores
+        // against their thresholds.
+        let gate = "#timeline .event.failed[data-kind=gate]";
+        assert_eq!(browser.eval(&format!("document.querySelector('{gate} details').open")), json!(false));
+        browser.run(&format!("document.querySelector('{gate} details summary').click();"));
+        assert_eq!(browser.eval(&format!("document.querySelector('{gate} details').open")), json!(true));
+        let opened = browser.eval(&format!("document.querySelector('{gate} details').innerText"));
+        let opened = opened.as_str().unwrap_or_default();
+        for part in [
+            "score `relevance` is 4, below 6",
+            "T-002 is a history of refrigerators",
+            "LOW_RELEVANCE",
+            "\u{2265} 6",
+            "below 6",
+            "all_done",
+        ] {
+            assert!(opened.contains(part), "{part} in:\n{opened}");
+        }
+        browser.run(&format!("document.querySelector('{gate}').scrollIntoView();"));
+        browser.screenshot("gate-opened.png");
+
+        // A replayed answer shows the question it answered.
+        browser.run("document.getElementById('new-run').click(); document.getElementById('spec').value = 'lead_agent'; document.getElementById('spec').dispatchEvent(new Event('change'));");
+        browser.wait_until("document.getElementById('run').classList.contains('hidden') && document.getElementById('input').value.length > 2 && !document.getElementById('input').value.includes('heat pumps')");
+        browser.run("document.querySelector('#start [type=submit]').click();");
+        browser.wait_until("document.body.dataset.finished === 'true' && document.getElementById('spec').value === 'lead_agent'");
+        let human = browser.text("#timeline [data-kind=human] .summary");
+        assert!(human.contains("Build the workflow as planned?") && human.contains("approved"), "{human}");
+
+        // Every outcome has its colour and title; an error shows its message.
+        browser.run("finish({outcome: 'error', message: 'the recording has no call for step plan'});");
+        assert_eq!(browser.text("#answer-title"), "Error");
+        assert_eq!(browser.text("#outcome"), "error: the recording has no call for step plan");
+        assert_eq!(
+            browser.eval("document.getElementById('answer').className"),
+            json!("result outcome-error")
+        );
+        browser.run("finish({outcome: 'blocked', reason: 'hard_gate{SECRET_LEAK}', message: 'secret in candidate'});");
+        assert_eq!(browser.text("#answer-title"), "Blocked");
+        let body = browser.eval("document.body.innerText");
+        assert!(!body.as_str().unwrap_or_default().contains("undefined"), "{body}");
+    })
+    .await;
+}
+
+/// The review loop fixture with an `ask` before it is done, written as `review_ask` into
+/// `project`.
+fn review_ask(project: &Path) {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures/review_loop.charter");
+    let text = std::fs::read_to_string(&fixture).unwrap_or_else(|error| panic!("{error}"));
+    let asking = text.replace("spec review_loop", "spec review_ask").replace(
+        "deliver = finalize finalizer(best)   -> done",
+        "deliver = finalize finalizer(best)   -> confirm\n  confirm = ask \"Publish it?\" max 1  when confirm.approved -> done  else -> write",
+    );
+    assert_ne!(asking, text, "the fixture's flow changed: update the test");
+    let _ = std::fs::write(project.join("review_ask.charter"), asking);
+}
+
+/// A model server that answers the review loop's three roles.
+async fn review_model(delay: Duration) -> MockServer {
+    let model = MockServer::start().await;
+    for_role("writer")
+        .respond_with(chat(json!({"title": "Rust", "body": "Rust is fast."})).set_delay(delay))
+        .mount(&model)
+        .await;
+    for_role("reviewer")
+        .respond_with(chat(json!({"relevance": 9, "verdict": "PASS"})))
+        .mount(&model)
+        .await;
+    for_role("finalizer")
+        .respond_with(chat(
+            json!({"candidate_id": "c1", "summary": "one post about Rust"}),
+        ))
+        .mount(&model)
+        .await;
+    model
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sidebar_returns_to_a_run_that_waits_on_an_ask_and_the_page_recovers() {
+    let project = temp_dir("sidebar");
+    review_ask(&project);
+    let model = review_model(Duration::ZERO).await;
+    let envs = [
+        ("OPENAI_BASE_URL", format!("{}/v1", model.uri())),
+        ("OPENAI_API_KEY", "sk-browser-test-key".to_string()),
+    ];
+    let (server, base) = serve(&project, &["--port", "0", "review_ask.charter"], &envs);
+    let port = base.rsplit(':').next().unwrap_or_default().to_string();
+    let restart = {
+        let project = project.clone();
+        move || serve(&project, &["--port", &port, "review_ask.charter"], &envs)
+    };
+    let server = std::sync::Arc::new(std::sync::Mutex::new(Some(server)));
+    let held = server.clone();
+    in_browser(format!("{base}/"), move |browser| {
+        let start = |browser: &mut Browser, goal: &str| {
+            browser.wait_until("document.getElementById('spec').value === 'review_ask' && page.runId === null");
+            browser.run(&format!(
+                "document.getElementById('input').value = JSON.stringify({{goal: '{goal}'}}); document.querySelector('#start [type=submit]').click();"
+            ));
+            browser.wait_until(&format!(
+                "(page.runId !== null && document.getElementById('input').value.includes('{goal}') && !document.getElementById('ask').classList.contains('hidden'))"
+            ));
+            browser.eval("page.runId").as_str().unwrap_or_default().to_string()
+        };
+        // The skeleton of the request contract: every required field.
+        browser.wait_until("document.getElementById('input').value.includes('\"goal\"')");
+        let first = start(browser, "rust");
+        assert!(browser.text("#ask-context").contains("step confirm has waited"), "{}", browser.text("#ask-context"));
+        let subject = browser.text("#ask-subject");
+        assert!(
+            subject.contains("what is being approved") && subject.contains("one post about Rust"),
+            "{subject}"
+        );
+        browser.run("document.getElementById('new-run').click();");
+        let second = start(browser, "go");
+        assert_ne!(first, second);
+        // The first run is listed, waiting, and one click opens it again.
+        browser.wait_until(&format!(
+            "!!document.querySelector('#run-list [data-id=\"{first}\"][data-status=waiting]')"
+        ));
+        browser.wait_until("document.getElementById('waiting-note').textContent === '2 runs wait for an answer'");
+        browser.run(&format!("document.querySelector('#run-list [data-id=\"{first}\"] button').click();"));
+        browser.wait_until(&format!(
+            "page.runId === '{first}' && !document.getElementById('ask').classList.contains('hidden') && document.getElementById('input').value.includes('rust')"
+        ));
+        assert_eq!(browser.text("#question"), "Publish it?");
+        browser.run("document.getElementById('note').value = 'ship it'; document.getElementById('approve').click();");
+        browser.wait_until("document.body.dataset.finished === 'true'");
+        assert_eq!(browser.text("#outcome"), "completed (gate_passed)");
+        assert_eq!(browser.eval("document.getElementById('note').value"), json!(""), "the note is cleared");
+        assert!(browser.text("#timeline [data-kind=human] .summary").contains("ship it"));
+
+        // Reloaded, the run keeps its input.
+        browser.navigate(&format!("{base}/?run={first}"));
+        browser.wait_until("document.body.dataset.finished === 'true' && document.getElementById('input').value.includes('rust')");
+
+        // The second run, cancelled, ends cancelled (never stays "cancelling").
+        browser.run(&format!("document.querySelector('#run-list [data-id=\"{second}\"] button').click();"));
+        browser.wait_until(&format!("page.runId === '{second}' && !document.getElementById('ask').classList.contains('hidden')"));
+        browser.run("document.getElementById('cancel').click();");
+        browser.wait_until("document.body.dataset.finished === 'true'");
+        assert_eq!(browser.text("#answer-title"), "Cancelled");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(browser.eval("document.getElementById('status').dataset.status"), json!("finished"));
+
+        // A third run waits; the server dies: the page says so and offers no Approve;
+        // the server comes back and the page reconnects to the resumed run.
+        browser.run("document.getElementById('new-run').click();");
+        let third = start(browser, "zig");
+        drop(held.lock().ok().and_then(|mut server| server.take()));
+        browser.wait_until("document.body.dataset.connection === 'lost' && document.getElementById('ask').classList.contains('hidden')");
+        assert!(browser.text("#connection").contains("disconnected"));
+        assert_eq!(browser.eval("document.getElementById('status').dataset.status"), json!("disconnected"));
+        let (again, _) = restart();
+        browser.wait_until(&format!(
+            "document.body.dataset.connection === 'ok' && page.runId === '{third}' && !document.getElementById('ask').classList.contains('hidden')"
+        ));
+        browser.run("document.getElementById('approve').click();");
+        browser.wait_until("document.body.dataset.finished === 'true'");
+        assert_eq!(browser.text("#outcome"), "completed (gate_passed)");
+        drop(again);
+    })
+    .await;
+    drop(server);
 }

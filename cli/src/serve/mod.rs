@@ -1,7 +1,9 @@
 //! `charter serve [--host H] [--port P] [--token T] [--model ALIAS=PROVIDER:MODEL]... [--show-output] SPEC...`: runs over HTTP (axum), watched live as server-sent events, answered (`ask`) and cancelled by any program, journaled and resumed after a restart (DESIGN §13).
 
+mod graph;
 mod guard;
 mod runs;
+mod specs;
 mod stream;
 
 use std::net::IpAddr;
@@ -393,6 +395,9 @@ async fn serve(
         .route("/runs/{id}", get(run_status).delete(cancel_run))
         .route("/runs/{id}/events", get(run_events))
         .route("/runs/{id}/answers", post(answer_run))
+        .route("/runs/{id}/trace.jsonl", get(run_trace))
+        .route("/specs/{name}", get(spec_info))
+        .route("/specs/{name}/graph.svg", get(spec_graph))
         .layer(axum::middleware::from_fn_with_state(
             served.clone(),
             authorize,
@@ -679,13 +684,81 @@ async fn list_runs(State(served): State<Arc<Served>>) -> Response {
         .iter()
         .map(|served| served.name.as_str())
         .collect();
-    Json(json!({"specs": specs, "runs": served.runs.list()})).into_response()
+    let sessions: Vec<&str> = served
+        .runs
+        .specs
+        .iter()
+        .filter(|served| served.spec.session.is_some())
+        .map(|served| served.name.as_str())
+        .collect();
+    Json(json!({"specs": specs, "sessions": sessions, "runs": served.runs.list()})).into_response()
 }
 
+/// `GET /runs/{id}`: its status (as `GET /runs` lists it) and the input it runs on.
 async fn run_status(State(served): State<Arc<Served>>, UrlPath(id): UrlPath<String>) -> Response {
     match served.runs.get(&id) {
-        Some(run) => Json(run.status()).into_response(),
+        Some(run) => {
+            let mut status = run.status();
+            status["input"] = run.input.clone();
+            Json(status).into_response()
+        }
         None => no_run(&id),
+    }
+}
+
+/// `GET /runs/{id}/trace.jsonl`: the run's trace (its `events.jsonl`) as a download.
+async fn run_trace(State(served): State<Arc<Served>>, UrlPath(id): UrlPath<String>) -> Response {
+    if served.runs.get(&id).is_none() {
+        return no_run(&id);
+    }
+    let path = served.runs.runs_dir.join(&id).join("events.jsonl");
+    let limit = charter_runtime::world::limits::DEFAULT_MAX_BYTES as u64;
+    match charter_runtime::world::files::read_regular(&path, limit) {
+        Ok(text) => (
+            [
+                (header::CONTENT_TYPE, "application/x-ndjson".to_string()),
+                (
+                    header::CONTENT_DISPOSITION,
+                    format!("attachment; filename=\"trace-{id}.jsonl\""),
+                ),
+            ],
+            text,
+        )
+            .into_response(),
+        Err(problem) => error(
+            StatusCode::NOT_FOUND,
+            &format!("run `{id}` has no trace to give: {problem}"),
+        ),
+    }
+}
+
+/// `GET /specs/{name}/graph.svg`: the spec's flow laid out as SVG, each step marked
+/// `data-step="NAME"`.
+async fn spec_graph(State(served): State<Arc<Served>>, UrlPath(name): UrlPath<String>) -> Response {
+    let spec = match spec_named(&served.runs, &json!({"spec": name})) {
+        Ok(spec) => spec.spec.clone(),
+        Err((status, message)) => return error(status, &message),
+    };
+    match tokio::task::spawn_blocking(move || graph::flow_svg(&spec)).await {
+        Ok(Ok(svg)) => (
+            [
+                (header::CONTENT_TYPE, "image/svg+xml"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            svg,
+        )
+            .into_response(),
+        Ok(Err(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, &message),
+        Err(problem) => error(StatusCode::INTERNAL_SERVER_ERROR, &problem.to_string()),
+    }
+}
+
+/// `GET /specs/{name}`: what the page starts a run of it from (the input box's skeleton,
+/// its gates' thresholds).
+async fn spec_info(State(served): State<Arc<Served>>, UrlPath(name): UrlPath<String>) -> Response {
+    match spec_named(&served.runs, &json!({"spec": name})) {
+        Ok(spec) => Json(specs::spec_info(spec)).into_response(),
+        Err((status, message)) => error(status, &message),
     }
 }
 

@@ -15,7 +15,9 @@ use charter_runtime::engine::effects::{HumanChannel, Provider};
 use charter_runtime::engine::provider::{BoxFuture, CallObserver, HumanRequest, ProviderError};
 use charter_runtime::engine::run::{RunConfig, RunOutcome};
 use charter_runtime::formats::scenario::{Cassette, Recorded};
+use charter_runtime::formats::trace::TraceEvent;
 use charter_runtime::formats::trace::TraceSink;
+use charter_runtime::totals::RunTotals;
 use charter_runtime::world::files;
 use charter_runtime::world::jsonl::JsonlSink;
 use charter_runtime::world::record::Recording;
@@ -114,6 +116,8 @@ pub(crate) struct Runs {
 pub(crate) struct Run {
     pub(crate) id: String,
     pub(crate) spec: String,
+    /// The input it runs on (as checked and journaled).
+    pub(crate) input: Value,
     pub(crate) stream: Arc<Stream>,
     state: Mutex<RunState>,
     cancel: tokio::sync::watch::Sender<bool>,
@@ -127,6 +131,8 @@ struct RunState {
     pending: Option<(HumanRequest, tokio::sync::oneshot::Sender<Value>)>,
     recording: Option<Recording>,
     cancelled: bool,
+    /// When the pending `ask` was asked, in ms since the epoch.
+    asked_ms: u128,
 }
 
 /// Why an answer or a cancel was refused.
@@ -139,10 +145,11 @@ pub(crate) enum Refusal {
 }
 
 impl Run {
-    fn new(id: String, spec: String, stream: Arc<Stream>) -> Arc<Self> {
+    fn new(id: String, spec: String, input: Value, stream: Arc<Stream>) -> Arc<Self> {
         Arc::new(Run {
             id,
             spec,
+            input,
             stream,
             state: Mutex::new(RunState::default()),
             cancel: tokio::sync::watch::channel(false).0,
@@ -155,13 +162,15 @@ impl Run {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// `{id, spec, status, events, question?, ...result}`: status is `running`,
-    /// `waiting` (an `ask` waits for an answer) or `finished`.
+    /// `{id, spec, started, status, events, question?, asked?, ...result}`: status is
+    /// `running`, `waiting` (an `ask` waits for an answer; `asked` is when, in ms since
+    /// the epoch) or `finished`; `started` is when the run started (ms since the epoch).
     pub(crate) fn status(&self) -> Value {
         let state = self.state();
         let mut status = json!({
             "id": self.id,
             "spec": self.spec,
+            "started": started_ms(&self.id),
             "events": self.stream.len(),
         });
         if let Some(result) = &state.result {
@@ -175,6 +184,7 @@ impl Run {
             status["status"] = json!("waiting");
             status["question"] = json!(request.question);
             status["step"] = json!(request.step);
+            status["asked"] = json!(state.asked_ms);
         } else {
             status["status"] = json!(if state.cancelled {
                 "cancelling"
@@ -248,9 +258,14 @@ impl HumanChannel for HttpHumans {
         Box::pin(async move {
             let (sender, receiver) = tokio::sync::oneshot::channel();
             let key = (request.step.clone(), request.round, request.attempt);
-            let event = ask_event(&request);
+            let mut event = ask_event(&request);
+            event["asked"] = json!(now_ms());
             // Waiting before it is told: a client that saw the question can answer it.
-            self.0.state().pending = Some((request, sender));
+            {
+                let mut state = self.0.state();
+                state.pending = Some((request, sender));
+                state.asked_ms = now_ms();
+            }
             self.0.stream.push(&event);
             receiver.await.map_err(|_| ProviderError::NoHumanAnswer {
                 step: key.0,
@@ -344,10 +359,7 @@ impl Runs {
         served: &ServedSpec,
         input: Value,
     ) -> Result<String, String> {
-        let millis = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|since| since.as_millis())
-            .unwrap_or_default();
+        let millis = now_ms();
         let dir = files::create_unique_dir(&self.runs_dir, &format!("{millis}-"))
             .map_err(|error| format!("cannot make the run directory: {error}"))?;
         let id = dir
@@ -394,7 +406,7 @@ impl Runs {
         };
         let stream = Stream::create(Some(&dir.join(STREAM_FILE)), self.scrubber().clone())
             .map_err(|error| format!("cannot write the event stream: {error}"))?;
-        let run = Run::new(id.clone(), served.name.clone(), stream);
+        let run = Run::new(id.clone(), served.name.clone(), input.clone(), stream);
         self.runs().insert(id, run.clone());
         let runs = self.clone();
         let spec = served.spec.clone();
@@ -434,14 +446,27 @@ impl Runs {
         input: Value,
         dir: &Path,
     ) -> Value {
+        let started = std::time::Instant::now();
         let executed = match replay {
             Some(replay) => self.try_replay(run, spec, replay, input, dir),
             None => self.try_execute(run, spec, input, dir),
         };
-        match executed {
+        let mut result = match executed {
             Ok(outcome) => result_of(&outcome),
             Err(message) => json!({"outcome": "error", "message": message}),
-        }
+        };
+        let used = totals_of(spec, &run.stream);
+        result["totals"] = json!({
+            "calls": used.calls,
+            "input_tokens": used.input_tokens,
+            "output_tokens": used.output_tokens,
+            "cost": used.cost,
+            "unpriced": used.unpriced,
+            "t_ms": used.t_ms,
+            "wall_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "replay": replay.is_some(),
+        });
+        result
     }
 
     /// A live run: its providers, its journal (resumed from, after a restart), and a
@@ -580,7 +605,11 @@ impl Runs {
                 || kept.spec.to_string_lossy().into_owned(),
                 |served| served.name.clone(),
             );
-            let run = Run::new(id.to_string(), name, stream);
+            let input = read(INPUT_FILE)
+                .ok()
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or(Value::Null);
+            let run = Run::new(id.to_string(), name, input, stream);
             run.state().result = Some(result);
             self.runs().insert(id.to_string(), run);
             return Ok(None);
@@ -654,4 +683,34 @@ fn result_of(outcome: &RunOutcome) -> Value {
         result["answered_by"] = json!(role);
     }
     result
+}
+
+/// Now, in ms since the epoch.
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|since| since.as_millis())
+        .unwrap_or_default()
+}
+
+/// When a run started, from its id (`<ms since the epoch>-...`); 0 when the id does not
+/// say.
+fn started_ms(id: &str) -> u64 {
+    id.split('-')
+        .next()
+        .and_then(|millis| millis.parse().ok())
+        .unwrap_or(0)
+}
+
+/// What a run used, added up from the trace events on its stream.
+fn totals_of(spec: &CompiledSpec, stream: &Stream) -> RunTotals {
+    let mut totals = RunTotals::default();
+    for index in 0..stream.len() {
+        if let Ok(Some(text)) = stream.get(index)
+            && let Ok(event) = serde_json::from_str::<TraceEvent>(&text)
+        {
+            totals.add(spec, &event);
+        }
+    }
+    totals
 }

@@ -12,6 +12,7 @@ use crate::{Context, Outcome, print_err, print_error};
 const TIMELINE_JS: &str = include_str!("timeline.js");
 const TIMELINE_CSS: &str = include_str!("timeline.css");
 const LIVE_HTML: &str = include_str!("live.html");
+const LIVE_JS: &str = include_str!("live.js");
 const STATIC_HTML: &str = include_str!("static.html");
 
 /// The most bytes of a trace read.
@@ -148,6 +149,7 @@ pub(crate) fn live_page() -> String {
     LIVE_HTML
         .replacen("/*CSS*/", TIMELINE_CSS, 1)
         .replacen("/*JS*/", TIMELINE_JS, 1)
+        .replacen("/*LIVE*/", LIVE_JS, 1)
 }
 
 /// A self-contained page showing `scenarios` (`{name, status, message?, diff?,

@@ -744,3 +744,47 @@ async fn the_sidebar_returns_to_a_run_that_waits_on_an_ask_and_the_page_recovers
     .await;
     drop(server);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_graph_marks_the_running_step_while_a_slow_model_answers() {
+    let project = temp_dir("graph");
+    review_ask(&project);
+    let model = review_model(Duration::from_secs(3)).await;
+    let envs = [
+        ("OPENAI_BASE_URL", format!("{}/v1", model.uri())),
+        ("OPENAI_API_KEY", "sk-browser-test-key".to_string()),
+    ];
+    let (_server, base) = serve(&project, &["--port", "0", "review_ask.charter"], &envs);
+    in_browser(
+        format!("{base}/?spec=review_ask&input=%7B%22goal%22%3A%22rust%22%7D&start=1"),
+        |browser| {
+            // The writer's answer takes 3 s: its step is the running one meanwhile.
+            browser.wait_until("!!document.querySelector('#graph svg [data-step=write].running')");
+            assert_eq!(
+                browser.eval("[...document.querySelectorAll('#graph [data-step]')].map(n => n.dataset.step)"),
+                json!(["write", "review", "judge", "deliver", "confirm"]),
+                "every step is drawn, named"
+            );
+            assert_eq!(
+                browser.eval("document.querySelectorAll('#graph .running').length"),
+                json!(1)
+            );
+            browser.screenshot("page-mid-run.png");
+            browser.wait_until("!!document.querySelector('#graph svg [data-step=confirm].running')");
+            assert_eq!(
+                browser.eval("[...document.querySelectorAll('#graph .visited')].map(n => n.dataset.step)"),
+                json!(["write", "review", "judge", "deliver", "confirm"])
+            );
+            // A click on a step shows only its rows.
+            browser.run("document.querySelector('#graph [data-step=judge]').dispatchEvent(new MouseEvent('click', {bubbles: true}));");
+            assert_eq!(
+                browser.eval("[...document.querySelectorAll('#timeline .event')].filter(r => r.offsetParent !== null).every(r => r.dataset.step === 'judge')"),
+                json!(true)
+            );
+            browser.run("document.getElementById('approve').click();");
+            browser.wait_until("document.body.dataset.finished === 'true'");
+            assert_eq!(browser.eval("document.querySelectorAll('#graph .running').length"), json!(0));
+        },
+    )
+    .await;
+}

@@ -427,11 +427,11 @@ async fn the_live_page_shows_the_phases_a_score_and_the_answer_apart_and_answers
     );
 }
 
-#[test]
-fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
-    let Some(chromium) = chromium() else { return };
+/// `charter verify --html` of a copy of closed_loop's library (three scenarios) in which
+/// happy_path's cassette was changed so that its trace departs from its snapshot.
+fn failing_library_report(name: &str) -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let root = temp_dir("report");
+    let root = temp_dir(name);
     let copy = |from: &Path, to: &Path| {
         let status = Command::new("cp")
             .arg("-r")
@@ -451,7 +451,7 @@ fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
         &repo.join("specs/seeds/closed_loop"),
         &root.join("specs/seeds/"),
     );
-    for scenario in ["happy_path", "repair_succeeds"] {
+    for scenario in ["happy_path", "repair_succeeds", "budget_exhausted"] {
         copy(
             &repo.join("golden/closed_loop").join(scenario),
             &root.join("golden/closed_loop/"),
@@ -481,7 +481,13 @@ fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
         .output()
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(verified.status.code(), Some(1));
+    report
+}
 
+#[test]
+fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
+    let Some(chromium) = chromium() else { return };
+    let report = failing_library_report("report");
     let url = format!("file://{}", report.display());
     let dom = Command::new(&chromium)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
@@ -496,6 +502,7 @@ fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
     let dom = String::from_utf8_lossy(&dom.stdout);
     let failing = dom
         .split("<div class=\"scenario\"")
+        .skip(1)
         .find(|part| part.contains("data-name=\"closed_loop/happy_path\""))
         .unwrap_or_else(|| panic!("the failing scenario is not shown:\n{dom}"));
     assert!(failing.contains("data-status=\"CHANGED\""), "{failing}");
@@ -510,6 +517,7 @@ fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
     );
     let passing = dom
         .split("<div class=\"scenario\"")
+        .skip(1)
         .find(|part| part.contains("data-name=\"closed_loop/repair_succeeds\""))
         .unwrap_or_else(|| panic!("the passing scenario is not shown"));
     assert!(passing.contains("data-status=\"passed\"") && !passing.contains("class=\"diff\""));
@@ -786,5 +794,45 @@ async fn the_flow_graph_marks_the_running_step_while_a_slow_model_answers() {
             assert_eq!(browser.eval("document.querySelectorAll('#graph .running').length"), json!(0));
         },
     )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_opens_on_a_table_whose_first_row_is_the_failure_and_links_to_its_marked_timeline()
+ {
+    let report = failing_library_report("report-table");
+    in_browser(format!("file://{}", report.display()), |browser| {
+        browser.wait_until("document.querySelectorAll('.summary-table tbody tr').length === 3");
+        let first = browser.eval(
+            "[...document.querySelector('.summary-table tbody tr').children].map(td => td.textContent)",
+        );
+        assert_eq!(first[0], json!("CHANGED"), "{first}");
+        assert_eq!(first[1], json!("closed_loop/happy_path"), "{first}");
+        assert!(browser.text(".counts").contains("1 CHANGED, 2 passed"), "{}", browser.text(".counts"));
+        assert!(browser.text("#meta").contains(" UTC"), "the time: {}", browser.text("#meta"));
+        // The failure links to the first event where its trace departs from the snapshot.
+        browser.run("document.querySelector('.summary-table tbody tr a').click();");
+        browser.wait_until("location.hash.endsWith('-diverged')");
+        let marked = browser.eval(
+            "(() => { const row = document.getElementById(location.hash.slice(1)); return {diverged: row.classList.contains('diverged'), scenario: row.closest('.scenario').dataset.name, open: row.closest('details').open, kind: row.dataset.kind}; })()",
+        );
+        assert_eq!(marked["diverged"], json!(true), "{marked}");
+        assert_eq!(marked["scenario"], json!("closed_loop/happy_path"), "{marked}");
+        assert_eq!(marked["open"], json!(true), "{marked}");
+        assert_eq!(
+            browser.eval("document.querySelectorAll('.event.diverged').length"),
+            json!(1),
+            "only the CHANGED timeline is marked, once"
+        );
+        browser.screenshot("report-marked.png");
+        // The filter keeps what matches.
+        browser.run("const f = document.getElementById('filter'); f.value = 'budget'; f.dispatchEvent(new Event('input'));");
+        assert_eq!(
+            browser.eval("[...document.querySelectorAll('.summary-table tbody tr')].filter(r => !r.classList.contains('hidden')).map(r => r.dataset.name)"),
+            json!(["closed_loop/budget_exhausted"])
+        );
+        browser.run("const f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input')); window.scrollTo(0, 0);");
+        browser.screenshot("report.png");
+    })
     .await;
 }

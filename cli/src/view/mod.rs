@@ -155,7 +155,13 @@ pub(crate) fn live_page() -> String {
 /// A self-contained page showing `scenarios` (`{name, status, message?, diff?,
 /// events}`), each with its timeline.
 pub(crate) fn static_page(title: &str, scenarios: &[Value]) -> String {
-    let data = script_json(&json!({"scenarios": scenarios}));
+    report_page(title, &json!({}), scenarios)
+}
+
+/// [`static_page`] with `meta` (`{generated_ms?, commit?}`) shown above the scenarios;
+/// a page of several scenarios opens on a summary table of them, failures first.
+pub(crate) fn report_page(title: &str, meta: &Value, scenarios: &[Value]) -> String {
+    let data = script_json(&json!({"meta": meta, "scenarios": scenarios}));
     // The data goes in last, so nothing in it is taken for a placeholder.
     STATIC_HTML
         .replace("/*TITLE*/", &html_text(title))

@@ -185,6 +185,9 @@ function charterDetails(event, spec, context) {
     default: {
       const rest = charterRest(event);
       if (!Object.keys(rest).length) return null;
+      // A row whose summary is its whole JSON has nothing more to show.
+      const known = ["run_started", "plan_frozen", "candidate", "delivery", "run_finished", "contract_violation", "retry", "answer"];
+      if (!known.includes(event.kind) && JSON.stringify(rest).length <= 300) return null;
       return charterEl("pre", null, JSON.stringify(rest, null, 2));
     }
   }

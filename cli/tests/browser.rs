@@ -83,7 +83,12 @@ struct Browser {
 
 impl Browser {
     fn open(chromium: &Path, url: &str) -> Browser {
-        let profile = temp_dir("profile");
+        // A profile of its own: Chromium refuses a profile another one holds.
+        static PROFILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let profile = temp_dir(&format!(
+            "profile-{}",
+            PROFILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let mut child = Command::new(chromium)
             .args([
                 "--headless",
@@ -833,6 +838,59 @@ async fn the_report_opens_on_a_table_whose_first_row_is_the_failure_and_links_to
         );
         browser.run("const f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input')); window.scrollTo(0, 0);");
         browser.screenshot("report.png");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_turn_conversation_in_the_chat_view() {
+    let project = temp_dir("chat");
+    let (_server, base) = serve(
+        &project,
+        &[
+            "--port",
+            "0",
+            "--replay",
+            &golden("mention_roles/conversation_sticky_creative"),
+        ],
+        &[],
+    );
+    let sessions = project.join(".charter/sessions");
+    in_browser(format!("{base}/?chat=1"), move |browser| {
+        browser.wait_until("!document.getElementById('chat-view').classList.contains('hidden') && document.getElementById('chat-spec').value === 'mention_roles'");
+        let lines = [
+            "@创意伙伴 晚上睡不着，起来写代码，想两个漫画创意",
+            "第二个展开讲讲，分成四格",
+            "@创意总监 你选哪个？",
+        ];
+        for (count, line) in lines.iter().enumerate() {
+            browser.run(&format!(
+                "document.getElementById('chat-input').value = {}; document.querySelector('#chat-form [type=submit]').click();",
+                json!(line)
+            ));
+            browser.wait_until(&format!(
+                "document.querySelectorAll('#chat-turns .turn').length === {}",
+                count + 1
+            ));
+        }
+        assert_eq!(browser.text("#chat-error"), "");
+        assert_eq!(
+            browser.eval("[...document.querySelectorAll('#chat-turns .said.you')].map(n => n.textContent)"),
+            json!(lines)
+        );
+        // The second turn sticks to the creative partner; the third switches.
+        assert_eq!(
+            browser.eval("[...document.querySelectorAll('#chat-turns .who')].map(n => n.textContent)"),
+            json!(["creative", "creative", "talker"])
+        );
+        let third = browser.text("#chat-turns .turn:nth-child(3) .reply .text");
+        assert!(third.contains("凌晨三点的编译器"), "{third}");
+        browser.screenshot("chat.png");
+        // The conversation is kept: opened again, it shows its turns.
+        let session = browser.eval("page.session").as_str().unwrap_or_default().to_string();
+        assert!(sessions.join(format!("{session}.json")).is_file(), "the session is saved");
+        browser.navigate(&format!("{base}/?session={session}"));
+        browser.wait_until("document.querySelectorAll('#chat-turns .turn').length === 3");
     })
     .await;
 }

@@ -3,6 +3,7 @@
 mod graph;
 mod guard;
 mod runs;
+mod sessions;
 mod specs;
 mod stream;
 
@@ -120,12 +121,14 @@ fn replayed_spec(context: Context, dir: &std::path::Path) -> Result<ServedSpec, 
         .map_err(|error| bad("bad scenario", error.to_string()))?;
     let cassette = Cassette::read(&dir.join("cassette.yaml"))
         .map_err(|error| bad("bad cassette", error.to_string()))?;
-    if scenario.turns.is_some() {
-        return Err(bad(
-            "a conversation",
-            "a scenario with `turns` is replayed with `charter replay`; serve a single-run scenario".to_string(),
-        ));
-    }
+    // A conversation: a run on its own takes its first turn; `POST /sessions/{id}/turns`
+    // replays turn after turn.
+    let conversation = scenario.turns.is_some();
+    let input = scenario
+        .turns
+        .as_ref()
+        .and_then(|turns| turns.first())
+        .map_or_else(|| scenario.input.clone(), |turn| turn.input.clone());
     let root = crate::replay::project_root(dir);
     let path = root.join(&scenario.spec);
     let spec_name = display_path(&normalize(&path));
@@ -152,7 +155,8 @@ fn replayed_spec(context: Context, dir: &std::path::Path) -> Result<ServedSpec, 
         spec: Arc::new(spec),
         replay: Some(runs::Replay {
             cassette: Arc::new(cassette),
-            input: scenario.input.clone(),
+            input,
+            conversation,
         }),
         overrides: std::collections::BTreeMap::new(),
     })
@@ -165,6 +169,7 @@ const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 struct Served {
     runs: Arc<Runs>,
     token: Option<String>,
+    conversations: sessions::Conversations,
 }
 
 /// Twice the cores: runs mostly wait on models, but each has a thread and its files.
@@ -388,7 +393,11 @@ async fn serve(
     for line in runs.restore() {
         print_err(&format!("{line}\n"));
     }
-    let served = Arc::new(Served { runs, token });
+    let served = Arc::new(Served {
+        runs,
+        token,
+        conversations: sessions::Conversations::default(),
+    });
     let router = Router::new()
         .route("/", get(page))
         .route("/runs", post(start_run).get(list_runs))
@@ -396,6 +405,8 @@ async fn serve(
         .route("/runs/{id}/events", get(run_events))
         .route("/runs/{id}/answers", post(answer_run))
         .route("/runs/{id}/trace.jsonl", get(run_trace))
+        .route("/sessions/{id}", get(sessions::session_turns))
+        .route("/sessions/{id}/turns", post(sessions::take_turn))
         .route("/specs/{name}", get(spec_info))
         .route("/specs/{name}/graph.svg", get(spec_graph))
         .layer(axum::middleware::from_fn_with_state(

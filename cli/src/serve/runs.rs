@@ -14,6 +14,7 @@ use charter_compiler::CompiledSpec;
 use charter_runtime::engine::effects::{HumanChannel, Provider};
 use charter_runtime::engine::provider::{BoxFuture, CallObserver, HumanRequest, ProviderError};
 use charter_runtime::engine::run::{RunConfig, RunOutcome};
+use charter_runtime::engine::session::Session;
 use charter_runtime::formats::scenario::{Cassette, Recorded};
 use charter_runtime::formats::trace::TraceEvent;
 use charter_runtime::formats::trace::TraceSink;
@@ -63,6 +64,16 @@ pub(crate) struct ServedSpec {
 pub(crate) struct Replay {
     pub(crate) cassette: Arc<Cassette>,
     pub(crate) input: Value,
+    /// A recorded conversation (`turns:`): turn N of a session replays the calls recorded
+    /// for turn N (a run on its own, those of turn 1).
+    pub(crate) conversation: bool,
+}
+
+/// A run that is one turn of a conversation: the session it starts from and its number.
+#[derive(Debug, Clone)]
+pub(crate) struct Turn {
+    pub(crate) session: Session,
+    pub(crate) number: u64,
 }
 
 /// A person's answers from the recording, for a run that replays it.
@@ -131,6 +142,10 @@ struct RunState {
     pending: Option<(HumanRequest, tokio::sync::oneshot::Sender<Value>)>,
     recording: Option<Recording>,
     cancelled: bool,
+    /// The conversation turn this run is, if it is one.
+    turn: Option<Turn>,
+    /// The session after the turn, when the turn answered.
+    next_session: Option<Session>,
     /// When the pending `ask` was asked, in ms since the epoch.
     asked_ms: u128,
 }
@@ -220,6 +235,31 @@ impl Run {
         }
         let _ = self.cancel.send(true);
         Ok(())
+    }
+
+    /// The result, once the run has ended.
+    pub(crate) fn result(&self) -> Option<Value> {
+        self.state().result.clone()
+    }
+
+    /// The session a turn leaves (`None`: not a turn, or one that did not answer).
+    pub(crate) fn next_session(&self) -> Option<Session> {
+        self.state().next_session.clone()
+    }
+
+    /// Waits until the run has ended; its result.
+    pub(crate) async fn finished(&self) -> Value {
+        let mut changes = self.stream.subscribe();
+        loop {
+            if let Some(result) = self.result() {
+                return result;
+            }
+            if changes.changed().await.is_err() {
+                return self.result().unwrap_or_else(
+                    || json!({"outcome": "error", "message": "the run stopped without a result"}),
+                );
+            }
+        }
     }
 
     fn finish(&self, result: Value) {
@@ -317,7 +357,7 @@ impl Runs {
     }
 
     /// What every run's events, files and results are scrubbed of.
-    fn scrubber(&self) -> &Scrubber {
+    pub(crate) fn scrubber(&self) -> &Scrubber {
         &self.environment.scrubber
     }
 
@@ -359,6 +399,18 @@ impl Runs {
         served: &ServedSpec,
         input: Value,
     ) -> Result<String, String> {
+        self.start_turn(served, input, None)
+            .map(|run| run.id.clone())
+    }
+
+    /// Starts a run as [`Runs::start`] does, as one turn of a conversation when `turn` is
+    /// given; the run.
+    pub(crate) fn start_turn(
+        self: &Arc<Self>,
+        served: &ServedSpec,
+        input: Value,
+        turn: Option<Turn>,
+    ) -> Result<Arc<Run>, String> {
         let millis = now_ms();
         let dir = files::create_unique_dir(&self.runs_dir, &format!("{millis}-"))
             .map_err(|error| format!("cannot make the run directory: {error}"))?;
@@ -381,8 +433,7 @@ impl Runs {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(format!("cannot write the run directory: {error}"));
         }
-        self.launch(id.clone(), served, input, dir)?;
-        Ok(id)
+        self.launch(id, served, input, dir, turn)
     }
 
     /// Runs `served` in `dir` on a thread of its own (from its journal, if it has one).
@@ -392,7 +443,8 @@ impl Runs {
         served: &ServedSpec,
         input: Value,
         dir: PathBuf,
-    ) -> Result<(), String> {
+        turn: Option<Turn>,
+    ) -> Result<Arc<Run>, String> {
         // Held until the run ends: no other process runs it meanwhile.
         let lock = match files::DirLock::try_hold(&dir) {
             Ok(Some(lock)) => lock,
@@ -407,7 +459,9 @@ impl Runs {
         let stream = Stream::create(Some(&dir.join(STREAM_FILE)), self.scrubber().clone())
             .map_err(|error| format!("cannot write the event stream: {error}"))?;
         let run = Run::new(id.clone(), served.name.clone(), input.clone(), stream);
+        run.state().turn = turn;
         self.runs().insert(id, run.clone());
+        let handle = run.clone();
         let runs = self.clone();
         let spec = served.spec.clone();
         let replay = served.replay.clone();
@@ -432,7 +486,7 @@ impl Runs {
                 runs.release();
                 run.finish(result);
             })
-            .map(drop)
+            .map(|_| handle)
             .map_err(|error| format!("cannot start the run: {error}"))
     }
 
@@ -452,7 +506,10 @@ impl Runs {
             None => self.try_execute(run, spec, input, dir),
         };
         let mut result = match executed {
-            Ok(outcome) => result_of(&outcome),
+            Ok(outcome) => {
+                run.state().next_session = outcome.session.clone();
+                result_of(&outcome)
+            }
             Err(message) => json!({"outcome": "error", "message": message}),
         };
         let used = totals_of(spec, &run.stream);
@@ -505,7 +562,12 @@ impl Runs {
         input: Value,
         dir: &Path,
     ) -> Result<RunOutcome, String> {
-        let provider = Arc::new(ReplayProvider::new(Arc::clone(&replay.cassette)));
+        let turn = run.state().turn.as_ref().map(|turn| turn.number);
+        let cassette = match turn.or(replay.conversation.then_some(1)) {
+            Some(number) => Arc::new(replay.cassette.for_turn(number)),
+            None => Arc::clone(&replay.cassette),
+        };
+        let provider = Arc::new(ReplayProvider::new(cassette));
         let humans = Box::new(RecordedHumans(provider.clone()));
         self.served_run(run, spec, provider, humans, dir, RunClock::Paused)?
             .run(input)
@@ -534,6 +596,7 @@ impl Runs {
             sink: ScrubbingSink::new(Fanout(sinks), self.scrubber().clone()),
             config: RunConfig {
                 observer: Some(self.observer(run)),
+                session: run.state().turn.as_ref().map(|turn| turn.session.clone()),
                 ..RunConfig::default()
             }
             .with_out_dir(dir.join("out")),
@@ -632,7 +695,7 @@ impl Runs {
         // A resumed run takes its place whatever the limit: it was admitted before.
         self.active
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        self.launch(id.to_string(), served, input, dir.to_path_buf())
+        self.launch(id.to_string(), served, input, dir.to_path_buf(), None)
             .map_err(|error| {
                 self.release();
                 format!("run {id} left alone: {error}")

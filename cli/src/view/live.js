@@ -411,11 +411,25 @@ function showView(chat) {
 
 function renderTurn(turn) {
   const box = charterEl("div", "turn");
-  box.appendChild(charterEl("div", "said you", typeof turn.input === "string" ? turn.input : charterPretty(turn.input)));
+  // What was said: the line typed (the request's one string field), else the request.
+  const said = turn.input && typeof turn.input === "object" ? Object.values(turn.input).filter((value) => typeof value === "string") : [];
+  box.appendChild(charterEl("div", "said you", typeof turn.input === "string" ? turn.input : said.length === 1 ? said[0] : charterPretty(turn.input)));
   const reply = charterEl("div", "said reply outcome-" + (turn.outcome || "error"));
   if (turn.answered_by) reply.appendChild(charterEl("span", "who", turn.answered_by));
-  const shown = turn.answer !== undefined ? (turn.answer && typeof turn.answer === "object" && Object.keys(turn.answer).length === 1 ? Object.values(turn.answer)[0] : turn.answer) : (turn.message || turn.outcome);
-  reply.appendChild(charterEl("div", "text", charterPretty(shown)));
+  const answer = turn.answer;
+  if (answer && typeof answer === "object" && typeof answer.text === "string") {
+    reply.appendChild(charterEl("div", "text", answer.text));
+    const rest = Object.assign({}, answer);
+    delete rest.text;
+    if (Object.values(rest).some((value) => !(Array.isArray(value) && value.length === 0))) reply.appendChild(charterEl("pre", "rest", charterPretty(rest)));
+  } else {
+    reply.appendChild(charterEl("div", "text", answer !== undefined ? charterPretty(answer) : turn.outcome + (turn.message ? ": " + turn.message : "")));
+  }
+  if (turn.run) {
+    const link = charterEl("a", "turn-run", "turn " + (turn.turn || "") + ": its run");
+    link.href = "?run=" + encodeURIComponent(turn.run) + location.hash;
+    reply.appendChild(link);
+  }
   box.appendChild(reply);
   $("chat-turns").appendChild(box);
 }

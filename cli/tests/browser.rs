@@ -894,3 +894,69 @@ async fn a_three_turn_conversation_in_the_chat_view() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charter_view_of_a_served_run_shows_role_outputs_the_answer_and_wall_time() {
+    let project = temp_dir("view-served");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures/review_loop.charter");
+    let _ = std::fs::copy(&fixture, project.join("review_loop.charter"));
+    let model = review_model(Duration::ZERO).await;
+    let envs = [
+        ("OPENAI_BASE_URL", format!("{}/v1", model.uri())),
+        ("OPENAI_API_KEY", "sk-browser-test-key".to_string()),
+    ];
+    let (_server, base) = serve(&project, &["--port", "0", "review_loop.charter"], &envs);
+    let client = reqwest::Client::new();
+    let started: Value = client
+        .post(format!("{base}/runs"))
+        .json(&json!({"spec": "review_loop", "input": {"goal": "rust"}}))
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .unwrap_or_else(|error| panic!("{error}"))
+        .json()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let id = started["id"].as_str().unwrap_or_default().to_string();
+    let begun = Instant::now();
+    loop {
+        let status: Value = client
+            .get(format!("{base}/runs/{id}"))
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("{error}"))
+            .json()
+            .await
+            .unwrap_or_else(|error| panic!("{error}"));
+        if status["status"] == "finished" {
+            break;
+        }
+        assert!(begun.elapsed() < Duration::from_secs(60), "{status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let trace = project.join(".charter/runs").join(&id).join("events.jsonl");
+    let page = project.join("served.html");
+    let viewed = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .arg("view")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(viewed.status.success(), "{viewed:?}");
+    in_browser(format!("file://{}", page.display()), |browser| {
+        browser.wait_until("document.querySelectorAll('.event').length > 0");
+        let outputs = browser.eval(
+            "[...document.querySelectorAll('[data-kind=role_output] pre')].map(p => p.textContent).join('\\n')",
+        );
+        assert!(outputs.as_str().unwrap_or_default().contains("Rust is fast."), "{outputs}");
+        assert_eq!(browser.text(".result h2"), "Answer");
+        assert!(browser.text(".result .answer-value").contains("one post about Rust"));
+        let summary = browser.text("details.timeline > summary");
+        assert!(summary.starts_with("timeline (wall time)"), "{summary}");
+        let body = browser.eval("document.body.innerText");
+        assert!(!body.as_str().unwrap_or_default().contains("virtual time"), "{body}");
+    })
+    .await;
+}

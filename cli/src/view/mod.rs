@@ -86,7 +86,14 @@ pub fn run(args: &ViewArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Usage);
         }
     };
-    let events = trace_events(&text);
+    let (events, clock) = served_run_stream(&args.trace).unwrap_or_else(|| {
+        let clock = args
+            .trace
+            .extension()
+            .is_some_and(|extension| extension == "snap")
+            .then_some("virtual");
+        (trace_events(&text), clock)
+    });
     if events.is_empty() {
         print_error(
             context,
@@ -110,10 +117,11 @@ pub fn run(args: &ViewArgs, context: Context) -> anyhow::Result<Outcome> {
         .and_then(|event| event["outcome"].as_str())
         .unwrap_or("unfinished")
         .to_string();
-    let page = static_page(
-        &format!("charter trace {shown}"),
-        &[json!({"name": shown, "status": status, "events": events})],
-    );
+    let mut scenario = json!({"name": shown, "status": status, "events": events});
+    if let Some(clock) = clock {
+        scenario["clock"] = json!(clock);
+    }
+    let page = static_page(&format!("charter trace {shown}"), &[scenario]);
     let made_dir = match &args.out {
         Some(dir) if args.output.is_none() => std::fs::create_dir_all(dir),
         _ => Ok(()),
@@ -127,6 +135,26 @@ pub fn run(args: &ViewArgs, context: Context) -> anyhow::Result<Outcome> {
     }
     print_err(&format!("wrote {}\n", display_path(&out)));
     Ok(Outcome::Clean)
+}
+
+/// For the `events.jsonl` of a `charter serve` run directory: the run's event stream
+/// beside it (`stream.jsonl`: the trace with each role's output, the questions asked and
+/// the answer), and its clock — `wall` for a live run, `virtual` for a replayed one
+/// (`None` while it has not ended).
+fn served_run_stream(trace: &Path) -> Option<(Vec<Value>, Option<&'static str>)> {
+    let dir = trace.parent()?;
+    if trace.file_name()? != "events.jsonl" || !dir.join("serve.json").is_file() {
+        return None;
+    }
+    let text = files::read_regular(&dir.join("stream.jsonl"), TRACE_LIMIT).ok()?;
+    let events = trace_events(&text);
+    let clock = events
+        .iter()
+        .rev()
+        .find(|event| event["kind"] == "answer")
+        .and_then(|answer| answer["totals"]["replay"].as_bool())
+        .map(|replay| if replay { "virtual" } else { "wall" });
+    Some((events, clock))
 }
 
 /// Writes `page` to `path` atomically (nothing half-written).

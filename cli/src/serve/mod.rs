@@ -34,7 +34,11 @@ use runs::{Refusal, Runs, ServedSpec};
 /// each role's output included, ending with `run_finished` and an `answer` event (each event is one JSON object whose `kind` names it, its SSE id its index);
 /// `GET /runs/{id}` gives its status and answer; `POST /runs/{id}/answers
 /// {"approved": true, "note": "..."}` answers a waiting `ask`; `DELETE /runs/{id}` cancels
-/// it; `GET /runs` lists the runs. Runs are journaled in `.charter/runs/<id>/` as with
+/// it; `GET /runs` lists the runs; `GET /runs/{id}/trace.jsonl` downloads its trace. `GET
+/// /specs/{name}` tells a spec's request skeleton and gates, `GET /specs/{name}/graph.svg`
+/// draws its flow. For a spec with a `session`, `POST /sessions/{id}/turns {"input":
+/// "..."}` takes one turn of conversation `id` (as `charter chat`, kept in
+/// `.charter/sessions/`) and `GET /sessions/{id}` gives its turns. Runs are journaled in `.charter/runs/<id>/` as with
 /// `charter run`, and a run the server was stopped in resumes when it starts again. Keys
 /// come from the environment as for `charter run` and never reach a response or a file.
 /// The server listens on 127.0.0.1 unless --host says otherwise; any other address needs
@@ -63,7 +67,8 @@ pub struct ServeArgs {
 
     /// Serve a recorded scenario's spec with no model and no key: each run of it replays
     /// the recording (its answers, latencies, timeouts and people's answers, in virtual
-    /// time), and a run started with no input takes the scenario's. Repeatable.
+    /// time), and a run started with no input takes the scenario's; a recorded conversation
+    /// (`turns:`) replays turn N of a session from its turn N. Repeatable.
     #[arg(long = "replay", value_name = "SCENARIO_DIR")]
     pub replays: Vec<PathBuf>,
 

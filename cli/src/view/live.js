@@ -456,6 +456,7 @@ $("chat-form").onsubmit = async (submit) => {
     const turn = await call("POST", "/sessions/" + encodeURIComponent(page.session) + "/turns", { spec: $("chat-spec").value, input: text });
     $("chat-input").value = "";
     renderTurn(turn);
+    refreshRuns();
   } catch (problem) {
     $("chat-error").textContent = problem.message;
   } finally {

@@ -923,3 +923,24 @@ fn selected_specs(root: &Path, config: &HarnessConfig) -> Vec<String> {
         .map(|(_, relative)| relative)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_trace_departs_from_its_snapshot_at_the_first_event_that_differs() {
+        let events = |kinds: &[&str]| -> Vec<serde_json::Value> {
+            kinds.iter().map(|kind| json!({"kind": kind})).collect()
+        };
+        let snapshot = events(&["a", "b", "c"]);
+        assert_eq!(departs_at(&events(&["a", "b", "c"]), &snapshot), None);
+        assert_eq!(departs_at(&events(&["a", "x", "c"]), &snapshot), Some(1));
+        assert_eq!(
+            departs_at(&events(&["a", "b", "c", "d"]), &snapshot),
+            Some(3)
+        );
+        assert_eq!(departs_at(&events(&["a", "b"]), &snapshot), Some(1));
+    }
+}

@@ -416,6 +416,16 @@ async fn the_live_page_shows_the_phases_a_score_and_the_answer_apart_and_answers
             "{human}"
         );
         browser.screenshot("live-answered.png");
+        // The trace downloads from a server with a token (the page sends it).
+        browser.run("window.downloaded = null; const made = URL.createObjectURL; URL.createObjectURL = (blob) => { blob.text().then((text) => { window.downloaded = text; }); return made(blob); }; document.getElementById('download').click();");
+        browser.wait_until("typeof window.downloaded === 'string'");
+        let downloaded =
+            browser.eval("window.downloaded.trim().split('\\n').map(l => JSON.parse(l).kind)");
+        let kinds = downloaded.as_array().cloned().unwrap_or_default();
+        assert!(
+            kinds.first() == Some(&json!("run_started")) && kinds.contains(&json!("run_finished")),
+            "{downloaded}"
+        );
     });
     checked
         .await

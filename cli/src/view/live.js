@@ -290,6 +290,22 @@ async function answer(approved) {
   } catch (problem) { $("error").textContent = problem.message; }
 }
 
+// The trace download goes through fetch, so a server with a token gets it in the header.
+$("download").onclick = async (click) => {
+  click.preventDefault();
+  try {
+    const response = await fetch($("download").href, { headers: token ? { authorization: "Bearer " + token } : {} });
+    if (!response.ok) throw new Error("the trace could not be downloaded (" + response.status + ")");
+    const url = URL.createObjectURL(await response.blob());
+    const link = charterEl("a");
+    link.href = url;
+    link.download = "trace-" + page.runId + ".jsonl";
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (problem) { $("error").textContent = problem.message; }
+};
 $("approve").onclick = () => answer(true);
 $("reject").onclick = () => answer(false);
 $("cancel").onclick = async () => {

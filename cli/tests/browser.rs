@@ -696,6 +696,13 @@ async fn the_sidebar_returns_to_a_run_that_waits_on_an_ask_and_the_page_recovers
     let server = std::sync::Arc::new(std::sync::Mutex::new(Some(server)));
     let held = server.clone();
     in_browser(format!("{base}/"), move |browser| {
+        // Every event stream the page opens, kept to see which it closed.
+        browser.send(
+            "Page.addScriptToEvaluateOnNewDocument",
+            json!({"source": "window.opened = []; const Opened = window.EventSource; window.EventSource = function (url) { const source = new Opened(url); window.opened.push({url: url, source: source}); return source; }; window.EventSource.CLOSED = 2;"}),
+            true,
+        );
+        browser.navigate(&format!("{base}/"));
         let start = |browser: &mut Browser, goal: &str| {
             browser.wait_until("document.getElementById('spec').value === 'review_ask' && page.runId === null");
             browser.run(&format!(
@@ -728,6 +735,11 @@ async fn the_sidebar_returns_to_a_run_that_waits_on_an_ask_and_the_page_recovers
             "page.runId === '{first}' && !document.getElementById('ask').classList.contains('hidden') && document.getElementById('input').value.includes('rust')"
         ));
         assert_eq!(browser.text("#question"), "Publish it?");
+        // Only the stream of the run shown is open: the second's was closed on leaving it.
+        assert_eq!(
+            browser.eval("window.opened.filter(o => o.source.readyState !== 2).map(o => o.url)"),
+            json!([format!("/runs/{first}/events")])
+        );
         browser.run("document.getElementById('note').value = 'ship it'; document.getElementById('approve').click();");
         browser.wait_until("document.body.dataset.finished === 'true'");
         assert_eq!(browser.text("#outcome"), "completed (gate_passed)");

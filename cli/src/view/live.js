@@ -110,6 +110,8 @@ function resetRun(id) {
   page.lastId = -1;
   page.finished = false;
   page.asked = null;
+  page.filter = null;
+  $("step-filter").textContent = "";
   page.live = { calls: 0, input: 0, output: 0, t: 0 };
   delete document.body.dataset.finished;
   $("run").classList.remove("hidden");

@@ -599,6 +599,12 @@ async fn a_person_starts_a_replayed_run_with_the_default_input_and_reads_its_gat
         let kinds = trace.as_array().cloned().unwrap_or_default();
         assert!(kinds.contains(&json!("run_started")) && kinds.contains(&json!("run_finished")), "{trace}");
 
+        // The frozen plan reads as words, and opens to its pretty JSON.
+        let plan = browser.text("#timeline [data-kind=plan_frozen] .summary");
+        assert!(plan.starts_with("plan frozen: 4 prompts"), "{plan}");
+        let frozen = browser.text("#timeline [data-kind=plan_frozen] details pre");
+        assert!(frozen.contains("\n  \"spec_hash\": \"sha256:"), "{frozen}");
+
         // The failed gate opens to its rule's message, its evidence and the scores
         // against their thresholds.
         let gate = "#timeline .event.failed[data-kind=gate]";

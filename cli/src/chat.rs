@@ -384,7 +384,7 @@ impl Conversation<'_> {
 
 /// The request contract's one string field, which each typed line fills; every other
 /// field must be optional or have a default.
-fn chat_field(spec: &CompiledSpec) -> Result<String, String> {
+pub(crate) fn chat_field(spec: &CompiledSpec) -> Result<String, String> {
     let Some(name) = spec.request.as_deref() else {
         return Err(format!(
             "charter chat needs to know the request contract of spec `{}`: name a contract `Request`, or pass `request` to the first step's role",

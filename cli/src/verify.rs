@@ -795,10 +795,18 @@ fn write_junit_report(
     })
 }
 
-/// The `--html` page: each scenario's status, problems (with their diffs) and timeline —
-/// the trace it produced (`trace.snap.new` when that differs from the snapshot, else
-/// `trace.snap`).
+/// The `--html` page: a summary table (failures first) of every scenario, then each
+/// scenario's status, problems (with their diffs) and timeline — the trace it produced
+/// (`trace.snap.new` when that differs from the snapshot, with the first event where it
+/// departs from `trace.snap` marked, else `trace.snap`) — with the commit and the time.
 fn html_report(root: &Path, reports: &[ScenarioReport]) -> String {
+    let read = |path: &Path| {
+        charter_runtime::world::files::read_regular(
+            path,
+            charter_runtime::world::limits::DEFAULT_MAX_BYTES as u64,
+        )
+        .ok()
+    };
     let scenarios: Vec<serde_json::Value> = reports
         .iter()
         .map(|report| {
@@ -806,23 +814,24 @@ fn html_report(root: &Path, reports: &[ScenarioReport]) -> String {
                 .join("golden")
                 .join(&report.spec)
                 .join(&report.scenario);
-            let trace = ["trace.snap.new", "trace.snap"]
-                .iter()
-                .map(|name| directory.join(name))
-                .find(|path| path.is_file())
-                .and_then(|path| {
-                    charter_runtime::world::files::read_regular(
-                        &path,
-                        charter_runtime::world::limits::DEFAULT_MAX_BYTES as u64,
-                    )
-                    .ok()
-                })
+            let snapshot =
+                read(&directory.join("trace.snap")).map(|text| crate::view::trace_events(&text));
+            let produced = read(&directory.join("trace.snap.new"))
+                .map(|text| crate::view::trace_events(&text));
+            let events = produced
+                .clone()
+                .or_else(|| snapshot.clone())
                 .unwrap_or_default();
             let mut scenario = serde_json::json!({
                 "name": report.id(),
                 "status": if report.status.passed() { "passed" } else { report.status.label() },
-                "events": crate::view::trace_events(&trace),
+                "events": events,
             });
+            if let (Some(produced), Some(snapshot)) = (&produced, &snapshot)
+                && let Some(index) = departs_at(produced, snapshot)
+            {
+                scenario["diverged"] = serde_json::json!(index);
+            }
             if let Some(description) = &report.description {
                 scenario["description"] = serde_json::json!(description);
             }
@@ -841,7 +850,48 @@ fn html_report(root: &Path, reports: &[ScenarioReport]) -> String {
             scenario
         })
         .collect();
-    crate::view::static_page("charter verify", &scenarios)
+    let mut meta = serde_json::json!({
+        "generated_ms": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or_default(),
+    });
+    if let Some(commit) = commit_of(root) {
+        meta["commit"] = serde_json::json!(commit);
+    }
+    crate::view::report_page("charter verify", &meta, &scenarios)
+}
+
+/// The index of the first event of `produced` that is not the snapshot's event at that
+/// place (`None`: they are the same).
+fn departs_at(produced: &[serde_json::Value], snapshot: &[serde_json::Value]) -> Option<usize> {
+    let same = produced
+        .iter()
+        .zip(snapshot)
+        .take_while(|(now, then)| now == then)
+        .count();
+    (same < produced.len().max(snapshot.len())).then(|| same.min(produced.len().saturating_sub(1)))
+}
+
+/// The commit `root` is checked out at (`git rev-parse --short HEAD`, with `+` when the
+/// work tree has changes), or `None` outside a git work tree or without git.
+fn commit_of(root: &Path) -> Option<String> {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|output| output.status.success())
+            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short", "HEAD"]).filter(|commit| !commit.is_empty())?;
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|status| !status.is_empty());
+    Some(if dirty { format!("{commit}+") } else { commit })
 }
 
 /// Every spec under `root/specs` (except the compile-fail cases in `specs/invalid/`) that
@@ -872,4 +922,25 @@ fn selected_specs(root: &Path, config: &HarnessConfig) -> Vec<String> {
         })
         .map(|(_, relative)| relative)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_trace_departs_from_its_snapshot_at_the_first_event_that_differs() {
+        let events = |kinds: &[&str]| -> Vec<serde_json::Value> {
+            kinds.iter().map(|kind| json!({"kind": kind})).collect()
+        };
+        let snapshot = events(&["a", "b", "c"]);
+        assert_eq!(departs_at(&events(&["a", "b", "c"]), &snapshot), None);
+        assert_eq!(departs_at(&events(&["a", "x", "c"]), &snapshot), Some(1));
+        assert_eq!(
+            departs_at(&events(&["a", "b", "c", "d"]), &snapshot),
+            Some(3)
+        );
+        assert_eq!(departs_at(&events(&["a", "b"]), &snapshot), Some(1));
+    }
 }

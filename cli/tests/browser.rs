@@ -1,4 +1,4 @@
-//! The timeline view in a real browser, headless Chromium (the Debian `chromium` package): the live page of `charter serve` against a wiremock model (phases in order, a gate score, the answer apart from the steps, an `ask` answered from the page), and the `--html` report of a failing library showing the failure's diff. Screenshots go to `target/browser/`.
+//! The page and the report in a real browser, headless Chromium (the Debian `chromium` package), used as a person would: the live page of `charter serve` against wiremock models and `--replay` recordings (a run started with the default input, a 422's violations, gates opened to their messages and evidence, outcomes' titles, totals and the trace download, the runs sidebar returning to a run waiting on an `ask`, a cancel, a server killed and restarted, the flow graph lit live, a three-turn conversation in the chat view), the `--html` report (its summary table, failures first, linking to the marked event where a trace departs from its snapshot) and `charter view` of a served run. Screenshots (1280×900) go to `target/browser/`, and to `$CHARTER_SCREENSHOTS` when set.
 //!
 //! Without Chromium the tests say so and pass, except in CI (`CI` set), where they fail:
 //! `.ci/run` installs it.
@@ -83,7 +83,12 @@ struct Browser {
 
 impl Browser {
     fn open(chromium: &Path, url: &str) -> Browser {
-        let profile = temp_dir("profile");
+        // A profile of its own: Chromium refuses a profile another one holds.
+        static PROFILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let profile = temp_dir(&format!(
+            "profile-{}",
+            PROFILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let mut child = Command::new(chromium)
             .args([
                 "--headless",
@@ -91,7 +96,7 @@ impl Browser {
                 "--disable-gpu",
                 "--no-first-run",
                 "--remote-debugging-port=0",
-                "--window-size=1200,1600",
+                "--window-size=1280,900",
             ])
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg("about:blank")
@@ -179,8 +184,82 @@ impl Browser {
     fn screenshot(&mut self, name: &str) {
         let shot = self.send("Page.captureScreenshot", json!({"format": "png"}), true);
         let png = base64(shot["data"].as_str().unwrap_or_default());
-        let _ = std::fs::write(screenshots().join(name), png);
+        let _ = std::fs::write(screenshots().join(name), &png);
+        // `CHARTER_SCREENSHOTS=DIR` keeps the shots the README shows (docs/screenshots).
+        if let Some(dir) = std::env::var_os("CHARTER_SCREENSHOTS") {
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::write(Path::new(&dir).join(name), &png);
+        }
     }
+
+    /// Runs `script` in the page (a statement list; its value is ignored).
+    fn run(&mut self, script: &str) {
+        self.eval(&format!("(() => {{ {script} }})(), true"));
+    }
+
+    /// The page's text of the element `selector` (empty when there is none).
+    fn text(&mut self, selector: &str) -> String {
+        let selector = serde_json::to_string(selector).unwrap_or_default();
+        self.eval(&format!(
+            "(document.querySelector({selector}) || {{}}).textContent || ''"
+        ))
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+    }
+
+    fn navigate(&mut self, url: &str) {
+        self.send("Page.navigate", json!({"url": url}), true);
+    }
+}
+
+/// `charter serve ARGS` in `project` on a free port (the environment without keys, plus
+/// `envs`); the server and its address.
+fn serve(project: &Path, args: &[&str], envs: &[(&str, String)]) -> (Running, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_charter"));
+    command
+        .current_dir(project)
+        .arg("serve")
+        .args(args)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("CHARTER_TOKEN")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let mut server = command.spawn().unwrap_or_else(|error| panic!("{error}"));
+    let line = wait_for_line(&mut server, "listening on http://");
+    let base = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|address| format!("http://{address}"))
+        .unwrap_or_else(|| panic!("no address in {line}"));
+    (Running(server), base)
+}
+
+/// A golden scenario of this repository, by `spec/scenario`.
+fn golden(scenario: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../golden")
+        .join(scenario)
+        .display()
+        .to_string()
+}
+
+/// Opens `url` in a new headless Chromium (on a blocking thread) and runs `check` on it.
+async fn in_browser(url: String, check: impl FnOnce(&mut Browser) + Send + 'static) {
+    let Some(chromium) = chromium() else { return };
+    tokio::task::spawn_blocking(move || {
+        let mut browser = Browser::open(&chromium, &url);
+        check(&mut browser);
+    })
+    .await
+    .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
 }
 
 /// Decodes standard base64 (what DevTools sends screenshots in).
@@ -337,6 +416,16 @@ async fn the_live_page_shows_the_phases_a_score_and_the_answer_apart_and_answers
             "{human}"
         );
         browser.screenshot("live-answered.png");
+        // The trace downloads from a server with a token (the page sends it).
+        browser.run("window.downloaded = null; const made = URL.createObjectURL; URL.createObjectURL = (blob) => { blob.text().then((text) => { window.downloaded = text; }); return made(blob); }; document.getElementById('download').click();");
+        browser.wait_until("typeof window.downloaded === 'string'");
+        let downloaded =
+            browser.eval("window.downloaded.trim().split('\\n').map(l => JSON.parse(l).kind)");
+        let kinds = downloaded.as_array().cloned().unwrap_or_default();
+        assert!(
+            kinds.first() == Some(&json!("run_started")) && kinds.contains(&json!("run_finished")),
+            "{downloaded}"
+        );
     });
     checked
         .await
@@ -353,11 +442,11 @@ async fn the_live_page_shows_the_phases_a_score_and_the_answer_apart_and_answers
     );
 }
 
-#[test]
-fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
-    let Some(chromium) = chromium() else { return };
+/// `charter verify --html` of a copy of closed_loop's library (three scenarios) in which
+/// happy_path's cassette was changed so that its trace departs from its snapshot.
+fn failing_library_report(name: &str) -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let root = temp_dir("report");
+    let root = temp_dir(name);
     let copy = |from: &Path, to: &Path| {
         let status = Command::new("cp")
             .arg("-r")
@@ -377,7 +466,7 @@ fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
         &repo.join("specs/seeds/closed_loop"),
         &root.join("specs/seeds/"),
     );
-    for scenario in ["happy_path", "repair_succeeds"] {
+    for scenario in ["happy_path", "repair_succeeds", "budget_exhausted"] {
         copy(
             &repo.join("golden/closed_loop").join(scenario),
             &root.join("golden/closed_loop/"),
@@ -407,7 +496,13 @@ fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
         .output()
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(verified.status.code(), Some(1));
+    report
+}
 
+#[test]
+fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
+    let Some(chromium) = chromium() else { return };
+    let report = failing_library_report("report");
     let url = format!("file://{}", report.display());
     let dom = Command::new(&chromium)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
@@ -422,6 +517,7 @@ fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
     let dom = String::from_utf8_lossy(&dom.stdout);
     let failing = dom
         .split("<div class=\"scenario\"")
+        .skip(1)
         .find(|part| part.contains("data-name=\"closed_loop/happy_path\""))
         .unwrap_or_else(|| panic!("the failing scenario is not shown:\n{dom}"));
     assert!(failing.contains("data-status=\"CHANGED\""), "{failing}");
@@ -436,6 +532,7 @@ fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
     );
     let passing = dom
         .split("<div class=\"scenario\"")
+        .skip(1)
         .find(|part| part.contains("data-name=\"closed_loop/repair_succeeds\""))
         .unwrap_or_else(|| panic!("the passing scenario is not shown"));
     assert!(passing.contains("data-status=\"passed\"") && !passing.contains("class=\"diff\""));
@@ -457,4 +554,437 @@ fn the_html_report_of_a_failing_library_shows_the_failures_diff() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_starts_a_replayed_run_with_the_default_input_and_reads_its_gates() {
+    let project = temp_dir("replay");
+    let (_server, base) = serve(
+        &project,
+        &[
+            "--port",
+            "0",
+            "--replay",
+            &golden("closed_loop/repair_succeeds"),
+            "--replay",
+            &golden("lead_agent/happy_path"),
+        ],
+        &[],
+    );
+    in_browser(format!("{base}/?spec=closed_loop"), |browser| {
+        // The input box starts from the scenario's input; `{}` is refused field by field.
+        browser.wait_until("document.getElementById('input').value.includes('heat pumps')");
+        browser.run("document.getElementById('input').value = '{}'; document.querySelector('#start [type=submit]').click();");
+        browser.wait_until("document.querySelectorAll('#violations li').length > 0");
+        let violations = browser.text("#violations");
+        assert!(violations.contains("goal"), "{violations}");
+
+        browser.run("document.getElementById('spec').value = 'closed_loop'; document.getElementById('spec').dispatchEvent(new Event('change'));");
+        browser.wait_until("document.getElementById('input').value.includes('heat pumps')");
+        browser.run("document.querySelector('#start [type=submit]').click();");
+        browser.wait_until("document.body.dataset.finished === 'true'");
+        assert_eq!(browser.text("#outcome"), "completed (gate_passed)");
+        assert_eq!(browser.text("#answer-title"), "Answer");
+        assert_eq!(
+            browser.eval("document.getElementById('answer').className"),
+            json!("result outcome-completed")
+        );
+        let totals = browser.text("#totals");
+        for part in ["calls", "tokens", "$", "virtual time", "wall time"] {
+            assert!(totals.contains(part), "{part} in {totals}");
+        }
+        let trace = browser.eval(
+            "fetch(document.getElementById('download').href).then(r => r.text()).then(t => t.trim().split('\\n').map(l => JSON.parse(l).kind))",
+        );
+        let kinds = trace.as_array().cloned().unwrap_or_default();
+        assert!(kinds.contains(&json!("run_started")) && kinds.contains(&json!("run_finished")), "{trace}");
+
+        // The frozen plan reads as words, and opens to its pretty JSON.
+        let plan = browser.text("#timeline [data-kind=plan_frozen] .summary");
+        assert!(plan.starts_with("plan frozen: 4 prompts"), "{plan}");
+        let frozen = browser.text("#timeline [data-kind=plan_frozen] details pre");
+        assert!(frozen.contains("\n  \"spec_hash\": \"sha256:"), "{frozen}");
+
+        // The failed gate opens to its rule's message, its evidence and the scores
+        // against their thresholds.
+        let gate = "#timeline .event.failed[data-kind=gate]";
+        assert_eq!(browser.eval(&format!("document.querySelector('{gate} details').open")), json!(false));
+        browser.run(&format!("document.querySelector('{gate} details summary').click();"));
+        assert_eq!(browser.eval(&format!("document.querySelector('{gate} details').open")), json!(true));
+        let opened = browser.eval(&format!("document.querySelector('{gate} details').innerText"));
+        let opened = opened.as_str().unwrap_or_default();
+        for part in [
+            "score `relevance` is 4, below 6",
+            "T-002 is a history of refrigerators",
+            "LOW_RELEVANCE",
+            "\u{2265} 6",
+            "below 6",
+            "all_done",
+        ] {
+            assert!(opened.contains(part), "{part} in:\n{opened}");
+        }
+        browser.run(&format!("document.querySelector('{gate}').scrollIntoView();"));
+        browser.screenshot("gate-opened.png");
+
+        // A replayed answer shows the question it answered.
+        browser.run("document.getElementById('new-run').click(); document.getElementById('spec').value = 'lead_agent'; document.getElementById('spec').dispatchEvent(new Event('change'));");
+        browser.wait_until("document.getElementById('run').classList.contains('hidden') && document.getElementById('input').value.length > 2 && !document.getElementById('input').value.includes('heat pumps')");
+        browser.run("document.querySelector('#start [type=submit]').click();");
+        browser.wait_until("document.body.dataset.finished === 'true' && document.getElementById('spec').value === 'lead_agent'");
+        let human = browser.text("#timeline [data-kind=human] .summary");
+        assert!(human.contains("Build the workflow as planned?") && human.contains("approved"), "{human}");
+
+        // Every outcome has its colour and title; an error shows its message.
+        browser.run("finish({outcome: 'error', message: 'the recording has no call for step plan'});");
+        assert_eq!(browser.text("#answer-title"), "Error");
+        assert_eq!(browser.text("#outcome"), "error: the recording has no call for step plan");
+        assert_eq!(
+            browser.eval("document.getElementById('answer').className"),
+            json!("result outcome-error")
+        );
+        browser.run("finish({outcome: 'blocked', reason: 'hard_gate{SECRET_LEAK}', message: 'secret in candidate'});");
+        assert_eq!(browser.text("#answer-title"), "Blocked");
+        let body = browser.eval("document.body.innerText");
+        assert!(!body.as_str().unwrap_or_default().contains("undefined"), "{body}");
+    })
+    .await;
+}
+
+/// The review loop fixture with an `ask` before it is done, written as `review_ask` into
+/// `project`.
+fn review_ask(project: &Path) {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures/review_loop.charter");
+    let text = std::fs::read_to_string(&fixture).unwrap_or_else(|error| panic!("{error}"));
+    let asking = text.replace("spec review_loop", "spec review_ask").replace(
+        "deliver = finalize finalizer(best)   -> done",
+        "deliver = finalize finalizer(best)   -> confirm\n  confirm = ask \"Publish it?\" max 1  when confirm.approved -> done  else -> write",
+    );
+    assert_ne!(asking, text, "the fixture's flow changed: update the test");
+    let _ = std::fs::write(project.join("review_ask.charter"), asking);
+}
+
+/// A model server that answers the review loop's three roles.
+async fn review_model(delay: Duration) -> MockServer {
+    let model = MockServer::start().await;
+    for_role("writer")
+        .respond_with(chat(json!({"title": "Rust", "body": "Rust is fast."})).set_delay(delay))
+        .mount(&model)
+        .await;
+    for_role("reviewer")
+        .respond_with(chat(json!({"relevance": 9, "verdict": "PASS"})))
+        .mount(&model)
+        .await;
+    for_role("finalizer")
+        .respond_with(chat(
+            json!({"candidate_id": "c1", "summary": "one post about Rust"}),
+        ))
+        .mount(&model)
+        .await;
+    model
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sidebar_returns_to_a_run_that_waits_on_an_ask_and_the_page_recovers() {
+    let project = temp_dir("sidebar");
+    review_ask(&project);
+    let model = review_model(Duration::ZERO).await;
+    let envs = [
+        ("OPENAI_BASE_URL", format!("{}/v1", model.uri())),
+        ("OPENAI_API_KEY", "sk-browser-test-key".to_string()),
+    ];
+    let (server, base) = serve(&project, &["--port", "0", "review_ask.charter"], &envs);
+    let port = base.rsplit(':').next().unwrap_or_default().to_string();
+    let restart = {
+        let project = project.clone();
+        move || serve(&project, &["--port", &port, "review_ask.charter"], &envs)
+    };
+    let server = std::sync::Arc::new(std::sync::Mutex::new(Some(server)));
+    let held = server.clone();
+    in_browser(format!("{base}/"), move |browser| {
+        // Every event stream the page opens, kept to see which it closed.
+        browser.send(
+            "Page.addScriptToEvaluateOnNewDocument",
+            json!({"source": "window.opened = []; const Opened = window.EventSource; window.EventSource = function (url) { const source = new Opened(url); window.opened.push({url: url, source: source}); return source; }; window.EventSource.CLOSED = 2;"}),
+            true,
+        );
+        browser.navigate(&format!("{base}/"));
+        let start = |browser: &mut Browser, goal: &str| {
+            browser.wait_until("document.getElementById('spec').value === 'review_ask' && page.runId === null");
+            browser.run(&format!(
+                "document.getElementById('input').value = JSON.stringify({{goal: '{goal}'}}); document.querySelector('#start [type=submit]').click();"
+            ));
+            browser.wait_until(&format!(
+                "(page.runId !== null && document.getElementById('input').value.includes('{goal}') && !document.getElementById('ask').classList.contains('hidden'))"
+            ));
+            browser.eval("page.runId").as_str().unwrap_or_default().to_string()
+        };
+        // The skeleton of the request contract: every required field.
+        browser.wait_until("document.getElementById('input').value.includes('\"goal\"')");
+        let first = start(browser, "rust");
+        assert!(browser.text("#ask-context").contains("step confirm has waited"), "{}", browser.text("#ask-context"));
+        let subject = browser.text("#ask-subject");
+        assert!(
+            subject.contains("what is being approved") && subject.contains("one post about Rust"),
+            "{subject}"
+        );
+        browser.run("document.getElementById('new-run').click();");
+        let second = start(browser, "go");
+        assert_ne!(first, second);
+        // The first run is listed, waiting, and one click opens it again.
+        browser.wait_until(&format!(
+            "!!document.querySelector('#run-list [data-id=\"{first}\"][data-status=waiting]')"
+        ));
+        browser.wait_until("document.getElementById('waiting-note').textContent === '2 runs wait for an answer'");
+        browser.run(&format!("document.querySelector('#run-list [data-id=\"{first}\"] button').click();"));
+        browser.wait_until(&format!(
+            "page.runId === '{first}' && !document.getElementById('ask').classList.contains('hidden') && document.getElementById('input').value.includes('rust')"
+        ));
+        assert_eq!(browser.text("#question"), "Publish it?");
+        // Only the stream of the run shown is open: the second's was closed on leaving it.
+        assert_eq!(
+            browser.eval("window.opened.filter(o => o.source.readyState !== 2).map(o => o.url)"),
+            json!([format!("/runs/{first}/events")])
+        );
+        browser.run("document.getElementById('note').value = 'ship it'; document.getElementById('approve').click();");
+        browser.wait_until("document.body.dataset.finished === 'true'");
+        assert_eq!(browser.text("#outcome"), "completed (gate_passed)");
+        assert_eq!(browser.eval("document.getElementById('note').value"), json!(""), "the note is cleared");
+        assert!(browser.text("#timeline [data-kind=human] .summary").contains("ship it"));
+
+        // Reloaded, the run keeps its input.
+        browser.navigate(&format!("{base}/?run={first}"));
+        browser.wait_until("document.body.dataset.finished === 'true' && document.getElementById('input').value.includes('rust')");
+
+        // The second run, cancelled, ends cancelled (never stays "cancelling").
+        browser.run(&format!("document.querySelector('#run-list [data-id=\"{second}\"] button').click();"));
+        browser.wait_until(&format!("page.runId === '{second}' && !document.getElementById('ask').classList.contains('hidden')"));
+        browser.run("document.getElementById('cancel').click();");
+        browser.wait_until("document.body.dataset.finished === 'true'");
+        assert_eq!(browser.text("#answer-title"), "Cancelled");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(browser.eval("document.getElementById('status').dataset.status"), json!("finished"));
+
+        // A third run waits; the server dies: the page says so and offers no Approve;
+        // the server comes back and the page reconnects to the resumed run.
+        browser.run("document.getElementById('new-run').click();");
+        let third = start(browser, "zig");
+        drop(held.lock().ok().and_then(|mut server| server.take()));
+        browser.wait_until("document.body.dataset.connection === 'lost' && document.getElementById('ask').classList.contains('hidden')");
+        assert!(browser.text("#connection").contains("disconnected"));
+        assert_eq!(browser.eval("document.getElementById('status').dataset.status"), json!("disconnected"));
+        let (again, _) = restart();
+        browser.wait_until(&format!(
+            "document.body.dataset.connection === 'ok' && page.runId === '{third}' && !document.getElementById('ask').classList.contains('hidden')"
+        ));
+        browser.run("document.getElementById('approve').click();");
+        browser.wait_until("document.body.dataset.finished === 'true'");
+        assert_eq!(browser.text("#outcome"), "completed (gate_passed)");
+        drop(again);
+    })
+    .await;
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_graph_marks_the_running_step_while_a_slow_model_answers() {
+    let project = temp_dir("graph");
+    review_ask(&project);
+    let model = review_model(Duration::from_secs(3)).await;
+    let envs = [
+        ("OPENAI_BASE_URL", format!("{}/v1", model.uri())),
+        ("OPENAI_API_KEY", "sk-browser-test-key".to_string()),
+    ];
+    let (_server, base) = serve(&project, &["--port", "0", "review_ask.charter"], &envs);
+    in_browser(
+        format!("{base}/?spec=review_ask&input=%7B%22goal%22%3A%22rust%22%7D&start=1"),
+        |browser| {
+            // The writer's answer takes 3 s: its step is the running one meanwhile.
+            browser.wait_until("!!document.querySelector('#graph svg [data-step=write].running')");
+            assert_eq!(
+                browser.eval("[...document.querySelectorAll('#graph [data-step]')].map(n => n.dataset.step)"),
+                json!(["write", "review", "judge", "deliver", "confirm"]),
+                "every step is drawn, named"
+            );
+            assert_eq!(
+                browser.eval("document.querySelectorAll('#graph .running').length"),
+                json!(1)
+            );
+            browser.screenshot("page-mid-run.png");
+            browser.wait_until("!!document.querySelector('#graph svg [data-step=confirm].running')");
+            assert_eq!(
+                browser.eval("[...document.querySelectorAll('#graph .visited')].map(n => n.dataset.step)"),
+                json!(["write", "review", "judge", "deliver", "confirm"])
+            );
+            // A click on a step shows only its rows.
+            browser.run("document.querySelector('#graph [data-step=judge]').dispatchEvent(new MouseEvent('click', {bubbles: true}));");
+            assert_eq!(
+                browser.eval("[...document.querySelectorAll('#timeline .event')].filter(r => r.offsetParent !== null).every(r => r.dataset.step === 'judge')"),
+                json!(true)
+            );
+            browser.run("document.getElementById('approve').click();");
+            browser.wait_until("document.body.dataset.finished === 'true'");
+            assert_eq!(browser.eval("document.querySelectorAll('#graph .running').length"), json!(0));
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_opens_on_a_table_whose_first_row_is_the_failure_and_links_to_its_marked_timeline()
+ {
+    let report = failing_library_report("report-table");
+    in_browser(format!("file://{}", report.display()), |browser| {
+        browser.wait_until("document.querySelectorAll('.summary-table tbody tr').length === 3");
+        let first = browser.eval(
+            "[...document.querySelector('.summary-table tbody tr').children].map(td => td.textContent)",
+        );
+        assert_eq!(first[0], json!("CHANGED"), "{first}");
+        assert_eq!(first[1], json!("closed_loop/happy_path"), "{first}");
+        assert!(browser.text(".counts").contains("1 CHANGED, 2 passed"), "{}", browser.text(".counts"));
+        assert!(browser.text("#meta").contains(" UTC"), "the time: {}", browser.text("#meta"));
+        // The failure links to the first event where its trace departs from the snapshot.
+        browser.run("document.querySelector('.summary-table tbody tr a').click();");
+        browser.wait_until("location.hash.endsWith('-diverged')");
+        let marked = browser.eval(
+            "(() => { const row = document.getElementById(location.hash.slice(1)); return {diverged: row.classList.contains('diverged'), scenario: row.closest('.scenario').dataset.name, open: row.closest('details').open, kind: row.dataset.kind}; })()",
+        );
+        assert_eq!(marked["diverged"], json!(true), "{marked}");
+        assert_eq!(marked["scenario"], json!("closed_loop/happy_path"), "{marked}");
+        assert_eq!(marked["open"], json!(true), "{marked}");
+        assert_eq!(
+            browser.eval("document.querySelectorAll('.event.diverged').length"),
+            json!(1),
+            "only the CHANGED timeline is marked, once"
+        );
+        browser.screenshot("report-marked.png");
+        // The filter keeps what matches.
+        browser.run("const f = document.getElementById('filter'); f.value = 'budget'; f.dispatchEvent(new Event('input'));");
+        assert_eq!(
+            browser.eval("[...document.querySelectorAll('.summary-table tbody tr')].filter(r => !r.classList.contains('hidden')).map(r => r.dataset.name)"),
+            json!(["closed_loop/budget_exhausted"])
+        );
+        browser.run("const f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input')); window.scrollTo(0, 0);");
+        browser.screenshot("report.png");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_turn_conversation_in_the_chat_view() {
+    let project = temp_dir("chat");
+    let (_server, base) = serve(
+        &project,
+        &[
+            "--port",
+            "0",
+            "--replay",
+            &golden("mention_roles/conversation_sticky_creative"),
+        ],
+        &[],
+    );
+    let sessions = project.join(".charter/sessions");
+    in_browser(format!("{base}/?chat=1"), move |browser| {
+        browser.wait_until("!document.getElementById('chat-view').classList.contains('hidden') && document.getElementById('chat-spec').value === 'mention_roles'");
+        let lines = [
+            "@创意伙伴 晚上睡不着，起来写代码，想两个漫画创意",
+            "第二个展开讲讲，分成四格",
+            "@创意总监 你选哪个？",
+        ];
+        for (count, line) in lines.iter().enumerate() {
+            browser.run(&format!(
+                "document.getElementById('chat-input').value = {}; document.querySelector('#chat-form [type=submit]').click();",
+                json!(line)
+            ));
+            browser.wait_until(&format!(
+                "document.querySelectorAll('#chat-turns .turn').length === {}",
+                count + 1
+            ));
+        }
+        assert_eq!(browser.text("#chat-error"), "");
+        assert_eq!(
+            browser.eval("[...document.querySelectorAll('#chat-turns .said.you')].map(n => n.textContent)"),
+            json!(lines)
+        );
+        // The second turn sticks to the creative partner; the third switches.
+        assert_eq!(
+            browser.eval("[...document.querySelectorAll('#chat-turns .who')].map(n => n.textContent)"),
+            json!(["creative", "creative", "talker"])
+        );
+        let third = browser.text("#chat-turns .turn:nth-child(3) .reply .text");
+        assert!(third.contains("凌晨三点的编译器"), "{third}");
+        browser.screenshot("chat.png");
+        // The conversation is kept: opened again, it shows its turns.
+        let session = browser.eval("page.session").as_str().unwrap_or_default().to_string();
+        assert!(sessions.join(format!("{session}.json")).is_file(), "the session is saved");
+        browser.navigate(&format!("{base}/?session={session}"));
+        browser.wait_until("document.querySelectorAll('#chat-turns .turn').length === 3");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charter_view_of_a_served_run_shows_role_outputs_the_answer_and_wall_time() {
+    let project = temp_dir("view-served");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/tests/fixtures/review_loop.charter");
+    let _ = std::fs::copy(&fixture, project.join("review_loop.charter"));
+    let model = review_model(Duration::ZERO).await;
+    let envs = [
+        ("OPENAI_BASE_URL", format!("{}/v1", model.uri())),
+        ("OPENAI_API_KEY", "sk-browser-test-key".to_string()),
+    ];
+    let (_server, base) = serve(&project, &["--port", "0", "review_loop.charter"], &envs);
+    let client = reqwest::Client::new();
+    let started: Value = client
+        .post(format!("{base}/runs"))
+        .json(&json!({"spec": "review_loop", "input": {"goal": "rust"}}))
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .unwrap_or_else(|error| panic!("{error}"))
+        .json()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let id = started["id"].as_str().unwrap_or_default().to_string();
+    let begun = Instant::now();
+    loop {
+        let status: Value = client
+            .get(format!("{base}/runs/{id}"))
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("{error}"))
+            .json()
+            .await
+            .unwrap_or_else(|error| panic!("{error}"));
+        if status["status"] == "finished" {
+            break;
+        }
+        assert!(begun.elapsed() < Duration::from_secs(60), "{status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let trace = project.join(".charter/runs").join(&id).join("events.jsonl");
+    let page = project.join("served.html");
+    let viewed = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .arg("view")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(viewed.status.success(), "{viewed:?}");
+    in_browser(format!("file://{}", page.display()), |browser| {
+        browser.wait_until("document.querySelectorAll('.event').length > 0");
+        let outputs = browser.eval(
+            "[...document.querySelectorAll('[data-kind=role_output] pre')].map(p => p.textContent).join('\\n')",
+        );
+        assert!(outputs.as_str().unwrap_or_default().contains("Rust is fast."), "{outputs}");
+        assert_eq!(browser.text(".result h2"), "Answer");
+        assert!(browser.text(".result .answer-value").contains("one post about Rust"));
+        let summary = browser.text("details.timeline > summary");
+        assert!(summary.starts_with("timeline (wall time)"), "{summary}");
+        let body = browser.eval("document.body.innerText");
+        assert!(!body.as_str().unwrap_or_default().contains("virtual time"), "{body}");
+    })
+    .await;
 }

@@ -1,7 +1,10 @@
 //! `charter serve [--host H] [--port P] [--token T] [--model ALIAS=PROVIDER:MODEL]... [--show-output] SPEC...`: runs over HTTP (axum), watched live as server-sent events, answered (`ask`) and cancelled by any program, journaled and resumed after a restart (DESIGN §13).
 
+mod graph;
 mod guard;
 mod runs;
+mod sessions;
+mod specs;
 mod stream;
 
 use std::net::IpAddr;
@@ -31,7 +34,11 @@ use runs::{Refusal, Runs, ServedSpec};
 /// each role's output included, ending with `run_finished` and an `answer` event (each event is one JSON object whose `kind` names it, its SSE id its index);
 /// `GET /runs/{id}` gives its status and answer; `POST /runs/{id}/answers
 /// {"approved": true, "note": "..."}` answers a waiting `ask`; `DELETE /runs/{id}` cancels
-/// it; `GET /runs` lists the runs. Runs are journaled in `.charter/runs/<id>/` as with
+/// it; `GET /runs` lists the runs; `GET /runs/{id}/trace.jsonl` downloads its trace. `GET
+/// /specs/{name}` tells a spec's request skeleton and gates, `GET /specs/{name}/graph.svg`
+/// draws its flow. For a spec with a `session`, `POST /sessions/{id}/turns {"input":
+/// "..."}` takes one turn of conversation `id` (as `charter chat`, kept in
+/// `.charter/sessions/`) and `GET /sessions/{id}` gives its turns. Runs are journaled in `.charter/runs/<id>/` as with
 /// `charter run`, and a run the server was stopped in resumes when it starts again. Keys
 /// come from the environment as for `charter run` and never reach a response or a file.
 /// The server listens on 127.0.0.1 unless --host says otherwise; any other address needs
@@ -60,7 +67,8 @@ pub struct ServeArgs {
 
     /// Serve a recorded scenario's spec with no model and no key: each run of it replays
     /// the recording (its answers, latencies, timeouts and people's answers, in virtual
-    /// time), and a run started with no input takes the scenario's. Repeatable.
+    /// time), and a run started with no input takes the scenario's; a recorded conversation
+    /// (`turns:`) replays turn N of a session from its turn N. Repeatable.
     #[arg(long = "replay", value_name = "SCENARIO_DIR")]
     pub replays: Vec<PathBuf>,
 
@@ -118,12 +126,14 @@ fn replayed_spec(context: Context, dir: &std::path::Path) -> Result<ServedSpec, 
         .map_err(|error| bad("bad scenario", error.to_string()))?;
     let cassette = Cassette::read(&dir.join("cassette.yaml"))
         .map_err(|error| bad("bad cassette", error.to_string()))?;
-    if scenario.turns.is_some() {
-        return Err(bad(
-            "a conversation",
-            "a scenario with `turns` is replayed with `charter replay`; serve a single-run scenario".to_string(),
-        ));
-    }
+    // A conversation: a run on its own takes its first turn; `POST /sessions/{id}/turns`
+    // replays turn after turn.
+    let conversation = scenario.turns.is_some();
+    let input = scenario
+        .turns
+        .as_ref()
+        .and_then(|turns| turns.first())
+        .map_or_else(|| scenario.input.clone(), |turn| turn.input.clone());
     let root = crate::replay::project_root(dir);
     let path = root.join(&scenario.spec);
     let spec_name = display_path(&normalize(&path));
@@ -150,7 +160,8 @@ fn replayed_spec(context: Context, dir: &std::path::Path) -> Result<ServedSpec, 
         spec: Arc::new(spec),
         replay: Some(runs::Replay {
             cassette: Arc::new(cassette),
-            input: scenario.input.clone(),
+            input,
+            conversation,
         }),
         overrides: std::collections::BTreeMap::new(),
     })
@@ -163,6 +174,7 @@ const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 struct Served {
     runs: Arc<Runs>,
     token: Option<String>,
+    conversations: sessions::Conversations,
 }
 
 /// Twice the cores: runs mostly wait on models, but each has a thread and its files.
@@ -386,13 +398,22 @@ async fn serve(
     for line in runs.restore() {
         print_err(&format!("{line}\n"));
     }
-    let served = Arc::new(Served { runs, token });
+    let served = Arc::new(Served {
+        runs,
+        token,
+        conversations: sessions::Conversations::default(),
+    });
     let router = Router::new()
         .route("/", get(page))
         .route("/runs", post(start_run).get(list_runs))
         .route("/runs/{id}", get(run_status).delete(cancel_run))
         .route("/runs/{id}/events", get(run_events))
         .route("/runs/{id}/answers", post(answer_run))
+        .route("/runs/{id}/trace.jsonl", get(run_trace))
+        .route("/sessions/{id}", get(sessions::session_turns))
+        .route("/sessions/{id}/turns", post(sessions::take_turn))
+        .route("/specs/{name}", get(spec_info))
+        .route("/specs/{name}/graph.svg", get(spec_graph))
         .layer(axum::middleware::from_fn_with_state(
             served.clone(),
             authorize,
@@ -679,13 +700,81 @@ async fn list_runs(State(served): State<Arc<Served>>) -> Response {
         .iter()
         .map(|served| served.name.as_str())
         .collect();
-    Json(json!({"specs": specs, "runs": served.runs.list()})).into_response()
+    let sessions: Vec<&str> = served
+        .runs
+        .specs
+        .iter()
+        .filter(|served| served.spec.session.is_some())
+        .map(|served| served.name.as_str())
+        .collect();
+    Json(json!({"specs": specs, "sessions": sessions, "runs": served.runs.list()})).into_response()
 }
 
+/// `GET /runs/{id}`: its status (as `GET /runs` lists it) and the input it runs on.
 async fn run_status(State(served): State<Arc<Served>>, UrlPath(id): UrlPath<String>) -> Response {
     match served.runs.get(&id) {
-        Some(run) => Json(run.status()).into_response(),
+        Some(run) => {
+            let mut status = run.status();
+            status["input"] = run.input.clone();
+            Json(status).into_response()
+        }
         None => no_run(&id),
+    }
+}
+
+/// `GET /runs/{id}/trace.jsonl`: the run's trace (its `events.jsonl`) as a download.
+async fn run_trace(State(served): State<Arc<Served>>, UrlPath(id): UrlPath<String>) -> Response {
+    if served.runs.get(&id).is_none() {
+        return no_run(&id);
+    }
+    let path = served.runs.runs_dir.join(&id).join("events.jsonl");
+    let limit = charter_runtime::world::limits::DEFAULT_MAX_BYTES as u64;
+    match charter_runtime::world::files::read_regular(&path, limit) {
+        Ok(text) => (
+            [
+                (header::CONTENT_TYPE, "application/x-ndjson".to_string()),
+                (
+                    header::CONTENT_DISPOSITION,
+                    format!("attachment; filename=\"trace-{id}.jsonl\""),
+                ),
+            ],
+            text,
+        )
+            .into_response(),
+        Err(problem) => error(
+            StatusCode::NOT_FOUND,
+            &format!("run `{id}` has no trace to give: {problem}"),
+        ),
+    }
+}
+
+/// `GET /specs/{name}/graph.svg`: the spec's flow laid out as SVG, each step marked
+/// `data-step="NAME"`.
+async fn spec_graph(State(served): State<Arc<Served>>, UrlPath(name): UrlPath<String>) -> Response {
+    let spec = match spec_named(&served.runs, &json!({"spec": name})) {
+        Ok(spec) => spec.spec.clone(),
+        Err((status, message)) => return error(status, &message),
+    };
+    match tokio::task::spawn_blocking(move || graph::flow_svg(&spec)).await {
+        Ok(Ok(svg)) => (
+            [
+                (header::CONTENT_TYPE, "image/svg+xml"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            svg,
+        )
+            .into_response(),
+        Ok(Err(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, &message),
+        Err(problem) => error(StatusCode::INTERNAL_SERVER_ERROR, &problem.to_string()),
+    }
+}
+
+/// `GET /specs/{name}`: what the page starts a run of it from (the input box's skeleton,
+/// its gates' thresholds).
+async fn spec_info(State(served): State<Arc<Served>>, UrlPath(name): UrlPath<String>) -> Response {
+    match spec_named(&served.runs, &json!({"spec": name})) {
+        Ok(spec) => Json(specs::spec_info(spec)).into_response(),
+        Err((status, message)) => error(status, &message),
     }
 }
 

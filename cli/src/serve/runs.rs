@@ -14,8 +14,11 @@ use charter_compiler::CompiledSpec;
 use charter_runtime::engine::effects::{HumanChannel, Provider};
 use charter_runtime::engine::provider::{BoxFuture, CallObserver, HumanRequest, ProviderError};
 use charter_runtime::engine::run::{RunConfig, RunOutcome};
+use charter_runtime::engine::session::Session;
 use charter_runtime::formats::scenario::{Cassette, Recorded};
+use charter_runtime::formats::trace::TraceEvent;
 use charter_runtime::formats::trace::TraceSink;
+use charter_runtime::totals::RunTotals;
 use charter_runtime::world::files;
 use charter_runtime::world::jsonl::JsonlSink;
 use charter_runtime::world::record::Recording;
@@ -61,6 +64,16 @@ pub(crate) struct ServedSpec {
 pub(crate) struct Replay {
     pub(crate) cassette: Arc<Cassette>,
     pub(crate) input: Value,
+    /// A recorded conversation (`turns:`): turn N of a session replays the calls recorded
+    /// for turn N (a run on its own, those of turn 1).
+    pub(crate) conversation: bool,
+}
+
+/// A run that is one turn of a conversation: the session it starts from and its number.
+#[derive(Debug, Clone)]
+pub(crate) struct Turn {
+    pub(crate) session: Session,
+    pub(crate) number: u64,
 }
 
 /// A person's answers from the recording, for a run that replays it.
@@ -114,6 +127,8 @@ pub(crate) struct Runs {
 pub(crate) struct Run {
     pub(crate) id: String,
     pub(crate) spec: String,
+    /// The input it runs on (as checked and journaled).
+    pub(crate) input: Value,
     pub(crate) stream: Arc<Stream>,
     state: Mutex<RunState>,
     cancel: tokio::sync::watch::Sender<bool>,
@@ -127,6 +142,12 @@ struct RunState {
     pending: Option<(HumanRequest, tokio::sync::oneshot::Sender<Value>)>,
     recording: Option<Recording>,
     cancelled: bool,
+    /// The conversation turn this run is, if it is one.
+    turn: Option<Turn>,
+    /// The session after the turn, when the turn answered.
+    next_session: Option<Session>,
+    /// When the pending `ask` was asked, in ms since the epoch.
+    asked_ms: u128,
 }
 
 /// Why an answer or a cancel was refused.
@@ -139,10 +160,11 @@ pub(crate) enum Refusal {
 }
 
 impl Run {
-    fn new(id: String, spec: String, stream: Arc<Stream>) -> Arc<Self> {
+    fn new(id: String, spec: String, input: Value, stream: Arc<Stream>) -> Arc<Self> {
         Arc::new(Run {
             id,
             spec,
+            input,
             stream,
             state: Mutex::new(RunState::default()),
             cancel: tokio::sync::watch::channel(false).0,
@@ -155,13 +177,15 @@ impl Run {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// `{id, spec, status, events, question?, ...result}`: status is `running`,
-    /// `waiting` (an `ask` waits for an answer) or `finished`.
+    /// `{id, spec, started, status, events, question?, asked?, ...result}`: status is
+    /// `running`, `waiting` (an `ask` waits for an answer; `asked` is when, in ms since
+    /// the epoch) or `finished`; `started` is when the run started (ms since the epoch).
     pub(crate) fn status(&self) -> Value {
         let state = self.state();
         let mut status = json!({
             "id": self.id,
             "spec": self.spec,
+            "started": started_ms(&self.id),
             "events": self.stream.len(),
         });
         if let Some(result) = &state.result {
@@ -175,6 +199,7 @@ impl Run {
             status["status"] = json!("waiting");
             status["question"] = json!(request.question);
             status["step"] = json!(request.step);
+            status["asked"] = json!(state.asked_ms);
         } else {
             status["status"] = json!(if state.cancelled {
                 "cancelling"
@@ -210,6 +235,31 @@ impl Run {
         }
         let _ = self.cancel.send(true);
         Ok(())
+    }
+
+    /// The result, once the run has ended.
+    pub(crate) fn result(&self) -> Option<Value> {
+        self.state().result.clone()
+    }
+
+    /// The session a turn leaves (`None`: not a turn, or one that did not answer).
+    pub(crate) fn next_session(&self) -> Option<Session> {
+        self.state().next_session.clone()
+    }
+
+    /// Waits until the run has ended; its result.
+    pub(crate) async fn finished(&self) -> Value {
+        let mut changes = self.stream.subscribe();
+        loop {
+            if let Some(result) = self.result() {
+                return result;
+            }
+            if changes.changed().await.is_err() {
+                return self.result().unwrap_or_else(
+                    || json!({"outcome": "error", "message": "the run stopped without a result"}),
+                );
+            }
+        }
     }
 
     fn finish(&self, result: Value) {
@@ -248,9 +298,14 @@ impl HumanChannel for HttpHumans {
         Box::pin(async move {
             let (sender, receiver) = tokio::sync::oneshot::channel();
             let key = (request.step.clone(), request.round, request.attempt);
-            let event = ask_event(&request);
+            let mut event = ask_event(&request);
+            event["asked"] = json!(now_ms());
             // Waiting before it is told: a client that saw the question can answer it.
-            self.0.state().pending = Some((request, sender));
+            {
+                let mut state = self.0.state();
+                state.pending = Some((request, sender));
+                state.asked_ms = now_ms();
+            }
             self.0.stream.push(&event);
             receiver.await.map_err(|_| ProviderError::NoHumanAnswer {
                 step: key.0,
@@ -302,7 +357,7 @@ impl Runs {
     }
 
     /// What every run's events, files and results are scrubbed of.
-    fn scrubber(&self) -> &Scrubber {
+    pub(crate) fn scrubber(&self) -> &Scrubber {
         &self.environment.scrubber
     }
 
@@ -344,10 +399,19 @@ impl Runs {
         served: &ServedSpec,
         input: Value,
     ) -> Result<String, String> {
-        let millis = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|since| since.as_millis())
-            .unwrap_or_default();
+        self.start_turn(served, input, None)
+            .map(|run| run.id.clone())
+    }
+
+    /// Starts a run as [`Runs::start`] does, as one turn of a conversation when `turn` is
+    /// given; the run.
+    pub(crate) fn start_turn(
+        self: &Arc<Self>,
+        served: &ServedSpec,
+        input: Value,
+        turn: Option<Turn>,
+    ) -> Result<Arc<Run>, String> {
+        let millis = now_ms();
         let dir = files::create_unique_dir(&self.runs_dir, &format!("{millis}-"))
             .map_err(|error| format!("cannot make the run directory: {error}"))?;
         let id = dir
@@ -369,8 +433,7 @@ impl Runs {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(format!("cannot write the run directory: {error}"));
         }
-        self.launch(id.clone(), served, input, dir)?;
-        Ok(id)
+        self.launch(id, served, input, dir, turn)
     }
 
     /// Runs `served` in `dir` on a thread of its own (from its journal, if it has one).
@@ -380,7 +443,8 @@ impl Runs {
         served: &ServedSpec,
         input: Value,
         dir: PathBuf,
-    ) -> Result<(), String> {
+        turn: Option<Turn>,
+    ) -> Result<Arc<Run>, String> {
         // Held until the run ends: no other process runs it meanwhile.
         let lock = match files::DirLock::try_hold(&dir) {
             Ok(Some(lock)) => lock,
@@ -394,8 +458,10 @@ impl Runs {
         };
         let stream = Stream::create(Some(&dir.join(STREAM_FILE)), self.scrubber().clone())
             .map_err(|error| format!("cannot write the event stream: {error}"))?;
-        let run = Run::new(id.clone(), served.name.clone(), stream);
+        let run = Run::new(id.clone(), served.name.clone(), input.clone(), stream);
+        run.state().turn = turn;
         self.runs().insert(id, run.clone());
+        let handle = run.clone();
         let runs = self.clone();
         let spec = served.spec.clone();
         let replay = served.replay.clone();
@@ -420,7 +486,7 @@ impl Runs {
                 runs.release();
                 run.finish(result);
             })
-            .map(drop)
+            .map(|_| handle)
             .map_err(|error| format!("cannot start the run: {error}"))
     }
 
@@ -434,14 +500,30 @@ impl Runs {
         input: Value,
         dir: &Path,
     ) -> Value {
+        let started = std::time::Instant::now();
         let executed = match replay {
             Some(replay) => self.try_replay(run, spec, replay, input, dir),
             None => self.try_execute(run, spec, input, dir),
         };
-        match executed {
-            Ok(outcome) => result_of(&outcome),
+        let mut result = match executed {
+            Ok(outcome) => {
+                run.state().next_session = outcome.session.clone();
+                result_of(&outcome)
+            }
             Err(message) => json!({"outcome": "error", "message": message}),
-        }
+        };
+        let used = totals_of(spec, &run.stream);
+        result["totals"] = json!({
+            "calls": used.calls,
+            "input_tokens": used.input_tokens,
+            "output_tokens": used.output_tokens,
+            "cost": used.cost,
+            "unpriced": used.unpriced,
+            "t_ms": used.t_ms,
+            "wall_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "replay": replay.is_some(),
+        });
+        result
     }
 
     /// A live run: its providers, its journal (resumed from, after a restart), and a
@@ -480,7 +562,12 @@ impl Runs {
         input: Value,
         dir: &Path,
     ) -> Result<RunOutcome, String> {
-        let provider = Arc::new(ReplayProvider::new(Arc::clone(&replay.cassette)));
+        let turn = run.state().turn.as_ref().map(|turn| turn.number);
+        let cassette = match turn.or(replay.conversation.then_some(1)) {
+            Some(number) => Arc::new(replay.cassette.for_turn(number)),
+            None => Arc::clone(&replay.cassette),
+        };
+        let provider = Arc::new(ReplayProvider::new(cassette));
         let humans = Box::new(RecordedHumans(provider.clone()));
         self.served_run(run, spec, provider, humans, dir, RunClock::Paused)?
             .run(input)
@@ -509,6 +596,7 @@ impl Runs {
             sink: ScrubbingSink::new(Fanout(sinks), self.scrubber().clone()),
             config: RunConfig {
                 observer: Some(self.observer(run)),
+                session: run.state().turn.as_ref().map(|turn| turn.session.clone()),
                 ..RunConfig::default()
             }
             .with_out_dir(dir.join("out")),
@@ -580,7 +668,11 @@ impl Runs {
                 || kept.spec.to_string_lossy().into_owned(),
                 |served| served.name.clone(),
             );
-            let run = Run::new(id.to_string(), name, stream);
+            let input = read(INPUT_FILE)
+                .ok()
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or(Value::Null);
+            let run = Run::new(id.to_string(), name, input, stream);
             run.state().result = Some(result);
             self.runs().insert(id.to_string(), run);
             return Ok(None);
@@ -603,7 +695,7 @@ impl Runs {
         // A resumed run takes its place whatever the limit: it was admitted before.
         self.active
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        self.launch(id.to_string(), served, input, dir.to_path_buf())
+        self.launch(id.to_string(), served, input, dir.to_path_buf(), None)
             .map_err(|error| {
                 self.release();
                 format!("run {id} left alone: {error}")
@@ -654,4 +746,34 @@ fn result_of(outcome: &RunOutcome) -> Value {
         result["answered_by"] = json!(role);
     }
     result
+}
+
+/// Now, in ms since the epoch.
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|since| since.as_millis())
+        .unwrap_or_default()
+}
+
+/// When a run started, from its id (`<ms since the epoch>-...`); 0 when the id does not
+/// say.
+fn started_ms(id: &str) -> u64 {
+    id.split('-')
+        .next()
+        .and_then(|millis| millis.parse().ok())
+        .unwrap_or(0)
+}
+
+/// What a run used, added up from the trace events on its stream.
+fn totals_of(spec: &CompiledSpec, stream: &Stream) -> RunTotals {
+    let mut totals = RunTotals::default();
+    for index in 0..stream.len() {
+        if let Ok(Some(text)) = stream.get(index)
+            && let Ok(event) = serde_json::from_str::<TraceEvent>(&text)
+        {
+            totals.add(spec, &event);
+        }
+    }
+    totals
 }

@@ -12,6 +12,7 @@ use crate::{Context, Outcome, print_err, print_error};
 const TIMELINE_JS: &str = include_str!("timeline.js");
 const TIMELINE_CSS: &str = include_str!("timeline.css");
 const LIVE_HTML: &str = include_str!("live.html");
+const LIVE_JS: &str = include_str!("live.js");
 const STATIC_HTML: &str = include_str!("static.html");
 
 /// The most bytes of a trace read.
@@ -85,7 +86,14 @@ pub fn run(args: &ViewArgs, context: Context) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Usage);
         }
     };
-    let events = trace_events(&text);
+    let (events, clock) = served_run_stream(&args.trace).unwrap_or_else(|| {
+        let clock = args
+            .trace
+            .extension()
+            .is_some_and(|extension| extension == "snap")
+            .then_some("virtual");
+        (trace_events(&text), clock)
+    });
     if events.is_empty() {
         print_error(
             context,
@@ -109,10 +117,11 @@ pub fn run(args: &ViewArgs, context: Context) -> anyhow::Result<Outcome> {
         .and_then(|event| event["outcome"].as_str())
         .unwrap_or("unfinished")
         .to_string();
-    let page = static_page(
-        &format!("charter trace {shown}"),
-        &[json!({"name": shown, "status": status, "events": events})],
-    );
+    let mut scenario = json!({"name": shown, "status": status, "events": events});
+    if let Some(clock) = clock {
+        scenario["clock"] = json!(clock);
+    }
+    let page = static_page(&format!("charter trace {shown}"), &[scenario]);
     let made_dir = match &args.out {
         Some(dir) if args.output.is_none() => std::fs::create_dir_all(dir),
         _ => Ok(()),
@@ -126,6 +135,26 @@ pub fn run(args: &ViewArgs, context: Context) -> anyhow::Result<Outcome> {
     }
     print_err(&format!("wrote {}\n", display_path(&out)));
     Ok(Outcome::Clean)
+}
+
+/// For the `events.jsonl` of a `charter serve` run directory: the run's event stream
+/// beside it (`stream.jsonl`: the trace with each role's output, the questions asked and
+/// the answer), and its clock — `wall` for a live run, `virtual` for a replayed one
+/// (`None` while it has not ended).
+fn served_run_stream(trace: &Path) -> Option<(Vec<Value>, Option<&'static str>)> {
+    let dir = trace.parent()?;
+    if trace.file_name()? != "events.jsonl" || !dir.join("serve.json").is_file() {
+        return None;
+    }
+    let text = files::read_regular(&dir.join("stream.jsonl"), TRACE_LIMIT).ok()?;
+    let events = trace_events(&text);
+    let clock = events
+        .iter()
+        .rev()
+        .find(|event| event["kind"] == "answer")
+        .and_then(|answer| answer["totals"]["replay"].as_bool())
+        .map(|replay| if replay { "virtual" } else { "wall" });
+    Some((events, clock))
 }
 
 /// Writes `page` to `path` atomically (nothing half-written).
@@ -148,12 +177,19 @@ pub(crate) fn live_page() -> String {
     LIVE_HTML
         .replacen("/*CSS*/", TIMELINE_CSS, 1)
         .replacen("/*JS*/", TIMELINE_JS, 1)
+        .replacen("/*LIVE*/", LIVE_JS, 1)
 }
 
 /// A self-contained page showing `scenarios` (`{name, status, message?, diff?,
 /// events}`), each with its timeline.
 pub(crate) fn static_page(title: &str, scenarios: &[Value]) -> String {
-    let data = script_json(&json!({"scenarios": scenarios}));
+    report_page(title, &json!({}), scenarios)
+}
+
+/// [`static_page`] with `meta` (`{generated_ms?, commit?}`) shown above the scenarios;
+/// a page of several scenarios opens on a summary table of them, failures first.
+pub(crate) fn report_page(title: &str, meta: &Value, scenarios: &[Value]) -> String {
+    let data = script_json(&json!({"meta": meta, "scenarios": scenarios}));
     // The data goes in last, so nothing in it is taken for a placeholder.
     STATIC_HTML
         .replace("/*TITLE*/", &html_text(title))

@@ -16,6 +16,12 @@ use crate::{Context, Outcome, print_err, print_error, print_out};
 /// and human answer and every fault kind, replay each in virtual time, and check each
 /// against the properties the compiler proved.
 ///
+/// Each fault is injected as the live provider, tool or person would surface it: transport
+/// faults (timeout, 429, 500, auth, context_length), bad answers (malformed, contract,
+/// truncated, refusal, stale, wrong_value), a slow answer, tool faults (tool_error,
+/// tool_timeout, tool_bad_args) and human ones (human_reject, human_timeout); `charter
+/// explain explore` says what each does and what the run should do about it.
+///
 /// A fault is transient: the faulted call's next attempt gets the recorded answer, and a
 /// call the recording lacks (a repair round the base never ran) gets the nearest recorded
 /// answer of the same step and item. Every variant must keep:
@@ -25,8 +31,10 @@ use crate::{Context, Outcome, print_err, print_error, print_out};
 ///   P4  no budget is exceeded beyond the calls in flight when it ran out;
 ///   P5  every invariant holds.
 ///
-/// The table on stdout counts the variants per fault kind and how their outcomes differ
-/// from the base; every violation is listed with its faults. A variant that makes a call
+/// The table on stdout counts the variants per fault kind (a variant with faults of several
+/// kinds counts in the row of each) and how their outcomes differ from the base; every
+/// violation is listed with its faults. `--depth 3` grows fast (every three faults at
+/// three places): `--sample N` runs N of them, drawn with `--seed`, and says the seed. A variant that makes a call
 /// of a step and item the recording never made is counted as `unanswered` (the recording
 /// cannot say what would happen): no violation.
 ///

@@ -561,12 +561,11 @@ fn fault_call(
             entry.response = Some(broken);
         }
         FaultKind::Slow => {
-            if entry.response.is_some() || entry.raw.is_some() {
-                if let Some(latency) =
+            if (entry.response.is_some() || entry.raw.is_some())
+                && let Some(latency) =
                     just_under(role.and_then(|role| role.timeout_ms), entry.latency)
-                {
-                    entry.latency = Some(latency);
-                }
+            {
+                entry.latency = Some(latency);
             }
         }
         FaultKind::Stale => {

@@ -114,12 +114,22 @@ fn replace_string(value: &mut Value, from: &str, to: &str) -> bool {
             *text = to.to_string();
             true
         }
-        Value::Array(items) => items
-            .iter_mut()
-            .fold(false, |any, item| replace_string(item, from, to) || any),
-        Value::Object(fields) => fields
-            .values_mut()
-            .fold(false, |any, field| replace_string(field, from, to) || any),
+        Value::Array(items) => {
+            items
+                .iter_mut()
+                .map(|item| replace_string(item, from, to))
+                .filter(|replaced| *replaced)
+                .count()
+                > 0
+        }
+        Value::Object(fields) => {
+            fields
+                .values_mut()
+                .map(|field| replace_string(field, from, to))
+                .filter(|replaced| *replaced)
+                .count()
+                > 0
+        }
         _ => false,
     }
 }

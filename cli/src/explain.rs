@@ -13,7 +13,9 @@ use crate::{Context, Outcome, print_err, print_error, print_out};
 /// Exit status: 0 when the code or topic is known (or none was given), 2 for an unknown
 /// code (the list of codes follows on stderr).
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  charter explain E006\n  charter explain explore")]
+#[command(
+    after_help = "Example: charter explain E006\nAnd: charter explain explore (the fault kinds of `charter explore`)"
+)]
 pub struct ExplainArgs {
     /// The code, as printed in `error[E006]` (case does not matter), or `explore`.
     #[arg(value_name = "CODE")]

@@ -5,7 +5,7 @@ use std::path::Path;
 use charter_runtime::explore::{self, Options};
 
 /// How deep the stage explores: every pair of faults. Every seed base at depth 2 with
-/// every kind is about 6,700 variants, a few seconds on two cores in release.
+/// every kind is 6,675 variants: 9.9 s in the dev build on two cores, 0.7 s in release.
 pub const DEPTH: u8 = 2;
 
 /// The base scenario of each seed spec: the run where everything goes right. Every fault

@@ -127,13 +127,13 @@ impl FaultKind {
                 "the answer is cut at the token limit (`finish_reason: length`), its JSON cut short: a `provider_note` says so and the cut text is a `contract_violation`, re-asked up to `retry`"
             }
             FaultKind::Refusal => {
-                "the model refuses (\"I'm sorry, I can't help with that.\"): not JSON, so a `contract_violation`, re-asked up to `retry`"
+                "the model refuses (\"I'm sorry, but I can't help with that request.\"): not JSON, so a `contract_violation`, re-asked up to `retry`"
             }
             FaultKind::Auth => {
-                "HTTP 401 (a bad or revoked API key): permanent, never retried; the step fails (or takes its `on_error` route)"
+                "HTTP 401 (a bad or revoked API key): permanent, never retried: the step fails"
             }
             FaultKind::ContextLength => {
-                "HTTP 400, the prompt past the model's context window: permanent, never retried; the step fails (or takes its `on_error` route)"
+                "HTTP 400, the prompt past the model's context window: permanent, never retried: the step fails"
             }
             FaultKind::Slow => {
                 "the answer comes just under the role's `timeout` (a `tool` step's result just under its tool's): accepted; only the run's wall time grows, within `check --bounds`"
@@ -145,7 +145,7 @@ impl FaultKind {
                 "a schema-valid but wrong answer (another candidate id at a `finalize`, another item's id echoed, an enum or a yes/no flipped): a `finalize` naming no candidate is re-asked; the rest flows on, and nothing that failed its gate may be delivered"
             }
             FaultKind::ToolError => {
-                "a tool fails: a model is told the error and answers anyway; a `tool` step fails (or takes its route)"
+                "a tool fails: a model is told the error and answers anyway; a `tool` step's error reaches the flow"
             }
             FaultKind::ToolTimeout => {
                 "a tool gives no result before its tool's `timeout`: traced `tool_timeout`; a model is told, a `tool` step fails"

@@ -1,4 +1,4 @@
-//! `charter explain CODE`: print what a diagnostic code means, with a wrong and a right example.
+//! `charter explain CODE`: print what a diagnostic code means, with a wrong and a right example; `charter explain explore`: the fault kinds of `charter explore` and what each is expected to do.
 
 use charter_compiler::Code;
 use charter_compiler::explain::explain;
@@ -6,14 +6,18 @@ use clap::Args;
 
 use crate::{Context, Outcome, print_err, print_error, print_out};
 
-/// Explain a diagnostic code (E001, W004, ...), or list every code when none is given.
+/// Explain a diagnostic code (E001, W004, ...), or list every code when none is given;
+/// `charter explain explore` lists the fault kinds of `charter explore` and the effect
+/// each is expected to have.
 ///
-/// Exit status: 0 when the code is known (or none was given), 2 for an unknown code (the
-/// list of codes follows on stderr).
+/// Exit status: 0 when the code or topic is known (or none was given), 2 for an unknown
+/// code (the list of codes follows on stderr).
 #[derive(Debug, Args)]
-#[command(after_help = "Example: charter explain E006")]
+#[command(
+    after_help = "Example: charter explain E006\nAnd: charter explain explore (the fault kinds of `charter explore`)"
+)]
 pub struct ExplainArgs {
-    /// The code, as printed in `error[E006]` (case does not matter).
+    /// The code, as printed in `error[E006]` (case does not matter), or `explore`.
     #[arg(value_name = "CODE")]
     pub code: Option<String>,
 }
@@ -21,11 +25,15 @@ pub struct ExplainArgs {
 pub fn run(args: &ExplainArgs, context: Context) -> anyhow::Result<Outcome> {
     let Some(given) = &args.code else {
         print_out(&format!(
-            "{}\nRun `charter explain CODE` for what a code means, with examples.\n",
+            "{}\nRun `charter explain CODE` for what a code means, with examples, and `charter explain explore` for the fault kinds of `charter explore`.\n",
             code_list()
         ))?;
         return Ok(Outcome::Clean);
     };
+    if given.trim().eq_ignore_ascii_case("explore") {
+        print_out(&explore_kinds())?;
+        return Ok(Outcome::Clean);
+    }
     match Code::parse(given) {
         Some(code) => {
             print_out(explain(code))?;
@@ -57,6 +65,30 @@ fn padded(given: &str) -> Option<Code> {
     Code::parse(&format!("{letter}{number:03}"))
 }
 
+/// `charter explain explore`: what a fault of each kind does to a recorded scenario, and
+/// what the run is expected to do about it.
+fn explore_kinds() -> String {
+    use charter_runtime::explore::FaultKind;
+    let mut text = String::from(
+        "charter explore: the fault kinds\n\n\
+         Each kind is injected as the live provider, tool or person would surface it, at one \
+         recorded call, tool call or answer (a transient fault: the next attempt gets the \
+         recorded answer). Every variant must still end in a terminal state with a reason (P1), \
+         stay within `check --bounds` (P2), deliver only what passed its gate (P3), keep its \
+         budget (P4) and every invariant (P5).\n\n",
+    );
+    for kind in FaultKind::ALL {
+        let name = kind.name();
+        text.push_str(&format!("  {name}\n      {}\n", kind.effect()));
+    }
+    text.push_str(
+        "\n--depth 2 and 3 combine faults at two and three places; --sample N runs N of them \
+         drawn with --seed (the same seed, the same variants).\n\
+         Example: charter explore golden/closed_loop/happy_path --depth 2 --faults truncated,stale\n",
+    );
+    text
+}
+
 /// One line per code: the title line of its explanation.
 fn code_list() -> String {
     Code::ALL
@@ -71,6 +103,15 @@ fn code_list() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn explore_names_every_fault_kind_with_its_effect() {
+        let text = explore_kinds();
+        for kind in charter_runtime::explore::FaultKind::ALL {
+            let line = format!("  {}\n      {}\n", kind.name(), kind.effect());
+            assert!(text.contains(&line), "{kind}: {text}");
+        }
+    }
 
     #[test]
     fn short_spellings_are_suggested_as_the_full_code() {

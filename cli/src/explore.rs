@@ -16,6 +16,12 @@ use crate::{Context, Outcome, print_err, print_error, print_out};
 /// and human answer and every fault kind, replay each in virtual time, and check each
 /// against the properties the compiler proved.
 ///
+/// Each fault is injected as the live provider, tool or person would surface it: transport
+/// faults (timeout, 429, 500, auth, context_length), bad answers (malformed, contract,
+/// truncated, refusal, stale, wrong_value), a slow answer, tool faults (tool_error,
+/// tool_timeout, tool_bad_args) and human ones (human_reject, human_timeout); `charter
+/// explain explore` says what each does and what the run should do about it.
+///
 /// A fault is transient: the faulted call's next attempt gets the recorded answer, and a
 /// call the recording lacks (a repair round the base never ran) gets the nearest recorded
 /// answer of the same step and item. Every variant must keep:
@@ -25,8 +31,10 @@ use crate::{Context, Outcome, print_err, print_error, print_out};
 ///   P4  no budget is exceeded beyond the calls in flight when it ran out;
 ///   P5  every invariant holds.
 ///
-/// The table on stdout counts the variants per fault kind and how their outcomes differ
-/// from the base; every violation is listed with its faults. A variant that makes a call
+/// The table on stdout counts the variants per fault kind (a variant with faults of several
+/// kinds counts in the row of each) and how their outcomes differ from the base; every
+/// violation is listed with its faults. `--depth 3` grows fast (every three faults at
+/// three places): `--sample N` runs N of them, drawn with `--seed`, and says the seed. A variant that makes a call
 /// of a step and item the recording never made is counted as `unanswered` (the recording
 /// cannot say what would happen): no violation.
 ///
@@ -36,6 +44,7 @@ use crate::{Context, Outcome, print_err, print_error, print_out};
 #[command(after_help = "Examples:\n  \
     charter explore golden/closed_loop/happy_path\n  \
     charter explore golden/lead_agent/happy_path --faults timeout,429 --depth 2\n  \
+    charter explore golden/lead_agent/happy_path --depth 3 --sample 2000 --seed 7\n  \
     charter explore golden/closed_loop/happy_path --save golden/closed_loop\n\n\
     With --save DIR, each violation and each distinct outcome change is written as a \
     golden scenario `DIR/<scenario>--<faults>/` (scenario.yaml, cassette.yaml with the \
@@ -46,21 +55,36 @@ pub struct ExploreArgs {
     #[arg(value_name = "SCENARIO_DIR")]
     pub scenario: PathBuf,
 
-    /// The fault kinds, comma-separated: timeout, 429, 500, malformed, contract,
-    /// tool_error, human_reject.
+    /// The fault kinds, comma-separated (all by default): timeout, 429, 500, malformed,
+    /// contract, truncated, refusal, auth, context_length, slow, stale, wrong_value,
+    /// tool_error, tool_timeout, tool_bad_args, human_reject, human_timeout. `charter
+    /// explain explore` says what each does and what the run is expected to do about it.
     #[arg(long, value_name = "KINDS", value_parser = explore::faults::parse_kinds,
-          default_value = "timeout,429,500,malformed,contract,tool_error,human_reject")]
+          default_value = ALL_KINDS)]
     pub faults: std::vec::Vec<FaultKind>,
 
-    /// 1: one fault per variant; 2: also every pair of faults at two different places.
+    /// 1: one fault per variant; 2: also every pair of faults at two different places;
+    /// 3: also every three faults at three different places.
     #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u8).range(1..=2))]
+          value_parser = clap::value_parser!(u8).range(1..=3))]
     pub depth: u8,
+
+    /// Run at most N variants: when there are more, a sample of N drawn with --seed (the
+    /// same seed draws the same variants; the report says the seed).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample: Option<u64>,
+
+    /// The seed of --sample's draw.
+    #[arg(long, value_name = "SEED", default_value_t = explore::DEFAULT_SEED)]
+    pub seed: u64,
 
     /// Write each violation and each distinct outcome change as a golden scenario into DIR.
     #[arg(long, value_name = "DIR")]
     pub save: Option<PathBuf>,
 }
+
+/// Every fault kind, comma-separated: the default of `--faults`.
+const ALL_KINDS: &str = "timeout,429,500,malformed,contract,truncated,refusal,auth,context_length,slow,stale,wrong_value,tool_error,tool_timeout,tool_bad_args,human_reject,human_timeout";
 
 /// Explores the scenario as its stages: load the recording (noting a stale one), explore
 /// every variant, print the report and the speed, save what is worth keeping; the exit
@@ -144,6 +168,10 @@ fn explore_variants(
     let options = Options {
         kinds: args.faults.clone(),
         depth: args.depth,
+        sample: args
+            .sample
+            .map(|sample| usize::try_from(sample).unwrap_or(usize::MAX)),
+        seed: args.seed,
         ..Options::default()
     };
     let progress = |done: usize, total: usize| {
@@ -233,6 +261,14 @@ fn write_heading(out: &mut String, loaded: &Loaded, exploration: &Exploration, d
         exploration.sites,
         exploration.variants.len()
     );
+    if let Some(seed) = exploration.sampled {
+        let _ = writeln!(
+            out,
+            "sample: {} of {} variants, drawn with seed {seed} (--seed {seed} draws the same)",
+            exploration.variants.len(),
+            exploration.space
+        );
+    }
     let _ = writeln!(
         out,
         "worst case (check --bounds): {}, {}, {}\n",
@@ -247,31 +283,49 @@ fn write_heading(out: &mut String, loaded: &Loaded, exploration: &Exploration, d
     );
 }
 
-/// One row per fault kind (variants, same, changed, unanswered, violations) and a total.
+/// One row per fault kind (variants, same, changed, unanswered, violations) and a total;
+/// a variant with faults of several kinds counts in the row of each, and once in the total.
 fn write_fault_table(out: &mut String, exploration: &Exploration) {
     let rows = exploration.rows();
-    let width = rows.keys().map(String::len).max().unwrap_or(5).max(5);
+    let width = rows
+        .keys()
+        .map(|kind| kind.name().len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
     let _ = writeln!(
         out,
         "{:<width$}  {:>8}  {:>6}  {:>7}  {:>10}  {:>10}",
         "fault", "variants", "same", "changed", "unanswered", "violations"
     );
-    let mut sums = [0usize; 5];
-    for (row, counts) in &rows {
-        for (sum, count) in sums.iter_mut().zip(counts) {
-            *sum += count;
-        }
+    for (kind, counts) in &rows {
         let _ = writeln!(
             out,
-            "{row:<width$}  {:>8}  {:>6}  {:>7}  {:>10}  {:>10}",
-            counts[0], counts[1], counts[2], counts[3], counts[4]
+            "{:<width$}  {:>8}  {:>6}  {:>7}  {:>10}  {:>10}",
+            kind.name(),
+            counts[0],
+            counts[1],
+            counts[2],
+            counts[3],
+            counts[4]
         );
     }
+    let sums = exploration.total();
     let _ = writeln!(
         out,
         "{:<width$}  {:>8}  {:>6}  {:>7}  {:>10}  {:>10}",
         "total", sums[0], sums[1], sums[2], sums[3], sums[4]
     );
+    if exploration
+        .variants
+        .iter()
+        .any(|variant| variant.faults.len() > 1)
+    {
+        let _ = writeln!(
+            out,
+            "(a variant with faults of several kinds counts in the row of each, once in the total)"
+        );
+    }
 }
 
 /// Each ending other than the base's: how many variants reach it, of which fault kinds,

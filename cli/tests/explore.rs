@@ -34,17 +34,47 @@ fn a_happy_path_with_no_violation_exits_0_with_its_table() {
         text(&output.stderr)
     );
     assert!(stdout.contains("base completed{gate_passed}"), "{stdout}");
-    for row in ["timeout", "429", "500", "malformed", "contract"] {
+    // A row per kind that has a place to strike here (no tool or `ask` in this run).
+    for row in [
+        "timeout",
+        "429",
+        "500",
+        "malformed",
+        "contract",
+        "truncated",
+        "refusal",
+        "auth",
+        "context_length",
+        "slow",
+        "stale",
+        "wrong_value",
+    ] {
         assert!(
-            stdout.lines().any(|line| line.starts_with(row)),
+            stdout
+                .lines()
+                .any(|line| line.starts_with(&format!("{row} "))),
             "no row {row}: {stdout}"
         );
     }
+    // auth and context_length are not retried: the step they strike fails.
+    assert!(
+        stdout.contains("completed{gate_passed} -> failed{step_failed{plan}}: 2 variant(s) (auth, context_length)"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("no violation: P1-P5 hold on every variant"),
         "{stdout}"
     );
-    assert!(text(&output.stderr).contains("explored 25 variants"));
+    let variants = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("total "))
+        .and_then(|line| line.split_whitespace().next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        text(&output.stderr).contains(&format!("explored {variants} variants")),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -169,7 +199,9 @@ fn usage_errors_exit_2_and_say_what_to_do() {
     ]);
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("did you mean `timeout`"));
-    let output = charter(&["explore", "golden/closed_loop/happy_path", "--depth", "3"]);
+    let output = charter(&["explore", "golden/closed_loop/happy_path", "--depth", "4"]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = charter(&["explore", "golden/closed_loop/happy_path", "--sample", "0"]);
     assert_eq!(output.status.code(), Some(2));
     let output = charter(&["explore", "golden/closed_loop"]);
     assert_eq!(output.status.code(), Some(2));
@@ -203,4 +235,114 @@ fn usage_errors_exit_2_and_say_what_to_do() {
         "{help}"
     );
     assert!(help.contains("P3"), "{help}");
+}
+
+#[test]
+fn the_table_groups_the_peers_fault_kinds_by_kind() {
+    // lead_agent's happy path has tool calls and an `ask`: every kind has a place.
+    let output = charter(&["explore", "golden/lead_agent/happy_path"]);
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let rows: Vec<&str> = stdout
+        .lines()
+        .skip_while(|line| !line.starts_with("fault "))
+        .skip(1)
+        .take_while(|line| !line.starts_with("total "))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "timeout",
+            "429",
+            "500",
+            "malformed",
+            "contract",
+            "truncated",
+            "refusal",
+            "auth",
+            "context_length",
+            "slow",
+            "wrong_value",
+            "tool_error",
+            "tool_timeout",
+            "tool_bad_args",
+            "human_reject",
+            "human_timeout"
+        ],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "completed{gate_passed} -> blocked{human_rejected}: 1 variant(s) (human_timeout)"
+        ),
+        "{stdout}"
+    );
+    let explain = charter(&["explain", "explore"]);
+    let explained = text(&explain.stdout);
+    assert_eq!(explain.status.code(), Some(0));
+    for kind in rows {
+        assert!(
+            explained.contains(&format!("\n  {kind}\n      ")),
+            "{kind}: {explained}"
+        );
+    }
+}
+
+#[test]
+fn depth_3_with_a_sample_draws_the_same_variants_for_the_same_seed() {
+    let run = |seed: &str| {
+        let output = charter(&[
+            "explore",
+            "golden/closed_loop/happy_path",
+            "--depth",
+            "3",
+            "--faults",
+            "timeout,429,auth,wrong_value,stale",
+            "--sample",
+            "150",
+            "--seed",
+            seed,
+        ]);
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    let first = run("7");
+    let heading = first.lines().nth(1).unwrap_or_default();
+    assert!(
+        heading.starts_with("sample: 150 of ")
+            && heading.ends_with("variants, drawn with seed 7 (--seed 7 draws the same)"),
+        "{first}"
+    );
+    assert!(first.contains("150 variants (depth 3)"), "{first}");
+    assert!(
+        first.contains(
+            "(a variant with faults of several kinds counts in the row of each, once in the total)"
+        ),
+        "{first}"
+    );
+    assert_eq!(run("7"), first, "the same seed, the same variants");
+    let other = run("8");
+    assert!(other.contains("drawn with seed 8"), "{other}");
+    // Without a sample, depth 3 runs the whole space the sample was drawn from.
+    let space: usize = heading
+        .trim_start_matches("sample: 150 of ")
+        .split_whitespace()
+        .next()
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_default();
+    let whole = charter(&[
+        "explore",
+        "golden/closed_loop/happy_path",
+        "--depth",
+        "3",
+        "--faults",
+        "timeout,429,auth,wrong_value,stale",
+    ]);
+    let whole = text(&whole.stdout);
+    assert!(
+        whole.contains(&format!("{space} variants (depth 3)")),
+        "{whole}"
+    );
+    assert!(!whole.contains("sample:"), "{whole}");
 }

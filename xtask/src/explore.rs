@@ -1,10 +1,15 @@
-//! The `explore` stage of `cargo xtask verify`: every seed's base (happy-path) golden explored at depth 1 with every fault kind; any property violation fails the stage.
+//! The `explore` stage of `cargo xtask verify`: every seed's base (happy-path) golden explored at depth 2 with every fault kind; any property violation fails the stage.
 
 use std::path::Path;
 
 use charter_runtime::explore::{self, Options};
 
-/// The base scenario of each seed spec: the run where everything goes right.
+/// How deep the stage explores: every pair of faults. Every seed base at depth 2 with
+/// every kind is 6,675 variants: 9.9 s in the dev build on two cores, 0.7 s in release.
+pub const DEPTH: u8 = 2;
+
+/// The base scenario of each seed spec: the run where everything goes right. Every fault
+/// kind is explored on each (none is left out: none breaks a property).
 pub const SEED_BASES: [&str; 7] = [
     "agency/all_orders_pass",
     "auto_agent/pass_first_time",
@@ -42,7 +47,7 @@ pub fn seed_bases(root: &Path, filter: Option<&str>) -> Explored {
     scenarios(root, &names, "seed bases")
 }
 
-/// Explores the goldens `names` (`<spec>/<scenario>`) at depth 1 with every fault kind.
+/// Explores the goldens `names` (`<spec>/<scenario>`) at [`DEPTH`] with every fault kind.
 pub fn scenarios(root: &Path, names: &[&str], what: &str) -> Explored {
     let mut variants = 0usize;
     let mut changed = 0usize;
@@ -57,7 +62,11 @@ pub fn scenarios(root: &Path, names: &[&str], what: &str) -> Explored {
                 continue;
             }
         };
-        let exploration = match explore::explore(&loaded, &Options::default(), &|_, _| {}) {
+        let options = Options {
+            depth: DEPTH,
+            ..Options::default()
+        };
+        let exploration = match explore::explore(&loaded, &options, &|_, _| {}) {
             Ok(exploration) => exploration,
             Err(message) => {
                 problems.push(format!("{name}: {message}"));
@@ -91,7 +100,7 @@ pub fn scenarios(root: &Path, names: &[&str], what: &str) -> Explored {
     }
     let note = if problems.is_empty() {
         format!(
-            "{scenarios} {what}, {variants} variants at depth 1, no violation ({changed} change the outcome)"
+            "{scenarios} {what}, {variants} variants at depth {DEPTH} with every fault kind, no violation ({changed} change the outcome)"
         )
     } else {
         format!("{} violation(s) or failures", problems.len())
@@ -165,7 +174,9 @@ mod tests {
         let explored = seed_bases(&root(), Some("closed_loop"));
         assert!(explored.passed, "{:?}", explored.problems);
         assert!(
-            explored.note.starts_with("1 seed bases, 25 variants"),
+            explored
+                .note
+                .starts_with("1 seed bases, 1264 variants at depth 2 with every fault kind"),
             "{}",
             explored.note
         );

@@ -566,7 +566,8 @@ fn spec_format_stage(root: &Path) -> StageResult {
     stage
 }
 
-/// Every seed's base golden explored at depth 1 (`crate::explore`): no property may break.
+/// Every seed's base golden explored at depth 2 with every fault kind (`crate::explore`):
+/// no property may break.
 fn explore_stage(root: &Path, config: &VerifyConfig) -> StageResult {
     let started = Instant::now();
     let explored = crate::explore::seed_bases(root, config.filter.as_deref());

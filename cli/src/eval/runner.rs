@@ -290,7 +290,14 @@ fn judged(
     outcome: &RunOutcome,
     events: &[TraceEvent],
 ) -> RunResult {
-    let (unmet, gates, totals) = judge(line, spec, outcome, events);
+    let (mut unmet, gates, totals) = judge(line, spec, outcome, events);
+    // A failed run's own word on why it ended (an `ask` nobody answered says which line
+    // gave no answer).
+    if !unmet.is_empty()
+        && let Some(message) = &outcome.message
+    {
+        unmet.push(format!("the run ended {}: {message}", ending_of(outcome)));
+    }
     RunResult {
         line: line.line,
         repeat: job.repeat,

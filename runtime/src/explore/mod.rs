@@ -2,7 +2,8 @@
 //!
 //! [`load`] reads a scenario and compiles its spec; [`explore`] replays the base, derives
 //! the variants ([`faults`]: one fault per variant at depth 1, every pair of faults at two
-//! different sites at depth 2), replays each in-process on a paused tokio clock (one
+//! different sites at depth 2, every three at depth 3; a seeded sample of them with
+//! `sample`), replays each in-process on a paused tokio clock (one
 //! runtime per worker thread, reused from variant to variant) through an
 //! [`provider::ExploreProvider`], and checks [`properties`]. A variant whose run makes a
 //! call the recording has no answer for at all (no call of that step and item) is
@@ -10,6 +11,7 @@
 //! is no violation. [`save`] writes violations and outcome changes as golden scenarios.
 
 pub mod faults;
+pub mod mutate;
 pub mod properties;
 pub mod provider;
 pub mod save;
@@ -101,17 +103,27 @@ pub fn load(root: &Path, dir: &Path) -> Result<Loaded, String> {
 #[derive(Clone, Debug)]
 pub struct Options {
     pub kinds: Vec<FaultKind>,
-    /// 1: one fault per variant; 2: also every pair of faults at two different sites.
+    /// 1: one fault per variant; 2: also every pair of faults at two different sites;
+    /// 3: also every three faults at three different sites.
     pub depth: u8,
+    /// At most this many variants: when there are more, a sample drawn with `seed`.
+    pub sample: Option<usize>,
+    /// The seed of the sample (the same seed draws the same variants).
+    pub seed: u64,
     /// Worker threads (each with its own runtime); at least 1.
     pub threads: usize,
 }
+
+/// The seed a sample is drawn with when none is given.
+pub const DEFAULT_SEED: u64 = 1;
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             kinds: FaultKind::ALL.to_vec(),
             depth: 1,
+            sample: None,
+            seed: DEFAULT_SEED,
             threads: std::thread::available_parallelism().map_or(1, usize::from),
         }
     }
@@ -154,6 +166,10 @@ pub struct Exploration {
     pub base_violations: Vec<Violation>,
     pub bounds: Bounds,
     pub sites: usize,
+    /// Every variant of the kinds and depth asked for, before any sample.
+    pub space: usize,
+    /// The seed of the sample, when the variants are a sample of `space`.
+    pub sampled: Option<u64>,
     pub variants: Vec<VariantResult>,
 }
 
@@ -170,35 +186,64 @@ impl Exploration {
             .filter(|variant| !variant.violations.is_empty())
     }
 
-    /// The row a variant is counted in: its fault kinds, joined with `+`.
+    /// A variant's fault kinds, joined with `+` (`timeout+429`).
     pub fn row_of(variant: &VariantResult) -> String {
-        let mut kinds: Vec<FaultKind> = variant.faults.iter().map(|fault| fault.kind).collect();
-        kinds.sort();
-        kinds
+        Self::kinds_of(variant)
             .iter()
             .map(|kind| kind.name())
             .collect::<Vec<_>>()
             .join("+")
     }
 
-    /// Per row: (variants, same ending as the base, changed, unanswered, with violations).
-    pub fn rows(&self) -> BTreeMap<String, [usize; 5]> {
-        let mut rows: BTreeMap<String, [usize; 5]> = BTreeMap::new();
-        let base = Ending::Terminal(self.base.clone());
+    /// A variant's distinct fault kinds, in table order.
+    pub fn kinds_of(variant: &VariantResult) -> Vec<FaultKind> {
+        let mut kinds: Vec<FaultKind> = variant.faults.iter().map(|fault| fault.kind).collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+    }
+
+    /// Per fault kind, in table order: (variants, same ending as the base, changed,
+    /// unanswered, with violations). A variant with faults of several kinds counts in
+    /// the row of each.
+    pub fn rows(&self) -> BTreeMap<FaultKind, [usize; 5]> {
+        let mut rows: BTreeMap<FaultKind, [usize; 5]> = BTreeMap::new();
         for variant in &self.variants {
-            let row = rows.entry(Self::row_of(variant)).or_default();
-            row[0] += 1;
-            match &variant.ending {
-                ending if *ending == base => row[1] += 1,
-                Ending::Terminal(_) => row[2] += 1,
-                Ending::Unanswered(_) => row[3] += 1,
-                Ending::Broken => {}
-            }
-            if !variant.violations.is_empty() {
-                row[4] += 1;
+            let counts = self.counts(variant);
+            for kind in Self::kinds_of(variant) {
+                let row = rows.entry(kind).or_default();
+                for (sum, count) in row.iter_mut().zip(counts) {
+                    *sum += count;
+                }
             }
         }
         rows
+    }
+
+    /// The same counts over every variant, each once.
+    pub fn total(&self) -> [usize; 5] {
+        let mut total = [0usize; 5];
+        for variant in &self.variants {
+            for (sum, count) in total.iter_mut().zip(self.counts(variant)) {
+                *sum += count;
+            }
+        }
+        total
+    }
+
+    /// A variant's contribution to a row: 1 variant, and 1 in each column it falls in.
+    fn counts(&self, variant: &VariantResult) -> [usize; 5] {
+        let mut counts = [1, 0, 0, 0, 0];
+        match &variant.ending {
+            Ending::Terminal(termination) if *termination == self.base => counts[1] = 1,
+            Ending::Terminal(_) => counts[2] = 1,
+            Ending::Unanswered(_) => counts[3] = 1,
+            Ending::Broken => {}
+        }
+        if !variant.violations.is_empty() {
+            counts[4] = 1;
+        }
+        counts
     }
 
     /// Every distinct ending other than the base's, with the variants that reach it.
@@ -218,14 +263,9 @@ impl Exploration {
     }
 }
 
-/// Every variant of `cassette` for `kinds` at `depth`, faults that change nothing left out.
-pub fn variants(
-    spec: &CompiledSpec,
-    cassette: &Cassette,
-    kinds: &[FaultKind],
-    depth: u8,
-) -> Vec<Vec<Fault>> {
-    let singles: Vec<Fault> = faults::sites(cassette)
+/// The single faults of `cassette` for `kinds`, faults that change nothing left out.
+pub fn singles(spec: &CompiledSpec, cassette: &Cassette, kinds: &[FaultKind]) -> Vec<Fault> {
+    faults::sites(cassette)
         .into_iter()
         .flat_map(|site| {
             kinds
@@ -234,18 +274,109 @@ pub fn variants(
                 .map(move |kind| Fault { site, kind: *kind })
         })
         .filter(|fault| faults::changes(spec, cassette, std::slice::from_ref(fault)))
-        .collect();
-    let mut all: Vec<Vec<Fault>> = singles.iter().map(|fault| vec![*fault]).collect();
+        .collect()
+}
+
+/// Every variant of `cassette` for `kinds` at `depth` (1 to 3): each single fault, then
+/// (depth 2) each pair and (depth 3) each three of them at different sites.
+pub fn variants(
+    spec: &CompiledSpec,
+    cassette: &Cassette,
+    kinds: &[FaultKind],
+    depth: u8,
+) -> Vec<Vec<Fault>> {
+    let mut all = Vec::new();
+    each_variant(&singles(spec, cassette, kinds), depth, &mut |faults| {
+        all.push(faults.to_vec());
+    });
+    all
+}
+
+/// Calls `visit` with each variant of `singles` at `depth`, in the order of [`variants`].
+fn each_variant(singles: &[Fault], depth: u8, visit: &mut dyn FnMut(&[Fault])) {
+    for fault in singles {
+        visit(std::slice::from_ref(fault));
+    }
     if depth >= 2 {
-        for (index, first) in singles.iter().enumerate() {
-            for second in singles.iter().skip(index + 1) {
+        for (i, first) in singles.iter().enumerate() {
+            for second in singles.iter().skip(i + 1) {
                 if first.site != second.site {
-                    all.push(vec![*first, *second]);
+                    visit(&[*first, *second]);
                 }
             }
         }
     }
-    all
+    if depth >= 3 {
+        for (i, first) in singles.iter().enumerate() {
+            for (j, second) in singles.iter().enumerate().skip(i + 1) {
+                if first.site == second.site {
+                    continue;
+                }
+                for third in singles.iter().skip(j + 1) {
+                    if third.site != first.site && third.site != second.site {
+                        visit(&[*first, *second, *third]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The variants of [`variants`], or, when there are more than `sample`, `sample` of them
+/// drawn with `seed` (the same seed draws the same ones), in the order of [`variants`];
+/// with how many there are in all.
+pub fn sampled_variants(
+    spec: &CompiledSpec,
+    cassette: &Cassette,
+    kinds: &[FaultKind],
+    depth: u8,
+    sample: Option<usize>,
+    seed: u64,
+) -> (Vec<Vec<Fault>>, usize) {
+    let singles = singles(spec, cassette, kinds);
+    let Some(size) = sample else {
+        let mut all = Vec::new();
+        each_variant(&singles, depth, &mut |faults| all.push(faults.to_vec()));
+        let space = all.len();
+        return (all, space);
+    };
+    // Reservoir sampling (algorithm R): one pass, `size` variants kept, each variant
+    // equally likely; the space at depth 3 need not fit in memory.
+    let mut random = SplitMix64(seed);
+    let mut kept: Vec<(usize, Vec<Fault>)> = Vec::with_capacity(size.min(1 << 16));
+    let mut seen = 0usize;
+    each_variant(&singles, depth, &mut |faults| {
+        if kept.len() < size {
+            kept.push((seen, faults.to_vec()));
+        } else {
+            let at = random.below(seen as u64 + 1);
+            if let Some(slot) = usize::try_from(at).ok().and_then(|at| kept.get_mut(at)) {
+                *slot = (seen, faults.to_vec());
+            }
+        }
+        seen += 1;
+    });
+    kept.sort_by_key(|(index, _)| *index);
+    (kept.into_iter().map(|(_, faults)| faults).collect(), seen)
+}
+
+/// A small, seeded, portable pseudo-random generator (SplitMix64): a sample must draw the
+/// same variants on every machine and release.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..bound` (bound > 0), without modulo bias worth noting at these sizes.
+    fn below(&mut self, bound: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(bound.max(1))) >> 64) as u64
+    }
 }
 
 /// The limits a variant runs under: model calls and virtual time past which it is
@@ -549,13 +680,16 @@ pub fn explore(
     };
     let (_, base_violations) = judge(loaded, &bounds, limits, &base_played);
     drop(runtime);
-    let all = variants(
+    let (all, space) = sampled_variants(
         &loaded.spec,
         &loaded.cassette,
         &options.kinds,
         options.depth,
+        options.sample,
+        options.seed,
     );
     let total = all.len();
+    let sampled = (total < space).then_some(options.seed);
     let threads = options.threads.clamp(1, 64).min(total.max(1));
     let done = std::sync::atomic::AtomicUsize::new(0);
     let mut results: Vec<Option<VariantResult>> = vec![None; total];
@@ -604,9 +738,13 @@ pub fn explore(
         base_violations,
         bounds,
         sites: faults::sites(&loaded.cassette).len(),
+        space,
+        sampled,
         variants: results.into_iter().flatten().collect(),
     })
 }
 
+#[cfg(test)]
+mod kinds_tests;
 #[cfg(test)]
 mod tests;

@@ -252,6 +252,11 @@ impl HumanChannel for ExploreProvider {
                     answer: answer.clone(),
                 },
             );
+            // A `null` answer is a question nobody answered (`human_timeout`): kept as
+            // served, so a saved variant replays it the same way.
+            if answer.is_null() {
+                return Err(crate::world::replay::nobody_answered(&request.step));
+            }
             Ok(answer)
         })
     }

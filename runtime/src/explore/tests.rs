@@ -11,7 +11,7 @@ fn root() -> PathBuf {
         .unwrap_or_default()
 }
 
-fn loaded(name: &str) -> Loaded {
+pub(super) fn loaded(name: &str) -> Loaded {
     let root = root();
     let dir = root.join("golden").join(name);
     match load(&root, &dir) {
@@ -46,17 +46,17 @@ fn fault_at(loaded: &Loaded, step: &str, item: Option<&str>, kind: FaultKind) ->
     }
 }
 
-fn play_faults(loaded: &Loaded, faults: &[Fault], limits: Limits) -> Played {
+pub(super) fn play_faults(loaded: &Loaded, faults: &[Fault], limits: Limits) -> Played {
     let runtime = paused_runtime().unwrap_or_else(|error| panic!("{error}"));
     let cassette = faults::bake(&loaded.spec, &loaded.cassette, faults);
     play(&runtime, loaded, &cassette, limits)
 }
 
-fn limits(loaded: &Loaded) -> Limits {
+pub(super) fn limits(loaded: &Loaded) -> Limits {
     Limits::for_bounds(&charter_compiler::bounds::compute(&loaded.spec))
 }
 
-fn kinds_of(events: &[TraceEvent], step: &str, item: Option<&str>) -> Vec<String> {
+pub(super) fn kinds_of(events: &[TraceEvent], step: &str, item: Option<&str>) -> Vec<String> {
     events
         .iter()
         .filter(|event| event.step.as_deref() == Some(step) && event.item.as_deref() == item)
@@ -513,7 +513,7 @@ fn tool_faults_show_in_the_trace() {
         &lead,
         &[Fault {
             site: timed,
-            kind: FaultKind::Timeout,
+            kind: FaultKind::ToolTimeout,
         }],
         limits(&lead),
     );

@@ -233,6 +233,9 @@ impl ReplayProvider {
                     attempt,
                 })?;
         lock(&self.used_humans).insert(key);
+        if answer.is_null() {
+            return Err(nobody_answered(step));
+        }
         Ok(answer)
     }
 
@@ -354,6 +357,14 @@ pub(crate) fn played_tool_call(recorded: &RecordedToolCall) -> ToolCall {
         args: recorded.args.clone(),
         result,
         latency: recorded.latency,
+    }
+}
+
+/// What a recorded human answer `null` plays: nobody answered the question of `step`
+/// (`charter explore`'s `human_timeout`), as a human channel whose wait ended says it.
+pub fn nobody_answered(step: &str) -> ProviderError {
+    ProviderError::Unanswered {
+        message: format!("nobody answered the question of step `{step}`"),
     }
 }
 

@@ -321,6 +321,84 @@ async fn a_500_is_transient_and_a_400_permanent() {
 }
 
 #[tokio::test]
+async fn a_401_and_a_context_length_400_are_permanent_and_sent_once() {
+    let server = MockServer::start().await;
+    mount_once(
+        &server,
+        ResponseTemplate::new(401).set_body_json(json!({"error": {
+            "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"
+        }})),
+    )
+    .await;
+    mount_once(
+        &server,
+        ResponseTemplate::new(400).set_body_json(json!({"error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens.",
+            "type": "invalid_request_error", "code": "context_length_exceeded"
+        }})),
+    )
+    .await;
+    let (provider, _) = provider(&server);
+    let auth = provider.complete(request(MODEL)).await.err();
+    assert!(
+        matches!(&auth, Some(error @ ProviderError::Permanent { status: Some(401), .. }) if !error.is_transient()),
+        "{auth:?}"
+    );
+    let context = provider.complete(request(MODEL)).await.err();
+    assert!(
+        matches!(&context, Some(error @ ProviderError::Permanent { status: Some(400), message })
+            if !error.is_transient() && message.contains("maximum context length")),
+        "{context:?}"
+    );
+    // A context-length 400 names no output mode: it is not taken for a refused
+    // `response_format` and sent again in a weaker mode.
+    let requests = server.received_requests().await.unwrap_or_default();
+    assert_eq!(requests.len(), 2);
+}
+
+#[tokio::test]
+async fn an_answer_cut_at_the_token_limit_is_noted_and_checked_as_text() {
+    let server = MockServer::start().await;
+    mount_once(
+        &server,
+        ResponseTemplate::new(200).set_body_json(json!({
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": "{\"text\": \"the first half of"},
+                "finish_reason": "length"
+            }],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 4096}
+        })),
+    )
+    .await;
+    mount_once(&server, answer(r#"{"text": "whole"}"#, 1, 1)).await;
+    let (provider, _) = provider(&server);
+    let cut = request(MODEL);
+    let log = cut.log.clone();
+    let response = provider
+        .complete(cut)
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        response.output,
+        ModelOutput::Text("{\"text\": \"the first half of".into())
+    );
+    assert_eq!(
+        log.entries().notes,
+        vec![charter_runtime::world::providers::TRUNCATED_NOTE.to_string()]
+    );
+    // A whole answer (`finish_reason: stop`) is noted nothing.
+    let whole = request(MODEL);
+    let log = whole.log.clone();
+    let response = provider
+        .complete(whole)
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(response.output, ModelOutput::Json(json!({"text": "whole"})));
+    assert!(log.entries().notes.is_empty());
+}
+
+#[tokio::test]
 async fn a_slow_response_is_cut_by_the_callers_timeout() {
     let server = MockServer::start().await;
     mount_once(

@@ -213,6 +213,19 @@ impl Scheduler<'_> {
             Err(error @ crate::engine::provider::ProviderError::JournalUnwritable { .. }) => {
                 return Err(self.journal_stop(error.to_string()));
             }
+            // Nobody can answer (the person never came back, the input ended): without
+            // a yes nothing goes on, and the run ends saying why rather than erring.
+            Err(crate::engine::provider::ProviderError::Unanswered { message }) => {
+                return Err(Halt::Stop(super::Stop::new(
+                    crate::formats::trace::Outcome::Blocked,
+                    crate::formats::trace::Reason::HumanRejected,
+                    Some(if message.contains(&format!("`{step}`")) {
+                        message
+                    } else {
+                        format!("the question of step `{step}` got no answer: {message}")
+                    }),
+                )));
+            }
             Err(error) => {
                 return Err(Halt::Error(RunError::Human {
                     step: step.clone(),

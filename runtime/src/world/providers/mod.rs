@@ -498,6 +498,10 @@ pub(crate) fn output_from_text(text: &str) -> ModelOutput {
     }
 }
 
+/// The note a provider makes of an answer cut at the model's token limit (OpenAI's
+/// `finish_reason: length`); the cut text itself is then checked like any answer.
+pub const TRUNCATED_NOTE: &str = "the answer was cut at the model's token limit (finish_reason `length`); raise the role's `max_tokens` or ask for a shorter answer";
+
 /// How many model turns a call may take when the role sets no `max_tool_calls`.
 pub const DEFAULT_MAX_TURNS: u64 = 16;
 

@@ -216,6 +216,11 @@ impl OpenAiProvider {
             let message = choice.message;
             let tool_calls = message.tool_calls.unwrap_or_default();
             if tool_calls.is_empty() {
+                // An answer cut at the token limit is seldom whole JSON: it then fails the
+                // contract like any malformed answer, and the trace says why.
+                if choice.finish_reason.as_deref() == Some("length") {
+                    request.log.note(super::TRUNCATED_NOTE.to_string());
+                }
                 let text = message
                     .content
                     .map(content_text)
@@ -481,6 +486,9 @@ struct ChatResponse {
 #[derive(Debug, Deserialize)]
 struct Choice {
     message: AssistantMessage,
+    /// `length` when the answer was cut at the token limit.
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

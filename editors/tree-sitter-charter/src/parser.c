@@ -6,7 +6,7 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #endif
 
-#define LANGUAGE_VERSION 15
+#define LANGUAGE_VERSION 14
 #define STATE_COUNT 503
 #define LARGE_STATE_COUNT 2
 #define SYMBOL_COUNT 228
@@ -17,7 +17,7 @@
 #define MAX_ALIAS_SEQUENCE_LENGTH 15
 #define MAX_RESERVED_WORD_SET_SIZE 0
 #define PRODUCTION_ID_COUNT 47
-#define SUPERTYPE_COUNT 2
+#define SUPERTYPE_COUNT 0
 
 enum ts_symbol_identifiers {
   sym_identifier = 1,
@@ -2415,48 +2415,6 @@ static const TSStateId ts_primary_state_ids[STATE_COUNT] = {
   [502] = 502,
 };
 
-static const TSSymbol ts_supertype_symbols[SUPERTYPE_COUNT] = {
-  sym__expression,
-  sym__item,
-};
-
-static const TSMapSlice ts_supertype_map_slices[] = {
-  [sym__expression] = {.index = 0, .length = 14},
-  [sym__item] = {.index = 14, .length = 13},
-};
-
-static const TSSymbol ts_supertype_map_entries[] = {
-  [0] =
-    sym_binary_expression,
-    sym_block_string,
-    sym_boolean,
-    sym_call_expression,
-    sym_identifier,
-    sym_list,
-    sym_none,
-    sym_number,
-    sym_parenthesized_expression,
-    sym_path,
-    sym_quantifier,
-    sym_record,
-    sym_string,
-    sym_unary_expression,
-  [14] =
-    sym_budget,
-    sym_contract,
-    sym_flow,
-    sym_gate,
-    sym_import,
-    sym_invariant,
-    sym_models,
-    sym_remember,
-    sym_repair,
-    sym_role,
-    sym_rules,
-    sym_session,
-    sym_tool,
-};
-
 static bool ts_lex(TSLexer *lexer, TSStateId state) {
   START_LEXER();
   eof = lexer->eof(lexer);
@@ -4388,7 +4346,7 @@ static bool ts_lex_keywords(TSLexer *lexer, TSStateId state) {
   }
 }
 
-static const TSLexerMode ts_lex_modes[STATE_COUNT] = {
+static const TSLexMode ts_lex_modes[STATE_COUNT] = {
   [0] = {.lex_state = 0},
   [1] = {.lex_state = 0},
   [2] = {.lex_state = 30},
@@ -15443,7 +15401,6 @@ TS_PUBLIC const TSLanguage *tree_sitter_charter(void) {
     .state_count = STATE_COUNT,
     .large_state_count = LARGE_STATE_COUNT,
     .production_id_count = PRODUCTION_ID_COUNT,
-    .supertype_count = SUPERTYPE_COUNT,
     .field_count = FIELD_COUNT,
     .max_alias_sequence_length = MAX_ALIAS_SEQUENCE_LENGTH,
     .parse_table = &ts_parse_table[0][0],
@@ -15454,9 +15411,6 @@ TS_PUBLIC const TSLanguage *tree_sitter_charter(void) {
     .field_names = ts_field_names,
     .field_map_slices = ts_field_map_slices,
     .field_map_entries = ts_field_map_entries,
-    .supertype_map_slices = ts_supertype_map_slices,
-    .supertype_map_entries = ts_supertype_map_entries,
-    .supertype_symbols = ts_supertype_symbols,
     .symbol_metadata = ts_symbol_metadata,
     .public_symbol_map = ts_symbol_map,
     .alias_map = ts_non_terminal_alias_map,
@@ -15466,13 +15420,6 @@ TS_PUBLIC const TSLanguage *tree_sitter_charter(void) {
     .keyword_lex_fn = ts_lex_keywords,
     .keyword_capture_token = sym_identifier,
     .primary_state_ids = ts_primary_state_ids,
-    .name = "charter",
-    .max_reserved_word_set_size = 0,
-    .metadata = {
-      .major_version = 0,
-      .minor_version = 1,
-      .patch_version = 0,
-    },
   };
   return &language;
 }

@@ -277,6 +277,19 @@ fn definition_of_files_steps_fields_in_expressions_and_quantifiers() {
 }
 
 #[test]
+fn an_on_error_target_goes_to_its_step() {
+    let analysis = seed("auto_agent");
+    let path = seed_path("auto_agent");
+    let text = analysis.text(&path).expect("text");
+    let target = analysis.definition(&path, offset_of(text, "on_error -> analyze", 0, 12));
+    assert_eq!(&text[target[0].range.clone()], "analyze");
+    assert_eq!(
+        target[0].range.start,
+        offset_of(text, "  analyze   = analyzer", 0, 2)
+    );
+}
+
+#[test]
 fn references_of_a_contract_include_template_variables() {
     let analysis = seed("lead_agent");
     let path = seed_path("lead_agent");

@@ -735,7 +735,11 @@ impl<'a> Lowerer<'a, '_> {
             }
             // Last, so that the written transitions keep their order and node indices.
             if let Some(on_error) = &step.on_error {
-                edges.add(*node, &Target::Step(on_error.clone()), TransitionIr::OnError)?;
+                edges.add(
+                    *node,
+                    &Target::Step(on_error.clone()),
+                    TransitionIr::OnError,
+                )?;
             }
         }
         Ok(FlowIr {

@@ -1021,10 +1021,7 @@ fn step_forms() {
         "a = r(x) -> b\nb = each(x) -> done",
     );
     check_step("ask = ask(x) -> done", "ask = ask(x) -> done");
-    check_step(
-        "a = r(x) -> b on_error -> c",
-        "a = r(x) -> b on_error -> c",
-    );
+    check_step("a = r(x) -> b on_error -> c", "a = r(x) -> b on_error -> c");
     check_step(
         "a = r(x) when a.ok -> b else -> failed \"no\" on_error -> c\n  on_error = r(a) -> done",
         "a = r(x) when a.ok -> b else -> failed \"no\" on_error -> c\non_error = r(a) -> done",

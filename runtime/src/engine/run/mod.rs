@@ -48,10 +48,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::engine::effects::{Clock, Effects, Files, HumanChannel, PausedClock, Provider};
-use crate::engine::feedback::{self, Feedback, Reason as FeedbackReason};
 use crate::engine::eval::{
     Bindings, EvalError, evaluate, evaluate_bool, evaluate_shared, mentions,
 };
+use crate::engine::feedback::{self, Feedback, Reason as FeedbackReason};
 use crate::engine::prompt::Prompts;
 use crate::engine::provider::HumanRequest;
 use crate::engine::validate::{Validator, validate_request_owned, violations_text};
@@ -383,7 +383,9 @@ impl<'r> Scheduler<'r> {
         else {
             return Err(Halt::Stop(stop));
         };
-        let error = stop.message.unwrap_or_else(|| "the step failed".to_string());
+        let error = stop
+            .message
+            .unwrap_or_else(|| "the step failed".to_string());
         self.emit(EventKind::StepError {
             error: error.clone(),
             to: to.clone(),

@@ -74,17 +74,17 @@ Flags mean one thing in every command that takes them:
       the directory to write into: the delivery (run, replay), the page (view)
   --events FILE                    [replay, run]
       also write every trace event to FILE, one JSON object a line
-  --junit FILE                     [verify]
+  --junit FILE                     [eval, verify]
       also write a JUnit XML report to FILE
-  --html FILE                      [verify]
+  --html FILE                      [eval, verify]
       also write a self-contained HTML report to FILE
   --record DIR                     [chat, run]
       record the live run as a scenario in DIR
   --session ID                     [chat, run]
       the conversation kept in .charter/sessions/ID.json
-  --tool NAME=COMMAND              [chat, run, serve]
+  --tool NAME=COMMAND              [chat, eval, run, serve]
       a tool run as a command: its JSON arguments on stdin, JSON on stdout
-  --model ALIAS=PROVIDER:MODEL     [chat, run, serve, verify]
+  --model ALIAS=PROVIDER:MODEL     [chat, eval, run, serve, verify]
       run a `models` alias on another model
   --show-output                    [chat, run, serve]
       show each model answer, shortened, on stderr as it arrives

@@ -676,6 +676,7 @@ fn describe(event: &TraceEvent) -> Option<String> {
         | EventKind::ModelResult { .. }
         | EventKind::ProviderNote { .. }
         | EventKind::Timeout { .. }
+        | EventKind::StepError { .. }
         | EventKind::Retry { .. } => step_line(kind),
         EventKind::ToolCall { .. }
         | EventKind::ToolTimeout { .. }
@@ -722,6 +723,7 @@ fn step_line(kind: &EventKind) -> Option<String> {
         ),
         EventKind::ProviderNote { message, .. } => format!("note: {message}"),
         EventKind::Timeout { after_ms } => format!("timeout after {}", format_time(*after_ms)),
+        EventKind::StepError { error, to } => format!("FAILED, on_error -> {to}: {error}"),
         EventKind::Retry {
             retry,
             next,

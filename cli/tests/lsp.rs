@@ -372,7 +372,7 @@ fn renaming_a_step_edits_the_spec_and_its_templates() {
     );
     let changes = edit["changes"].as_object().expect("changes by file");
     let in_spec = changes[&uri].as_array().expect("spec edits");
-    assert_eq!(in_spec.len(), 8, "{in_spec:?}");
+    assert_eq!(in_spec.len(), 7, "{in_spec:?}");
     let history = position(&text, "history: [execute", 0, "history: [".len());
     assert!(in_spec.iter().any(|e| e["range"]["start"] == history));
     for template in ["executor.md.j2", "summarizer.md.j2", "analyzer.md.j2"] {
@@ -441,7 +441,7 @@ fn document_symbols_and_semantic_tokens() {
         .iter()
         .filter_map(|s| s["name"].as_str())
         .collect();
-    assert_eq!(steps.first(), Some(&"plan"));
+    assert_eq!(steps.first(), Some(&"intent"));
     assert!(steps.contains(&"check") && steps.contains(&"report"));
     let tokens = client.request(
         "textDocument/semanticTokens/full",

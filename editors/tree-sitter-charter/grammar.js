@@ -173,7 +173,8 @@ module.exports = grammar({
     flow: ($) => seq('flow', '{', repeat($.step), '}'),
     step: ($) =>
       seq(field('name', $.identifier), '=', field('body', $._step_body),
-        choice($.goto, seq(repeat1($.when_arm), optional($.else_arm)), $.pass_fail)),
+        choice($.goto, seq(repeat1($.when_arm), optional($.else_arm)), $.pass_fail),
+        optional($.on_error)),
     _step_body: ($) =>
       choice($.call, $.each, $.gate_call, $.finalize, $.ask, $.branch, $.tool_call),
     call: ($) => seq(field('role', $.identifier), $.arguments),
@@ -194,6 +195,7 @@ module.exports = grammar({
     goto: ($) => seq('->', $._target),
     when_arm: ($) => seq('when', $._expression, '->', $._target),
     else_arm: ($) => seq('else', '->', $._target),
+    on_error: ($) => seq('on_error', '->', field('step', $.identifier)),
     pass_fail: ($) =>
       seq('pass', '->', $._target, 'fail', '->', choice(alias('repair', $.repair_target), $._target)),
     _target: ($) => choice($.terminal, field('step', $.identifier)),

@@ -12,7 +12,7 @@ use crate::index::{Def, field_contract, request_contract, step_contract};
 use crate::scan::{TemplateItem, tag_at, template_items};
 
 /// Keywords of the language, offered where a name is expected.
-pub const KEYWORDS: [&str; 62] = [
+pub const KEYWORDS: [&str; 63] = [
     "spec",
     "version",
     "import",
@@ -43,6 +43,7 @@ pub const KEYWORDS: [&str; 62] = [
     "permit",
     "when",
     "else",
+    "on_error",
     "effect",
     "read",
     "write",

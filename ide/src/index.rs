@@ -496,6 +496,9 @@ impl Builder<'_, '_> {
                 }
             }
         }
+        if let Some(on_error) = &step.on_error {
+            self.add(on_error.span, Def::Step(on_error.name.clone()), false);
+        }
     }
 
     fn target(&mut self, target: &Target) {

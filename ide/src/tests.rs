@@ -277,6 +277,19 @@ fn definition_of_files_steps_fields_in_expressions_and_quantifiers() {
 }
 
 #[test]
+fn an_on_error_target_goes_to_its_step() {
+    let analysis = seed("auto_agent");
+    let path = seed_path("auto_agent");
+    let text = analysis.text(&path).expect("text");
+    let target = analysis.definition(&path, offset_of(text, "on_error -> analyze", 0, 12));
+    assert_eq!(&text[target[0].range.clone()], "analyze");
+    assert_eq!(
+        target[0].range.start,
+        offset_of(text, "  analyze   = analyzer", 0, 2)
+    );
+}
+
+#[test]
 fn references_of_a_contract_include_template_variables() {
     let analysis = seed("lead_agent");
     let path = seed_path("lead_agent");
@@ -312,8 +325,8 @@ fn renaming_a_step_edits_flow_repair_history_and_templates() {
     let edits = analysis.rename(&path, at, "run_task").expect("renamed");
     assert!(edits.iter().all(|e| e.new_text == "run_task"));
     let in_spec: Vec<&TextEdit> = edits.iter().filter(|e| e.path == path).collect();
-    // The definition, two targets, two reads and the `history:` lists of three roles.
-    assert_eq!(in_spec.len(), 8, "{in_spec:?}");
+    // The definition, two targets, one read and the `history:` lists of three roles.
+    assert_eq!(in_spec.len(), 7, "{in_spec:?}");
     for edit in &in_spec {
         assert_eq!(&text[edit.range.clone()], "execute");
     }
@@ -516,8 +529,11 @@ fn outline_nests_steps_fields_and_gate_rules() {
         .iter()
         .find(|i| i.kind == SymbolKind::Flow)
         .expect("a flow");
-    assert_eq!(flow.children.first().map(|s| s.name.as_str()), Some("plan"));
-    assert_eq!(flow.children.len(), 9);
+    assert_eq!(
+        flow.children.first().map(|s| s.name.as_str()),
+        Some("intent")
+    );
+    assert_eq!(flow.children.len(), 11);
     let gate = outline
         .iter()
         .find(|i| i.name == "validity")

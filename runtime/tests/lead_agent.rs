@@ -6,7 +6,9 @@ use support::{Replayed, replay, seed};
 
 const INPUT: &str = r#"{"message": "upload the nightly report"}"#;
 
+/// The lead routes the message to the workflow pipeline, and the planner's plan.
 const PLAN: &str = r#"calls:
+  - { step: intent, response: { kind: workflow, why: "asks for an upload" } }
   - step: plan
     response:
       goal: upload

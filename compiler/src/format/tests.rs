@@ -140,6 +140,15 @@ fn models_steps_arms_gates_repairs_and_invariants_align_into_columns() {
 }
 
 #[test]
+fn on_error_goes_on_a_line_of_its_own_under_the_transitions() {
+    let text = "flow {\n  work = worker(request) -> done on_error -> recover\n  check = checker(work) when check.ok -> done else -> failed \"no\" on_error -> recover\n  recover = fixer(request) -> done\n}\n";
+    assert_eq!(
+        body(text),
+        "flow {\n  work    = worker(request) -> done\n              on_error -> recover\n  check   = checker(work)\n              when check.ok -> done\n              else          -> failed \"no\"\n              on_error -> recover\n  recover = fixer(request)  -> done\n}\n"
+    );
+}
+
+#[test]
 fn one_line_tools_in_a_run_are_a_table_and_a_far_longer_cell_is_left_out() {
     assert_eq!(
         body(

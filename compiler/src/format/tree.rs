@@ -203,6 +203,14 @@ fn member_tokens<'a>(pair: Pair<'a, Rule>, offset: usize, out: &mut Vec<Tok<'a>>
             }
             continue;
         }
+        // `on_error -> STEP` goes on a line of its own, like a `when` arm.
+        if child_rule == Rule::on_error {
+            member_tokens(child, offset, out);
+            if let Some(token) = out.get_mut(first) {
+                token.mark = Mark::Arm;
+            }
+            continue;
+        }
         leaves(child, kind, offset, out);
         let starts_cell = match (kind, child_rule) {
             (Rule::model_entry, Rule::price | Rule::model_param) => {

@@ -652,6 +652,9 @@ pub enum TransitionIr {
     Pass,
     /// A gate step's `fail -> target`.
     Fail,
+    /// `on_error -> STEP`: taken only when the step fails (instead of `step_failed`);
+    /// never by the transitions above.
+    OnError,
     /// A gate step with `fail -> repair`: the repair arm (index into [`RepairIr::arms`])
     /// whose action goes to this edge's target (`rerun`, `replan` -> entry, `block`,
     /// `fail`). `codes` are the arm's codes this gate can emit (`_` for the wildcard).

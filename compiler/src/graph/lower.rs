@@ -733,6 +733,14 @@ impl<'a> Lowerer<'a, '_> {
                     }
                 }
             }
+            // Last, so that the written transitions keep their order and node indices.
+            if let Some(on_error) = &step.on_error {
+                edges.add(
+                    *node,
+                    &Target::Step(on_error.clone()),
+                    TransitionIr::OnError,
+                )?;
+            }
         }
         Ok(FlowIr {
             graph,

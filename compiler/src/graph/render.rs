@@ -317,6 +317,7 @@ pub fn transition_label(transition: &TransitionIr) -> (Option<String>, bool) {
         TransitionIr::Else => (Some("else".to_string()), false),
         TransitionIr::Pass => (Some("pass".to_string()), false),
         TransitionIr::Fail => (Some("fail".to_string()), false),
+        TransitionIr::OnError => (Some("on_error".to_string()), true),
         TransitionIr::Repair { codes, .. } => (Some(codes.join(", ")), true),
     }
 }
@@ -571,7 +572,10 @@ fn drawing(spec: &CompiledSpec) -> Drawing {
                 TransitionIr::Repair { codes, .. } => Some(Part::Codes(codes.clone())),
                 other => transition_label(other).0.map(Part::Text),
             };
-            let dashed = matches!(transition, TransitionIr::Repair { .. });
+            let dashed = matches!(
+                transition,
+                TransitionIr::Repair { .. } | TransitionIr::OnError
+            );
             drawing.edge(node_id(node), node_id(target), part, dashed);
         }
     }

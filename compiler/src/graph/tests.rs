@@ -767,6 +767,56 @@ flow {
 }
 
 #[test]
+fn an_on_error_route_is_an_edge_drawn_dashed_and_counted_by_the_bounds() {
+    let text = r#"spec recovering version "1"
+contract Request { goal: string }
+contract Out { done: bool }
+role worker { model: "openai:x" prompt: """go""" input: Request output: Out timeout: 2s retry: 1 backoff 1s }
+role fixer { model: "openai:x" prompt: """fix {{ feedback }}""" input: Request output: Out timeout: 2s retry: 0 }
+budget { steps 5 }
+flow {
+  work = worker(request) -> done
+           on_error -> recover
+  recover = fixer(request) when recover.done -> done else -> work
+}
+"#;
+    let (spec, diagnostics) = compiled(text, &MemoryLoader::default());
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let (node, _) = spec.flow.step("work").unwrap_or_else(|| panic!("no work"));
+    let transitions: Vec<(TransitionIr, String)> = spec
+        .flow
+        .transitions(node)
+        .into_iter()
+        .filter_map(|(transition, target)| {
+            Some((
+                transition.clone(),
+                spec.flow.graph.node_weight(target)?.name.clone(),
+            ))
+        })
+        .collect();
+    // The written transition first (the runtime tries them in order), the route last.
+    assert_eq!(
+        transitions,
+        [
+            (TransitionIr::Always, "done".to_string()),
+            (TransitionIr::OnError, "recover".to_string())
+        ]
+    );
+    let mermaid = to_mermaid(&spec);
+    assert!(mermaid.contains(r#"n0 -.->|"on_error"| n1"#), "{mermaid}");
+    let dot = to_dot(&spec);
+    assert!(
+        dot.contains(r#"n0 -> n1 [label="on_error", style=dashed];"#),
+        "{dot}"
+    );
+    // `work` -> `recover` -> `work` loops only through the route: `budget.steps` bounds
+    // it, and both steps count as looping (5 steps, each of at most 2 calls).
+    let bounds = bounds::compute(&spec);
+    assert_eq!(bounds.total.steps, Some(5));
+    assert_eq!(bounds.total.calls, Some(10));
+}
+
+#[test]
 fn per_item_check_names_are_item_and_the_by_role() {
     let (spec, _) = compiled(BOUNDS, &MemoryLoader::default());
     assert_eq!(

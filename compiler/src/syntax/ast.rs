@@ -465,6 +465,8 @@ pub struct Step {
     pub name: Ident,
     pub body: StepBody,
     pub next: Next,
+    /// `on_error -> STEP`: the step the run goes to when this one fails.
+    pub on_error: Option<Ident>,
     pub span: Span,
 }
 

@@ -364,6 +364,7 @@ fn readable(rule: Rule) -> &'static str {
         Rule::kw_wall | Rule::budget_wall => "`wall`",
         Rule::kw_steps | Rule::budget_steps => "`steps`",
         Rule::kw_on_exhausted | Rule::budget_on_exhausted => "`on_exhausted`",
+        Rule::kw_on_error | Rule::on_error => "`on_error`",
         Rule::kw_each | Rule::each_body => "`each`",
         Rule::kw_in => "`in`",
         Rule::kw_concurrency | Rule::concurrency => "`concurrency`",

@@ -115,6 +115,7 @@ fn is_token(rule: Rule) -> bool {
             | Rule::kw_idle_timeout
             | Rule::kw_tool_choice
             | Rule::kw_retry_after_effects
+            | Rule::kw_on_error
             | Rule::kw_else
             | Rule::kw_pass
             | Rule::kw_when
@@ -1014,11 +1015,16 @@ impl Lowerer<'_> {
         let mut children = values(pair);
         let name = self.ident(&children.next()?);
         let body = self.step_body(children.next()?)?;
-        let next = self.next(children)?;
+        let next = self.next(children.by_ref())?;
+        let on_error = match children.next() {
+            Some(on_error) => Some(self.ident(&values(on_error).next()?)),
+            None => None,
+        };
         Some(Step {
             name,
             body,
             next,
+            on_error,
             span,
         })
     }

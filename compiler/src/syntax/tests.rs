@@ -959,7 +959,12 @@ fn step_string(step: &Step) -> String {
             }
         ),
     };
-    format!("{} = {body} {next}", step.name.name)
+    let on_error = step
+        .on_error
+        .as_ref()
+        .map(|step| format!(" on_error -> {}", step.name))
+        .unwrap_or_default();
+    format!("{} = {body} {next}{on_error}", step.name.name)
 }
 
 /// Parses `flow { STEP }` and compares the step, printed back, with `expect`.
@@ -1016,6 +1021,11 @@ fn step_forms() {
         "a = r(x) -> b\nb = each(x) -> done",
     );
     check_step("ask = ask(x) -> done", "ask = ask(x) -> done");
+    check_step("a = r(x) -> b on_error -> c", "a = r(x) -> b on_error -> c");
+    check_step(
+        "a = r(x) when a.ok -> b else -> failed \"no\" on_error -> c\n  on_error = r(a) -> done",
+        "a = r(x) when a.ok -> b else -> failed \"no\" on_error -> c\non_error = r(a) -> done",
+    );
     check_step(
         "a = r(x) -> b  b = r(a) -> c",
         "a = r(x) -> b\nb = r(a) -> c",

@@ -72,7 +72,7 @@
 ] @keyword
 
 [
-  "on" "permit" "when" "else" "pass" "fail" "rerun" "with" "replan" "accept" "block"
+  "on" "permit" "when" "else" "on_error" "pass" "fail" "rerun" "with" "replan" "accept" "block"
   "ask" "only" "uses" "always" "has" "no" "each" "in" "concurrency" "check" "by"
   "retries" "finalize" "done" "blocked" "failed" "every" "some" "count"
 ] @keyword

@@ -26,6 +26,8 @@ pub enum Reason {
     Human,
     /// The role's previous answer broke its output contract.
     Contract,
+    /// Another step failed and its `on_error -> STEP` led here: the issue is the error.
+    Error,
 }
 
 impl Reason {
@@ -36,6 +38,7 @@ impl Reason {
             Reason::Replan => "replan",
             Reason::Human => "human",
             Reason::Contract => "contract",
+            Reason::Error => "error",
         }
     }
 }
@@ -120,6 +123,7 @@ impl Feedback {
             "replan" => Reason::Replan,
             "human" => Reason::Human,
             "contract" => Reason::Contract,
+            "error" => Reason::Error,
             _ => return None,
         };
         let present = |name: &str| value.get(name).filter(|part| !part.is_null()).cloned();
@@ -273,6 +277,7 @@ pub fn markdown(feedback: &Value) -> String {
         ),
         "human" => "A person answered.".to_string(),
         "contract" => "The previous answer did not match the required output format.".to_string(),
+        "error" => "A step failed, and the flow sent its error here.".to_string(),
         _ => String::new(),
     };
     let _ = writeln!(text, "## Feedback\n\n{why}");

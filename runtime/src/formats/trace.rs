@@ -255,6 +255,9 @@ pub enum EventKind {
     InvariantViolated { invariant: String, message: String },
     /// A person answered an `ask`.
     Human { question: String, answer: Value },
+    /// The step (in the header) failed and its `on_error -> STEP` sent the run to `to`
+    /// instead of ending it `step_failed`; `error` is what failed.
+    StepError { error: String, to: String },
     /// A turn answered: what its `remember` assignments gave the session's fields (`none`
     /// clears an optional field), and how many turns the session keeps now.
     Session {
@@ -476,6 +479,11 @@ pub enum Reason {
     StepFailed {
         step: String,
     },
+    /// The flow chose a `blocked "..."` or `failed "..."` terminal after `step` (a
+    /// transition led there; nothing failed): the terminal's text is the message.
+    Routed {
+        step: String,
+    },
     HumanRejected,
     NoRepairAction,
     Cancelled,
@@ -496,6 +504,7 @@ impl fmt::Display for Reason {
             Reason::DeliveryMismatch => formatter.write_str("delivery_mismatch"),
             Reason::Invariant { name } => write!(formatter, "invariant{{{name}}}"),
             Reason::StepFailed { step } => write!(formatter, "step_failed{{{step}}}"),
+            Reason::Routed { step } => write!(formatter, "routed{{{step}}}"),
             Reason::HumanRejected => formatter.write_str("human_rejected"),
             Reason::NoRepairAction => formatter.write_str("no_repair_action"),
             Reason::Cancelled => formatter.write_str("cancelled"),
@@ -519,6 +528,7 @@ fn quote_hint(text: &str) -> String {
     let name = text.split('{').next().unwrap_or(text).trim();
     let example = match name {
         "step_failed" => "step_failed{review}",
+        "routed" => "routed{execute}",
         "hard_gate" => "hard_gate{no_sources}",
         "invariant" => "invariant{plan_frozen}",
         "budget_exhausted" => "budget_exhausted{cost}",
@@ -530,7 +540,7 @@ fn quote_hint(text: &str) -> String {
 }
 
 const REASONS: &str = "gate_passed, max_rounds, no_progress, budget_exhausted{tokens|cost|wall|steps}, \
-hard_gate{CODE}, delivery_mismatch, invariant{NAME}, step_failed{STEP}, human_rejected, \
+hard_gate{CODE}, delivery_mismatch, invariant{NAME}, step_failed{STEP}, routed{STEP}, human_rejected, \
 no_repair_action, cancelled, done or journal_unwritable";
 
 impl FromStr for Reason {
@@ -571,6 +581,7 @@ impl FromStr for Reason {
             ("hard_gate", Some(code)) => Reason::HardGate { code },
             ("invariant", Some(name)) => Reason::Invariant { name },
             ("step_failed", Some(step)) => Reason::StepFailed { step },
+            ("routed", Some(step)) => Reason::Routed { step },
             _ => return Err(error()),
         };
         Ok(reason)

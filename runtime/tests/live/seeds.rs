@@ -269,6 +269,12 @@ fn with_role(role: &str, mut answer: Value) -> Value {
 const FTP_FINDING: &str = "ftp_upload needs a password";
 
 fn lead_agent_model(prompt: &str) -> Value {
+    if prompt.starts_with("You are the lead of a workflow assistant") {
+        return with_role(
+            "lead",
+            json!({"kind": "workflow", "why": "asks for a nightly automation"}),
+        );
+    }
     if prompt.starts_with("You are the workflow planner") {
         return with_role(
             "planner",
@@ -557,7 +563,12 @@ async fn auto_agent_without_history_in_the_analyzer_prompt_runs_to_its_step_limi
         "{% if false %}",
     );
     let run = auto_agent(&blind).await;
-    assert_eq!(run.ending, "completed{done}", "{}", run.trace);
+    // The step limit cut it: the summary is the answer, but the run is not finished work.
+    assert_eq!(
+        run.ending, "below_target{budget_exhausted{steps}}",
+        "{}",
+        run.trace
+    );
     assert_eq!(run.counts.get("supervisor"), Some(&5), "{:?}", run.counts);
 }
 

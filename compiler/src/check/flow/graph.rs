@@ -115,6 +115,22 @@ impl<'a> StepGraph<'a> {
         };
         for (position, step) in steps.iter().enumerate() {
             let from = NodeIndex::new(position);
+            // `on_error -> STEP`: a transition like the written ones, taken when it fails.
+            if let Some(on_error) = &step.on_error {
+                match index.get(on_error.name.as_str()) {
+                    Some(node) => {
+                        graph.add_edge(
+                            from,
+                            *node,
+                            Edge {
+                                kind: EdgeKind::Next,
+                                span: on_error.span,
+                            },
+                        );
+                    }
+                    None => unresolved.push(on_error),
+                }
+            }
             match &step.next {
                 Next::Goto(target) => add_target(&mut graph, &mut unresolved, from, target),
                 Next::When { arms, otherwise } => {

@@ -79,6 +79,9 @@ pub fn check(spec: &SpecFile, symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagn
             Item::Flow(flow) => {
                 for step in &flow.steps {
                     checker.step_names(&step.body, &step.next);
+                    if let Some(on_error) = &step.on_error {
+                        checker.step_ref(on_error);
+                    }
                 }
             }
         }

@@ -418,10 +418,13 @@ impl<'s, 'a> Checker<'s, 'a> {
                     }
                 }
             }
-            let names = targets.into_iter().filter_map(|target| match target {
-                Target::Step(step) => Some(step.name.as_str()),
-                _ => None,
-            });
+            let names = targets
+                .into_iter()
+                .filter_map(|target| match target {
+                    Target::Step(step) => Some(step.name.as_str()),
+                    _ => None,
+                })
+                .chain(step.on_error.iter().map(|on_error| on_error.name.as_str()));
             successors.entry(*name).or_default().extend(names);
         }
         let mut found: BTreeMap<&'a str, Option<Ty>> = BTreeMap::new();

@@ -104,7 +104,8 @@ impl Scheduler<'_> {
 
     /// An `ask` step: a person's `Answer`, readable as the step's output. With `max N`,
     /// the step asks at most N times in a run: the N-th rejection blocks the run
-    /// (`human_rejected`), and reaching the step again after N answers blocks it too.
+    /// (`human_rejected`), and reaching the step again after N answers blocks it too
+    /// (`max_rounds`: the loop through the step has used its rounds; nothing failed).
     pub(super) async fn run_ask(
         &mut self,
         step: &str,
@@ -117,9 +118,7 @@ impl Scheduler<'_> {
         {
             return Err(Halt::Stop(Stop::new(
                 Outcome::Blocked,
-                Reason::StepFailed {
-                    step: step.to_string(),
-                },
+                Reason::MaxRounds,
                 Some(format!(
                     "step `{step}` has asked {asked} times, its limit (`max {max}`)"
                 )),

@@ -51,6 +51,7 @@ use crate::engine::effects::{Clock, Effects, Files, HumanChannel, PausedClock, P
 use crate::engine::eval::{
     Bindings, EvalError, evaluate, evaluate_bool, evaluate_shared, mentions,
 };
+use crate::engine::feedback::{self, Feedback, Reason as FeedbackReason};
 use crate::engine::prompt::Prompts;
 use crate::engine::provider::HumanRequest;
 use crate::engine::validate::{Validator, validate_request_owned, violations_text};
@@ -65,7 +66,7 @@ use crate::engine::budget::BudgetMeter;
 use each::{Work, WorkState, build_items};
 use gate::{Judged, judge};
 use repair::{Decision, RepairPolicy};
-use state::{Candidate, CandidateContent, ItemStatus, RunState, StepOutput};
+use state::{Candidate, CandidateContent, ItemStatus, PendingFeedback, RunState, StepOutput};
 use step::{CallUnit, JobMessage};
 
 /// Runs `spec` on `input` to a terminal state. Every effect on the outside world goes
@@ -356,8 +357,57 @@ impl<'r> Scheduler<'r> {
     async fn flow(&mut self) -> Result<Stop, Halt> {
         let mut node = self.spec.flow.entry;
         loop {
-            node = self.step(node).await?;
+            node = match self.step(node).await {
+                Ok(next) => next,
+                Err(Halt::Stop(stop)) => self.on_error(node, stop)?,
+                Err(halt) => return Err(halt),
+            };
         }
+    }
+
+    /// `on_error -> STEP`: when the step at `node` failed (`step_failed` of that step),
+    /// the run goes to STEP, whose role sees the error in `feedback`; any other stop stands.
+    fn on_error(&mut self, node: NodeIndex, stop: Stop) -> Result<NodeIndex, Halt> {
+        let graph = &self.spec.flow.graph;
+        let failed = match (&stop.reason, graph.node_weight(node)) {
+            (Reason::StepFailed { step }, Some(here)) if *step == here.name => step.clone(),
+            _ => return Err(Halt::Stop(stop)),
+        };
+        let handler = self
+            .outgoing(node)
+            .into_iter()
+            .find(|edge| *edge.weight() == TransitionIr::OnError)
+            .map(|edge| edge.target());
+        let Some((handler, to)) =
+            handler.and_then(|handler| Some((handler, graph.node_weight(handler)?.name.clone())))
+        else {
+            return Err(Halt::Stop(stop));
+        };
+        let error = stop
+            .message
+            .unwrap_or_else(|| "the step failed".to_string());
+        self.emit(EventKind::StepError {
+            error: error.clone(),
+            to: to.clone(),
+        })?;
+        let mut feedback = Feedback::new(FeedbackReason::Error, self.state.round);
+        feedback.issues.push(feedback::issue(feedback::IssueFields {
+            code: "STEP_FAILED",
+            severity: "error",
+            gate: None,
+            rule: &failed,
+            message: &error,
+            detail: None,
+            items: &[],
+        }));
+        self.state.feedback.insert(
+            to,
+            PendingFeedback {
+                feedback,
+                previous: None,
+            },
+        );
+        Ok(handler)
     }
 
     /// Runs the step at `node` and returns the node to go to next. One piece: one arm per
@@ -502,7 +552,10 @@ impl<'r> Scheduler<'r> {
                         }
                     }
                 }
-                TransitionIr::Pass | TransitionIr::Fail | TransitionIr::Repair { .. } => false,
+                TransitionIr::Pass
+                | TransitionIr::Fail
+                | TransitionIr::OnError
+                | TransitionIr::Repair { .. } => false,
             };
             if take {
                 return Ok(edge.target());
@@ -654,7 +707,7 @@ impl<'r> Scheduler<'r> {
                 let why = if self.state.last_ask_rejected {
                     Reason::HumanRejected
                 } else {
-                    Reason::StepFailed { step: from }
+                    Reason::Routed { step: from }
                 };
                 Stop::new(outcome, why, Some(reason.clone()))
             }

@@ -248,6 +248,12 @@ fn reasons_display_and_parse() {
             },
             "step_failed{execute}",
         ),
+        (
+            Reason::Routed {
+                step: "execute".into(),
+            },
+            "routed{execute}",
+        ),
         (Reason::HumanRejected, "human_rejected"),
         (Reason::NoRepairAction, "no_repair_action"),
         (Reason::Cancelled, "cancelled"),

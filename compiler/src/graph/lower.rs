@@ -359,11 +359,10 @@ impl<'a> Lowerer<'a, '_> {
                 .map(|permit| {
                     // A permit sees the call's inputs by their template names, then
                     // `args` and `meta`.
-                    let mut locals: Vec<String> =
-                        crate::check::types::permit_inputs(role)
-                            .into_iter()
-                            .map(|(name, _)| name)
-                            .collect();
+                    let mut locals: Vec<String> = crate::check::types::permit_inputs(role)
+                        .into_iter()
+                        .map(|(name, _)| name)
+                        .collect();
                     locals.extend(["args".to_string(), "meta".to_string()]);
                     let mut scope = Scope {
                         locals,

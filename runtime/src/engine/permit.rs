@@ -175,9 +175,14 @@ flow {
         let role = &spec.roles["worker"];
         let research = permit_inputs(
             role,
-            &[std::sync::Arc::new(json!({"id": "T-1", "kind": "research"}))],
+            &[std::sync::Arc::new(
+                json!({"id": "T-1", "kind": "research"}),
+            )],
         );
-        assert_eq!(research, json!({"order": {"id": "T-1", "kind": "research"}}));
+        assert_eq!(
+            research,
+            json!({"order": {"id": "T-1", "kind": "research"}})
+        );
         let search = json!({"text": "heat pumps"});
         let page = json!({"path": "a.md", "text": "x"});
         let refused = |args: &serde_json::Value, tool: &str, inputs: &serde_json::Value| {

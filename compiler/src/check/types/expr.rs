@@ -392,7 +392,10 @@ impl Typer<'_> {
             });
         } else if name.name == "score" {
             diagnostic = diagnostic.with_help("`score` is only in scope in a gate's `pass when`");
-        } else if name.name == "item" && self.place == Place::Default && self.lookup("args").is_some() {
+        } else if name.name == "item"
+            && self.place == Place::Default
+            && self.lookup("args").is_some()
+        {
             // In a `permit`: the work item is the call's input, named as its template names it.
             let inputs: Vec<&str> = self
                 .scope

@@ -824,7 +824,9 @@ fn a_permit_reads_the_calls_input_by_its_template_name() {
         .filter_map(|diagnostic| diagnostic.help)
         .collect();
     assert!(
-        helps.iter().any(|help| help.contains("`task` (in an `each` step, the work item)")),
+        helps
+            .iter()
+            .any(|help| help.contains("`task` (in an `each` step, the work item)")),
         "{helps:?}"
     );
     let (from, to) = permit("task.gaol == args.text");
@@ -834,5 +836,8 @@ fn a_permit_reads_the_calls_input_by_its_template_name() {
         .into_iter()
         .filter_map(|diagnostic| diagnostic.help)
         .collect();
-    assert!(helps.iter().any(|help| help.contains("`goal`")), "{helps:?}");
+    assert!(
+        helps.iter().any(|help| help.contains("`goal`")),
+        "{helps:?}"
+    );
 }

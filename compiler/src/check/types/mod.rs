@@ -1171,7 +1171,7 @@ fn literal_number(expr: &Expr) -> Option<f64> {
 /// under its snake_case name (`WorkOrder` -> `work_order`), in the role's order. In an
 /// `each` step that is the work item the call works on. `args` and `meta` keep their
 /// meaning: an input whose name would be one of them is not bound.
-pub(crate) fn permit_inputs(role: &Role) -> Vec<(String, &str)> {
+pub fn permit_inputs(role: &Role) -> Vec<(String, &str)> {
     let mut inputs: Vec<(String, &str)> = Vec::new();
     for input in &role.inputs {
         let name = crate::check::templates::snake_case(&input.name);

@@ -313,10 +313,7 @@ type NamedSet = (String, BTreeMap<String, String>);
 
 /// The model sets: those of `--models FILE` by name, or one set (`spec models`, or the
 /// `--model` overrides) without it.
-fn model_sets(
-    context: Context,
-    args: &EvalArgs,
-) -> Result<Vec<NamedSet>, Outcome> {
+fn model_sets(context: Context, args: &EvalArgs) -> Result<Vec<NamedSet>, Outcome> {
     let Some(path) = &args.models_file else {
         let name = if args.models.is_empty() {
             "spec models".to_string()

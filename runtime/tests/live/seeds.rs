@@ -105,10 +105,13 @@ fn prompt_of(body: &Value) -> String {
     text
 }
 
+/// What the mock model answers to a request: `answer(prompt, body)`.
+type Answer = Box<dyn Fn(&str, &Value) -> Value + Send + Sync>;
+
 /// Answers every request with `answer(prompt, body)`, in the wire format of the path
 /// asked; an answer with `_tool_call: {name, arguments}` is an OpenAI tool call.
 struct Reactive {
-    answer: Box<dyn Fn(&str, &Value) -> Value + Send + Sync>,
+    answer: Answer,
     /// How many requests each role got (the role is the answer's `_role`).
     counts: Arc<Mutex<BTreeMap<String, usize>>>,
 }

@@ -196,7 +196,8 @@ impl Analysis {
             "session" => symbols.session.map(|s| s.contract.name.name.clone()),
             name => match symbols.steps.get(name) {
                 Some(step) => step_contract(symbols, step),
-                None => bound_variable(symbols, text, offset, name),
+                None => bound_variable(symbols, text, offset, name)
+                    .or_else(|| permit_variable(symbols, text, offset, name)),
             },
         };
         for segment in rest {
@@ -260,6 +261,41 @@ fn bound_variable(symbols: &Symbols<'_>, text: &str, offset: usize, name: &str) 
         contract = field_contract(symbols, &contract?, segment);
     }
     contract
+}
+
+/// In a `permit TOOL when ...` line of a role block: the contract `name` holds there,
+/// `args` (the tool's input contract) or one of the role's inputs by its template name
+/// (`work_order`). The inputs are read from the block's `input:` line, since a role with
+/// a half-typed permit does not parse.
+fn permit_variable(symbols: &Symbols<'_>, text: &str, offset: usize, name: &str) -> Option<String> {
+    let before = text.get(..offset)?;
+    let line = before.rsplit('\n').next()?.trim_start();
+    let tool = line.strip_prefix("permit ")?.split_whitespace().next()?;
+    if name == "args" {
+        return symbols
+            .tools
+            .get(tool)
+            .and_then(|tool| tool.input.as_ref())
+            .map(|input| input.name.clone());
+    }
+    let block = before.get(before.rfind("role ")?..)?;
+    let inputs = block
+        .lines()
+        .map(str::trim_start)
+        .find_map(|line| line.strip_prefix("input:"))?;
+    inputs
+        .split(',')
+        .map(|input| {
+            input
+                .trim()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect::<String>()
+        })
+        .find(|contract| {
+            symbols.is_contract(contract)
+                && charter_compiler::check::templates::snake_case(contract) == name
+        })
 }
 
 fn fields(symbols: &Symbols<'_>, contract: &str) -> Vec<Completion> {

@@ -376,10 +376,20 @@ impl Builder<'_, '_> {
                 .get(permit.tool.name.as_str())
                 .and_then(|tool| tool.input.as_ref())
                 .map(|input| input.name.clone());
+            // The call's inputs by their template names (`work_order`), then `args`, `meta`.
+            let inputs = charter_compiler::check::types::permit_inputs(role);
+            let bound = inputs.len() + 2;
+            for (name, contract) in inputs {
+                let contract = self
+                    .symbols
+                    .is_contract(contract)
+                    .then(|| contract.to_string());
+                self.scope.push((name, contract));
+            }
             self.scope.push(("args".to_string(), input));
             self.scope.push(("meta".to_string(), None));
             self.expr(&permit.condition);
-            self.scope.truncate(self.scope.len() - 2);
+            self.scope.truncate(self.scope.len() - bound);
         }
     }
 

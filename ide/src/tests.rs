@@ -677,3 +677,53 @@ fn imported_role_files_are_navigable_and_their_names_resolve() {
         model
     );
 }
+
+#[test]
+fn a_permit_completes_and_hovers_the_work_item_it_reads() {
+    let path = seed_path("agency");
+    let analysis = seed("agency");
+    let source = analysis.text(&path).expect("text");
+    // After `work_order.` in a permit: the work order's fields.
+    let at = offset_of(
+        source,
+        "work_order.kind == research",
+        0,
+        "work_order.".len(),
+    );
+    let fields: Vec<String> = analysis
+        .completions(&path, at)
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    assert!(
+        fields.contains(&"kind".to_string()) && fields.contains(&"acceptance".to_string()),
+        "{fields:?}"
+    );
+    // After `args.`: the tool's input fields.
+    let typed = source.replacen(
+        "permit web_search when work_order.kind",
+        "permit web_search when args. and work_order.kind",
+        1,
+    );
+    let edited = seed_with("agency", &Documents::new(), Some(&typed));
+    let at = offset_of(&typed, "args. and", 0, "args.".len());
+    let labels: Vec<String> = edited
+        .completions(&path, at)
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    assert_eq!(labels, ["text"]);
+    // Hovering `kind` shows the WorkOrder field.
+    let hover = analysis
+        .hover(
+            &path,
+            offset_of(
+                source,
+                "work_order.kind == research",
+                0,
+                "work_order.".len() + 1,
+            ),
+        )
+        .expect("a hover");
+    assert!(hover.markdown.contains("kind"), "{}", hover.markdown);
+}

@@ -11,8 +11,8 @@ const PLAN: &str = r#"calls:
     response:
       need: checklist
       tasks:
-        - { id: T-001, goal: risks, output_format: bullets, acceptance: [five] }
-        - { id: T-002, goal: checklist, output_format: list, acceptance: [covers], depends_on: [T-001] }
+        - { id: T-001, kind: research, goal: risks, output_format: bullets, acceptance: [five] }
+        - { id: T-002, kind: writing, goal: checklist, output_format: list, acceptance: [covers], depends_on: [T-001] }
 "#;
 
 fn ok(item: &str, round: u64) -> String {
@@ -38,7 +38,9 @@ fn run(calls: &str) -> Replayed {
 #[test]
 fn a_person_approves_another_round_and_it_succeeds() {
     let calls = format!(
-        "{PLAN}{}{}{}  - {{ step: summarize, round: 2, response: {{ candidate_id: c2, summary: all }} }}\n\
+        "{PLAN}{}{}{}  - {{ step: summarize, round: 2, response: {{ text: all }} }}\n  \
+         - {{ step: proofread, round: 2, response: {{ unsupported: [] }} }}\n  \
+         - {{ step: deliver, round: 2, response: {{ candidate_id: c2, summary: all }} }}\n\
          humans:\n  - {{ step: audit, round: 1, answer: {{ approved: true }} }}\n",
         t001_fails(1),
         ok("T-001", 2),

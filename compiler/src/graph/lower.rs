@@ -357,9 +357,15 @@ impl<'a> Lowerer<'a, '_> {
                 .permits
                 .iter()
                 .map(|permit| {
-                    // `args` and `meta` are the only names a permit sees.
+                    // A permit sees the call's inputs by their template names, then
+                    // `args` and `meta`.
+                    let mut locals: Vec<String> = crate::check::types::permit_inputs(role)
+                        .into_iter()
+                        .map(|(name, _)| name)
+                        .collect();
+                    locals.extend(["args".to_string(), "meta".to_string()]);
                     let mut scope = Scope {
-                        locals: vec!["args".to_string(), "meta".to_string()],
+                        locals,
                         ..Scope::default()
                     };
                     let condition = self.expr(&permit.condition, &mut scope)?;

@@ -58,6 +58,10 @@ pub struct CallSettings {
     pub permits: Vec<charter_compiler::graph::PermitIr>,
     /// The role file's own front-matter keys, as `meta` to the permits.
     pub meta: Value,
+    /// This call's inputs as the permits see them
+    /// ([`crate::engine::permit::permit_inputs`]); `Null` for a role without permits (the
+    /// only field set per call, and only then).
+    pub inputs: Value,
 }
 
 /// Told of a call's tool calls as they start and end (a live display); never part of the

@@ -105,9 +105,13 @@ fn prompt_of(body: &Value) -> String {
     text
 }
 
-/// Answers every request with `answer(prompt)`, in the wire format of the path asked.
+/// What the mock model answers to a request: `answer(prompt, body)`.
+type Answer = Box<dyn Fn(&str, &Value) -> Value + Send + Sync>;
+
+/// Answers every request with `answer(prompt, body)`, in the wire format of the path
+/// asked; an answer with `_tool_call: {name, arguments}` is an OpenAI tool call.
 struct Reactive {
-    answer: Box<dyn Fn(&str) -> Value + Send + Sync>,
+    answer: Answer,
     /// How many requests each role got (the role is the answer's `_role`).
     counts: Arc<Mutex<BTreeMap<String, usize>>>,
 }
@@ -115,7 +119,7 @@ struct Reactive {
 impl Respond for Reactive {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        let mut answer = (self.answer)(&prompt_of(&body));
+        let mut answer = (self.answer)(&prompt_of(&body), &body);
         if let Some(role) = answer
             .as_object_mut()
             .and_then(|fields| fields.remove("_role"))
@@ -127,6 +131,18 @@ impl Respond for Reactive {
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .entry(role)
                 .or_default() += 1;
+        }
+        if let Some(call) = answer
+            .as_object_mut()
+            .and_then(|fields| fields.remove("_tool_call"))
+        {
+            let id = format!("call_{}", body["messages"].as_array().map_or(0, Vec::len));
+            return ResponseTemplate::new(200).set_body_json(json!({
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                    "tool_calls": [{"id": id, "type": "function", "function": call}]},
+                    "finish_reason": "tool_calls"}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20}
+            }));
         }
         if request.url.path().ends_with("/messages") {
             ResponseTemplate::new(200).set_body_json(json!({
@@ -185,6 +201,19 @@ async fn live(
     input: Value,
     person: Value,
     answer: impl Fn(&str) -> Value + Send + Sync + 'static,
+) -> Live {
+    live_with_body(spec, input, person, move |prompt: &str, _: &Value| {
+        answer(prompt)
+    })
+    .await
+}
+
+/// [`live`], the mock also given each request's body (the messages of a tool loop).
+async fn live_with_body(
+    spec: &CompiledSpec,
+    input: Value,
+    person: Value,
+    answer: impl Fn(&str, &Value) -> Value + Send + Sync + 'static,
 ) -> Live {
     let server = MockServer::start().await;
     let counts = Arc::new(Mutex::new(BTreeMap::new()));
@@ -423,6 +452,89 @@ async fn closed_loop_without_feedback_in_the_executor_prompt_never_completes() {
     assert_eq!(run.ending, BLIND_ENDING, "{}", run.trace);
 }
 
+// ---- closed_loop: a finding that names one work order reruns only that order ----------
+
+const OFF_TOPIC: &str = "T-003's glossary defines refrigerator parts";
+
+/// Three independent orders; T-003's executor writes about refrigerators until its
+/// prompt holds the evaluator's finding, and the evaluator names the order whose output
+/// is off topic in the finding's `affects`. Each executor call counts under its order.
+fn closed_loop_three_orders(prompt: &str) -> Value {
+    if prompt.starts_with("You are the planner") {
+        let order = |id: &str, goal: &str| json!({"id": id, "goal": goal, "expected_output": goal, "acceptance": ["on topic"]});
+        return with_role(
+            "planner",
+            json!({"goal": "a brief on heat pumps", "success_criteria": ["on topic"],
+                   "tasks": [order("T-001", "collect sources"), order("T-002", "write the brief"),
+                             order("T-003", "write a glossary")]}),
+        );
+    }
+    if prompt.starts_with("You are an executor") {
+        let id = ["T-001", "T-002", "T-003"]
+            .into_iter()
+            .find(|id| prompt.contains(&format!("## Work order {id}")))
+            .unwrap_or("T-000");
+        let output = if id == "T-003" && !prompt.contains(OFF_TOPIC) {
+            "compressor, freezer, crisper".to_string()
+        } else {
+            format!("{id}: on heat pumps")
+        };
+        return with_role(
+            &format!("executor {id}"),
+            json!({"task_id": id, "status": "ok", "output": output, "evidence": ["https://example.org"]}),
+        );
+    }
+    if prompt.starts_with("You are the evaluator") {
+        let findings = if prompt.contains("freezer") {
+            json!([{"code": "OFF_TOPIC", "severity": "error", "evidence": OFF_TOPIC, "affects": ["T-003"], "auto_fixable": true}])
+        } else {
+            json!([])
+        };
+        return with_role(
+            "evaluator",
+            json!({"relevance": 9, "completeness": 9, "clarity": 9, "usability": 9, "on_plan": true, "findings": findings}),
+        );
+    }
+    with_role(
+        "finalizer",
+        json!({"candidate_id": named_candidate(prompt), "summary": "the brief"}),
+    )
+}
+
+#[tokio::test]
+async fn closed_loop_reruns_only_the_order_the_finding_names() {
+    let run = live(
+        &seed("closed_loop"),
+        json!({"goal": "a one-page brief on heat pumps"}),
+        json!({"approved": false}),
+        closed_loop_three_orders,
+    )
+    .await;
+    assert_eq!(run.ending, "completed{gate_passed}", "{}", run.trace);
+    let executed: Vec<(&str, usize)> = run
+        .counts
+        .iter()
+        .filter(|(role, _)| role.starts_with("executor"))
+        .map(|(role, count)| (role.as_str(), *count))
+        .collect();
+    assert_eq!(
+        executed,
+        [
+            ("executor T-001", 1),
+            ("executor T-002", 1),
+            ("executor T-003", 2)
+        ],
+        "{:?}",
+        run.counts
+    );
+    assert!(
+        run.trace.contains(r#""kind":"repair","action":{"kind":"rerun","step":"execute","with_feedback":true},"codes":["OPEN_FINDING"]"#)
+            && run.trace.contains(r#""items":["T-003"]"#),
+        "{}",
+        run.trace
+    );
+}
+
 // ---- agency: the reviewer's verdict reaches the executor's stage retry -----------------
 
 const CRITERION: &str = "name an owner for every item";
@@ -431,7 +543,7 @@ fn agency_model(prompt: &str) -> Value {
     if prompt.starts_with("You are the planner") {
         return with_role(
             "planner",
-            json!({"need": "checklist", "tasks": [{"id": "T-001", "goal": "a launch checklist", "output_format": "list", "acceptance": [CRITERION]}]}),
+            json!({"need": "checklist", "tasks": [{"id": "T-001", "kind": "writing", "goal": "a launch checklist", "output_format": "list", "acceptance": [CRITERION]}]}),
         );
     }
     if prompt.starts_with("You are an executor") {
@@ -454,9 +566,29 @@ fn agency_model(prompt: &str) -> Value {
             },
         );
     }
+    agency_delivery(prompt)
+}
+
+/// The summarizer, the proofreader and the publisher: a faithful summary, passed and
+/// delivered under the candidate the publisher's prompt names.
+fn agency_delivery(prompt: &str) -> Value {
+    if prompt.starts_with("You are the summarizer") {
+        return with_role("summarizer", json!({"text": "the checklist"}));
+    }
+    if prompt.starts_with("You are the proofreader") {
+        return with_role("proofreader", json!({"unsupported": []}));
+    }
+    let id: String = prompt
+        .strip_prefix("You deliver candidate ")
+        .map(|rest| {
+            rest.chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect()
+        })
+        .unwrap_or_default();
     with_role(
-        "summarizer",
-        json!({"candidate_id": named_candidate(prompt), "summary": "the checklist"}),
+        "publisher",
+        json!({"candidate_id": id, "summary": "the checklist"}),
     )
 }
 
@@ -490,6 +622,125 @@ async fn agency_without_feedback_in_the_executor_prompt_never_completes() {
     );
     let run = agency(&blind).await;
     assert_eq!(run.ending, BLIND_ENDING, "{}", run.trace);
+}
+
+// ---- agency: tools by kind of work order, the refusal reaching the model ---------------
+
+const SEARCH_REFUSED: &str = "permit web_search when work_order.kind == research";
+
+/// A research order and a writing order. Each executor first asks for `web_search`; told
+/// it was refused (the request after the refusal holds the rule), it writes the file
+/// instead. Counts each tool asked for, and each refusal seen, under the order's kind.
+fn agency_tools(prompt: &str, body: &Value) -> Value {
+    if prompt.starts_with("You are the planner") {
+        return with_role(
+            "planner",
+            json!({"need": "checklist", "tasks": [
+                {"id": "T-001", "kind": "research", "goal": "list the risks", "output_format": "list", "acceptance": ["five risks"]},
+                {"id": "T-002", "kind": "writing", "goal": "write the checklist", "output_format": "file", "acceptance": ["a file"]}]}),
+        );
+    }
+    if prompt.starts_with("You are an executor") {
+        let (id, kind) = if prompt.contains("## Work order T-001 (research)") {
+            ("T-001", "research")
+        } else {
+            ("T-002", "writing")
+        };
+        // What the tool loop did so far: the tool messages of this call.
+        let tool_messages = body["messages"].as_array().map_or(0, |messages| {
+            messages.iter().filter(|m| m["role"] == "tool").count()
+        });
+        if tool_messages == 0 {
+            return tool_call(
+                &format!("search by {kind}"),
+                "web_search",
+                json!({"text": "launch risks"}),
+            );
+        }
+        if tool_messages == 1 && prompt.contains(SEARCH_REFUSED) {
+            return tool_call(
+                &format!("refused to {kind}"),
+                "write_file",
+                json!({"path": "checklist.md", "text": "- [ ] rollback"}),
+            );
+        }
+        return with_role(
+            &format!("answer by {kind}"),
+            json!({"task_id": id, "status": "completed",
+                   "result": if kind == "research" { "five risks" } else { "checklist.md" },
+                   "summary": "done", "process_notes": "used my kind's tools"}),
+        );
+    }
+    if prompt.starts_with("You are the reviewer") {
+        let id = if prompt.contains("## Work order T-001") {
+            "T-001"
+        } else {
+            "T-002"
+        };
+        return with_role("reviewer", json!({"task_id": id, "quality": 8}));
+    }
+    agency_delivery(prompt)
+}
+
+/// An OpenAI tool call as the assistant's whole answer (with `_role` for the counts).
+fn tool_call(role: &str, tool: &str, args: Value) -> Value {
+    json!({"_role": role, "_tool_call": {"name": tool, "arguments": args.to_string()}})
+}
+
+#[tokio::test]
+async fn agency_refuses_a_tool_outside_the_orders_kind_and_the_executor_uses_its_own() {
+    let run = live_with_body(
+        &seed("agency"),
+        json!({"need": "a launch checklist", "audience": "ops"}),
+        json!({"approved": false}),
+        agency_tools,
+    )
+    .await;
+    assert_eq!(run.ending, "completed{gate_passed}", "{}", run.trace);
+    // The research order searched, and was never refused; the writing order's search
+    // was refused, the refusal naming the rule reached its next request, and it wrote.
+    assert_eq!(
+        run.counts.get("search by research"),
+        Some(&1),
+        "{:?}",
+        run.counts
+    );
+    assert_eq!(
+        run.counts.get("refused to research"),
+        None,
+        "{:?}",
+        run.counts
+    );
+    assert_eq!(
+        run.counts.get("search by writing"),
+        Some(&1),
+        "{:?}",
+        run.counts
+    );
+    assert_eq!(
+        run.counts.get("refused to writing"),
+        Some(&1),
+        "{:?}",
+        run.counts
+    );
+    let denied: Vec<&str> = run
+        .trace
+        .lines()
+        .filter(|line| line.contains(r#""kind":"tool_denied""#))
+        .collect();
+    assert_eq!(denied.len(), 1, "{}", run.trace);
+    assert!(
+        denied
+            .iter()
+            .all(|line| line.contains(r#""item":"T-002""#) && line.contains(SEARCH_REFUSED)),
+        "{denied:?}"
+    );
+    assert!(
+        run.trace
+            .contains(r#""item":"T-002","attempt":1,"kind":"tool_call","tool":"write_file""#),
+        "{}",
+        run.trace
+    );
 }
 
 // ---- auto_agent: the analyzer follows the supervisor's suggestions in its history ------
@@ -673,7 +924,7 @@ async fn a_reject_then_approve_conversation_records_and_replays_exactly() {
     let server = MockServer::start().await;
     Mock::given(wiremock::matchers::method("POST"))
         .respond_with(Reactive {
-            answer: Box::new(|prompt: &str| {
+            answer: Box::new(|prompt: &str, _: &Value| {
                 let mut answer = lead_agent_model(prompt);
                 if prompt.starts_with("You are the workflow planner") && prompt.contains("use SFTP")
                 {

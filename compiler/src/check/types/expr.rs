@@ -392,6 +392,23 @@ impl Typer<'_> {
             });
         } else if name.name == "score" {
             diagnostic = diagnostic.with_help("`score` is only in scope in a gate's `pass when`");
+        } else if name.name == "item"
+            && self.place == Place::Default
+            && self.lookup("args").is_some()
+        {
+            // In a `permit`: the work item is the call's input, named as its template names it.
+            let inputs: Vec<&str> = self
+                .scope
+                .iter()
+                .map(|binding| binding.name.as_str())
+                .filter(|name| *name != "args" && *name != "meta")
+                .collect();
+            diagnostic = diagnostic.with_help(match inputs.first() {
+                Some(input) => format!(
+                    "a `permit` sees the call's input under its template name: `{input}` (in an `each` step, the work item)"
+                ),
+                None => "a `permit` sees `args` and `meta`; this role has no input".to_string(),
+            });
         } else if name.name == "item" {
             diagnostic = diagnostic
                 .with_help("`item` is only in scope in a gate used by an `each ... check` step");

@@ -499,7 +499,8 @@ impl<'s, 'a> Checker<'s, 'a> {
 
     /// A typer whose scope holds the names every expression sees.
     /// `permit TOOL when EXPR`: TOOL is one of the role's tools, and EXPR is a condition
-    /// on `args` (the tool's input contract) and `meta` (the role file's own keys).
+    /// on `args` (the tool's input contract), `meta` (the role file's own keys) and the
+    /// call's inputs under their template names ([`permit_inputs`]).
     fn permits(&mut self, role: &Role) {
         for permit in &role.permits {
             let tool = &permit.tool;
@@ -533,6 +534,9 @@ impl<'s, 'a> Checker<'s, 'a> {
                 Ty::Any
             };
             let mut typer = self.typer(Place::Default, Ty::Any);
+            for (name, contract) in permit_inputs(role) {
+                typer.push(&name, Ty::Contract(contract.to_string()));
+            }
             typer.push("args", args);
             typer.push("meta", Ty::Any);
             typer.expect_bool(&permit.condition, "a `permit` condition");
@@ -1164,4 +1168,19 @@ fn literal_number(expr: &Expr) -> Option<f64> {
         } => literal_number(operand).map(|value| -value),
         _ => None,
     }
+}
+
+/// The role inputs a `permit` condition sees, as its template does: each input contract
+/// under its snake_case name (`WorkOrder` -> `work_order`), in the role's order. In an
+/// `each` step that is the work item the call works on. `args` and `meta` keep their
+/// meaning: an input whose name would be one of them is not bound.
+pub fn permit_inputs(role: &Role) -> Vec<(String, &str)> {
+    let mut inputs: Vec<(String, &str)> = Vec::new();
+    for input in &role.inputs {
+        let name = crate::check::templates::snake_case(&input.name);
+        if name != "args" && name != "meta" && !inputs.iter().any(|(seen, _)| *seen == name) {
+            inputs.push((name, input.name.as_str()));
+        }
+    }
+    inputs
 }

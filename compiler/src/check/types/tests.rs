@@ -792,3 +792,52 @@ fn role_file_keys_of_its_own_are_meta() {
         &["E014@meta"],
     );
 }
+
+#[test]
+fn a_permit_reads_the_calls_input_by_its_template_name() {
+    let permit = |condition: &str| {
+        (
+            "  max_tool_calls: 8\n",
+            format!("  max_tool_calls: 8\n  permit web_search when {condition}\n"),
+        )
+    };
+    // The executor's input `Task` is `task`, typed by its contract.
+    let (from, to) = permit("contains(task.acceptance, args.text)");
+    check_edit(&[(from, to.as_str())], &[]);
+    let (from, to) = permit("task.goal == args.text and len(task.depends_on) == 0");
+    check_edit(&[(from, to.as_str())], &[]);
+    // A field the contract lacks, with did-you-mean; a wrong type; `item` is not the name.
+    let (from, to) = permit("task.gaol == args.text");
+    check_edit(&[(from, to.as_str())], &["E004@gaol"]);
+    let (from, to) = permit("task.acceptance == 3");
+    check_edit(&[(from, to.as_str())], &["E004@task.acceptance == 3"]);
+    let (from, to) = permit("item.goal == args.text");
+    check_edit(&[(from, to.as_str())], &["E002@item"]);
+    let text = EXAMPLE.replacen(from, &to, 1);
+    let mut loader = MemoryLoader::default();
+    for (path, content) in PROMPTS {
+        loader.files.insert(path.to_string(), content.to_string());
+    }
+    let helps: Vec<String> = compile("spec.charter", &text, &loader)
+        .diagnostics
+        .into_iter()
+        .filter_map(|diagnostic| diagnostic.help)
+        .collect();
+    assert!(
+        helps
+            .iter()
+            .any(|help| help.contains("`task` (in an `each` step, the work item)")),
+        "{helps:?}"
+    );
+    let (from, to) = permit("task.gaol == args.text");
+    let text = EXAMPLE.replacen(from, &to, 1);
+    let helps: Vec<String> = compile("spec.charter", &text, &loader)
+        .diagnostics
+        .into_iter()
+        .filter_map(|diagnostic| diagnostic.help)
+        .collect();
+    assert!(
+        helps.iter().any(|help| help.contains("`goal`")),
+        "{helps:?}"
+    );
+}

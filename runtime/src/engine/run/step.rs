@@ -223,7 +223,12 @@ impl Scheduler<'_> {
             .prompts
             .output_schema(&unit.role)
             .map_err(|error| Halt::Error(RunError::Flow(error.to_string())))?;
-        let (model, settings) = self.role_settings(&unit.role, role);
+        let (model, mut settings) = self.role_settings(&unit.role, role);
+        if !role.permits.is_empty() {
+            // The permits read this call's inputs (its work item).
+            Arc::make_mut(&mut settings).inputs =
+                crate::engine::permit::permit_inputs(role, &unit.inputs);
+        }
         self.emit_call(
             unit,
             EventKind::ModelCall {
@@ -263,6 +268,7 @@ impl Scheduler<'_> {
             tool_choice: role.tool_choice.clone(),
             permits: role.permits.clone(),
             meta: meta_value(role),
+            inputs: Value::Null,
         });
         self.role_settings
             .push((name.to_string(), model.clone(), Arc::clone(&settings)));
@@ -715,6 +721,7 @@ impl Scheduler<'_> {
                 &call.tool,
                 &call.args,
                 &meta_value(role),
+                &crate::engine::permit::permit_inputs(role, &unit.inputs),
             ) {
                 self.emit_call(
                     unit,

@@ -590,6 +590,7 @@ impl<'a> ToolLoop<'a> {
                 tool,
                 args,
                 &self.settings.meta,
+                &self.settings.inputs,
             )
         }) {
             let args = match args {

@@ -21,6 +21,8 @@ const SERVER_BIN: &str = "node_modules/@restatedev/restate-server-linux-x64/bin/
 /// Model calls one run of closed_loop makes against the mock.
 const CALLS_PER_RUN: usize = 5;
 const MODELS: [&str; 2] = ["--model", "strong=openai:gpt-4o-mini"];
+/// How long the mock holds the answer a worker or a node is killed under.
+const HOLD: Duration = Duration::from_secs(10);
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -181,6 +183,93 @@ impl Server {
     }
 }
 
+/// Three Restate nodes on loopback forming one cluster: a replicated log (each record on
+/// two nodes) and a replicated metadata store; node 1 provisions it.
+struct Cluster {
+    nodes: Vec<Option<Guard>>,
+    ingress: Vec<u16>,
+    admin: Vec<u16>,
+}
+
+impl Cluster {
+    fn start(binary: &Path, base: &Path) -> Cluster {
+        let fabric: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let ingress: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let admin: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let peers: Vec<String> = fabric
+            .iter()
+            .map(|port| format!("\"http://127.0.0.1:{port}\""))
+            .collect();
+        let mut nodes = Vec::new();
+        for index in 0..3 {
+            let directory = base.join(format!("node{}", index + 1));
+            std::fs::create_dir_all(&directory).unwrap_or_else(|error| panic!("{error}"));
+            let config = format!(
+                "cluster-name = \"charter-test\"\nnode-name = \"n{node}\"\nauto-provision = {provision}\n\
+                 default-replication = 2\ndefault-num-partitions = 2\ndisable-telemetry = true\n\
+                 listen-mode = \"tcp\"\nbase-dir = \"{base}\"\n\
+                 bind-address = \"127.0.0.1:{fabric}\"\nadvertised-address = \"http://127.0.0.1:{fabric}\"\n\
+                 [metadata-client]\naddresses = [{peers}]\n\
+                 [admin]\nbind-address = \"127.0.0.1:{admin}\"\n\
+                 [admin.query-engine]\npgsql-bind-address = \"127.0.0.1:{pgsql}\"\n\
+                 [ingress]\nbind-address = \"127.0.0.1:{ingress}\"\n",
+                node = index + 1,
+                provision = index == 0,
+                base = directory.join("data").display(),
+                fabric = fabric[index],
+                peers = peers.join(", "),
+                admin = admin[index],
+                pgsql = free_port(),
+                ingress = ingress[index],
+            );
+            let config_file = directory.join("config.toml");
+            std::fs::write(&config_file, config).unwrap_or_else(|error| panic!("{error}"));
+            let log = std::fs::File::create(directory.join("server.log"))
+                .unwrap_or_else(|error| panic!("{error}"));
+            let child = Command::new(binary)
+                .arg("--config-file")
+                .arg(&config_file)
+                .arg("--no-logo")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|error| panic!("cannot start {}: {error}", binary.display()));
+            nodes.push(Some(Guard(child)));
+        }
+        let cluster = Cluster {
+            nodes,
+            ingress,
+            admin,
+        };
+        wait_for(
+            "the three nodes' admin APIs and ingresses to answer",
+            90,
+            || {
+                (0..3).all(|node| {
+                    http_ok(&format!("http://127.0.0.1:{}/health", cluster.admin[node]))
+                        && http_ok(&format!(
+                            "http://127.0.0.1:{}/restate/health",
+                            cluster.ingress[node]
+                        ))
+                })
+            },
+        );
+        cluster
+    }
+
+    fn server(&self, node: usize) -> Server {
+        Server {
+            binary: PathBuf::new(),
+            base: PathBuf::new(),
+            ingress: self.ingress[node],
+            admin: self.admin[node],
+            fabric: 0,
+            process: None,
+        }
+    }
+}
+
 fn http_ok(url: &str) -> bool {
     blocking_client()
         .get(url)
@@ -302,7 +391,7 @@ impl Respond for MockModel {
         }));
         if role == "executor" && self.hold_next_executor.swap(false, Ordering::SeqCst) {
             self.held.fetch_add(1, Ordering::SeqCst);
-            answer = answer.set_delay(Duration::from_secs(30));
+            answer = answer.set_delay(HOLD);
         }
         answer
     }
@@ -635,6 +724,36 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
         "{many} runs at once through Restate: {seconds:.1} s, {:.1} runs/s; one worker's peak memory {peak}",
         many as f64 / seconds
     );
-    drop(worker);
     server.kill();
+
+    // (g) A three-node cluster with a replicated log, one node killed mid-run: the run
+    // completes, and no call is made twice but the one in flight.
+    let mut cluster = Cluster::start(&server.binary, &project.join("cluster"));
+    let front = cluster.server(0);
+    let admin = format!("http://127.0.0.1:{}/deployments", front.admin);
+    wait_for("the cluster to register the worker", 90, || {
+        let (status, _) = post(&admin, &json!({"uri": worker_uri, "force": true}));
+        (200..300).contains(&status)
+    });
+    let before = mock.calls.load(Ordering::SeqCst);
+    let held_before = mock.held.load(Ordering::SeqCst);
+    mock.hold_next_executor.store(true, Ordering::SeqCst);
+    front.send("node-killed", &json!({"input": input(96)}));
+    wait_for("the held executor call to be in flight", 60, || {
+        mock.held.load(Ordering::SeqCst) == held_before + 1
+    });
+    if let Some(mut node) = cluster.nodes[2].take() {
+        node.kill();
+    }
+    let finished = front.wait_state("node-killed", "finished", 120);
+    assert_eq!(finished["result"]["outcome"], "completed", "{finished}");
+    let made = mock.calls.load(Ordering::SeqCst) - before;
+    let events = front.events("node-killed");
+    assert!(
+        made == model_calls(&events) || made == model_calls(&events) + 1,
+        "{made} calls for a run that made {}",
+        model_calls(&events)
+    );
+    drop(cluster);
+    drop(worker);
 }

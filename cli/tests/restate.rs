@@ -1,4 +1,4 @@
-//! Runs on Restate (DESIGN §16): a real Restate server and `charter worker` on loopback against a counting mock model — the same results as `charter run`, a worker killed mid-call, a bad input.
+//! Runs on Restate (DESIGN §16): a real Restate server and `charter worker` on loopback against a counting mock model — the same results as `charter run`, a worker killed mid-call, an ask across a worker restart, the server killed mid-run, a bad input, 200 runs at once, a three-node cluster losing a node.
 //!
 //! The server is the `@restatedev/restate-server` npm package, installed into
 //! `target/restate/` (`.ci/run` installs it; so does this test when npm is there). Without

@@ -18,7 +18,7 @@
 //! - `ask`: the entry `asked` names a durable promise (`ask/STEP/ROUND/ATTEMPT`) and the
 //!   status says the run waits on it; the shared handler `answer` resolves it, whatever
 //!   worker runs the run then.
-//! - Trace events are kept in the workflow's state (`events`), written with each entry;
+//! - Trace events are kept in the workflow's state (`events.N`, a batch with each entry);
 //!   a run started again skips the events it had kept, so ids neither repeat nor skip.
 //! - A request the worker cannot run (no such spec, an input that breaks the request
 //!   contract) is a terminal error of that invocation, with its message in `status`.
@@ -249,13 +249,39 @@ impl Worker {
             .as_u64()
             .or_else(|| since.get("since").and_then(Value::as_u64))
             .unwrap_or(0);
-        let events: Option<Json<Vec<Value>>> = ctx.get("events").await?;
-        let events = events.map(|Json(events)| events).unwrap_or_default();
-        let from = usize::try_from(since)
-            .unwrap_or(usize::MAX)
-            .min(events.len());
-        Ok(Json(Value::Array(events[from..].to_vec())))
+        let batches: Option<Json<u64>> = ctx.get(BATCHES).await?;
+        let batches = batches.map_or(0, |Json(batches)| batches);
+        // The last batches first, back to the one that holds event `since`.
+        let mut events = Vec::new();
+        for index in (0..batches).rev() {
+            let batch: Option<Json<EventBatch>> = ctx.get(&batch_key(index)).await?;
+            let Some(Json(batch)) = batch else { break };
+            let from = batch.from;
+            events.splice(0..0, batch.events);
+            if from <= since {
+                let skip = usize::try_from(since - from).unwrap_or(usize::MAX);
+                events.drain(..skip.min(events.len()));
+                break;
+            }
+        }
+        Ok(Json(Value::Array(events)))
     }
+}
+
+/// The state key of the number of event batches a run has kept.
+const BATCHES: &str = "events.batches";
+
+/// The state key of event batch `index`.
+fn batch_key(index: u64) -> String {
+    format!("events.{index}")
+}
+
+/// The trace events kept with one entry, from event number `from` on: a run's trace is
+/// kept in batches, so that each state write holds only what is new.
+#[derive(Debug, Serialize, Deserialize)]
+struct EventBatch {
+    from: u64,
+    events: Vec<Value>,
 }
 
 /// What the entries read back (or written) so far say: the answers to resume from, the
@@ -263,7 +289,9 @@ impl Worker {
 #[derive(Default)]
 struct KeptState<'a> {
     entries: Vec<JournalEntry>,
-    events: Vec<Value>,
+    /// How many trace events are kept, in how many batches.
+    events: u64,
+    batches: u64,
     promises: HashMap<String, PromiseFuture<'a>>,
 }
 
@@ -315,8 +343,14 @@ impl<'a> KeptState<'a> {
 
     fn keep_events(&mut self, ctx: &WorkflowContext<'a>, events: &[Value]) {
         if !events.is_empty() {
-            self.events.extend_from_slice(events);
-            ctx.set("events", Json(self.events.clone()));
+            let batch = EventBatch {
+                from: self.events,
+                events: events.to_vec(),
+            };
+            ctx.set(&batch_key(self.batches), Json(batch));
+            self.batches += 1;
+            ctx.set(BATCHES, Json(self.batches));
+            self.events += events.len() as u64;
         }
     }
 }
@@ -388,7 +422,7 @@ impl Worker {
         let (to_handler, mut requests) = tokio::sync::mpsc::unbounded_channel();
         let (done_tx, mut done) = tokio::sync::oneshot::channel();
         let pending = Arc::new(Mutex::new(PendingEvents {
-            skip: kept.events.len(),
+            skip: usize::try_from(kept.events).unwrap_or(usize::MAX),
             events: Vec::new(),
         }));
         let recording = Recording::journaled_in(

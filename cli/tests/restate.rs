@@ -604,6 +604,12 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
             normalized(&local_trace),
             "run same-{index}: the trace through Restate differs from charter run's"
         );
+        let (_, later) = server.ingress(&format!("/CharterRun/same-{index}/events"), &json!(7));
+        assert_eq!(
+            later.as_array().map(Vec::as_slice),
+            events.get(7..),
+            "events(7)"
+        );
     }
     assert_eq!(mock.calls.load(Ordering::SeqCst), 2 * runs * CALLS_PER_RUN);
 
@@ -680,6 +686,18 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
     // (d) An input that breaks the request contract is a terminal error, told in status.
     let (status, body) = server.ingress("/CharterRun/bad/run", &json!({"input": {"goal": 7}}));
     assert!(status >= 400, "a bad input was accepted: {status} {body}");
+    let (status, body) = server.ingress(
+        "/CharterRun/no-such-spec/run",
+        &json!({"spec": "nope", "input": input(0)}),
+    );
+    assert!(status >= 400, "an unknown spec was run: {status} {body}");
+    let unknown = server.status("no-such-spec");
+    assert!(
+        unknown["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("does not run spec `nope`")),
+        "{unknown}"
+    );
     let (_, status) = server.ingress("/CharterRun/bad/status", &json!(null));
     assert_eq!(status["state"], "error", "{status}");
     assert!(

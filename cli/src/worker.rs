@@ -124,13 +124,23 @@ pub fn run(args: &WorkerArgs, context: Context) -> anyhow::Result<Outcome> {
             "charter worker: serving CharterRun on http://{}\n",
             listener.local_addr()?
         ));
-        HttpServer::new(Endpoint::builder().bind(worker).build())
+        let workflow = worker
+            .into_service_definition()
+            .options(ServiceOptions::default().abort_timeout(ABORT_TIMEOUT));
+        HttpServer::new(Endpoint::builder().bind(workflow).build())
             .serve(listener)
             .await;
         anyhow::Ok(())
     })?;
     Ok(Outcome::Clean)
 }
+
+/// How long Restate lets a run's invocation go on once it has been silent for the
+/// inactivity timeout (1 minute by default) and cannot suspend. A model or tool call runs
+/// outside any Restate await, so a call longer than Restate's default (1 minute) would be
+/// cut and the run started again; a run waiting on an `ask` suspends instead, whatever
+/// this says.
+const ABORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 /// What every run of this worker shares.
 struct Served {

@@ -128,6 +128,8 @@ impl Server {
             .arg("--base-dir")
             .arg(self.base.join("data"))
             .env("RESTATE_DISABLE_TELEMETRY", "true")
+            // A run silent for a second suspends (an ask waits with no worker holding it).
+            .env("RESTATE_WORKER__INVOKER__INACTIVITY_TIMEOUT", "1s")
             .env(
                 "RESTATE_INGRESS__BIND_ADDRESS",
                 format!("127.0.0.1:{}", self.ingress),
@@ -643,6 +645,19 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
     assert!(waiting["ask"]["question"].is_string(), "{waiting}");
     worker.kill();
     worker = start_worker(project, &model_uri, worker_port);
+    let query = format!("http://127.0.0.1:{}/query", server.admin);
+    let sql = "SELECT status FROM sys_invocation WHERE target_service_key = 'asks' AND target_handler_name = 'run'";
+    let mut invocation = Value::Null;
+    wait_for("the waiting run to suspend", 60, || {
+        invocation = blocking_client()
+            .post(&query)
+            .header("accept", "application/json")
+            .json(&json!({"query": sql}))
+            .send()
+            .and_then(|response| response.json::<Value>())
+            .unwrap_or(Value::Null);
+        invocation["rows"][0]["status"] == "suspended"
+    });
     let (status, body) = server.ingress(
         "/CharterRun/asks/answer",
         &json!({"approved": true, "note": "use the 2024 figures"}),

@@ -32,6 +32,7 @@ mod schema;
 mod serve;
 mod verify;
 mod view;
+mod worker;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -82,11 +83,11 @@ Flags mean one thing in every command that takes them:
       record the live run as a scenario in DIR
   --session ID                     [chat, run]
       the conversation kept in .charter/sessions/ID.json
-  --tool NAME=COMMAND              [chat, eval, run, serve]
+  --tool NAME=COMMAND              [chat, eval, run, serve, worker]
       a tool run as a command: its JSON arguments on stdin, JSON on stdout
-  --model ALIAS=PROVIDER:MODEL     [chat, eval, run, serve, verify]
+  --model ALIAS=PROVIDER:MODEL     [chat, eval, run, serve, verify, worker]
       run a `models` alias on another model
-  --show-output                    [chat, run, serve]
+  --show-output                    [chat, run, serve, worker]
       show each model answer, shortened, on stderr as it arrives
   --check                          [fmt]
       change nothing: exit 1 and show a diff when a spec is not formatted
@@ -114,6 +115,7 @@ enum Command {
     Run(run::RunArgs),
     Chat(chat::ChatArgs),
     Serve(serve::ServeArgs),
+    Worker(worker::WorkerArgs),
     View(view::ViewArgs),
     New(new::NewArgs),
     Completions(completions::CompletionsArgs),
@@ -173,6 +175,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args, context),
         Command::Chat(args) => chat::run(&args, context),
         Command::Serve(args) => serve::run(&args, context),
+        Command::Worker(args) => worker::run(&args, context),
         Command::View(args) => view::run(&args, context),
         Command::New(args) => new::run(&args, context),
         Command::Completions(args) => completions::run(&args),

@@ -70,7 +70,7 @@ struct Store {
     started: Mutex<HashMap<CallKey, usize>>,
     humans: Mutex<BTreeMap<HumanKey, Value>>,
     /// Where each call and answer is appended as it ends, if anywhere.
-    journal: Option<Journal>,
+    journal: Option<Box<dyn JournalWrite>>,
     /// The calls and answers of the journal this recording resumes: played back, never
     /// asked again.
     resumed_calls: BTreeMap<CallKey, RecordedCall>,
@@ -100,12 +100,22 @@ impl Recording {
         journal: Journal,
         entries: Vec<JournalEntry>,
     ) -> Self {
+        Recording::build(secrets, Some(Box::new(journal)), entries)
+    }
+
+    /// [`Recording::journaled`] with a journal kept elsewhere than in a file: a durable
+    /// execution engine's (DESIGN §16), given what it held when the run was started again.
+    pub fn journaled_in(
+        secrets: impl IntoIterator<Item = String>,
+        journal: Box<dyn JournalWrite>,
+        entries: Vec<JournalEntry>,
+    ) -> Self {
         Recording::build(secrets, Some(journal), entries)
     }
 
     fn build(
         secrets: impl IntoIterator<Item = String>,
-        journal: Option<Journal>,
+        journal: Option<Box<dyn JournalWrite>>,
         entries: Vec<JournalEntry>,
     ) -> Self {
         let mut resumed_calls = BTreeMap::new();
@@ -271,7 +281,7 @@ impl Store {
         if let Some(journal) = &self.journal
             && let Err(error) = journal.append(entry)
         {
-            lock(&self.journal_error).get_or_insert_with(|| error.to_string());
+            lock(&self.journal_error).get_or_insert(error);
         }
     }
 
@@ -609,6 +619,19 @@ pub enum JournalEntry {
     /// Boxed: a call is much larger than a human answer.
     Call(Box<RecordedCall>),
     Human(RecordedHuman),
+}
+
+/// Where a recording appends each call and answer as it ends: a [`Journal`] file, or a
+/// durable execution engine's journal. `append` returns once the entry is kept (synced to
+/// disk, or acknowledged by the engine), before the run sees the answer.
+pub trait JournalWrite: Send + Sync {
+    fn append(&self, entry: &JournalEntry) -> Result<(), String>;
+}
+
+impl JournalWrite for Journal {
+    fn append(&self, entry: &JournalEntry) -> Result<(), String> {
+        Journal::append(self, entry).map_err(|error| error.to_string())
+    }
 }
 
 /// An append-only file of [`JournalEntry`] JSON lines, each written whole and synced to

@@ -1,0 +1,649 @@
+//! `charter worker SPEC... --listen ADDR`: runs on Restate (DESIGN §16) — serves the `CharterRun` workflow, keyed by run id, whose `run` drives one run of a spec and whose shared handlers answer an `ask` and report status and events.
+//!
+//! **How a run survives.** The scheduler runs as `charter run` runs it, on a thread of its
+//! own, through a [`Recording`] whose journal is the invocation's Restate journal: each
+//! model or tool call, once answered, is one `ctx.run` entry holding the answer (what the
+//! local journal's line holds), acknowledged by the server before the run sees it. Restate
+//! re-invokes a run whose worker was lost; the handler first reads back every entry the
+//! journal holds, hands them to the recording (which answers those calls at once, keyed
+//! as the local journal is), and only then starts the scheduler. No call that had an
+//! answer is made again.
+//!
+//! Restate replays a journal in order, so every command the handler writes follows from
+//! an entry read back the same way: the entries are written in the order the answers came,
+//! and each state write (`status`, `events`) and each durable promise follows the entry
+//! that says it. Reading back ends at the first `ctx.run` whose closure runs (the journal
+//! has no more): that entry, a `started` marker, is then kept too.
+//!
+//! - `ask`: the entry `asked` names a durable promise (`ask/STEP/ROUND/ATTEMPT`) and the
+//!   status says the run waits on it; the shared handler `answer` resolves it, whatever
+//!   worker runs the run then.
+//! - Trace events are kept in the workflow's state (`events.N`, a batch with each entry);
+//!   a run started again skips the events it had kept, so ids neither repeat nor skip.
+//! - A request the worker cannot run (no such spec, an input that breaks the request
+//!   contract) is a terminal error of that invocation, with its message in `status`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+
+use charter_compiler::CompiledSpec;
+use charter_runtime::engine::effects::HumanChannel;
+use charter_runtime::engine::provider::{BoxFuture, HumanRequest, ProviderError};
+use charter_runtime::engine::run::{RunConfig, RunOutcome};
+use charter_runtime::formats::trace::{TraceError, TraceEvent, TraceSink};
+use charter_runtime::world::record::{JournalEntry, JournalWrite, Recording};
+use charter_runtime::world::secrets::ScrubbingSink;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use restate_sdk::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::driver::{
+    Fanout, LiveEnvironment, LiveFlags, LiveRun, LiveRunOptions, PreparedSpec, RunClock,
+    ShownAnswers, StopOn, model_overrides,
+};
+use crate::{Context, Outcome, print_err};
+
+/// `charter worker`: serve runs of the specs as a Restate deployment.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Serve runs of specs on Restate: the CharterRun workflow, for a Restate server to call",
+    long_about = "Serve runs of specs on Restate (DESIGN §16): this process is a deployment that \
+a Restate server calls. It serves the workflow `CharterRun`, keyed by run id:\n  \
+run({\"spec\": NAME, \"input\": {...}}) runs the spec and returns its result (outcome, reason, answer);\n  \
+answer({\"approved\": true, \"note\": \"...\"}) answers the `ask` the run waits on;\n  \
+status() says running, waiting (and on which ask), finished (with the result) or error;\n  \
+events(N) gives the run's trace events from the N-th on.\n\
+A worker killed mid-run loses nothing: the server calls the run again on any worker \
+registered for it, every model answer already given comes from the journal, and no model \
+is asked twice. Model keys and addresses come from the environment, as for `charter run`.",
+    after_help = "Examples:\n  \
+restate-server --base-dir /var/lib/restate &             # the server: ingress :8080, admin :9070\n  \
+charter worker specs/closed_loop.charter --listen 127.0.0.1:9080 &\n  \
+curl -s localhost:9070/deployments -H 'content-type: application/json' -d '{\"uri\": \"http://127.0.0.1:9080\"}'\n  \
+curl -s localhost:8080/CharterRun/run-1/run -H 'content-type: application/json' -d '{\"input\": {\"goal\": \"...\"}}'\n  \
+curl -s localhost:8080/CharterRun/run-1/status -X POST"
+)]
+pub struct WorkerArgs {
+    /// The specs this worker runs, named in `run` by their spec name (optional with one).
+    #[arg(value_name = "SPEC", required = true)]
+    pub specs: Vec<PathBuf>,
+
+    /// The address to serve the deployment on (the Restate server calls it).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9080")]
+    pub listen: SocketAddr,
+
+    #[command(flatten)]
+    pub live: LiveFlags,
+}
+
+/// Compiles the specs, then serves the deployment until the process is stopped.
+pub fn run(args: &WorkerArgs, context: Context) -> anyhow::Result<Outcome> {
+    let overrides = match model_overrides(context, &args.live.models) {
+        Ok(overrides) => overrides,
+        Err(outcome) => return Ok(outcome),
+    };
+    let environment = LiveEnvironment::of_this_process();
+    let mut specs = HashMap::new();
+    for path in &args.specs {
+        let prepared = match PreparedSpec::compile_served(context, path, &overrides) {
+            Ok(prepared) => prepared,
+            Err(outcome) => return Ok(outcome),
+        };
+        let missing = environment.settings.missing_for(&prepared.spec);
+        if !missing.is_empty() {
+            for line in missing {
+                crate::print_error(context, &line);
+            }
+            return Ok(Outcome::Usage);
+        }
+        if let Err(message) = environment.providers(&prepared.spec, &args.live.tools) {
+            crate::print_error(context, &message);
+            return Ok(Outcome::Usage);
+        }
+        specs.insert(prepared.spec.name.clone(), Arc::new(prepared.spec));
+    }
+    let worker = Worker(Arc::new(Served {
+        specs,
+        environment,
+        tools: args.live.tools.clone(),
+        show_output: args.live.show_output,
+    }));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let listen = args.listen;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        print_err(&format!(
+            "charter worker: serving CharterRun on http://{}\n",
+            listener.local_addr()?
+        ));
+        let workflow = worker
+            .into_service_definition()
+            .options(ServiceOptions::default().abort_timeout(ABORT_TIMEOUT));
+        HttpServer::new(Endpoint::builder().bind(workflow).build())
+            .serve(listener)
+            .await;
+        anyhow::Ok(())
+    })?;
+    Ok(Outcome::Clean)
+}
+
+/// How long Restate lets a run's invocation go on once it has been silent for the
+/// inactivity timeout (1 minute by default) and cannot suspend. A model or tool call runs
+/// outside any Restate await, so a call longer than Restate's default (1 minute) would be
+/// cut and the run started again; a run waiting on an `ask` suspends instead, whatever
+/// this says.
+const ABORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// What every run of this worker shares.
+struct Served {
+    specs: HashMap<String, Arc<CompiledSpec>>,
+    environment: LiveEnvironment,
+    tools: Vec<String>,
+    /// `--show-output`: each model answer on stderr, named by its run.
+    show_output: bool,
+}
+
+/// The workflow's implementation.
+#[derive(Clone)]
+struct Worker(Arc<Served>);
+
+/// The name of every `ctx.run` entry: a replay checks each entry's name, and reading back
+/// cannot know which kind of entry comes next.
+const ENTRY: &str = "charter";
+
+/// One thing a run's Restate journal keeps (the value of each `ctx.run` entry).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kept", rename_all = "snake_case")]
+enum Kept {
+    /// The run was started (again) here: nothing to do when read back.
+    Started,
+    /// A call's answer or a person's answer, as the local journal keeps it, with the
+    /// trace events emitted before it.
+    Answer {
+        entry: JournalEntry,
+        events: Vec<Value>,
+    },
+    /// The run asks: it waits on the durable promise `promise`.
+    Asked {
+        promise: String,
+        step: String,
+        question: String,
+        events: Vec<Value>,
+    },
+    /// The run's last trace events and its result.
+    Finished { events: Vec<Value>, result: Value },
+}
+
+#[restate_sdk::workflow(name = "CharterRun")]
+impl Worker {
+    #[handler]
+    async fn run(
+        &self,
+        ctx: WorkflowContext<'_>,
+        Json(body): Json<Value>,
+    ) -> Result<Json<Value>, HandlerError> {
+        let ctx = &ctx;
+        ctx.set("status", Json(json!({"state": "running"})));
+        let (spec, input) = match self.admit(&body) {
+            Ok(admitted) => admitted,
+            Err(message) => {
+                ctx.set(
+                    "status",
+                    Json(json!({"state": "error", "message": message})),
+                );
+                return Err(TerminalError::new(message).into());
+            }
+        };
+        let mut kept = KeptState::default();
+        loop {
+            let live = Arc::new(AtomicBool::new(false));
+            let flag = live.clone();
+            let Json(entry) = ctx
+                .run(|| async move {
+                    flag.store(true, Ordering::SeqCst);
+                    Ok(Json(Kept::Started))
+                })
+                .name(ENTRY)
+                .await?;
+            if live.load(Ordering::SeqCst) {
+                break;
+            }
+            kept.apply(ctx, &entry);
+            if let Kept::Finished { result, .. } = entry {
+                return Ok(Json(result));
+            }
+        }
+        let result = self.drive(ctx, kept, spec, input).await?;
+        Ok(Json(result))
+    }
+
+    #[handler]
+    async fn answer(
+        &self,
+        ctx: SharedWorkflowContext<'_>,
+        Json(answer): Json<Value>,
+    ) -> Result<(), HandlerError> {
+        let status: Option<Json<Value>> = ctx.get("status").await?;
+        let status = status.map(|Json(status)| status).unwrap_or(Value::Null);
+        let Some(promise) = status.pointer("/ask/promise").and_then(Value::as_str) else {
+            return Err(TerminalError::new(format!(
+                "this run waits on no ask (its status is {status})"
+            ))
+            .into());
+        };
+        ctx.resolve_promise(promise, Json(answer));
+        Ok(())
+    }
+
+    #[handler]
+    async fn status(&self, ctx: SharedWorkflowContext<'_>) -> Result<Json<Value>, HandlerError> {
+        let status: Option<Json<Value>> = ctx.get("status").await?;
+        Ok(status.unwrap_or_else(|| Json(json!({"state": "unknown"}))))
+    }
+
+    #[handler]
+    async fn events(
+        &self,
+        ctx: SharedWorkflowContext<'_>,
+        Json(since): Json<Value>,
+    ) -> Result<Json<Value>, HandlerError> {
+        let since = since
+            .as_u64()
+            .or_else(|| since.get("since").and_then(Value::as_u64))
+            .unwrap_or(0);
+        let batches: Option<Json<u64>> = ctx.get(BATCHES).await?;
+        let batches = batches.map_or(0, |Json(batches)| batches);
+        // The last batches first, back to the one that holds event `since`.
+        let mut events = Vec::new();
+        for index in (0..batches).rev() {
+            let batch: Option<Json<EventBatch>> = ctx.get(&batch_key(index)).await?;
+            let Some(Json(batch)) = batch else { break };
+            let from = batch.from;
+            events.splice(0..0, batch.events);
+            if from <= since {
+                let skip = usize::try_from(since - from).unwrap_or(usize::MAX);
+                events.drain(..skip.min(events.len()));
+                break;
+            }
+        }
+        Ok(Json(Value::Array(events)))
+    }
+}
+
+/// The state key of the number of event batches a run has kept.
+const BATCHES: &str = "events.batches";
+
+/// The state key of event batch `index`.
+fn batch_key(index: u64) -> String {
+    format!("events.{index}")
+}
+
+/// The trace events kept with one entry, from event number `from` on: a run's trace is
+/// kept in batches, so that each state write holds only what is new.
+#[derive(Debug, Serialize, Deserialize)]
+struct EventBatch {
+    from: u64,
+    events: Vec<Value>,
+}
+
+/// What the entries read back (or written) so far say: the answers to resume from, the
+/// trace events kept, and the asks whose promise was taken.
+#[derive(Default)]
+struct KeptState<'a> {
+    entries: Vec<JournalEntry>,
+    /// How many trace events are kept, in how many batches.
+    events: u64,
+    batches: u64,
+    promises: HashMap<String, PromiseFuture<'a>>,
+}
+
+type PromiseFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Json<Value>, TerminalError>> + Send + 'a>>;
+
+impl<'a> KeptState<'a> {
+    /// Does what `entry` says to the workflow's state, the same when it is written and
+    /// when it is read back (Restate checks that a replay writes the same).
+    fn apply(&mut self, ctx: &'a WorkflowContext<'a>, entry: &Kept) {
+        match entry {
+            Kept::Started => {}
+            Kept::Answer { entry, events } => {
+                self.keep_events(ctx, events);
+                if let JournalEntry::Human(human) = entry {
+                    self.promises
+                        .remove(&promise_name(&human.step, human.round, human.attempt));
+                    ctx.set("status", Json(json!({"state": "running"})));
+                }
+                self.entries.push(entry.clone());
+            }
+            Kept::Asked {
+                promise,
+                step,
+                question,
+                events,
+            } => {
+                self.keep_events(ctx, events);
+                ctx.set(
+                    "status",
+                    Json(json!({"state": "waiting", "ask": {
+                        "promise": promise, "step": step, "question": question}})),
+                );
+                // The SDK ties a promise's future to its name's lifetime: the name (a few
+                // bytes per ask) lives as long as the process.
+                let name: &'a str = Box::leak(promise.clone().into_boxed_str());
+                let future: PromiseFuture<'a> = Box::pin(ctx.promise::<Json<Value>>(name));
+                self.promises.insert(promise.clone(), future);
+            }
+            Kept::Finished { events, result } => {
+                self.keep_events(ctx, events);
+                ctx.set(
+                    "status",
+                    Json(json!({"state": "finished", "result": result})),
+                );
+            }
+        }
+    }
+
+    fn keep_events(&mut self, ctx: &WorkflowContext<'a>, events: &[Value]) {
+        if !events.is_empty() {
+            let batch = EventBatch {
+                from: self.events,
+                events: events.to_vec(),
+            };
+            ctx.set(&batch_key(self.batches), Json(batch));
+            self.batches += 1;
+            ctx.set(BATCHES, Json(self.batches));
+            self.events += events.len() as u64;
+        }
+    }
+}
+
+fn promise_name(step: &str, round: u64, attempt: u64) -> String {
+    format!("ask/{step}/{round}/{attempt}")
+}
+
+/// What the run's thread asks of the handler, which alone holds the Restate context.
+enum ToHandler {
+    /// Keep `entry` (and the events before it); say when it is kept.
+    Keep(Kept, mpsc::Sender<Result<(), String>>),
+    /// The run asks: the answer, when someone gives it.
+    Ask {
+        request: HumanRequest,
+        events: Vec<Value>,
+        reply: tokio::sync::oneshot::Sender<Result<Value, String>>,
+    },
+}
+
+impl Worker {
+    /// The spec and input `body` names, or why they cannot be run.
+    fn admit(&self, body: &Value) -> Result<(Arc<CompiledSpec>, Value), String> {
+        let served = &self.0;
+        let spec = match body.get("spec").and_then(Value::as_str) {
+            Some(name) => served.specs.get(name).cloned().ok_or_else(|| {
+                let mut names: Vec<&str> = served.specs.keys().map(String::as_str).collect();
+                names.sort_unstable();
+                format!(
+                    "this worker does not run spec `{}`; it runs {}",
+                    charter_runtime::world::escape::one_line(name, 100),
+                    names.join(", ")
+                )
+            })?,
+            None if served.specs.len() == 1 => {
+                served.specs.values().next().cloned().ok_or("no spec")?
+            }
+            None => {
+                let mut names: Vec<&str> = served.specs.keys().map(String::as_str).collect();
+                names.sort_unstable();
+                return Err(format!(
+                    "give the spec to run as \"spec\": one of {}",
+                    names.join(", ")
+                ));
+            }
+        };
+        let input = body.get("input").cloned().unwrap_or(Value::Null);
+        if let Err(violations) = charter_runtime::engine::validate::validate_request(&spec, &input)
+        {
+            let contract = spec.request.as_deref().unwrap_or("Request");
+            let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
+            return Err(format!(
+                "the input does not match the request contract `{contract}`; nothing was run: {}",
+                listed.join("; ")
+            ));
+        }
+        Ok((spec, input))
+    }
+
+    /// Runs the scheduler on a thread of its own, keeping each answer in the journal as it
+    /// comes and resolving each ask from its promise, to the run's end.
+    async fn drive<'a>(
+        &self,
+        ctx: &'a WorkflowContext<'a>,
+        mut kept: KeptState<'a>,
+        spec: Arc<CompiledSpec>,
+        input: Value,
+    ) -> Result<Value, HandlerError> {
+        let (to_handler, mut requests) = tokio::sync::mpsc::unbounded_channel();
+        let (done_tx, mut done) = tokio::sync::oneshot::channel();
+        let pending = Arc::new(Mutex::new(PendingEvents {
+            skip: usize::try_from(kept.events).unwrap_or(usize::MAX),
+            events: Vec::new(),
+        }));
+        let recording = Recording::journaled_in(
+            self.0.environment.secrets.clone(),
+            Box::new(HandlerJournal {
+                to_handler: to_handler.clone(),
+                pending: pending.clone(),
+            }),
+            std::mem::take(&mut kept.entries),
+        );
+        let providers = self
+            .0
+            .environment
+            .providers(&spec, &self.0.tools)
+            .map_err(TerminalError::new)?;
+        let humans = HandlerAsks {
+            to_handler,
+            pending: pending.clone(),
+        };
+        let scrubber = self.0.environment.scrubber.clone();
+        let sink_events = pending.clone();
+        let mut config = RunConfig::default();
+        if self.0.show_output {
+            config.observer = Some(Arc::new(ShownAnswers {
+                run: ctx.key().to_string(),
+                scrubber: scrubber.clone(),
+            }));
+        }
+        std::thread::spawn(move || {
+            let (_cancel, cancelled) = tokio::sync::watch::channel(false);
+            let live = LiveRun {
+                spec: &spec,
+                provider: Arc::new(recording.provider(providers)),
+                humans: Box::new(recording.humans(humans)),
+                sink: ScrubbingSink::new(Fanout(vec![Box::new(KeptEvents(sink_events))]), scrubber),
+                config,
+                options: LiveRunOptions {
+                    stop: StopOn::Cancel(cancelled),
+                    clock: RunClock::Real,
+                },
+                heartbeat_calls: None,
+            };
+            let _ = done_tx.send(live.run(input));
+        });
+        let mut asks = FuturesUnordered::new();
+        let outcome = loop {
+            tokio::select! {
+                request = requests.recv() => match request {
+                    Some(ToHandler::Keep(entry, reply)) => {
+                        let written = keep(ctx, &mut kept, entry).await;
+                        let _ = reply.send(written.as_ref().map(|_| ()).map_err(ToString::to_string));
+                        written?;
+                    }
+                    Some(ToHandler::Ask { request, events, reply }) => {
+                        let promise = promise_name(&request.step, request.round, request.attempt);
+                        if !kept.promises.contains_key(&promise) {
+                            keep(ctx, &mut kept, Kept::Asked {
+                                promise: promise.clone(),
+                                step: request.step.clone(),
+                                question: request.question.clone(),
+                                events,
+                            }).await?;
+                        }
+                        if let Some(future) = kept.promises.remove(&promise) {
+                            asks.push(async move { (reply, future.await) });
+                        }
+                    }
+                    // The run's thread has let go of its effects: its result is next.
+                    None => break (&mut done).await,
+                },
+                Some((reply, answer)) = asks.next(), if !asks.is_empty() => {
+                    let answer = answer.map(|Json(answer)| answer).map_err(|error| error.to_string());
+                    let _ = reply.send(answer);
+                }
+                outcome = &mut done => break outcome,
+            }
+        };
+        let outcome = outcome
+            .map_err(|_| TerminalError::new("the run's thread ended without a result"))?
+            .map_err(TerminalError::new)?;
+        let result = result_of(&outcome);
+        let events = std::mem::take(&mut pending_lock(&pending).events);
+        keep(
+            ctx,
+            &mut kept,
+            Kept::Finished {
+                events,
+                result: result.clone(),
+            },
+        )
+        .await?;
+        Ok(result)
+    }
+}
+
+/// Writes `entry` as one `ctx.run` entry, then does what it says to the state.
+async fn keep<'a>(
+    ctx: &'a WorkflowContext<'a>,
+    kept: &mut KeptState<'a>,
+    entry: Kept,
+) -> Result<(), TerminalError> {
+    let Json(written) = ctx
+        .run(|| async move { Ok(Json(entry)) })
+        .name(ENTRY)
+        .await?;
+    kept.apply(ctx, &written);
+    Ok(())
+}
+
+/// What a finished run tells: `{outcome, reason, rounds, message?, best?, delivered?,
+/// answer?, answered_by?}` (as `charter serve`'s `GET /runs/{id}`).
+fn result_of(outcome: &RunOutcome) -> Value {
+    let mut result = json!({
+        "outcome": outcome.outcome.to_string(),
+        "reason": outcome.reason.to_string(),
+        "rounds": outcome.rounds,
+    });
+    if let Some(message) = &outcome.message {
+        result["message"] = json!(message);
+    }
+    if let Some(best) = &outcome.best {
+        result["best"] = json!(best);
+    }
+    if let Some(delivered) = &outcome.delivered {
+        result["delivered"] =
+            json!({"candidate_id": delivered.candidate_id, "hash": delivered.hash});
+    }
+    if let Some(answer) = &outcome.answer {
+        result["answer"] = answer.clone();
+    }
+    if let Some(role) = &outcome.answered_by {
+        result["answered_by"] = json!(role);
+    }
+    result
+}
+
+/// The trace events emitted since the last entry was kept (after skipping those a run
+/// started again emits a second time).
+struct PendingEvents {
+    skip: usize,
+    events: Vec<Value>,
+}
+
+fn pending_lock(pending: &Mutex<PendingEvents>) -> std::sync::MutexGuard<'_, PendingEvents> {
+    pending
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The run's trace sink: each event waits in [`PendingEvents`] for the next entry.
+struct KeptEvents(Arc<Mutex<PendingEvents>>);
+
+impl TraceSink for KeptEvents {
+    fn append(&mut self, event: &TraceEvent) -> Result<(), TraceError> {
+        let mut pending = pending_lock(&self.0);
+        if pending.skip > 0 {
+            pending.skip -= 1;
+            return Ok(());
+        }
+        let value = serde_json::to_value(event)?;
+        pending.events.push(value);
+        Ok(())
+    }
+}
+
+/// The recording's journal: each entry goes to the handler, and the run's thread waits
+/// until the Restate server has kept it.
+struct HandlerJournal {
+    to_handler: tokio::sync::mpsc::UnboundedSender<ToHandler>,
+    pending: Arc<Mutex<PendingEvents>>,
+}
+
+impl JournalWrite for HandlerJournal {
+    fn append(&self, entry: &JournalEntry) -> Result<(), String> {
+        let events = std::mem::take(&mut pending_lock(&self.pending).events);
+        let (reply, written) = mpsc::channel();
+        let kept = Kept::Answer {
+            entry: entry.clone(),
+            events,
+        };
+        self.to_handler
+            .send(ToHandler::Keep(kept, reply))
+            .map_err(|_| "the run's invocation has ended".to_string())?;
+        written
+            .recv()
+            .map_err(|_| "the run's invocation has ended".to_string())?
+    }
+}
+
+/// The run's asks: each waits on its durable promise, through the handler.
+struct HandlerAsks {
+    to_handler: tokio::sync::mpsc::UnboundedSender<ToHandler>,
+    pending: Arc<Mutex<PendingEvents>>,
+}
+
+impl HumanChannel for HandlerAsks {
+    fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
+        let events = std::mem::take(&mut pending_lock(&self.pending).events);
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self.to_handler.send(ToHandler::Ask {
+            request,
+            events,
+            reply,
+        });
+        Box::pin(async move {
+            let unanswered = |message: String| ProviderError::Unanswered { message };
+            sent.map_err(|_| unanswered("the run's invocation has ended".to_string()))?;
+            answer
+                .await
+                .map_err(|_| unanswered("the run's invocation has ended".to_string()))?
+                .map_err(unanswered)
+        })
+    }
+}

@@ -1,4 +1,4 @@
-//! Runs on Restate (DESIGN §16): a real Restate server and `charter worker` on loopback against a counting mock model — the same results as `charter run`, a worker killed mid-call, an ask across a worker restart, the server killed mid-run, a bad input, 200 runs at once, a three-node cluster losing a node.
+//! Runs on Restate (DESIGN §16): a real Restate server and `charter worker` on loopback against a counting mock model — the same results as `charter run`, a worker killed mid-call, an ask across a worker restart, the server killed mid-run, a bad input, 200 runs at once, `charter serve --restate` in front, a three-node cluster losing a node.
 //!
 //! The server is the `@restatedev/restate-server` npm package, installed into
 //! `target/restate/` (`.ci/run` installs it; so does this test when npm is there). Without
@@ -434,6 +434,51 @@ fn start_worker(project: &Path, model: &str, port: u16) -> Guard {
     guard
 }
 
+/// `charter serve --restate INGRESS` on `port`, serving closed_loop.
+fn start_front(project: &Path, ingress: &str, port: u16) -> Guard {
+    let log = std::fs::File::create(project.join(format!("serve-{}.log", free_port())))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let child = Command::new(env!("CARGO_BIN_EXE_charter"))
+        .current_dir(project)
+        .env("NO_COLOR", "1")
+        .env_remove("OPENAI_API_KEY")
+        .arg("serve")
+        .arg(spec())
+        .args(["--restate", ingress, "--port", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start charter serve --restate: {error}"));
+    let guard = Guard(child);
+    wait_for("charter serve --restate to listen", 30, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    guard
+}
+
+fn get_text(url: &str) -> String {
+    blocking_client()
+        .get(url)
+        .send()
+        .and_then(reqwest::blocking::Response::text)
+        .unwrap_or_default()
+}
+
+fn get(url: &str) -> Value {
+    serde_json::from_str(&get_text(url)).unwrap_or(Value::Null)
+}
+
+fn delete(url: &str) -> (u16, Value) {
+    match blocking_client().delete(url).send() {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            (status, response.json().unwrap_or(Value::Null))
+        }
+        Err(error) => (0, Value::String(error.to_string())),
+    }
+}
+
 fn input(index: usize) -> Value {
     json!({"goal": format!("a brief on heat pumps, number {index}"), "constraints": ["cite sources"]})
 }
@@ -757,6 +802,106 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
         "{many} runs at once through Restate: {seconds:.1} s, {:.1} runs/s; one worker's peak memory {peak}",
         many as f64 / seconds
     );
+
+    // (h) `charter serve --restate`: the API and page over runs that live in Restate — a
+    // run started through it asks, is answered through it, and ends as in Restate; a
+    // server killed while it follows a run follows it again when started again.
+    let serve_port = free_port();
+    let ingress = format!("http://127.0.0.1:{}", server.ingress);
+    let mut front = start_front(project, &ingress, serve_port);
+    let base = format!("http://127.0.0.1:{serve_port}");
+    let before = mock.calls.load(Ordering::SeqCst);
+    mock.needs_input_next.store(true, Ordering::SeqCst);
+    let (status, started) = post(
+        &format!("{base}/runs"),
+        &json!({"spec": "closed_loop", "input": input(95)}),
+    );
+    assert_eq!(status, 201, "serve --restate refused a run: {started}");
+    let id = started["id"].as_str().unwrap_or_default().to_string();
+    let mut shown = Value::Null;
+    wait_for("the served run to wait on its ask", 60, || {
+        shown = get(&format!("{base}/runs/{id}"));
+        shown["status"] == "waiting"
+    });
+    assert!(shown["question"].is_string(), "{shown}");
+    assert_eq!(
+        server.status(&id)["state"],
+        "waiting",
+        "Restate does not hold the run"
+    );
+    let (status, cancelled) = delete(&format!("{base}/runs/{id}"));
+    assert_eq!(status, 409, "{cancelled}");
+    assert!(
+        cancelled["error"]
+            .as_str()
+            .is_some_and(|message| message.contains("restate invocations cancel")),
+        "{cancelled}"
+    );
+    let (status, answered) = post(
+        &format!("{base}/runs/{id}/answers"),
+        &json!({"approved": true, "note": "use the 2024 figures"}),
+    );
+    assert_eq!(status, 200, "answering through serve: {answered}");
+    wait_for("the served run to finish", 120, || {
+        shown = get(&format!("{base}/runs/{id}"));
+        shown["status"] == "finished"
+    });
+    assert_eq!(shown["outcome"], "completed", "{shown}");
+    let in_restate = server.status(&id);
+    assert_eq!(
+        shown["answer"], in_restate["result"]["answer"],
+        "{in_restate}"
+    );
+    let events = server.events(&id);
+    let trace = get_text(&format!("{base}/runs/{id}/trace.jsonl"));
+    let served_trace: Vec<Value> = trace
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    assert_eq!(served_trace, events, "the served trace is not Restate's");
+    assert_eq!(
+        shown["totals"]["calls"],
+        json!(model_calls(&events)),
+        "{shown}"
+    );
+    assert_eq!(
+        mock.calls.load(Ordering::SeqCst) - before,
+        model_calls(&events)
+    );
+    let listed = get(&format!("{base}/runs"));
+    assert!(
+        listed["runs"]
+            .as_array()
+            .is_some_and(|runs| runs.iter().any(|run| run["id"] == id.as_str())),
+        "GET /runs does not list {id}: {listed}"
+    );
+    // Killed while following a run whose call is in flight, started again: it follows
+    // the run to its end.
+    let held_before = mock.held.load(Ordering::SeqCst);
+    mock.hold_next_executor.store(true, Ordering::SeqCst);
+    let (status, started) = post(
+        &format!("{base}/runs"),
+        &json!({"spec": "closed_loop", "input": input(94)}),
+    );
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].as_str().unwrap_or_default().to_string();
+    wait_for("the held executor call to be in flight", 60, || {
+        mock.held.load(Ordering::SeqCst) == held_before + 1
+    });
+    front.kill();
+    front = start_front(project, &ingress, serve_port);
+    wait_for("the run followed again to finish", 120, || {
+        shown = get(&format!("{base}/runs/{id}"));
+        shown["status"] == "finished"
+    });
+    assert_eq!(shown["outcome"], "completed", "{shown}");
+    // A bad input is refused before anything reaches Restate.
+    let (status, refused) = post(
+        &format!("{base}/runs"),
+        &json!({"spec": "closed_loop", "input": {"goal": 7}}),
+    );
+    assert_eq!(status, 422, "{refused}");
+    drop(front);
     server.kill();
 
     // (g) A three-node cluster with a replicated log, one node killed mid-run: the run

@@ -2,6 +2,7 @@
 
 mod graph;
 mod guard;
+mod restate;
 mod runs;
 mod sessions;
 mod specs;
@@ -102,6 +103,15 @@ pub struct ServeArgs {
     /// `Retry-After` (default: twice the number of cores).
     #[arg(long = "max-runs", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_runs: Option<u32>,
+
+    /// Runs live in Restate, not in this process: each run is started as the workflow
+    /// `CharterRun` through the Restate ingress at INGRESS_URL and run by `charter
+    /// worker`s (see the README's "Scale out"); this server validates inputs, starts runs
+    /// and follows them (events, ask, result) with the same routes and page. Serve the
+    /// specs the workers run; no model key is needed here. A run is cancelled in Restate
+    /// (`restate invocations cancel`), and conversations are not served this way.
+    #[arg(long, value_name = "INGRESS_URL", conflicts_with = "replays")]
+    pub restate: Option<String>,
 
     /// `--tool`, `--model` and `--show-output`, as `charter run` takes them.
     #[command(flatten)]
@@ -223,17 +233,26 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
         Ok(specs) => specs,
         Err(outcome) => return Ok(outcome),
     };
-    let runs = Arc::new(Runs::new(
+    let mut runs = Runs::new(
         specs,
         PathBuf::from(".charter").join("runs"),
         std::env::vars().collect(),
         args.live.clone(),
         args.max_runs
             .map_or_else(default_max_runs, |max| max as usize),
-    ));
-    if let Err(outcome) = check_tools_and_keys(args, context, &runs) {
+    );
+    if let Some(url) = &args.restate {
+        match restate::Front::new(url) {
+            Ok(front) => runs.restate = Some(front),
+            Err(message) => {
+                print_error(context, &message);
+                return Ok(Outcome::Usage);
+            }
+        }
+    } else if let Err(outcome) = check_tools_and_keys(args, context, &runs) {
         return Ok(outcome);
     }
+    let runs = Arc::new(runs);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -387,6 +406,12 @@ async fn serve(
             ""
         }
     ));
+    if let Some(front) = &runs.restate {
+        print_err(&format!(
+            "charter serve: runs live in Restate at {} (run by `charter worker`s registered there)\n",
+            front.ingress
+        ));
+    }
     for served in &runs.specs {
         for (alias, target) in &served.overrides {
             print_err(&format!(
@@ -784,6 +809,12 @@ async fn cancel_run(State(served): State<Arc<Served>>, UrlPath(id): UrlPath<Stri
     };
     match run.cancel() {
         Ok(()) => (StatusCode::ACCEPTED, Json(run.status())).into_response(),
+        Err(Refusal::Remote) => error(
+            StatusCode::CONFLICT,
+            &format!(
+                "the run lives in Restate, which cancels it: `restate invocations cancel` (or its admin API) on workflow CharterRun/{id}"
+            ),
+        ),
         Err(_) => error(
             StatusCode::CONFLICT,
             "the run has ended; there is nothing to cancel",
@@ -824,7 +855,7 @@ async fn answer_run(
             StatusCode::CONFLICT,
             "the run has ended; there is nothing to answer",
         ),
-        Err(Refusal::NoQuestion) => error(
+        Err(Refusal::NoQuestion | Refusal::Remote) => error(
             StatusCode::CONFLICT,
             "the run is not waiting for an answer (its status says when it is)",
         ),

@@ -20,6 +20,7 @@ use charter_runtime::formats::trace::TraceEvent;
 use charter_runtime::formats::trace::TraceSink;
 use charter_runtime::totals::RunTotals;
 use charter_runtime::world::files;
+use charter_runtime::world::files::LineFile;
 use charter_runtime::world::jsonl::JsonlSink;
 use charter_runtime::world::record::Recording;
 use charter_runtime::world::replay::ReplayProvider;
@@ -27,6 +28,7 @@ use charter_runtime::world::secrets::{Scrubber, ScrubbingSink};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::restate::{RESTATE_FILE, RestateFile};
 use super::stream::{OutputObserver, Stream, StreamSink};
 use crate::driver::{
     Fanout, LiveEnvironment, LiveFlags, LiveRun, LiveRunOptions, Observers, RunClock, ShownAnswers,
@@ -120,6 +122,9 @@ pub(crate) struct Runs {
     active: std::sync::atomic::AtomicUsize,
     /// How many may run at once (`--max-runs`); resumed runs are never refused.
     pub(crate) max_runs: usize,
+    /// `--restate INGRESS_URL`: runs live in Restate, run by `charter worker`s; this
+    /// server starts and follows them.
+    pub(crate) restate: Option<super::restate::Front>,
 }
 
 /// One run: its stream, what it is doing, and the handles to answer or cancel it.
@@ -132,6 +137,8 @@ pub(crate) struct Run {
     pub(crate) stream: Arc<Stream>,
     state: Mutex<RunState>,
     cancel: tokio::sync::watch::Sender<bool>,
+    /// It lives in Restate (`--restate`): followed there, cancelled there.
+    remote: bool,
 }
 
 #[derive(Debug, Default)]
@@ -157,10 +164,16 @@ pub(crate) enum Refusal {
     Ended,
     /// No `ask` is waiting.
     NoQuestion,
+    /// The run lives in Restate, which cancels it.
+    Remote,
 }
 
 impl Run {
     fn new(id: String, spec: String, input: Value, stream: Arc<Stream>) -> Arc<Self> {
+        Self::of(id, spec, input, stream, false)
+    }
+
+    fn of(id: String, spec: String, input: Value, stream: Arc<Stream>, remote: bool) -> Arc<Self> {
         Arc::new(Run {
             id,
             spec,
@@ -168,7 +181,26 @@ impl Run {
             stream,
             state: Mutex::new(RunState::default()),
             cancel: tokio::sync::watch::channel(false).0,
+            remote,
         })
+    }
+
+    /// Shows `request` as the `ask` the run waits on (its status says so, an `ask` event
+    /// tells the stream); a client's answer arrives on the receiver.
+    pub(crate) fn wait_for_answer(
+        &self,
+        request: HumanRequest,
+    ) -> tokio::sync::oneshot::Receiver<Value> {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let mut event = ask_event(&request);
+        event["asked"] = json!(now_ms());
+        {
+            let mut state = self.state();
+            state.pending = Some((request, sender));
+            state.asked_ms = now_ms();
+        }
+        self.stream.push(&event);
+        receiver
     }
 
     fn state(&self) -> MutexGuard<'_, RunState> {
@@ -228,6 +260,9 @@ impl Run {
         let mut state = self.state();
         if state.result.is_some() {
             return Err(Refusal::Ended);
+        }
+        if self.remote {
+            return Err(Refusal::Remote);
         }
         state.cancelled = true;
         if let Some(recording) = &state.recording {
@@ -296,17 +331,9 @@ fn ask_event(request: &HumanRequest) -> Value {
 impl HumanChannel for HttpHumans {
     fn ask(&self, request: HumanRequest) -> BoxFuture<'_, Result<Value, ProviderError>> {
         Box::pin(async move {
-            let (sender, receiver) = tokio::sync::oneshot::channel();
             let key = (request.step.clone(), request.round, request.attempt);
-            let mut event = ask_event(&request);
-            event["asked"] = json!(now_ms());
             // Waiting before it is told: a client that saw the question can answer it.
-            {
-                let mut state = self.0.state();
-                state.pending = Some((request, sender));
-                state.asked_ms = now_ms();
-            }
-            self.0.stream.push(&event);
+            let receiver = self.0.wait_for_answer(request);
             receiver.await.map_err(|_| ProviderError::NoHumanAnswer {
                 step: key.0,
                 round: key.1,
@@ -337,6 +364,7 @@ impl Runs {
             runs: Mutex::new(BTreeMap::new()),
             active: std::sync::atomic::AtomicUsize::new(0),
             max_runs,
+            restate: None,
         }
     }
 
@@ -411,6 +439,12 @@ impl Runs {
         input: Value,
         turn: Option<Turn>,
     ) -> Result<Arc<Run>, String> {
+        if turn.is_some() && self.restate.is_some() {
+            return Err(
+                "conversations are not served over Restate: `charter worker` runs single runs; serve the spec without --restate to talk to it"
+                    .to_string(),
+            );
+        }
         let millis = now_ms();
         let dir = files::create_unique_dir(&self.runs_dir, &format!("{millis}-"))
             .map_err(|error| format!("cannot make the run directory: {error}"))?;
@@ -428,12 +462,109 @@ impl Runs {
             .and_then(|()| {
                 files::write_atomically(&dir.join(INPUT_FILE), input.to_string().as_bytes())
                     .map_err(|error| error.to_string())
+            })
+            .and_then(|()| match &self.restate {
+                Some(front) => serde_json::to_string_pretty(&RestateFile {
+                    ingress: front.ingress.clone(),
+                })
+                .map_err(|error| error.to_string())
+                .and_then(|text| {
+                    files::write_atomically(&dir.join(RESTATE_FILE), text.as_bytes())
+                        .map_err(|error| error.to_string())
+                }),
+                None => Ok(()),
             });
         if let Err(error) = written {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(format!("cannot write the run directory: {error}"));
         }
+        if let Some(front) = &self.restate {
+            return self.launch_remote(id, served, input, dir, front.clone(), true);
+        }
         self.launch(id, served, input, dir, turn)
+    }
+
+    /// Starts run `id` in Restate (unless `start` is false: it was started before this
+    /// server last stopped) and follows it there, on a thread of its own, to its end.
+    fn launch_remote(
+        self: &Arc<Self>,
+        id: String,
+        served: &ServedSpec,
+        input: Value,
+        dir: PathBuf,
+        front: super::restate::Front,
+        start: bool,
+    ) -> Result<Arc<Run>, String> {
+        let lock = match files::DirLock::try_hold(&dir) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => {
+                return Err("another `charter serve` in this directory follows it".to_string());
+            }
+            Err(error) => return Err(format!("cannot lock its directory: {error}")),
+        };
+        let stream = Stream::create(Some(&dir.join(STREAM_FILE)), self.scrubber().clone())
+            .map_err(|error| format!("cannot write the event stream: {error}"))?;
+        let run = Run::of(id.clone(), served.name.clone(), input.clone(), stream, true);
+        let dir_of_refused = dir.clone();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| format!("cannot start the run: {error}"))?;
+        let handle = run.clone();
+        let runs = self.clone();
+        let spec = served.spec.clone();
+        let name = served.name.clone();
+        // The run is started on its own thread (this one may be the server's), which says
+        // whether Restate took it before it follows it.
+        let (taken_tx, taken) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("run {}", run.id))
+            .spawn(move || {
+                if start {
+                    let started = runtime.block_on(front.start(&run.id, &name, &input));
+                    if started.is_err() {
+                        drop(lock);
+                        let _ = taken_tx.send(started);
+                        return;
+                    }
+                    let _ = taken_tx.send(started);
+                } else {
+                    let _ = taken_tx.send(Ok(()));
+                }
+                let started = std::time::Instant::now();
+                // Followed again after a restart, the run's events come again from the first.
+                let trace = LineFile::create(&dir.join(EVENTS_FILE)).ok();
+                let mut result = runtime.block_on(front.follow(&run, trace));
+                let used = totals_of(&spec, &run.stream);
+                result["totals"] = json!({
+                    "calls": used.calls,
+                    "input_tokens": used.input_tokens,
+                    "output_tokens": used.output_tokens,
+                    "cost": used.cost,
+                    "unpriced": used.unpriced,
+                    "t_ms": used.t_ms,
+                    "wall_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    "replay": false,
+                });
+                let result = runs.scrubber().value(&result);
+                let _ = serde_json::to_string_pretty(&result)
+                    .map(|text| files::write_atomically(&dir.join(RESULT_FILE), text.as_bytes()));
+                drop(lock);
+                runs.release();
+                run.finish(result);
+            })
+            .map_err(|error| format!("cannot follow the run: {error}"))?;
+        match taken.recv() {
+            Ok(Ok(())) => {
+                self.runs().insert(id, handle.clone());
+                Ok(handle)
+            }
+            Ok(Err(message)) => {
+                let _ = std::fs::remove_dir_all(&dir_of_refused);
+                Err(message)
+            }
+            Err(_) => Err("the run's thread ended before Restate answered".to_string()),
+        }
     }
 
     /// Runs `served` in `dir` on a thread of its own (from its journal, if it has one).
@@ -683,6 +814,9 @@ impl Runs {
                 kept.spec.display()
             ));
         };
+        if dir.join(RESTATE_FILE).is_file() {
+            return self.refollow(id, dir, served);
+        }
         let now = ServeFile::of(served);
         if now.spec_hash != kept.spec_hash || now.prompts != kept.prompts {
             return Err(format!(
@@ -702,6 +836,53 @@ impl Runs {
             })?;
         Ok(Some(format!(
             "run {id} of {} resumed from its journal",
+            served.name
+        )))
+    }
+}
+
+impl Runs {
+    /// Follows again a run that lives in Restate, started before this server last stopped.
+    fn refollow(
+        self: &Arc<Self>,
+        id: &str,
+        dir: &Path,
+        served: &ServedSpec,
+    ) -> Result<Option<String>, String> {
+        let read = |name: &str| {
+            files::read_regular(&dir.join(name), READ_LIMIT)
+                .map_err(|error| format!("run {id} left alone: cannot read {name}: {error}"))
+        };
+        let kept: RestateFile = serde_json::from_str(&read(RESTATE_FILE)?)
+            .map_err(|error| format!("run {id} left alone: {RESTATE_FILE}: {error}"))?;
+        let Some(front) = self
+            .restate
+            .as_ref()
+            .filter(|front| front.ingress == kept.ingress)
+        else {
+            return Err(format!(
+                "run {id} left alone: it lives in Restate at {} (serve with --restate {} to follow it)",
+                kept.ingress, kept.ingress
+            ));
+        };
+        let input: Value = serde_json::from_str(&read(INPUT_FILE)?)
+            .map_err(|error| format!("run {id} left alone: {INPUT_FILE}: {error}"))?;
+        self.active
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.launch_remote(
+            id.to_string(),
+            served,
+            input,
+            dir.to_path_buf(),
+            front.clone(),
+            false,
+        )
+        .map_err(|error| {
+            self.release();
+            format!("run {id} left alone: {error}")
+        })?;
+        Ok(Some(format!(
+            "run {id} of {} followed again in Restate",
             served.name
         )))
     }

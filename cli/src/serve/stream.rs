@@ -77,6 +77,11 @@ impl Stream {
 
     /// Appends `event` (scrubbed, then bounded) and wakes the clients. An event after the
     /// end is dropped.
+    /// `event` scrubbed as one line of a trace file (whole, not shortened).
+    pub(crate) fn scrubbed(&self, event: &Value) -> String {
+        format!("{}\n", self.scrubber.value(event))
+    }
+
     pub(crate) fn push(&self, event: &Value) {
         let event = bounded(&self.scrubber.value(event), MAX_VALUE_CHARS);
         let text = event.to_string();

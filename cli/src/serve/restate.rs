@@ -1,0 +1,294 @@
+//! `charter serve --restate INGRESS_URL`: the §13 API and page over runs that live in Restate — each run is started as a `CharterRun` workflow through the ingress and followed there (its trace events, its ask, its result), so the routes, the event stream and the page are those of a local run.
+//!
+//! The server keeps no journal of such a run: Restate does, and `charter worker`s run it.
+//! What the server keeps in the run's directory is what it needs to follow the run again
+//! after a restart (`restate.json`: the ingress; `input.json`), and, once it ended, its
+//! `result.json` and `stream.jsonl`, as for a local run. A run is followed by polling its
+//! shared handlers (`events(since)`, `status`), a few times a second; an answer given to
+//! the server goes to the run's `answer` handler. Cancelling is Restate's to do (its admin
+//! API or CLI), so the server refuses it with the command that does it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use charter_runtime::engine::provider::HumanRequest;
+use charter_runtime::world::files::LineFile;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::runs::Run;
+
+/// The file, in a run's directory, that says the run lives in Restate.
+pub(crate) const RESTATE_FILE: &str = "restate.json";
+
+/// How often a followed run's events and status are asked for.
+const POLL: Duration = Duration::from_millis(200);
+
+/// How long one request to the ingress may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many requests in a row may fail (the ingress down, a node restarting) before the
+/// run is given up as lost to this server: about two minutes.
+const MAX_FAILURES: u32 = 600;
+
+/// How many refusals in a row (a 4xx: no such workflow, a deployment not registered) end
+/// the following of a run: about five seconds.
+const MAX_REFUSALS: u32 = 25;
+
+/// `restate.json`: where the run lives.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct RestateFile {
+    pub(crate) ingress: String,
+}
+
+/// The Restate ingress runs are started and followed through.
+#[derive(Debug, Clone)]
+pub(crate) struct Front {
+    /// The ingress's base address, without a trailing `/`.
+    pub(crate) ingress: String,
+    client: reqwest::Client,
+}
+
+impl Front {
+    /// The front for `url`, or why it cannot be one.
+    pub(crate) fn new(url: &str) -> Result<Self, String> {
+        let ingress = url.trim_end_matches('/').to_string();
+        let parsed = reqwest::Url::parse(&ingress)
+            .map_err(|error| format!("--restate {url}: not an address ({error}); give the ingress's, e.g. http://127.0.0.1:8080"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!(
+                "--restate {url}: the ingress is an http:// or https:// address, e.g. http://127.0.0.1:8080"
+            ));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|error| format!("--restate: cannot make an HTTP client: {error}"))?;
+        Ok(Front { ingress, client })
+    }
+
+    fn url(&self, id: &str, handler: &str) -> String {
+        format!("{}/CharterRun/{id}/{handler}", self.ingress)
+    }
+
+    /// Calls handler `handler` of run `id` with `body`: its JSON answer, or why not.
+    async fn call(&self, id: &str, handler: &str, body: &Value) -> Result<Value, Failure> {
+        let request = self.client.post(self.url(id, handler));
+        // `null`: no body (a handler that takes no input refuses one).
+        let request = if body.is_null() {
+            request
+        } else {
+            request.json(body)
+        };
+        let response = request
+            .send()
+            .await
+            .map_err(|error| Failure::Unreachable(error.to_string()))?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .map_err(|error| Failure::Unreachable(error.to_string()))?;
+        if !status.is_success() {
+            let message = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|body| {
+                    body.get("message")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .unwrap_or(text);
+            return Err(Failure::Refused(
+                status.as_u16(),
+                charter_runtime::world::escape::one_line(&message, 300),
+            ));
+        }
+        if text.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_str(&text)
+            .map_err(|error| Failure::Refused(status.as_u16(), format!("not JSON: {error}")))
+    }
+
+    /// Starts run `id` of spec `spec` on `input` without waiting for it.
+    pub(crate) async fn start(&self, id: &str, spec: &str, input: &Value) -> Result<(), String> {
+        self.call(id, "run/send", &json!({"spec": spec, "input": input}))
+            .await
+            .map(|_| ())
+            .map_err(|failure| format!("Restate did not take the run: {failure}"))
+    }
+
+    /// Follows run `id` to its end: puts its trace events on its stream as Restate keeps
+    /// them, shows its ask (and sends the answer a client gives), and returns its result
+    /// (`{outcome, reason, ...}`, or `{outcome: "error", message}`).
+    /// Each trace event also goes to `trace` (the run's `events.jsonl`, as a local run's).
+    pub(crate) async fn follow(&self, run: &Arc<Run>, mut trace: Option<LineFile>) -> Value {
+        let mut keep = |event: &Value| {
+            run.stream.push(event);
+            if let Some(file) = trace.as_mut() {
+                let line = run.stream.scrubbed(event);
+                // A trace that cannot be written is no reason to stop following the run.
+                if file.append_line(line.as_bytes()).is_err() {
+                    trace = None;
+                }
+            }
+        };
+        let mut since: u64 = 0;
+        let mut failures = 0u32;
+        // The promise of the ask shown last, and where a client's answer to it arrives.
+        let mut shown: Option<String> = None;
+        let mut answers: Option<tokio::sync::oneshot::Receiver<Value>> = None;
+        loop {
+            let polled = async {
+                let events = self.call(&run.id, "events", &json!(since)).await?;
+                let status = self.call(&run.id, "status", &Value::Null).await?;
+                Ok::<_, Failure>((events, status))
+            }
+            .await;
+            let (events, status) = match polled {
+                Ok(polled) => {
+                    failures = 0;
+                    polled
+                }
+                Err(failure) => {
+                    failures += 1;
+                    // Refused (not a server error): a few tries, then say why.
+                    let most = match failure {
+                        Failure::Refused(status, _) if status < 500 => MAX_REFUSALS,
+                        _ => MAX_FAILURES,
+                    };
+                    if failures >= most {
+                        return json!({"outcome": "error", "message": format!(
+                            "lost the run in Restate ({}): {failure}", self.ingress)});
+                    }
+                    tokio::time::sleep(POLL).await;
+                    continue;
+                }
+            };
+            for event in events.as_array().into_iter().flatten() {
+                keep(event);
+                since += 1;
+            }
+            match status.get("state").and_then(Value::as_str) {
+                Some("finished") => {
+                    // Events kept with the last entry, if the poll above came before it.
+                    if let Ok(events) = self.call(&run.id, "events", &json!(since)).await {
+                        for event in events.as_array().into_iter().flatten() {
+                            keep(event);
+                        }
+                    }
+                    return status.get("result").cloned().unwrap_or_else(
+                        || json!({"outcome": "error", "message": "Restate's status has no result"}),
+                    );
+                }
+                Some("error") => {
+                    let message = status
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("the run failed in Restate");
+                    return json!({"outcome": "error", "message": message});
+                }
+                Some("waiting") => {
+                    let promise = status.pointer("/ask/promise").and_then(Value::as_str);
+                    if let Some(promise) = promise
+                        && shown.as_deref() != Some(promise)
+                    {
+                        let request = asked(promise, &status);
+                        answers = Some(run.wait_for_answer(request));
+                        shown = Some(promise.to_string());
+                    }
+                }
+                _ => {}
+            }
+            let Some(receiver) = answers.as_mut() else {
+                tokio::time::sleep(POLL).await;
+                continue;
+            };
+            tokio::select! {
+                answer = receiver => {
+                    answers = None;
+                    if let Ok(answer) = answer
+                        && let Err(failure) = self.call(&run.id, "answer", &answer).await
+                    {
+                        return json!({"outcome": "error", "message": format!(
+                            "Restate did not take the answer: {failure}")});
+                    }
+                }
+                () = tokio::time::sleep(POLL) => {}
+            }
+        }
+    }
+}
+
+/// The ask a status names: its step, round and attempt from its promise's name
+/// (`ask/STEP/ROUND/ATTEMPT`), its question from the status.
+fn asked(promise: &str, status: &Value) -> HumanRequest {
+    let mut parts = promise.rsplitn(3, '/');
+    let attempt = parts.next().and_then(|part| part.parse().ok()).unwrap_or(1);
+    let round = parts.next().and_then(|part| part.parse().ok()).unwrap_or(1);
+    let step = parts
+        .next()
+        .map_or("", |rest| rest.strip_prefix("ask/").unwrap_or(rest));
+    HumanRequest {
+        step: status
+            .pointer("/ask/step")
+            .and_then(Value::as_str)
+            .unwrap_or(step)
+            .to_string(),
+        round,
+        attempt,
+        question: status
+            .pointer("/ask/question")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+    }
+}
+
+/// Why a request to the ingress gave nothing.
+#[derive(Debug)]
+enum Failure {
+    /// No answer: the ingress is down or the connection broke.
+    Unreachable(String),
+    /// An answer that is an error, or not JSON.
+    Refused(u16, String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Unreachable(error) => write!(f, "the ingress does not answer ({error})"),
+            Failure::Refused(status, message) => write!(f, "{status}: {message}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ask_is_read_from_its_promise_and_the_status() {
+        let status = json!({"state": "waiting", "ask": {
+            "promise": "ask/approve_plan/2/1", "step": "approve_plan", "question": "Go?"}});
+        let request = asked("ask/approve_plan/2/1", &status);
+        assert_eq!(request.step, "approve_plan");
+        assert_eq!((request.round, request.attempt), (2, 1));
+        assert_eq!(request.question, "Go?");
+        let bare = asked("ask/a/b/3/4", &json!({}));
+        assert_eq!(
+            (bare.step.as_str(), bare.round, bare.attempt),
+            ("a/b", 3, 4)
+        );
+    }
+
+    #[test]
+    fn an_ingress_is_an_http_address() {
+        assert!(
+            Front::new("http://127.0.0.1:8080/")
+                .is_ok_and(|front| front.ingress == "http://127.0.0.1:8080")
+        );
+        assert!(Front::new("127.0.0.1:8080").is_err());
+        assert!(Front::new("ftp://host").is_err());
+    }
+}

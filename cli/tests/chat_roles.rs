@@ -273,3 +273,91 @@ async fn the_router_reads_the_message_and_a_failing_router_leaves_the_turn_to_th
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `charter serve SPEC --port 0` in `dir`, and its base address; killed when dropped.
+struct Serve {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(dir: &Path, server: &MockServer) -> Serve {
+    use std::io::{BufRead, BufReader};
+    let mut command = charter(dir, server, &["serve", "--port", "0", &seed_spec()]);
+    command
+        .env_remove("CHARTER_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap_or_else(|error| panic!("{error}"));
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let mut lines = BufReader::new(stderr).lines();
+    let first = lines
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("charter serve said nothing"));
+    let address = first
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in: {first}"))
+        .to_string();
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+    Serve {
+        child,
+        base: format!("http://{address}"),
+    }
+}
+
+async fn take_turn(base: &str, session: &str, body: Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/sessions/{session}/turns"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_turn_over_http_takes_the_settings_role_by_display_name() {
+    let server = server().await;
+    let dir = temp_dir("http");
+    let served = serve(&dir, &server);
+    let (status, turn) = take_turn(
+        &served.base,
+        "web",
+        json!({"input": "这两个哪个好？", "role": "创意总监"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{turn}");
+    assert_eq!(
+        turn["answer"]["text"], "talker heard: 这两个哪个好？",
+        "{turn}"
+    );
+    let (status, refused) = take_turn(
+        &served.base,
+        "web",
+        json!({"input": "再来一个", "role": "创意总鉴"}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused.to_string().contains("did you mean `创意总监`?"),
+        "{refused}"
+    );
+    let (status, mentioned) =
+        take_turn(&served.base, "web", json!({"input": "@创意伙伴再来一个"})).await;
+    assert_eq!(status, 200, "{mentioned}");
+    assert_eq!(mentioned["answer"]["text"], "creative heard: 再来一个");
+    drop(served);
+    let _ = std::fs::remove_dir_all(&dir);
+}

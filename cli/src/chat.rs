@@ -19,7 +19,7 @@ use charter_runtime::world::sessions::{load, save_turn, session_path, validate_i
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::chat_role::{ChatLine, ROLE_FIELD, parse_line, resolve_role};
+use crate::chat_role::{ChatLine, ROLE_FIELD, parse_line, resolve_role, takes_a_role};
 use crate::driver::{
     LiveEnvironment, LiveFlags, LiveRun, PreparedSpec, TerminalRunOptions, tool_name,
 };
@@ -102,10 +102,14 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
     let environment = LiveEnvironment::of_this_process();
     let providers = environment.providers_at_terminal(context, spec, &args.live.tools)?;
     announce(&prepared, session.as_ref());
-    if let Some(role) = &preset {
-        print_err(&format!(
+    match &preset {
+        Some(role) => print_err(&format!(
             "role {role} is preset for every turn (`/role none` clears it)\n"
-        ));
+        )),
+        None if takes_a_role(spec) => {
+            print_err("`/role NAME` presets the role that answers the following turns\n");
+        }
+        None => {}
     }
 
     let mut conversation = Conversation {

@@ -82,6 +82,12 @@ pub(crate) fn resolve_role(spec: &CompiledSpec, typed: &str) -> Result<String, S
     }
 }
 
+/// Whether a role can be preset in `spec`: its request contract has a `role` field of role
+/// ids or strings.
+pub(crate) fn takes_a_role(spec: &CompiledSpec) -> bool {
+    accepted_roles(spec).is_ok()
+}
+
 /// The role ids the request contract's `role` field takes (`None`: any string).
 fn accepted_roles(spec: &CompiledSpec) -> Result<Option<Vec<String>>, String> {
     let field = spec

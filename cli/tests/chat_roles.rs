@@ -171,6 +171,10 @@ async fn mentions_without_a_space_and_a_per_turn_role_pick_who_answers() {
         "{stderr}"
     );
     assert!(stderr.contains("role cleared"), "{stderr}");
+    assert!(
+        stderr.contains("`/role NAME` presets the role that answers the following turns"),
+        "the chat says how to preset a role\n{stderr}"
+    );
     assert_eq!(
         asked(&server, "router").await,
         0,

@@ -1,4 +1,4 @@
-//! `charter chat SPEC [--session ID] [--tool NAME=COMMAND]... [--model ALIAS=PROVIDER:MODEL]... [--record DIR]`: a conversation at the terminal, one turn per line typed, each turn's answer on stdout, the session saved after every turn that answered.
+//! `charter chat SPEC [--session ID] [--role NAME] [--tool NAME=COMMAND]... [--model ALIAS=PROVIDER:MODEL]... [--record DIR]`: a conversation at the terminal, one turn per line typed, each turn's answer on stdout, the session saved after every turn that answered.
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -19,6 +19,7 @@ use charter_runtime::world::sessions::{load, save_turn, session_path, validate_i
 use clap::Args;
 use serde_json::{Value, json};
 
+use crate::chat_role::{ChatLine, ROLE_FIELD, parse_line, resolve_role, takes_a_role};
 use crate::driver::{
     LiveEnvironment, LiveFlags, LiveRun, PreparedSpec, TerminalRunOptions, tool_name,
 };
@@ -33,11 +34,18 @@ use crate::{Context, Outcome, print_err, print_error, summary_line};
 /// ends the conversation. Each turn runs live like `charter run` (progress on stderr), and
 /// its answer is printed on stdout as JSON. For a spec with a `session`, the conversation
 /// is kept in `.charter/sessions/ID.json`, saved atomically after every turn that
-/// answered; without --session a new id is chosen and shown. Exit status: 0 every turn
-/// completed, 3 a turn ended otherwise, 1 an error, 2 a usage error.
+/// answered; without --session a new id is chosen and shown.
+///
+/// Who answers: a spec whose request contract has a `role` field (the settings' preset
+/// role) takes it from --role at the start and from `/role NAME` typed as a line, which
+/// sets it for every following turn (`/role` alone or `/role none` clears it). NAME is a
+/// role's id or its role-file display name. An `@name` at the start of a message still
+/// picks the role of that one turn, as the spec's flow says. Exit status: 0 every turn
+/// completed, 3 a turn ended otherwise (or a line was refused), 1 an error, 2 a usage
+/// error.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: charter chat specs/seeds/mention_roles.charter --session team\n  > @创意伙伴 想两个漫画创意\n  > 第二个展开讲讲\n  (Ctrl-D ends; `charter chat SPEC --session team` continues later)"
+    after_help = "Example: charter chat specs/seeds/mention_roles.charter --session team\n  > @创意伙伴 想两个漫画创意\n  > 第二个展开讲讲\n  > /role talker\n  > 你选哪个？\n  > /role none\n  (Ctrl-D ends; `charter chat SPEC --session team` continues later)"
 )]
 pub struct ChatArgs {
     /// The spec to talk to.
@@ -48,6 +56,12 @@ pub struct ChatArgs {
     /// a plain name (letters, digits, `-`, `_`).
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+
+    /// The role that answers each turn from the start: a role id or role-file display
+    /// name, filled into the request's `role` field (the settings' preset). `/role NAME`
+    /// typed in the chat changes it; `/role` or `/role none` clears it.
+    #[arg(long, value_name = "NAME")]
+    pub role: Option<String>,
 
     #[command(flatten)]
     pub live: LiveFlags,
@@ -78,10 +92,25 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
     let prepared = PreparedSpec::compile(context, &args.spec, &args.live.models, "chat")?;
     let spec = &prepared.spec;
     let field = chat_field(spec).map_err(|message| usage(context, &message))?;
+    let mut preset = args
+        .role
+        .as_deref()
+        .map(|typed| resolve_role(spec, typed))
+        .transpose()
+        .map_err(|message| usage(context, &format!("--role: {message}")))?;
     let session = open_chat_session(args, context, spec)?;
     let environment = LiveEnvironment::of_this_process();
     let providers = environment.providers_at_terminal(context, spec, &args.live.tools)?;
     announce(&prepared, session.as_ref());
+    match &preset {
+        Some(role) => print_err(&format!(
+            "role {role} is preset for every turn (`/role none` clears it)\n"
+        )),
+        None if takes_a_role(spec) => {
+            print_err("`/role NAME` presets the role that answers the following turns\n");
+        }
+        None => {}
+    }
 
     let mut conversation = Conversation {
         args,
@@ -98,8 +127,33 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
         }),
     };
     let mut all_completed = true;
-    while let Some(message) = read_message(context)? {
-        let input = match validate_request(spec, &json!({ field.clone(): message })) {
+    while let Some(line) = read_message(context)? {
+        let message = match parse_line(&line) {
+            ChatLine::Message(message) => message,
+            ChatLine::SetRole(typed) => {
+                match typed.map(|typed| resolve_role(spec, typed)).transpose() {
+                    Ok(role) => {
+                        print_err(&match &role {
+                            Some(role) => {
+                                format!("role {role} is preset for the following turns\n")
+                            }
+                            None => "role cleared: the spec picks who answers\n".to_string(),
+                        });
+                        preset = role;
+                    }
+                    Err(message) => {
+                        print_error(context, &format!("/role: {message}"));
+                        all_completed = false;
+                    }
+                }
+                continue;
+            }
+        };
+        let mut request = json!({ field.clone(): message });
+        if let Some(role) = &preset {
+            request[ROLE_FIELD] = json!(role);
+        }
+        let input = match validate_request(spec, &request) {
             Ok(input) => input,
             Err(violations) => {
                 print_error(

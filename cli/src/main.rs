@@ -12,6 +12,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod chat;
+mod chat_role;
 mod check;
 mod completions;
 mod driver;

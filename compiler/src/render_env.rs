@@ -90,9 +90,12 @@ pub const TESTS: [&str; 22] = [
 
 /// The environment prompt templates render in: no auto-escaping (a prompt is not HTML),
 /// undefined attributes of undefined values are undefined (not errors), and
-/// [`CHARTER_FILTERS`], implemented by the caller (the runtime owns mention matching;
-/// the compiler, which never renders, may pass any function).
-pub fn environment(strip_mention: fn(&str) -> String) -> Environment<'static> {
+/// [`CHARTER_FILTERS`], implemented by the caller (the runtime owns mention matching, which
+/// needs the spec's role names; the compiler, which never renders, may pass any function).
+pub fn environment<F>(strip_mention: F) -> Environment<'static>
+where
+    F: Fn(&str) -> String + Send + Sync + 'static,
+{
     let mut environment = Environment::new();
     environment.set_auto_escape_callback(|_| AutoEscape::None);
     environment.set_undefined_behavior(UndefinedBehavior::Chainable);

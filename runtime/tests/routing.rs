@@ -4,6 +4,7 @@ mod support;
 
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
 use charter_runtime::engine::eval::{mention, strip_mention};
+use charter_runtime::engine::mention::KnownNames;
 use support::replay_prompts;
 
 const SPEC: &str = r#"spec routing version "1.0.0"
@@ -106,14 +107,57 @@ fn an_unknown_mention_falls_to_the_router() {
 }
 
 #[test]
-fn mention_and_strip_mention_read_the_leading_name() {
-    assert_eq!(mention("@creative draw"), Some("creative"));
-    assert_eq!(mention("  ＠创意伙伴，画一张"), Some("创意伙伴"));
-    assert_eq!(mention("hello @creative"), None);
-    assert_eq!(mention("@ alone"), None);
-    assert_eq!(strip_mention("@creative: draw"), "draw");
-    assert_eq!(strip_mention("  ＠创意伙伴，画一张"), "画一张");
-    assert_eq!(strip_mention("no mention"), "no mention");
+fn mention_and_strip_mention_read_the_leading_known_name() {
+    let names = KnownNames::of_spec(&spec());
+    assert_eq!(
+        mention("@creative draw", &names).as_deref(),
+        Some("creative")
+    );
+    assert_eq!(
+        mention("  ＠创意伙伴，画一张", &names).as_deref(),
+        Some("创意伙伴")
+    );
+    assert_eq!(
+        mention("@创意伙伴画一张", &names).as_deref(),
+        Some("创意伙伴")
+    );
+    assert_eq!(mention("hello @creative", &names), None);
+    assert_eq!(mention("@ alone", &names), None);
+    assert_eq!(mention("@nobody hi", &names), None);
+    assert_eq!(strip_mention("@creative: draw", &names), "draw");
+    assert_eq!(strip_mention("  ＠创意伙伴，画一张", &names), "画一张");
+    assert_eq!(strip_mention("@创意伙伴画一张", &names), "画一张");
+    assert_eq!(strip_mention("@nobody hi", &names), "@nobody hi");
+    assert_eq!(strip_mention("no mention", &names), "no mention");
+}
+
+/// The seed's report: `@创意伙伴帮我想两个漫画创意` (no space after the name) reaches the
+/// creative role, which reads the message without its mention.
+#[test]
+fn a_chinese_mention_without_a_space_routes_and_is_stripped() {
+    let replay = turn(
+        "@创意伙伴帮我想两个漫画创意",
+        "  - { step: creative_turn, response: { text: 好的 } }\n",
+    );
+    replay.replayed.assert_ending("completed{done}");
+    assert_eq!(
+        replay.prompt("creative_turn#1 r1"),
+        "Creative: 帮我想两个漫画创意 (wf_9, wf_12)"
+    );
+}
+
+/// An `@word` that names no role is no mention: the router reads the message whole.
+#[test]
+fn an_unknown_mention_reaches_the_router_whole() {
+    let replay = turn(
+        "@nobody 你好",
+        "  - { step: route, response: { role: business } }\n  - { step: business_turn, response: { text: hi } }\n",
+    );
+    replay.replayed.assert_ending("completed{done}");
+    assert_eq!(
+        replay.prompt("business_turn#1 r1"),
+        "Business: @nobody 你好"
+    );
 }
 
 /// A runner that may call `run_workflow` at most twice, when `permit` holds.

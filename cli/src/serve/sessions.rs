@@ -1,4 +1,4 @@
-//! Conversations over HTTP (DESIGN §13.2): `POST /sessions/{id}/turns {spec?, input}` runs one turn of a `session` spec as `charter chat` does — a served run from the session kept in `.charter/sessions/ID.json`, saved after a turn that answered — and `GET /sessions/{id}` gives the turns.
+//! Conversations over HTTP (DESIGN §13.2): `POST /sessions/{id}/turns {spec?, input, role?}` runs one turn of a `session` spec as `charter chat` does — a served run from the session kept in `.charter/sessions/ID.json`, saved after a turn that answered — and `GET /sessions/{id}` gives the turns.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -81,9 +81,11 @@ fn conversation_spec<'a>(
 }
 
 /// The turn's input: an object as it is, or a line of text in the request contract's one
-/// string field (as `charter chat` takes a typed line); checked against the contract.
+/// string field (as `charter chat` takes a typed line), with the body's `role` (a role id
+/// or display name, as `/role` takes it in the chat) in the request's `role` field;
+/// checked against the contract.
 fn turn_input(served: &ServedSpec, body: &Value) -> Result<Value, Box<Response>> {
-    let input = match body.get("input") {
+    let mut input = match body.get("input") {
         Some(Value::String(text)) => {
             let field = crate::chat::chat_field(&served.spec)
                 .map_err(|message| Box::new(error(StatusCode::UNPROCESSABLE_ENTITY, &message)))?;
@@ -97,6 +99,25 @@ fn turn_input(served: &ServedSpec, body: &Value) -> Result<Value, Box<Response>>
             )));
         }
     };
+    match body.get("role") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(name)) => {
+            let role = crate::chat_role::resolve_role(&served.spec, name)
+                .map_err(|message| Box::new(error(StatusCode::UNPROCESSABLE_ENTITY, &message)))?;
+            if let Some(fields) = input.as_object_mut() {
+                fields.insert(
+                    crate::chat_role::ROLE_FIELD.to_string(),
+                    Value::String(role),
+                );
+            }
+        }
+        Some(_) => {
+            return Err(Box::new(error(
+                StatusCode::BAD_REQUEST,
+                "\"role\" is a role's id or display name, or null",
+            )));
+        }
+    }
     charter_runtime::engine::validate::validate_request(&served.spec, &input).map_err(
         |violations| {
             let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();

@@ -773,9 +773,12 @@ pub enum BuiltinIr {
     Sum,
     Min,
     Max,
-    /// `mention(text)`: the `@name` at the start of the text (without the `@`), or none.
+    /// `mention(text)`: the known role name (id or role-file `name`) an `@`/`＠` at the
+    /// start of the text is followed by, longest first, or none. Lowered with a second
+    /// argument: the literal table `{name: id}` of the spec.
     Mention,
-    /// `strip_mention(text)`: the text without a leading `@name`.
+    /// `strip_mention(text)`: the text without that mention and the separator after it
+    /// (whole when it mentions no known name). Lowered with the same table.
     StripMention,
     /// `role_named(name)`: the id of the role whose id or role-file `name` is `name`, or
     /// none. Lowered with a second argument: the literal table `{name: id}` of the spec.

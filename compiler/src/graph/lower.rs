@@ -961,7 +961,12 @@ impl<'a> Lowerer<'a, '_> {
                     other => return Err(internal(format!("unknown function `{other}`"))),
                 };
                 let mut args = self.exprs(args, scope)?;
-                if builtin == BuiltinIr::RoleNamed {
+                // The known role names travel with the call: `mention` matches them as
+                // prefixes, `role_named` looks one up.
+                if matches!(
+                    builtin,
+                    BuiltinIr::Mention | BuiltinIr::StripMention | BuiltinIr::RoleNamed
+                ) {
                     args.push(ExprIr::Literal {
                         value: self.role_names(),
                     });

@@ -157,9 +157,11 @@ fn write_expr(expr: &ExprIr, min_prec: u8, out: &mut Formatter<'_>) -> fmt::Resu
                 BuiltinIr::RoleNamed => "role_named",
             })?;
             out.write_char('(')?;
-            // `role_named`'s lowered table of names is not part of what was written.
+            // The lowered table of role names is not part of what was written.
             let shown = match function {
-                BuiltinIr::RoleNamed => args.get(..1).unwrap_or(args),
+                BuiltinIr::Mention | BuiltinIr::StripMention | BuiltinIr::RoleNamed => {
+                    args.get(..1).unwrap_or(args)
+                }
                 _ => args,
             };
             write_list(shown, out)?;

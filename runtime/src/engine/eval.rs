@@ -29,6 +29,7 @@ use std::sync::Arc;
 use charter_compiler::graph::{BinaryOpIr, BuiltinIr, ExprIr, NameIr, QuantifierIr, UnaryOpIr};
 use serde_json::{Map, Value};
 
+use crate::engine::mention::KnownNames;
 use crate::engine::value::{Num, compare_values, describe, values_equal};
 
 /// The largest compiled regex `matches` accepts, in bytes (the pattern comes from the spec).
@@ -388,8 +389,8 @@ impl Interpreter<'_> {
             BuiltinIr::Sum => ("sum", 1),
             BuiltinIr::Min => ("min", 1),
             BuiltinIr::Max => ("max", 1),
-            BuiltinIr::Mention => ("mention", 1),
-            BuiltinIr::StripMention => ("strip_mention", 1),
+            BuiltinIr::Mention => ("mention", 2),
+            BuiltinIr::StripMention => ("strip_mention", 2),
             BuiltinIr::RoleNamed => ("role_named", 2),
         };
         if args.len() != arity {
@@ -449,13 +450,15 @@ impl Interpreter<'_> {
                     .is_some_and(|regex| regex.is_match(text));
                 Ok(Value::Bool(matched))
             }
-            (BuiltinIr::Mention, [text]) => match text {
-                Value::String(text) => Ok(mention(text).map_or(Value::Null, Value::from)),
+            (BuiltinIr::Mention, [text, Value::Object(names)]) => match text {
+                Value::String(text) => {
+                    Ok(mention(text, &known_names(names)).map_or(Value::Null, Value::from))
+                }
                 Value::Null => Ok(Value::Null),
                 other => Err(type_error(&what, "a string", other)),
             },
-            (BuiltinIr::StripMention, [text]) => match text {
-                Value::String(text) => Ok(Value::from(strip_mention(text))),
+            (BuiltinIr::StripMention, [text, Value::Object(names)]) => match text {
+                Value::String(text) => Ok(Value::from(strip_mention(text, &known_names(names)))),
                 Value::Null => Ok(Value::from("")),
                 other => Err(type_error(&what, "a string", other)),
             },
@@ -653,28 +656,20 @@ fn cached_regex(pattern: &str) -> Result<regex::Regex, EvalError> {
     Ok(regex)
 }
 
-/// Characters that end an `@name` besides whitespace (ASCII and full-width punctuation).
-const MENTION_END: [char; 8] = [',', ':', ';', '，', '：', '；', '、', '!'];
-
-/// The `@name` a text starts with (leading whitespace skipped), without the `@`; none
-/// when the text does not start with one.
-pub fn mention(text: &str) -> Option<&str> {
-    let rest = text.trim_start().strip_prefix(['@', '＠'])?;
-    let end = rest
-        .find(|c: char| c.is_whitespace() || MENTION_END.contains(&c))
-        .unwrap_or(rest.len());
-    let name = &rest[..end];
-    (!name.is_empty()).then_some(name)
+/// `mention(text)` under the spec's names: the known name `text` starts with, or none
+/// (the rules are [`KnownNames::find`]'s).
+pub fn mention(text: &str, names: &KnownNames) -> Option<String> {
+    names.mention(text).map(str::to_string)
 }
 
-/// The text without its leading `@name` and the spaces or punctuation after it.
-pub fn strip_mention(text: &str) -> String {
-    let Some(name) = mention(text) else {
-        return text.to_string();
-    };
-    let trimmed = text.trim_start();
-    let at = trimmed.chars().next().map_or(0, char::len_utf8);
-    trimmed[at + name.len()..]
-        .trim_start_matches(|c: char| c.is_whitespace() || MENTION_END.contains(&c))
-        .to_string()
+/// `strip_mention(text)` under the spec's names: the text without its mention and the
+/// separator after it, or whole when it mentions no known name.
+pub fn strip_mention(text: &str, names: &KnownNames) -> String {
+    names.strip_mention(text)
+}
+
+/// The names of the lowered table `{name: id}` that `mention`, `strip_mention` and
+/// `role_named` carry as their last argument.
+fn known_names(table: &Map<String, Value>) -> KnownNames {
+    KnownNames::new(table.keys().cloned())
 }

@@ -14,6 +14,7 @@ pub mod effects;
 pub mod eval;
 pub mod feedback;
 pub mod gate;
+pub mod mention;
 pub mod models;
 pub mod permit;
 pub mod prompt;

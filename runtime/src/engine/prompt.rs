@@ -31,6 +31,8 @@ use minijinja::Environment;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use serde_json::Value;
 
+use crate::engine::mention::KnownNames;
+
 /// The template given to a role that has none.
 pub const DEFAULT_TEMPLATE: &str = "{% for name, value in inputs %}## {{ name }}\n{{ value }}\n\n{% endfor %}\
 {% if history %}## Earlier runs\n{{ history }}\n\n{% endif %}\
@@ -90,6 +92,8 @@ pub fn render_prompt(
 #[derive(Debug)]
 pub struct Prompts<'spec> {
     spec: &'spec CompiledSpec,
+    /// The spec's role names, for the `strip_mention` filter.
+    known_names: Arc<KnownNames>,
     /// Each role's context, with its name (a spec has few roles: a scan beats hashing).
     roles: Vec<(String, RoleContext<'spec>)>,
 }
@@ -127,6 +131,7 @@ impl<'spec> Prompts<'spec> {
     pub fn new(spec: &'spec CompiledSpec) -> Self {
         Prompts {
             spec,
+            known_names: Arc::new(KnownNames::of_spec(spec)),
             roles: Vec::new(),
         }
     }
@@ -292,10 +297,12 @@ impl<'spec> Prompts<'spec> {
             None => (DEFAULT_TEMPLATE, "the default prompt".to_string()),
         };
         let environment =
-            cached_environment(&source_name, template).map_err(|error| PromptError::Template {
-                role: role.to_string(),
-                source_name: source_name.clone(),
-                message: error_text(&error),
+            cached_environment(&source_name, template, &self.known_names).map_err(|error| {
+                PromptError::Template {
+                    role: role.to_string(),
+                    source_name: source_name.clone(),
+                    message: error_text(&error),
+                }
             })?;
         let schema = spec.contracts.get(&role_ir.output).map_or_else(
             || Arc::new(Value::Null),
@@ -363,6 +370,8 @@ pub fn forget_renders() {
 /// One template, compiled alone in its environment, and what it reads of the context.
 #[derive(Debug)]
 struct CompiledTemplate {
+    /// The role names its `strip_mention` filter matches.
+    names: KnownNames,
     environment: Environment<'static>,
     /// The template names `run`, or calls `debug()`, which prints every variable.
     reads_run: bool,
@@ -453,18 +462,20 @@ fn same_option(a: &Option<Arc<Value>>, b: &Option<Arc<Value>>) -> bool {
     }
 }
 
-/// The environment holding `template` compiled under `source_name`, built once per
-/// process; a template that does not compile is not cached.
+/// The environment holding `template` compiled under `source_name`, its `strip_mention`
+/// filter matching `names`, built once per process; a template that does not compile is
+/// not cached.
 fn cached_environment(
     source_name: &str,
     template: &str,
+    names: &Arc<KnownNames>,
 ) -> Result<Arc<CompiledTemplate>, minijinja::Error> {
     let cache = TEMPLATES.get_or_init(|| Mutex::new(HashMap::new()));
     let found = cache.lock().ok().and_then(|cache| {
         cache.get(source_name).and_then(|versions| {
             versions
                 .iter()
-                .find(|(text, _)| text == template)
+                .find(|(text, compiled)| text == template && compiled.names == **names)
                 .map(|(_, compiled)| Arc::clone(compiled))
         })
     });
@@ -472,15 +483,18 @@ fn cached_environment(
         return Ok(compiled);
     }
     // The compiler checks templates against this same environment (E018).
-    let mut environment =
-        charter_compiler::render_env::environment(crate::engine::eval::strip_mention);
+    let filter_names = Arc::clone(names);
+    let mut environment = charter_compiler::render_env::environment(move |text: &str| {
+        filter_names.strip_mention(text)
+    });
     environment.add_template_owned(source_name.to_string(), template.to_string())?;
-    let names = environment
+    let variables = environment
         .get_template(source_name)?
         .undeclared_variables(false);
     let compiled = Arc::new(CompiledTemplate {
+        names: KnownNames::clone(names),
         environment,
-        reads_run: names.contains("run") || names.contains("debug"),
+        reads_run: variables.contains("run") || variables.contains("debug"),
         renders: Mutex::new(VecDeque::with_capacity(RENDERS_KEPT)),
     });
     if let Ok(mut cache) = cache.lock() {

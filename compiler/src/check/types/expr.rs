@@ -863,8 +863,10 @@ fn signature(function: &str) -> String {
         "sum" => "`sum(list<int | float>) -> int | float`",
         "min" => "`min(list<T>) -> T`",
         "max" => "`max(list<T>) -> T`",
-        "mention" => "`mention(string) -> string?` (the `@name` a text starts with)",
-        "strip_mention" => "`strip_mention(string) -> string`",
+        "mention" => "`mention(string) -> string?` (the role name, id or role-file `name`, after the `@` a text starts with)",
+        "strip_mention" => {
+            "`strip_mention(string) -> string` (the text without its leading `@name` and separator)"
+        }
         "role_named" => {
             "`role_named(string?) -> string?` (a role's id, by its id or role-file name)"
         }

@@ -424,7 +424,8 @@ impl RoleFile<'_> {
             span: mode.span,
         });
         role.tool_choice = self.string(front, "tool_choice").map(|choice| Ident {
-            name: choice.value,
+            // A tool's name, matched like `tools` (or `auto`, `required`).
+            name: choice.value.to_ascii_lowercase(),
             span: choice.span,
         });
         role.retry_after_effects = match front.values.get("retry_after_effects") {

@@ -1639,7 +1639,7 @@ fn a_session_without_keep_says_what_was_expected() {
 #[test]
 fn role_files_as_seed_002_writes_them() {
     let (role, diagnostics, sources) = import_role(
-        "---\nid: exp-master\ntools:\n- GET_WORKFLOW_LIST\n- Save_Experience\nmessages: chat\n---\nbody\n",
+        "---\nid: exp-master\ntools:\n- GET_WORKFLOW_LIST\n- Save_Experience\ntool_choice: GET_WORKFLOW_LIST\nmessages: chat\n---\nbody\n",
     );
     assert_eq!(diagnostics, "");
     let role = role.expect("role");
@@ -1673,6 +1673,10 @@ fn role_files_as_seed_002_writes_them() {
     assert_eq!(
         role.messages.as_ref().map(|m| m.name.as_str()),
         Some("chat")
+    );
+    assert_eq!(
+        role.tool_choice.as_ref().map(|choice| choice.name.as_str()),
+        Some("get_workflow_list")
     );
 
     // An id that is already a name keeps no written form; given contracts are not implied.

@@ -41,3 +41,26 @@ fn every_golden_scenario_replays_to_its_snapshot() {
         summary(&reports)
     );
 }
+
+/// Field report 002's role files as the report writes them (upper-case tool names, the id
+/// `exp-master`, no contracts, the body as a system message): a project of its own under
+/// `runtime/tests/fixtures/report_002`, since its role files keep the report's warnings.
+#[test]
+fn report_002_role_files_as_written_replay_to_their_snapshot() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report_002");
+    let config = HarnessConfig {
+        pending_snapshots: false,
+        ..HarnessConfig::default()
+    };
+    let reports = match verify_project(&root, &config) {
+        Ok(reports) => reports,
+        Err(error) => panic!("cannot look for scenarios: {error}"),
+    };
+    assert_eq!(reports.len(), 1, "{}", table(&reports));
+    assert!(
+        reports.iter().all(|report| report.status.passed()),
+        "{}\n{}",
+        details(&reports),
+        table(&reports)
+    );
+}

@@ -36,20 +36,17 @@ impl Respond for Roles {
             .as_str()
             .unwrap_or("unknown")
             .to_string();
-        let prompt = body["messages"]
+        // The seed's roles are `messages: chat`: the current message is the last user
+        // message (the history comes before it).
+        let heard = body["messages"]
             .as_array()
-            .map(|messages| {
+            .and_then(|messages| {
                 messages
                     .iter()
-                    .filter_map(|message| message["content"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n")
+                    .rev()
+                    .find(|message| message["role"] == "user")
             })
-            .unwrap_or_default();
-        let heard = prompt
-            .split("# Current message\n")
-            .nth(1)
-            .and_then(|rest| rest.lines().next())
+            .and_then(|message| message["content"].as_str())
             .unwrap_or("")
             .to_string();
         let content = if role == "router" {
@@ -204,19 +201,38 @@ async fn a_chat_continues_its_session_and_the_talker_sees_the_earlier_turns() {
         answers(&second.stdout),
         [json!({"text": "creative heard: one more", "workflows": []})]
     );
-    let prompts: Vec<String> = server
+    let bodies: Vec<Value> = server
         .received_requests()
         .await
         .unwrap_or_default()
         .iter()
-        .map(|request| String::from_utf8_lossy(&request.body).into_owned())
+        .map(|request| serde_json::from_slice(&request.body).unwrap_or(Value::Null))
         .collect();
-    assert!(
-        prompts
-            .last()
-            .is_some_and(|last| last.contains("user: @creative three names for a cafe")),
-        "the second chat's prompt shows the first turn"
+    let last_roles: Vec<(String, String)> = bodies
+        .last()
+        .and_then(|body| body["messages"].as_array())
+        .into_iter()
+        .flatten()
+        .map(|message| {
+            (
+                message["role"].as_str().unwrap_or_default().to_string(),
+                message["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    // The second chat's call carries the first turn as a user message (its @name kept) and
+    // the answer, between the role's system message and the current message.
+    assert_eq!(last_roles.len(), 4, "{last_roles:?}");
+    assert_eq!(last_roles[0].0, "system");
+    assert_eq!(
+        last_roles[1],
+        (
+            "user".to_string(),
+            "@creative three names for a cafe".to_string()
+        )
     );
+    assert_eq!(last_roles[2].0, "assistant");
+    assert_eq!(last_roles[3], ("user".to_string(), "one more".to_string()));
     assert_eq!(session_file(&dir, "s")["turn_count"], 2);
     let _ = std::fs::remove_dir_all(&dir);
 }

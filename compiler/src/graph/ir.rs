@@ -288,6 +288,24 @@ impl ToolChoiceIr {
     }
 }
 
+/// How a role's call is laid out as messages (a role file's `messages:`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessagesIr {
+    /// The whole rendered prompt is one user message (the default).
+    #[default]
+    Prompt,
+    /// The rendered prompt is the system message, then the session's turns as alternating
+    /// user and assistant messages, then the current request as the last user message.
+    Chat,
+}
+
+impl MessagesIr {
+    pub fn is_prompt(&self) -> bool {
+        *self == MessagesIr::Prompt
+    }
+}
+
 /// A rules block and its frozen content hash.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RulesIr {
@@ -343,6 +361,9 @@ pub struct RoleIr {
     /// a `write` or `external` effect (otherwise the step fails instead of repeating them).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retry_after_effects: bool,
+    /// `messages: chat` in a role file: a system message and the conversation.
+    #[serde(default, skip_serializing_if = "MessagesIr::is_prompt")]
+    pub messages: MessagesIr,
 }
 
 /// `permit TOOL when EXPR`: `condition` sees `args` (the call's arguments) and `meta`.

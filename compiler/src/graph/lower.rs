@@ -387,6 +387,10 @@ impl<'a> Lowerer<'a, '_> {
                 Some(tool) => ToolChoiceIr::Tool(tool.to_string()),
             },
             retry_after_effects: role.retry_after_effects.unwrap_or(false),
+            messages: match role.messages.as_ref().map(|mode| mode.name.as_str()) {
+                Some("chat") => MessagesIr::Chat,
+                _ => MessagesIr::Prompt,
+            },
         })
     }
 
@@ -635,6 +639,12 @@ impl<'a> Lowerer<'a, '_> {
         for (id, role) in &self.symbols.roles {
             if let Some(display) = &role.display_name {
                 names.insert(display.value.clone(), serde_json::json!(id));
+            }
+        }
+        // A role file's id as written (`exp-master`) finds the role it names.
+        for (id, role) in &self.symbols.roles {
+            if let Some(written) = &role.written_id {
+                names.insert(written.value.clone(), serde_json::json!(id));
             }
         }
         // Ids win over display names that happen to equal another role's id.

@@ -1215,3 +1215,138 @@ flow {
     assert_eq!(bounds.total.steps, Some(6));
     assert_eq!(bounds.total.calls, Some(4));
 }
+
+/// The role file of field report 002, as the report gives it (its YAML indentation, which
+/// the report's page lost under `skillRules`, restored), plus `messages: chat`.
+const REPORT_002_CREATIVE: &str = include_str!(
+    "../../../runtime/tests/fixtures/report_002/specs/mention_roles_as_written/roles/creative.md"
+);
+
+const REPORT_002_SPEC: &str = r#"
+spec as_written version "1"
+import role "roles/creative.md"
+import role "roles/exp-master.md"
+models { default = "openai:gpt-4o" }
+contract Request { text: string }
+contract Reply { text: string }
+contract WorkflowFilter { keyword: string? }
+contract Saved { id: string }
+contract Experience { title: string }
+contract SearchQuery { query: string }
+tool get_workflow_list { input: WorkflowFilter output: Saved effect: read }
+tool save_experience { input: Experience output: Saved effect: write }
+tool web_search { input: SearchQuery output: Saved effect: read }
+flow {
+  pick = branch when role_named(mention(request.text)) == "exp_master" -> other else -> answer
+  answer = creative(request) -> done
+  other = exp_master(request) -> done
+}
+"#;
+
+fn report_002_loader(creative: &str, exp_master: &str) -> MemoryLoader {
+    let mut loader = MemoryLoader::default();
+    loader
+        .files
+        .insert("roles/creative.md".to_string(), creative.to_string());
+    loader
+        .files
+        .insert("roles/exp-master.md".to_string(), exp_master.to_string());
+    loader
+}
+
+const EXP_MASTER: &str =
+    "---\nid: exp-master\nname: 经验大师\ntools: [SAVE_EXPERIENCE]\n---\n# 核心职责\n";
+
+#[test]
+fn a_role_file_as_report_002_writes_it_compiles() {
+    // Verbatim, without the `messages` line Charter adds: the prompt is one user message.
+    let verbatim: String = REPORT_002_CREATIVE
+        .lines()
+        .filter(|line| !line.starts_with("messages:"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let (spec, _) = compiled(REPORT_002_SPEC, &report_002_loader(&verbatim, EXP_MASTER));
+    let creative = &spec.roles["creative"];
+    assert_eq!(
+        creative.tools,
+        ["get_workflow_list", "save_experience", "web_search"]
+    );
+    assert_eq!(creative.inputs, ["Request"]);
+    assert_eq!(creative.output, "Reply");
+    assert_eq!(creative.messages, MessagesIr::Prompt);
+    assert_eq!(
+        spec.roles["exp_master"].display_name.as_deref(),
+        Some("经验大师")
+    );
+
+    let (spec, _) = compiled(
+        REPORT_002_SPEC,
+        &report_002_loader(REPORT_002_CREATIVE, EXP_MASTER),
+    );
+    assert_eq!(spec.roles["creative"].messages, MessagesIr::Chat);
+    // `role_named` finds a role by the id as written, the spec's name and the display name.
+    let json = serde_json::to_string(&spec).unwrap_or_default();
+    for name in [
+        "\"exp-master\":\"exp_master\"",
+        "\"经验大师\":\"exp_master\"",
+    ] {
+        assert!(json.contains(name), "{name} not in {json}");
+    }
+}
+
+/// What goes wrong when a role file leaves out what the spec cannot supply.
+#[test]
+fn implied_contracts_and_message_layouts_are_checked() {
+    let check = |spec: &str, creative: &str, expect: &[&str]| {
+        let compilation = compile(
+            "test.charter",
+            spec,
+            &report_002_loader(creative, EXP_MASTER),
+        );
+        let found: Vec<String> = compilation
+            .diagnostics
+            .iter()
+            .filter(|diagnostic| diagnostic.is_error())
+            .map(|diagnostic| {
+                format!(
+                    "{} {} | {}",
+                    diagnostic.code,
+                    diagnostic.message,
+                    diagnostic.help.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(found, expect);
+    };
+    let no_reply = REPORT_002_SPEC.replace("contract Reply { text: string }", "");
+    check(
+        &no_reply,
+        REPORT_002_CREATIVE,
+        &[
+            "E002 role file of `creative` gives no `output`, and the spec has no contract `Reply` to take instead | add `output: ContractName` to the front matter, or declare `contract Reply` in the spec",
+            "E002 role file of `exp_master` gives no `output`, and the spec has no contract `Reply` to take instead | add `output: ContractName` to the front matter, or declare `contract Reply` in the spec",
+        ],
+    );
+    let chatty = REPORT_002_CREATIVE.replace("messages: chat", "messages: chats");
+    check(
+        REPORT_002_SPEC,
+        &chatty,
+        &["E002 unknown message layout `chats` | did you mean `chat`?"],
+    );
+    let numbers = REPORT_002_SPEC
+        .replace(
+            "contract Request { text: string }",
+            "contract Request { n: int }",
+        )
+        .replace(
+            "role_named(mention(request.text)) == \"exp_master\"",
+            "request.n == 1",
+        );
+    check(
+        &numbers,
+        REPORT_002_CREATIVE,
+        &[
+            "E005 role `creative` has `messages: chat` but its input `Request` has no `string` field to send as the user's message | add a field such as `text: string` to `Request`",
+        ],
+    );
+}

@@ -277,7 +277,23 @@ pub struct Role {
     /// Role files only: front-matter keys Charter does not know, as `meta.KEY` (DESIGN
     /// §9.2), each with the span of its key.
     pub meta: Vec<MetaEntry>,
+    /// Role files only: the `id` as written when it is not an identifier itself
+    /// (`exp-master`, which the spec names `exp_master`); `role_named` finds it too.
+    pub written_id: Option<StringLit>,
+    /// Role files only: `messages: chat` (the body is a system message, then the session's
+    /// turns and the current message as a conversation); `None` is one user message.
+    pub messages: Option<Ident>,
+    /// Role files only: which contracts the role takes by default because its front matter
+    /// leaves them out (`input` is `Request`, `output` is `Reply`).
+    pub implied: ImpliedContracts,
     pub span: Span,
+}
+
+/// Which of a role file's contracts were left out and defaulted (DESIGN §2.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImpliedContracts {
+    pub input: bool,
+    pub output: bool,
 }
 
 /// A role file's own front-matter key and its value (as JSON).

@@ -1492,6 +1492,9 @@ pub(crate) fn empty_role(name: Ident, origin: RoleOrigin, span: Span) -> Role {
         display_name: None,
         description: None,
         tool_rules: Vec::new(),
+        written_id: None,
+        messages: None,
+        implied: ImpliedContracts::default(),
         span,
     }
 }

@@ -15,7 +15,7 @@ use super::lower::{Lowerer, empty_role};
 use crate::diagnostics::{Code, Diagnostic, FileId, Span, did_you_mean};
 
 /// The front-matter keys Charter knows (others are the file's own, kept as `meta`).
-pub(crate) const KEYS: [&str; 14] = [
+pub(crate) const KEYS: [&str; 15] = [
     "id",
     "name",
     "description",
@@ -30,6 +30,7 @@ pub(crate) const KEYS: [&str; 14] = [
     "tool_rules",
     "tool_choice",
     "retry_after_effects",
+    "messages",
 ];
 
 /// Any YAML value; spans of nested values are not kept (the value's key line is used).
@@ -262,7 +263,16 @@ impl RoleFile<'_> {
             },
             whole,
         );
+        if let Some(Yaml::Str(written)) = front.values.get("id").map(|spanned| &spanned.value)
+            && *written != role.name.name
+        {
+            role.written_id = Some(StringLit {
+                value: written.clone(),
+                span: role.name.span,
+            });
+        }
         self.known_keys(&front, &mut role);
+        self.implied_contracts(&front, &mut role);
         role.meta = meta;
         role.prompt = Some(self.body(&layout));
         Some(role)
@@ -339,15 +349,19 @@ impl RoleFile<'_> {
     fn id(&mut self, front: &Front<'_>) -> Option<Ident> {
         let id_span = self.value_span(front, "id");
         match front.values.get("id").map(|spanned| &spanned.value) {
-            Some(Yaml::Str(id)) if is_ident(id) => Some(Ident {
-                name: id.clone(),
+            Some(Yaml::Str(id)) if is_ident(&spec_name(id)) => Some(Ident {
+                name: spec_name(id),
                 span: id_span,
             }),
             Some(Yaml::Str(id)) => {
                 self.error(
                     id_span,
                     format!("role id `{id}` is not a valid name"),
-                    Some("role ids are lower-case names (`[a-z_][a-z0-9_]*`)".to_string()),
+                    Some(
+                        "role ids are names of letters, digits, `_` and `-` that start with a \
+                         letter or `_` (`exp-master` is `exp_master` in the spec)"
+                            .to_string(),
+                    ),
                 );
                 None
             }
@@ -388,7 +402,13 @@ impl RoleFile<'_> {
         }
         role.inputs = self.names(front, "input");
         role.output = self.names(front, "output").into_iter().next();
-        role.tools = self.names(front, "tools");
+        // Tool names match the spec's case-insensitively: a seed's `GET_WORKFLOW_LIST` is
+        // the spec's `get_workflow_list` (spec tool names are always lower-case).
+        role.tools = self
+            .names(front, "tools")
+            .into_iter()
+            .map(lower_case_name)
+            .collect();
         role.rules = self.names(front, "rules");
         if let Some(timeout) = self.string(front, "timeout") {
             role.timeout = self.duration(&timeout.value, timeout.span);
@@ -396,8 +416,16 @@ impl RoleFile<'_> {
         role.max_tool_calls = self.int(front, "max_tool_calls");
         role.retry = self.retry(front);
         role.tool_rules = self.tool_rules(front);
+        for rule in &mut role.tool_rules {
+            rule.tool.name = rule.tool.name.to_ascii_lowercase();
+        }
+        role.messages = self.string(front, "messages").map(|mode| Ident {
+            name: mode.value,
+            span: mode.span,
+        });
         role.tool_choice = self.string(front, "tool_choice").map(|choice| Ident {
-            name: choice.value,
+            // A tool's name, matched like `tools` (or `auto`, `required`).
+            name: choice.value.to_ascii_lowercase(),
             span: choice.span,
         });
         role.retry_after_effects = match front.values.get("retry_after_effects") {
@@ -410,6 +438,27 @@ impl RoleFile<'_> {
             },
             None => None,
         };
+    }
+
+    /// A role file may leave out its contracts (a seed's role file names none): without
+    /// `input` it takes `Request`, the request contract, and without `output` it answers
+    /// `Reply`. The spec declares both; the checks say so when it does not.
+    fn implied_contracts(&self, front: &Front<'_>, role: &mut Role) {
+        let at = self.value_span(front, "id");
+        if !front.values.contains_key("input") {
+            role.implied.input = true;
+            role.inputs = vec![Ident {
+                name: "Request".to_string(),
+                span: at,
+            }];
+        }
+        if !front.values.contains_key("output") {
+            role.implied.output = true;
+            role.output = Some(Ident {
+                name: "Reply".to_string(),
+                span: at,
+            });
+        }
     }
 
     /// The prompt: the Markdown body after the front matter, read later as a template.
@@ -815,6 +864,21 @@ fn find_word(haystack: &str, needle: &str) -> Option<usize> {
                 .and_then(|s| s.chars().next());
             !before.is_some_and(is_word) && !after.is_some_and(is_word)
         })
+}
+
+/// The spec's name for a role file's `id`: lower-case, each `-` as `_` (`exp-master` is
+/// `exp_master`), so a seed's ids are usable as written.
+pub(crate) fn spec_name(id: &str) -> String {
+    id.to_ascii_lowercase().replace('-', "_")
+}
+
+/// A role file's name of a spec item (a tool), lower-cased: spec names are lower-case, so
+/// this is a case-insensitive match. A name that is not ASCII is left for the checks.
+fn lower_case_name(name: Ident) -> Ident {
+    Ident {
+        name: name.name.to_ascii_lowercase(),
+        span: name.span,
+    }
 }
 
 /// `[a-z_][a-z0-9_]*`

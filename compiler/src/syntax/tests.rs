@@ -1197,8 +1197,8 @@ fn malformed_role_files() {
     );
     check_role_file("---\nname: x\n---\n", "E016 r.md:2:1 role file has no `id`");
     check_role_file(
-        "---\nid: Planner\n---\n",
-        "E016 r.md:2:5 role id `Planner` is not a valid name",
+        "---\nid: 1st planner\n---\n",
+        "E016 r.md:2:5 role id `1st planner` is not a valid name",
     );
     // A key Charter does not know is the file's own (`meta`); the checks warn (W012)
     // when the role never reads it, with "did you mean `tools`?".
@@ -1631,4 +1631,65 @@ fn a_session_without_keep_says_what_was_expected() {
         &format!("{HEADER}session Chat {{ role: string? }}\n"),
         "E001 2:14 expected `keep`",
     );
+}
+
+/// Field report 002 writes role files with upper-case tool names, hyphenated ids and no
+/// contracts: tools match the spec's case-insensitively, `exp-master` is `exp_master`
+/// (the id as written is kept for `role_named`), and the contracts are implied.
+#[test]
+fn role_files_as_seed_002_writes_them() {
+    let (role, diagnostics, sources) = import_role(
+        "---\nid: exp-master\ntools:\n- GET_WORKFLOW_LIST\n- Save_Experience\ntool_choice: GET_WORKFLOW_LIST\nmessages: chat\n---\nbody\n",
+    );
+    assert_eq!(diagnostics, "");
+    let role = role.expect("role");
+    assert_eq!(role.name.name, "exp_master");
+    assert_eq!(sources.snippet(role.name.span), "exp-master");
+    assert_eq!(
+        role.written_id.as_ref().map(|id| id.value.as_str()),
+        Some("exp-master")
+    );
+    let tools: Vec<String> = role
+        .tools
+        .iter()
+        .map(|tool| format!("{}@{}", tool.name, sources.snippet(tool.span)))
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "get_workflow_list@GET_WORKFLOW_LIST",
+            "save_experience@Save_Experience"
+        ]
+    );
+    assert_eq!(
+        role.implied,
+        ImpliedContracts {
+            input: true,
+            output: true
+        }
+    );
+    assert_eq!(role.inputs[0].name, "Request");
+    assert_eq!(role.output.as_ref().map(|o| o.name.as_str()), Some("Reply"));
+    assert_eq!(
+        role.messages.as_ref().map(|m| m.name.as_str()),
+        Some("chat")
+    );
+    assert_eq!(
+        role.tool_choice.as_ref().map(|choice| choice.name.as_str()),
+        Some("get_workflow_list")
+    );
+
+    // An id that is already a name keeps no written form; given contracts are not implied.
+    let (role, diagnostics, _) =
+        import_role("---\nid: Creative\ninput: Task\noutput: Plan\n---\nbody\n");
+    assert_eq!(diagnostics, "");
+    let role = role.expect("role");
+    assert_eq!(role.name.name, "creative");
+    assert_eq!(
+        role.written_id.as_ref().map(|id| id.value.as_str()),
+        Some("Creative")
+    );
+    assert_eq!(role.implied, ImpliedContracts::default());
+    let (role, _, _) = import_role("---\nid: creative\n---\nbody\n");
+    assert_eq!(role.and_then(|role| role.written_id), None);
 }

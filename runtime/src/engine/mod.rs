@@ -4,11 +4,12 @@
 //! clock, a timer, a person's answer, a trace event, a delivery — goes through the
 //! traits of [`effects`], which the layer above (`world`) implements: live providers and
 //! a journal, or a recording played back. The policies (`gate`, `repair`, `budget`,
-//! `candidate`, `dag`, `feedback`, `session`, `permit`, `eval`, `validate`, `prompt`)
+//! `candidate`, `chat`, `dag`, `feedback`, `session`, `permit`, `eval`, `validate`, `prompt`)
 //! are functions of their inputs. The engine imports only `formats` below it.
 
 pub mod budget;
 pub mod candidate;
+pub mod chat;
 pub mod dag;
 pub mod effects;
 pub mod eval;

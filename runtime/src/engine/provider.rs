@@ -29,8 +29,12 @@ pub struct ModelRequest {
     pub role: String,
     /// `provider:model`, resolved from the role's alias.
     pub model: String,
-    /// The rendered prompt.
+    /// The rendered prompt; for a `messages: chat` role, the transcript of `chat`
+    /// (what is recorded and hashed).
     pub prompt: String,
+    /// A `messages: chat` role's system message and conversation, which providers send
+    /// instead of `prompt` as one user message; `None` for every other role.
+    pub chat: Option<Arc<crate::engine::chat::ChatMessages>>,
     /// The JSON Schema of the role's output contract (shared by every call of the role).
     pub output_schema: Arc<Value>,
     /// The role's whitelisted tools (a provider offers only these to the model).

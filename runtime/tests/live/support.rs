@@ -48,6 +48,7 @@ pub fn request(model: &str) -> ModelRequest {
         role: "writer".into(),
         model: model.into(),
         prompt: "Write about rust.".into(),
+        chat: None,
         output_schema: std::sync::Arc::clone(&spec.contracts["Essay"].schema),
         tools: vec!["search".into()],
         max_tool_calls: Some(2),

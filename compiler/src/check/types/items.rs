@@ -101,6 +101,74 @@ impl Items<'_, '_> {
         }
     }
 
+    /// `messages: chat` sends the first `string` field of the role's first input as the
+    /// user's message, so that input must be a contract that has one.
+    fn chat_input(&mut self, role: &Role, mode: &Ident) {
+        let Some(input) = role.inputs.first() else {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E005,
+                    mode.span,
+                    format!(
+                        "role `{}` has `messages: chat` but no input to send as the user's message",
+                        role.name.name
+                    ),
+                )
+                .with_label("needs an input with a `string` field")
+                .with_help("give the role an input such as `Request { text: string }`"),
+            );
+            return;
+        };
+        let Some(contract) = self.symbols.contracts.get(input.name.as_str()) else {
+            return; // an unknown contract is reported where it is named
+        };
+        let has_text = contract
+            .fields
+            .iter()
+            .any(|field| matches!(field.ty.kind, TypeKind::String));
+        if !has_text {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E005,
+                    mode.span,
+                    format!(
+                        "role `{}` has `messages: chat` but its input `{}` has no `string` field \
+                         to send as the user's message",
+                        role.name.name, input.name
+                    ),
+                )
+                .with_label("the user's message is the input's first `string` field")
+                .with_help(format!(
+                    "add a field such as `text: string` to `{}`",
+                    input.name
+                )),
+            );
+        }
+    }
+
+    /// A contract a role file takes by default (`input: Request`, `output: Reply`): when
+    /// the spec lacks it, the problem is the missing key, so the message says both.
+    fn implied_contract(&mut self, role: &Role, contract: &Ident, key: &str) {
+        if self.symbols.is_contract(&contract.name) {
+            return;
+        }
+        self.diagnostics.push(
+            Diagnostic::new(
+                Code::E002,
+                contract.span,
+                format!(
+                    "role file of `{}` gives no `{key}`, and the spec has no contract `{}` to take instead",
+                    role.name.name, contract.name
+                ),
+            )
+            .with_label(format!("no `{key}:` in this front matter"))
+            .with_help(format!(
+                "add `{key}: ContractName` to the front matter, or declare `contract {}` in the spec",
+                contract.name
+            )),
+        );
+    }
+
     fn contract(&mut self, contract: &Contract) {
         let mut seen: BTreeMap<&str, Span> = BTreeMap::new();
         for field in &contract.fields {
@@ -415,10 +483,40 @@ impl Items<'_, '_> {
             }
         }
         for input in &role.inputs {
-            self.contract_ref(input);
+            if role.implied.input {
+                self.implied_contract(role, input, "input");
+            } else {
+                self.contract_ref(input);
+            }
         }
         if let Some(output) = &role.output {
-            self.contract_ref(output);
+            if role.implied.output {
+                self.implied_contract(role, output, "output");
+            } else {
+                self.contract_ref(output);
+            }
+        }
+        if let Some(mode) = &role.messages
+            && mode.name != "chat"
+            && mode.name != "prompt"
+        {
+            let help = did_you_mean(&mode.name, ["chat", "prompt"]).unwrap_or_else(|| {
+                "`messages: chat` sends the body as a system message and the session as a \
+                 conversation; `messages: prompt` (the default) sends one user message"
+                    .to_string()
+            });
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::E002,
+                    mode.span,
+                    format!("unknown message layout `{}`", mode.name),
+                )
+                .with_label("not `chat` or `prompt`")
+                .with_help(help),
+            );
+        }
+        if let Some(mode) = role.messages.as_ref().filter(|mode| mode.name == "chat") {
+            self.chat_input(role, mode);
         }
         for tool in &role.tools {
             if !self.symbols.tools.contains_key(tool.name.as_str()) {

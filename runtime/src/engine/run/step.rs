@@ -12,12 +12,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use charter_compiler::graph::{EffectIr, RoleIr, StepKind};
+use charter_compiler::graph::{EffectIr, MessagesIr, RoleIr, StepKind};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::outcome::RunError;
 use super::{Halt, Scheduler};
+use crate::engine::chat::ChatMessages;
 use crate::engine::effects::{Clock, Provider};
 use crate::engine::provider::{
     CallKey, CallLog, CallLogEntries, CallSettings, ModelOutput, ModelRequest, ModelResponse,
@@ -219,6 +220,19 @@ impl Scheduler<'_> {
                 prompt.push_str(&format!("- {id}: {}\n", canonical_json(output)));
             }
         }
+        // A `messages: chat` role: the rendered prompt is the system message, then the
+        // session's turns and this request (DESIGN §9.4); the transcript is what is hashed.
+        let chat = (role.messages == MessagesIr::Chat).then(|| {
+            let chat = ChatMessages::build(
+                spec,
+                role,
+                std::mem::take(&mut prompt),
+                unit.inputs.first().map(|input| input.as_ref()),
+                self.state.session.as_deref(),
+            );
+            prompt = chat.transcript();
+            Arc::new(chat)
+        });
         let output_schema = self
             .prompts
             .output_schema(&unit.role)
@@ -243,6 +257,7 @@ impl Scheduler<'_> {
             role: unit.role.clone(),
             model,
             prompt,
+            chat,
             output_schema,
             tools: role.tools.clone(),
             max_tool_calls: role.max_tool_calls,

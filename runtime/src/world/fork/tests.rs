@@ -19,6 +19,7 @@ fn request(key: CallKey) -> ModelRequest {
         role: "executor".into(),
         model: "openai:m".into(),
         prompt: "do it".into(),
+        chat: None,
         output_schema: std::sync::Arc::new(json!({})),
         tools: vec![],
         max_tool_calls: None,

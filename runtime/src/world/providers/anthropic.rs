@@ -6,7 +6,9 @@
 //! more tool, [`OUTPUT_TOOL`], and `tool_choice` makes the model call a tool (that one
 //! when the role has no tools of its own, or once `max_tool_calls` is reached); the
 //! arguments of its call are the output. With `Instructions`, the schema goes into the
-//! system prompt and the final text is the output. A `tool_use` block of any other tool
+//! system prompt and the final text is the output. A `messages: chat` role's system
+//! message is the top-level `system` (before the instructions), and its conversation the
+//! first `messages`. A `tool_use` block of any other tool
 //! is run through the [`ToolBox`] (or refused) and answered with a `tool_result` block.
 
 use std::fmt;
@@ -107,7 +109,7 @@ impl AnthropicProvider {
     async fn run(&self, request: ModelRequest) -> Result<ModelResponse, ProviderError> {
         let started = tokio::time::Instant::now();
         let offer = self.offer(&request);
-        let mut messages = vec![first_message(&request)];
+        let mut messages = first_messages(&request);
         let mut tool_loop = ToolLoop::new(&self.tools, &request);
         let mut usage = Usage::default();
         let mut turns = 0u64;
@@ -201,7 +203,7 @@ impl AnthropicProvider {
         if let Some(top_p) = params.top_p {
             body["top_p"] = json!(top_p);
         }
-        if let Some(system) = &offer.system {
+        if let Some(system) = system_text(request, offer.system.as_deref()) {
             body["system"] = json!(system);
         }
         // A role's `tool_choice` binds until the model has called a tool: until then
@@ -299,14 +301,49 @@ enum Turn<'a> {
     ToolUses(Vec<&'a Value>),
 }
 
-/// The first message of a call: the prompt, and the correction of the previous
-/// attempt's answer if there is one.
-fn first_message(request: &ModelRequest) -> Value {
-    let mut user_content = vec![json!({"type": "text", "text": request.prompt})];
+/// The messages a call starts with: the prompt as one user message, or for a `messages:
+/// chat` role the conversation's user and assistant messages (its system message is the
+/// request's top-level `system`); the last user message also carries the correction of
+/// the previous attempt's answer if there is one.
+fn first_messages(request: &ModelRequest) -> Vec<Value> {
+    let mut messages = Vec::new();
+    let current = match &request.chat {
+        None => request.prompt.as_str(),
+        Some(chat) => {
+            let (last, earlier) = chat
+                .messages
+                .split_last()
+                .map_or(("", &[][..]), |(last, earlier)| {
+                    (last.text.as_str(), earlier)
+                });
+            for message in earlier {
+                messages.push(json!({
+                    "role": message.speaker.as_str(),
+                    "content": [{"type": "text", "text": message.text}],
+                }));
+            }
+            last
+        }
+    };
+    let mut user_content = vec![json!({"type": "text", "text": current})];
     if let Some(previous_error) = &request.previous_error {
         user_content.push(json!({"type": "text", "text": correction(previous_error)}));
     }
-    json!({"role": "user", "content": user_content})
+    messages.push(json!({"role": "user", "content": user_content}));
+    messages
+}
+
+/// The request's top-level `system`: a `messages: chat` role's system message and the
+/// JSON instructions, either or both.
+fn system_text(request: &ModelRequest, instructions: Option<&str>) -> Option<String> {
+    match (
+        request.chat.as_ref().map(|chat| chat.system.as_str()),
+        instructions,
+    ) {
+        (Some(system), Some(instructions)) => Some(format!("{system}\n\n{instructions}")),
+        (Some(system), None) => Some(system.to_string()),
+        (None, instructions) => instructions.map(str::to_string),
+    }
 }
 
 /// Adds the tokens a turn's reply reports to the call's usage.

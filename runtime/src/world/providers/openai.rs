@@ -1,8 +1,9 @@
 //! The `openai` provider: Chat Completions on any OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama...), with JSON-schema structured output, tool calling and a fallback to JSON instructions.
 //!
 //! One [`Provider::complete`] is a loop of HTTP requests to `{base_url}/chat/completions`:
-//! the prompt as a user message (the correction after a contract violation as a second
-//! one), the role's output schema as `response_format: {type: json_schema, ...}` and the
+//! the prompt as a user message (for a `messages: chat` role, a system message, the
+//! conversation's user and assistant messages and the current user message; the
+//! correction after a contract violation as one more user message), the role's output schema as `response_format: {type: json_schema, ...}` and the
 //! role's whitelisted tools as `tools`. While the model answers with `tool_calls`, each
 //! is run through the [`ToolBox`] (or refused) and answered with a `tool` message; once
 //! `max_tool_calls` is reached the next request says `tool_choice: none`. The final
@@ -167,7 +168,7 @@ impl OpenAiProvider {
     async fn run(&self, request: ModelRequest) -> Result<ModelResponse, ProviderError> {
         let started = tokio::time::Instant::now();
         let schema = wire_schema(&request);
-        let mut messages = vec![json!({"role": "user", "content": request.prompt})];
+        let mut messages = first_messages(&request);
         if let Some(previous_error) = &request.previous_error {
             messages.push(json!({"role": "user", "content": correction(previous_error)}));
         }
@@ -306,12 +307,21 @@ impl OpenAiProvider {
         tools: &ToolOffer<'_>,
     ) -> Value {
         let mut all_messages = Vec::with_capacity(messages.len() + 1);
+        all_messages.extend(messages.iter().cloned());
         if let Some(schema) = schema
             && mode != OutputModeIr::JsonSchema
         {
-            all_messages.push(json!({"role": "system", "content": json_instructions(schema)}));
+            let instructions = json_instructions(schema);
+            match all_messages.first_mut() {
+                // A `messages: chat` role's system message comes first; one system message
+                // (some servers' chat templates take no second one) gets the instructions.
+                Some(first) if first["role"] == "system" => {
+                    let system = first["content"].as_str().unwrap_or_default();
+                    first["content"] = json!(format!("{system}\n\n{instructions}"));
+                }
+                _ => all_messages.insert(0, json!({"role": "system", "content": instructions})),
+            }
         }
-        all_messages.extend(messages.iter().cloned());
         let mut body = json!({
             "model": model_name(&request.model),
             "messages": all_messages,
@@ -530,4 +540,18 @@ struct ChatUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+}
+
+/// The messages a call starts with: the prompt as one user message, or for a `messages:
+/// chat` role its system message and conversation.
+fn first_messages(request: &ModelRequest) -> Vec<Value> {
+    let Some(chat) = &request.chat else {
+        return vec![json!({"role": "user", "content": request.prompt})];
+    };
+    let mut messages = Vec::with_capacity(chat.messages.len() + 1);
+    messages.push(json!({"role": "system", "content": chat.system}));
+    for message in &chat.messages {
+        messages.push(json!({"role": message.speaker.as_str(), "content": message.text}));
+    }
+    messages
 }

@@ -203,6 +203,7 @@ async fn calls_are_routed_by_provider() {
         role: "r".into(),
         model: model.into(),
         prompt: String::new(),
+        chat: None,
         output_schema: std::sync::Arc::new(serde_json::Value::Null),
         tools: Vec::new(),
         max_tool_calls: None,

@@ -62,6 +62,7 @@ fn request(attempt: u64) -> ModelRequest {
         role: "executor".into(),
         model: "openai:m".into(),
         prompt: "p".into(),
+        chat: None,
         output_schema: std::sync::Arc::new(Value::Null),
         tools: vec!["search".into()],
         max_tool_calls: None,

@@ -21,6 +21,7 @@ fn request(key: CallKey) -> ModelRequest {
         role: "executor".into(),
         model: "openai:m".into(),
         prompt: "do it".into(),
+        chat: None,
         output_schema: std::sync::Arc::new(json!({})),
         tools: vec!["web_search".into()],
         max_tool_calls: None,
@@ -258,6 +259,7 @@ calls:
 fn plan_request(prompt: &str, previous_error: Option<&str>) -> ModelRequest {
     ModelRequest {
         prompt: prompt.into(),
+        chat: None,
         previous_error: previous_error.map(str::to_string),
         settings: Default::default(),
         log: Default::default(),

@@ -74,9 +74,20 @@ impl Respond for ReadsTheMessage {
             };
             return openai_answer(json!({"role": picked, "reason": "by the message"}));
         }
-        openai_answer(
-            json!({"text": format!("{role} heard: {}", line_after("# Current message\n"))}),
-        )
+        // A role of this seed is sent the conversation as messages: the current message
+        // is the last `user` one.
+        let current = body["messages"]
+            .as_array()
+            .and_then(|messages| {
+                messages
+                    .iter()
+                    .rev()
+                    .find(|message| message["role"] == "user")
+            })
+            .and_then(|message| message["content"].as_str())
+            .unwrap_or("")
+            .to_string();
+        openai_answer(json!({"text": format!("{role} heard: {current}")}))
     }
 }
 

@@ -342,6 +342,10 @@ pub struct RoleIr {
     pub tool_rules: BTreeMap<String, String>,
     /// A role file's human-readable name and description.
     pub display_name: Option<String>,
+    /// A role file's `id` as written when the spec knows the role by another (`exp-master`
+    /// for `exp_master`): a mention may use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_id: Option<String>,
     pub description: Option<String>,
     /// The role file's path when the role was imported; `None` for a `role` block.
     pub file: Option<String>,

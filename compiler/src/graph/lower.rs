@@ -344,6 +344,7 @@ impl<'a> Lowerer<'a, '_> {
                 .map(|rule| (rule.tool.name.clone(), rule.note.value.clone()))
                 .collect(),
             display_name: role.display_name.as_ref().map(|lit| lit.value.clone()),
+            written_id: role.written_id.as_ref().map(|lit| lit.value.clone()),
             description: role.description.as_ref().map(|lit| lit.value.clone()),
             file: match &role.origin {
                 RoleOrigin::Block => None,

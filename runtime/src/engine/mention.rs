@@ -53,13 +53,13 @@ impl KnownNames {
         Self { names }
     }
 
-    /// Every role's id and role-file display name in `spec`.
+    /// Every role's id, role-file display name and id as written in `spec`.
     pub fn of_spec(spec: &CompiledSpec) -> Self {
-        Self::new(
-            spec.roles.iter().flat_map(|(id, role)| {
-                std::iter::once(id.clone()).chain(role.display_name.clone())
-            }),
-        )
+        Self::new(spec.roles.iter().flat_map(|(id, role)| {
+            std::iter::once(id.clone())
+                .chain(role.display_name.clone())
+                .chain(role.written_id.clone())
+        }))
     }
 
     /// The names, longest first.

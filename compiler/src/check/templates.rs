@@ -1,8 +1,11 @@
 //! Prompt templates: parsed with minijinja and checked for variables the role does not provide
-//! (E014), and for filters, tests and loading tags the renderer does not provide (E018).
+//! (E014), for filters, tests and loading tags the renderer does not provide (E018), and for
+//! included files that could not be read (E016); the files a template includes are checked
+//! the same way (their syntax, filters, tests and own includes).
 
-mod uses;
+pub(crate) mod uses;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::check::Symbols;
@@ -10,6 +13,7 @@ use crate::check::types::{ContractInfo, Contracts};
 use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span, did_you_mean};
 use crate::render_env;
 use crate::syntax::ast::{PromptSource, Role, SpecFile};
+use crate::syntax::includes;
 
 /// The variables every role's template sees besides its inputs.
 pub const ALWAYS_PROVIDED: [&str; 5] = ["feedback", "rules", "tools", "output_schema", "run"];
@@ -34,6 +38,10 @@ pub struct RoleTemplate {
     pub paths: BTreeSet<String>,
     /// The variables the role provides: its inputs' snake_case names and [`ALWAYS_PROVIDED`].
     pub provided: Vec<String>,
+    /// Every file the template includes, directly or through another included file, by
+    /// its template name (`roles/parts/tone.j2`); the variables and paths above include
+    /// what these read.
+    pub includes: BTreeMap<String, FileId>,
 }
 
 /// The name a template sees a contract under: `WorkflowPlan` -> `workflow_plan`,
@@ -71,7 +79,6 @@ pub fn check(
     sources: &Sources,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> TemplateFacts {
-    let _ = spec;
     // One environment for every role: building one (its filters, tests and globals) and
     // listing its globals for each role was a measurable part of compiling a spec.
     let environment = render_env::environment(str::to_string);
@@ -82,6 +89,8 @@ pub fn check(
     let templates = Templates {
         environment: &environment,
         globals: &globals,
+        includes: &spec.includes,
+        reported: RefCell::new(BTreeSet::new()),
     };
     let mut facts = TemplateFacts::default();
     for role in symbols.roles.values() {
@@ -143,6 +152,11 @@ struct Templates<'a> {
     environment: &'a minijinja::Environment<'a>,
     /// The names the environment defines (`range`, `namespace`, ...): not the role's to provide.
     globals: &'a BTreeSet<String>,
+    /// The files the templates include, read while parsing ([`SpecFile::includes`]).
+    includes: &'a BTreeMap<String, Result<FileId, String>>,
+    /// Included files already checked (a piece several roles include is reported once),
+    /// and include tags already reported.
+    reported: RefCell<BTreeSet<(FileId, usize)>>,
 }
 
 /// Where a template's text is and how to map offsets in it back to a source span.
@@ -289,11 +303,16 @@ fn check_role(
         }
     };
     facts.parsed = true;
-    for found in uses::scan(template.text) {
-        if let Some(diagnostic) = unavailable(role, &template, sources, templates, &found) {
-            diagnostics.push(diagnostic);
-        }
-    }
+    let name = includes::template_name(role).unwrap_or(crate::graph::INLINE_SOURCE);
+    check_uses(
+        role,
+        name,
+        &template,
+        sources,
+        templates,
+        &mut facts,
+        diagnostics,
+    );
     // With an unknown input contract (reported, E002) the names the template may use are
     // guesses; reporting them would only repeat that error.
     let inputs_known = role
@@ -333,6 +352,102 @@ fn check_role(
         diagnostics.push(missing_field(role, span, contract, info, variable, field));
     }
     Some(facts)
+}
+
+/// The filters, tests and loading tags of a template (`name`, the role's own or an
+/// included one), and the files it includes, checked in turn; their variables go into
+/// `facts`. A variable an included file reads is not checked against the role's
+/// (it may read a loop variable of the template that includes it).
+fn check_uses(
+    role: &Role,
+    name: &str,
+    template: &TemplateText<'_>,
+    sources: &Sources,
+    templates: &Templates<'_>,
+    facts: &mut RoleTemplate,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    for found in uses::scan(template.text) {
+        if found.kind != uses::Kind::Include {
+            if let Some(diagnostic) = unavailable(role, template, sources, templates, &found) {
+                diagnostics.push(diagnostic);
+            }
+            continue;
+        }
+        let included = includes::resolve(name, &found.name);
+        let span = template.span(sources, found.range.clone(), &found.name);
+        match templates.includes.get(&included) {
+            Some(Ok(file)) => {
+                if facts.includes.insert(included.clone(), *file).is_some() {
+                    continue;
+                }
+                let Some(source) = sources.get(*file) else {
+                    continue;
+                };
+                let text = TemplateText {
+                    text: &source.text,
+                    location: Location::File {
+                        file: *file,
+                        offset: 0,
+                    },
+                };
+                // A piece several roles include is checked once; what it reads counts
+                // for each of them.
+                let first = templates.reported.borrow_mut().insert((*file, usize::MAX));
+                let parsed = match templates.environment.template_from_str(text.text) {
+                    Ok(parsed) => parsed,
+                    Err(error) => {
+                        if first {
+                            diagnostics.push(parse_error(role, &text, sources, &error));
+                        }
+                        continue;
+                    }
+                };
+                for path in parsed.undeclared_variables(true) {
+                    let variable = path.split('.').next().unwrap_or_default();
+                    if !templates.globals.contains(variable) {
+                        facts.variables.insert(variable.to_string());
+                        facts.paths.insert(path.clone());
+                    }
+                }
+                let mut quiet = Vec::new();
+                check_uses(
+                    role,
+                    &included,
+                    &text,
+                    sources,
+                    templates,
+                    facts,
+                    if first { &mut *diagnostics } else { &mut quiet },
+                );
+            }
+            Some(Err(reason))
+                if templates
+                    .reported
+                    .borrow_mut()
+                    .insert((span.file, span.start as usize)) =>
+            {
+                diagnostics.push(unreadable_include(role, span, &found.name, reason));
+            }
+            Some(Err(_)) => {}
+            // Every include was read while parsing: nothing to say of one that was not.
+            None => {}
+        }
+    }
+}
+
+/// E016 for an included file that could not be read, where the `include` names it.
+fn unreadable_include(role: &Role, span: Span, written: &str, reason: &str) -> Diagnostic {
+    Diagnostic::new(
+        Code::E016,
+        span,
+        format!(
+            "cannot read `{written}`, included by the prompt template of role `{}`",
+            role.name.name
+        ),
+    )
+    .with_label(reason.to_string())
+    .with_help("an included file's path is relative to the template that includes it, and stays inside the spec's directory")
 }
 
 /// The variables a role's template may read, in the order the help lists them (its
@@ -411,7 +526,8 @@ fn parse_error(
 }
 
 /// E018 for a filter or test the rendering environment does not provide, or a tag that
-/// loads another template (prompt templates are rendered alone, with no loader).
+/// loads another template in a way prompt templates do not support (`import`, `from`,
+/// `extends`, an `include` not named by one string).
 fn unavailable(
     role: &Role,
     template: &TemplateText<'_>,
@@ -427,6 +543,21 @@ fn unavailable(
         uses::Kind::Test if !render_env::has_test(templates.environment, name) => {
             ("test", &render_env::TESTS, "unknown test")
         }
+        uses::Kind::Load if name == "include" => {
+            let span = template.span(sources, found.range.clone(), name);
+            return Some(
+                Diagnostic::new(
+                    Code::E018,
+                    span,
+                    format!(
+                        "template of role `{}` includes a file it does not name with one string",
+                        role.name.name
+                    ),
+                )
+                .with_label("the included file must be known when the spec is compiled")
+                .with_help("name the file as a string, relative to this template: `{% include \"parts/tone.j2\" %}`"),
+            );
+        }
         uses::Kind::Load => {
             let span = template.span(sources, found.range.clone(), name);
             return Some(
@@ -434,12 +565,12 @@ fn unavailable(
                     Code::E018,
                     span,
                     format!(
-                        "template of role `{}` uses `{{% {name} %}}`, but a prompt template cannot load another template",
+                        "template of role `{}` uses `{{% {name} %}}`, which prompt templates do not support",
                         role.name.name
                     ),
                 )
                 .with_label("not supported in prompt templates")
-                .with_help("write the shared text into each role's template, or define it as a `{% macro %}` in the template that uses it"),
+                .with_help("share text between templates with `{% include \"file\" %}`, or define a `{% macro %}` in the template that uses it"),
             );
         }
         _ => return None,

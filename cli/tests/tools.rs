@@ -647,3 +647,63 @@ async fn a_command_tool_is_told_which_role_calls_it_and_replay_is_unaffected() {
     );
     let _ = std::fs::remove_dir_all(&project);
 }
+
+/// Issue 28: a recording made with a template that includes a shared piece replays clean,
+/// and goes stale when only the piece changes, as it would if the template had.
+#[tokio::test]
+async fn changing_an_included_piece_makes_the_recording_stale() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(AsksWhoItIs)
+        .mount(&server)
+        .await;
+    let project = temp_dir("include-stale");
+    let _ = std::fs::create_dir_all(project.join("specs/prompts/parts"));
+    let spec = WHO_CALLS.replace(
+        r#"prompt: """Look at {{ request.text }}""""#,
+        r#"prompt: file("prompts/scout.md.j2")"#,
+    );
+    let _ = std::fs::write(project.join("specs/who_calls.charter"), spec);
+    let _ = std::fs::write(
+        project.join("specs/prompts/scout.md.j2"),
+        "Look at {{ request.text }}.\n{% include \"parts/tone.j2\" %}\n",
+    );
+    let tone = project.join("specs/prompts/parts/tone.j2");
+    let _ = std::fs::write(&tone, "Be calm.");
+    let _ = std::fs::write(project.join("request.json"), r#"{"text": "the sky"}"#);
+    let ran = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/who_calls.charter",
+            "--input",
+            "request.json",
+            "--tool",
+            r#"whoami=cat >/dev/null; echo '{"role": "r", "step": "s"}'"#,
+            "--record",
+            "golden/who_calls/live",
+        ],
+    ));
+    assert_eq!(
+        ran.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let replay = || {
+        let replayed = output(charter(
+            &project,
+            &server,
+            &["replay", "golden/who_calls/live"],
+        ));
+        String::from_utf8_lossy(&replayed.stderr).into_owned()
+    };
+    let clean = replay();
+    assert!(!clean.contains("stale"), "{clean}");
+    let _ = std::fs::write(&tone, "Be brief.");
+    let stale = replay();
+    assert!(stale.contains("stale recording"), "{stale}");
+    assert!(stale.contains("prompt scout"), "{stale}");
+    let _ = std::fs::remove_dir_all(&project);
+}

@@ -490,7 +490,8 @@ A prompt template is rendered with minijinja's built-in filters and tests, `tojs
 Charter's own `strip_mention`; a filter or test outside that list would fail every run at
 the first call of the role, so the compiler rejects it where it is used (in a file the
 template includes, too). Templates share text with `{% include "file" %}`, which the
-compiler reads and checks; the name must be one string, known when the spec is compiled.
+compiler reads and checks; the name must be one string, known when the spec is compiled,
+and a file may not include one of the files that include it (it would render without end).
 `{% import %}`, `{% from %}` and `{% extends %}` are not supported: include the shared
 piece, or define a `{% macro %}` in the template that uses it. The error's help lists
 every filter or test a template may use.

@@ -306,7 +306,7 @@ fn check_role(
     let name = includes::template_name(role).unwrap_or(crate::graph::INLINE_SOURCE);
     check_uses(
         role,
-        name,
+        &mut vec![crate::render_env::include_path("", name)],
         &template,
         sources,
         templates,
@@ -354,13 +354,15 @@ fn check_role(
     Some(facts)
 }
 
-/// The filters, tests and loading tags of a template (`name`, the role's own or an
-/// included one), and the files it includes, checked in turn; their variables go into
-/// `facts`. A variable an included file reads is not checked against the role's
-/// (it may read a loop variable of the template that includes it).
+/// The filters, tests and loading tags of a template (the last of `chain`, the names
+/// from the role's own template down to the included one being checked), and the files it
+/// includes, checked in turn; their variables go into `facts`. A variable an included
+/// file reads is not checked against the role's (it may read a loop variable of the
+/// template that includes it). A file that includes one of its includers is E018: it
+/// would render without end.
 fn check_uses(
     role: &Role,
-    name: &str,
+    chain: &mut Vec<String>,
     template: &TemplateText<'_>,
     sources: &Sources,
     templates: &Templates<'_>,
@@ -374,8 +376,19 @@ fn check_uses(
             }
             continue;
         }
+        let name = chain.last().map_or("", String::as_str);
         let included = includes::resolve(name, &found.name);
         let span = template.span(sources, found.range.clone(), &found.name);
+        if chain.contains(&included) {
+            if templates
+                .reported
+                .borrow_mut()
+                .insert((span.file, span.start as usize))
+            {
+                diagnostics.push(include_cycle(role, span, chain, &included));
+            }
+            continue;
+        }
         match templates.includes.get(&included) {
             Some(Ok(file)) => {
                 if facts.includes.insert(included.clone(), *file).is_some() {
@@ -411,15 +424,17 @@ fn check_uses(
                     }
                 }
                 let mut quiet = Vec::new();
+                chain.push(included);
                 check_uses(
                     role,
-                    &included,
+                    chain,
                     &text,
                     sources,
                     templates,
                     facts,
                     if first { &mut *diagnostics } else { &mut quiet },
                 );
+                chain.pop();
             }
             Some(Err(reason))
                 if templates
@@ -434,6 +449,28 @@ fn check_uses(
             None => {}
         }
     }
+}
+
+/// E018 for an include of a template that is already being included (`chain`, from the
+/// role's own template).
+fn include_cycle(role: &Role, span: Span, chain: &[String], included: &str) -> Diagnostic {
+    let mut path: Vec<String> = chain
+        .iter()
+        .skip_while(|name| *name != included)
+        .map(|name| format!("`{name}`"))
+        .collect();
+    path.push(format!("`{included}`"));
+    Diagnostic::new(
+        Code::E018,
+        span,
+        format!(
+            "the prompt template of role `{}` includes itself: {}",
+            role.name.name,
+            path.join(" -> ")
+        ),
+    )
+    .with_label("this include closes the cycle")
+    .with_help("move the text both files need into a third file that includes neither")
 }
 
 /// E016 for an included file that could not be read, where the `include` names it.

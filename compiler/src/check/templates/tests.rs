@@ -342,6 +342,29 @@ fn an_included_file_is_checked_where_its_text_is() {
 }
 
 #[test]
+fn a_file_that_includes_its_includer_is_an_error() {
+    let (found, _) = with_role_body(
+        "{% include \"parts/a.j2\" %}",
+        &[
+            ("roles/parts/a.j2", "A\n{% include 'b.j2' %}"),
+            ("roles/parts/b.j2", "B\n\n{% include 'a.j2' %}"),
+        ],
+    );
+    assert_eq!(
+        found,
+        [
+            "E018@roles/parts/b.j2:3 the prompt template of role `creative` includes itself: `roles/parts/a.j2` -> `roles/parts/b.j2` -> `roles/parts/a.j2`"
+        ]
+    );
+    let (found, _) = with_role_body("{% include \"../roles/creative.md\" %}", &[]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("includes itself: `roles/creative.md` -> `roles/creative.md`"),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn a_changed_included_piece_changes_the_prompt_and_spec_hashes() {
     let hashes = |piece: &str| {
         let (found, spec) = with_role_body(

@@ -319,46 +319,164 @@ fn check_role(
         .inputs
         .iter()
         .all(|input| symbols.is_contract(&input.name));
-    let mut paths: Vec<String> = parsed.undeclared_variables(true).into_iter().collect();
-    paths.sort();
+    let scope = Scope {
+        role,
+        provided: &provided,
+        inputs: &inputs,
+        inputs_known,
+        contracts,
+        globals: templates.globals,
+        sources,
+    };
     let mut reported: BTreeSet<String> = BTreeSet::new();
+    let paths = parsed.undeclared_variables(true);
+    check_variables(
+        &scope,
+        &template,
+        paths,
+        None,
+        &mut reported,
+        &mut facts,
+        diagnostics,
+    );
+    // What an included file reads is checked the same way, except for names a tag of the
+    // role's template or of another included file mentions (a loop variable or a `set`
+    // of the includer, which an included file sees).
+    let included: Vec<(String, FileId)> = facts
+        .includes
+        .iter()
+        .map(|(name, file)| (name.clone(), *file))
+        .collect();
+    let root_words = tag_words(template.text);
+    let piece_words: Vec<BTreeSet<String>> = included
+        .iter()
+        .map(|(_, file)| {
+            sources
+                .get(*file)
+                .map(|source| tag_words(&source.text))
+                .unwrap_or_default()
+        })
+        .collect();
+    for (index, (_, file)) in included.into_iter().enumerate() {
+        let Some(source) = sources.get(file) else {
+            continue;
+        };
+        let Ok(parsed) = templates.environment.template_from_str(&source.text) else {
+            continue;
+        };
+        let piece = TemplateText {
+            text: &source.text,
+            location: Location::File { file, offset: 0 },
+        };
+        // The words of the role's template and of every other included file.
+        let mut bound = root_words.clone();
+        for (other, words) in piece_words.iter().enumerate() {
+            if other != index {
+                bound.extend(words.iter().cloned());
+            }
+        }
+        let mut reported_here: BTreeSet<String> = BTreeSet::new();
+        check_variables(
+            &scope,
+            &piece,
+            parsed.undeclared_variables(true),
+            Some(&bound),
+            &mut reported_here,
+            &mut facts,
+            diagnostics,
+        );
+    }
+    Some(facts)
+}
+
+/// What a role's template may read, for checking the variables a template reads.
+struct Scope<'a> {
+    role: &'a Role,
+    provided: &'a [String],
+    inputs: &'a BTreeMap<String, &'a str>,
+    /// With an unknown input contract (reported, E002), reporting names would guess.
+    inputs_known: bool,
+    contracts: &'a Contracts,
+    globals: &'a BTreeSet<String>,
+    sources: &'a Sources,
+}
+
+/// E014 for each variable `paths` reads that `scope` does not provide (unless `bound`,
+/// names an includer may have bound, holds it) and each input field it reads that the
+/// input's contract lacks; what is read goes into `facts`.
+fn check_variables(
+    scope: &Scope<'_>,
+    template: &TemplateText<'_>,
+    paths: std::collections::HashSet<String>,
+    bound: Option<&BTreeSet<String>>,
+    reported: &mut BTreeSet<String>,
+    facts: &mut RoleTemplate,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let mut paths: Vec<String> = paths.into_iter().collect();
+    paths.sort();
     for path in paths {
         let mut segments = path.split('.');
         let Some(variable) = segments.next() else {
             continue;
         };
-        if templates.globals.contains(variable) {
+        if scope.globals.contains(variable) {
             continue;
         }
         facts.variables.insert(variable.to_string());
         facts.paths.insert(path.clone());
-        if !provided.iter().any(|name| name == variable) {
-            if inputs_known && reported.insert(variable.to_string()) {
-                diagnostics.push(unprovided(role, &template, sources, &provided, variable));
+        if !scope.provided.iter().any(|name| name == variable) {
+            let maybe_bound = bound.is_some_and(|bound| bound.contains(variable));
+            if scope.inputs_known && !maybe_bound && reported.insert(variable.to_string()) {
+                diagnostics.push(unprovided(
+                    scope.role,
+                    template,
+                    scope.sources,
+                    scope.provided,
+                    variable,
+                ));
             }
             continue;
         }
         // `task.field`: the field must exist on the input contract.
-        let (Some(contract), Some(field)) = (inputs.get(variable), segments.next()) else {
+        let (Some(contract), Some(field)) = (scope.inputs.get(variable), segments.next()) else {
             continue;
         };
-        let Some(info) = contracts.get(contract) else {
+        let Some(info) = scope.contracts.get(contract) else {
             continue;
         };
         if info.field(field).is_some() || !reported.insert(format!("{variable}.{field}")) {
             continue;
         }
-        let span = locate_path(&template, sources, variable, field);
-        diagnostics.push(missing_field(role, span, contract, info, variable, field));
+        let span = locate_path(template, scope.sources, variable, field);
+        diagnostics.push(missing_field(
+            scope.role, span, contract, info, variable, field,
+        ));
     }
-    Some(facts)
+}
+
+/// Every identifier inside a `{% %}` tag of `text` (what a loop, `set` or `with` may bind).
+fn tag_words(text: &str) -> BTreeSet<String> {
+    let mut words = BTreeSet::new();
+    let mut rest = text;
+    while let Some(open) = rest.find("{%") {
+        let after = rest.get(open + 2..).unwrap_or("");
+        let close = after.find("%}").unwrap_or(after.len());
+        let tag = after.get(..close).unwrap_or("");
+        words.extend(
+            tag.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|word| !word.is_empty())
+                .map(str::to_string),
+        );
+        rest = after.get(close..).unwrap_or("");
+    }
+    words
 }
 
 /// The filters, tests and loading tags of a template (the last of `chain`, the names
 /// from the role's own template down to the included one being checked), and the files it
-/// includes, checked in turn; their variables go into `facts`. A variable an included
-/// file reads is not checked against the role's (it may read a loop variable of the
-/// template that includes it). A file that includes one of its includers is E018: it
+/// includes, checked in turn (their syntax and uses; their variables are checked by the
+/// caller, against the role). A file that includes one of its includers is E018: it
 /// would render without end.
 fn check_uses(
     role: &Role,
@@ -407,21 +525,11 @@ fn check_uses(
                 // A piece several roles include is checked once; what it reads counts
                 // for each of them.
                 let first = templates.reported.borrow_mut().insert((*file, usize::MAX));
-                let parsed = match templates.environment.template_from_str(text.text) {
-                    Ok(parsed) => parsed,
-                    Err(error) => {
-                        if first {
-                            diagnostics.push(parse_error(role, &text, sources, &error));
-                        }
-                        continue;
+                if let Err(error) = templates.environment.template_from_str(text.text) {
+                    if first {
+                        diagnostics.push(parse_error(role, &text, sources, &error));
                     }
-                };
-                for path in parsed.undeclared_variables(true) {
-                    let variable = path.split('.').next().unwrap_or_default();
-                    if !templates.globals.contains(variable) {
-                        facts.variables.insert(variable.to_string());
-                        facts.paths.insert(path.clone());
-                    }
+                    continue;
                 }
                 let mut quiet = Vec::new();
                 chain.push(included);

@@ -342,6 +342,24 @@ fn an_included_file_is_checked_where_its_text_is() {
 }
 
 #[test]
+fn an_included_file_reads_what_the_role_provides_or_its_includer_binds() {
+    let (found, _) = with_role_body(
+        "{% for rule in task.acceptance %}{% include \"parts/rule.j2\" %}{% endfor %}",
+        &[(
+            "roles/parts/rule.j2",
+            "- {{ rule }} for {{ task.goal }}\n{{ tsk.id }} {{ task.gaol }}",
+        )],
+    );
+    assert_eq!(
+        found,
+        [
+            "E014@roles/parts/rule.j2:2 template of role `creative` uses `tsk`, which the role does not provide",
+            "E014@roles/parts/rule.j2:2 template of role `creative` uses `task.gaol`, but `Task` has no field `gaol`",
+        ]
+    );
+}
+
+#[test]
 fn a_file_that_includes_its_includer_is_an_error() {
     let (found, _) = with_role_body(
         "{% include \"parts/a.j2\" %}",

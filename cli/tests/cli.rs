@@ -350,3 +350,60 @@ fn every_subcommand_has_help_with_an_example() {
         );
     }
 }
+
+/// Issue 28: `{% include %}` reads files relative to the including template, only inside
+/// the spec's directory; a path that climbs out of it is a compile error that quotes
+/// nothing of what is there (DESIGN §15), and a missing piece names its line.
+#[test]
+fn included_prompt_pieces_are_read_inside_the_spec_directory_only() {
+    let directory = scratch("included_prompt_pieces_are_read_inside_the_spec_directory_only");
+    write(&directory, "canary.txt", "CANARY-7f3a {{ request.goal }}");
+    write(&directory, "project/secret/canary.txt", "CANARY-inside");
+    let spec = CLEAN.replace(
+        r#"prompt: """Answer: {{ request.goal }}""""#,
+        r#"prompt: file("prompts/writer.md.j2")"#,
+    );
+    write(&directory, "project/hello.charter", &spec);
+    write(
+        &directory,
+        "project/prompts/writer.md.j2",
+        "Answer: {{ request.goal }}\n{% include \"parts/tone.j2\" %}\n",
+    );
+    write(&directory, "project/prompts/parts/tone.j2", "Be calm.");
+    assert_exit(&charter(&directory, &["check", "project/hello.charter"]), 0);
+
+    for escape in [
+        "../../canary.txt",
+        "parts/../../../canary.txt",
+        "/etc/hostname",
+    ] {
+        write(
+            &directory,
+            "project/prompts/parts/tone.j2",
+            &format!("Be calm.\n{{% include \"{escape}\" %}}"),
+        );
+        let output = charter(&directory, &["check", "project/hello.charter"]);
+        assert_exit(&output, 1);
+        let text = stderr(&output);
+        assert!(text.contains("error[E016]"), "{escape}: {text}");
+        assert!(
+            text.contains("project/prompts/parts/tone.j2:2"),
+            "{escape}: {text}"
+        );
+        assert!(!text.contains("CANARY"), "{escape}: {text}");
+    }
+
+    write(
+        &directory,
+        "project/prompts/parts/tone.j2",
+        "Be calm.\n{% include \"../../secret/canary.txt\" %}",
+    );
+    assert_exit(&charter(&directory, &["check", "project/hello.charter"]), 0);
+    std::fs::remove_file(directory.join("project/secret/canary.txt"))
+        .expect("cannot remove the piece");
+    let missing = charter(&directory, &["check", "project/hello.charter"]);
+    assert_exit(&missing, 1);
+    let text = stderr(&missing);
+    assert!(text.contains("error[E016]"), "{text}");
+    assert!(text.contains("project/prompts/parts/tone.j2:2"), "{text}");
+}

@@ -518,3 +518,192 @@ async fn a_stopped_server_leaves_no_tool_process_behind() {
     assert_eq!(survivors(&pid_file), Vec::<i32>::new(), "{said:?}");
     let _ = std::fs::remove_dir_all(&project);
 }
+
+/// Two roles whose models each call `whoami`, then a `tool` step that calls it directly.
+const WHO_CALLS: &str = r#"spec who_calls version "1.0.0"
+models { default = "openai:gpt-4o-mini" }
+contract Request { text: string }
+contract Note    { text: string }
+contract Caller  { role: string  step: string }
+tool whoami { input: Note  output: Caller  effect: read }
+role scout  { model: default  prompt: """Look at {{ request.text }}""" input: Request output: Note tools: [whoami] max_tool_calls: 1 }
+role critic { model: default  prompt: """Judge {{ note.text }}""" input: Note output: Note tools: [whoami] max_tool_calls: 1 }
+flow {
+  look  = scout(request)    -> judge
+  judge = critic(look)      -> stamp
+  stamp = tool whoami(judge) -> done
+}
+"#;
+
+/// A model that calls `whoami` once, then answers what the tool told it.
+struct AsksWhoItIs;
+
+impl Respond for AsksWhoItIs {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let told = body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|message| message["role"] == "tool")
+            .filter_map(|message| message["content"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let message = if told.is_empty() {
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+                "type": "function", "function": {"name": "whoami", "arguments": "{\"text\": \"me?\"}"}}]})
+        } else {
+            json!({"role": "assistant", "content": json!({ "text": told }).to_string()})
+        };
+        ResponseTemplate::new(200).set_body_json(json!({
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 5}
+        }))
+    }
+}
+
+/// Issue 28 (seed 002): a command tool is told which role calls it (`CHARTER_ROLE`) and in
+/// which step (`CHARTER_STEP`); a `tool` step has no role, so the variable is unset there,
+/// even when Charter itself runs with one. The recording replays without the tool.
+#[tokio::test]
+async fn a_command_tool_is_told_which_role_calls_it_and_replay_is_unaffected() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(AsksWhoItIs)
+        .mount(&server)
+        .await;
+    let project = temp_dir("who-calls");
+    let _ = std::fs::create_dir_all(project.join("specs"));
+    let _ = std::fs::write(project.join("specs/who_calls.charter"), WHO_CALLS);
+    let _ = std::fs::write(project.join("request.json"), r#"{"text": "the sky"}"#);
+    let script = project.join("whoami.sh");
+    let _ = std::fs::write(
+        &script,
+        "cat >/dev/null\nprintf '{\"role\": \"%s\", \"step\": \"%s\"}' \"${CHARTER_ROLE-(unset)}\" \"$CHARTER_STEP\"\n",
+    );
+    let tool = format!("whoami=sh '{}'", script.display());
+    let mut live = charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/who_calls.charter",
+            "--input",
+            "request.json",
+            "--events",
+            "events.jsonl",
+            "--tool",
+            &tool,
+            "--record",
+            "golden/who_calls/live",
+        ],
+    );
+    live.env("CHARTER_ROLE", "inherited")
+        .env("CHARTER_STEP", "inherited");
+    let ran = output(live);
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert_eq!(ran.status.code(), Some(0), "{stderr}");
+    let trace = events(&project);
+    let results: Vec<(String, Value)> = of_kind(&trace, "tool_call")
+        .into_iter()
+        .map(|call| {
+            (
+                call["step"].as_str().unwrap_or_default().to_string(),
+                call["result"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("look".to_string(), json!({"role": "scout", "step": "look"})),
+            (
+                "judge".to_string(),
+                json!({"role": "critic", "step": "judge"})
+            ),
+            (
+                "stamp".to_string(),
+                json!({"role": "(unset)", "step": "stamp"})
+            ),
+        ],
+        "{trace:?}"
+    );
+    let answer: Value = serde_json::from_slice(&ran.stdout).unwrap_or(Value::Null);
+    assert_eq!(answer, json!({"role": "(unset)", "step": "stamp"}));
+
+    // Replay runs no tool: the answers come from the recording, whatever the tool now says.
+    let _ = std::fs::write(&script, "echo broken; exit 9\n");
+    let replayed = output(charter(
+        &project,
+        &server,
+        &["replay", "golden/who_calls/live"],
+    ));
+    let replay_stderr = String::from_utf8_lossy(&replayed.stderr);
+    assert_eq!(replayed.status.code(), Some(0), "{replay_stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&replayed.stdout),
+        String::from_utf8_lossy(&ran.stdout),
+        "the replay answers as the live run did"
+    );
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+/// Issue 28: a recording made with a template that includes a shared piece replays clean,
+/// and goes stale when only the piece changes, as it would if the template had.
+#[tokio::test]
+async fn changing_an_included_piece_makes_the_recording_stale() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(AsksWhoItIs)
+        .mount(&server)
+        .await;
+    let project = temp_dir("include-stale");
+    let _ = std::fs::create_dir_all(project.join("specs/prompts/parts"));
+    let spec = WHO_CALLS.replace(
+        r#"prompt: """Look at {{ request.text }}""""#,
+        r#"prompt: file("prompts/scout.md.j2")"#,
+    );
+    let _ = std::fs::write(project.join("specs/who_calls.charter"), spec);
+    let _ = std::fs::write(
+        project.join("specs/prompts/scout.md.j2"),
+        "Look at {{ request.text }}.\n{% include \"parts/tone.j2\" %}\n",
+    );
+    let tone = project.join("specs/prompts/parts/tone.j2");
+    let _ = std::fs::write(&tone, "Be calm.");
+    let _ = std::fs::write(project.join("request.json"), r#"{"text": "the sky"}"#);
+    let ran = output(charter(
+        &project,
+        &server,
+        &[
+            "run",
+            "specs/who_calls.charter",
+            "--input",
+            "request.json",
+            "--tool",
+            r#"whoami=cat >/dev/null; echo '{"role": "r", "step": "s"}'"#,
+            "--record",
+            "golden/who_calls/live",
+        ],
+    ));
+    assert_eq!(
+        ran.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let replay = || {
+        let replayed = output(charter(
+            &project,
+            &server,
+            &["replay", "golden/who_calls/live"],
+        ));
+        String::from_utf8_lossy(&replayed.stderr).into_owned()
+    };
+    let clean = replay();
+    assert!(!clean.contains("stale"), "{clean}");
+    let _ = std::fs::write(&tone, "Be brief.");
+    let stale = replay();
+    assert!(stale.contains("stale recording"), "{stale}");
+    assert!(stale.contains("prompt scout"), "{stale}");
+    let _ = std::fs::remove_dir_all(&project);
+}

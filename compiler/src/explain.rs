@@ -431,7 +431,9 @@ const E016: &str = r#"E016: unreadable or malformed file
 
 A file named by `import role "..."` or `prompt: file("...")` cannot be read, or a role
 file's YAML front matter is malformed. Paths are relative to the directory of the spec
-file, not to where `charter` runs.
+file, not to where `charter` runs. A file a prompt template includes (`{% include
+"parts/tone.j2" %}`) is relative to the template that includes it, and must stay inside
+the spec's directory: an absolute path, or a `../` that climbs out of it, is refused.
 
 Wrong:
 
@@ -486,10 +488,12 @@ const E018: &str = r#"E018: a template uses a filter or test Charter does not pr
 
 A prompt template is rendered with minijinja's built-in filters and tests, `tojson`, and
 Charter's own `strip_mention`; a filter or test outside that list would fail every run at
-the first call of the role, so the compiler rejects it where it is used. A prompt
-template is also rendered alone: `{% include %}`, `{% import %}`, `{% from %}` and
-`{% extends %}` have no other template to load: put the shared text in each role's
-template, or in a `{% macro %}` of the template that uses it. The error's help lists
+the first call of the role, so the compiler rejects it where it is used (in a file the
+template includes, too). Templates share text with `{% include "file" %}`, which the
+compiler reads and checks; the name must be one string, known when the spec is compiled,
+and a file may not include one of the files that include it (it would render without end).
+`{% import %}`, `{% from %}` and `{% extends %}` are not supported: include the shared
+piece, or define a `{% macro %}` in the template that uses it. The error's help lists
 every filter or test a template may use.
 
 Wrong:
@@ -498,7 +502,7 @@ Wrong:
       model: default
       prompt: """
         Plan: {{ plan | to_json }}
-        {% include "shared/rules.md.j2" %}
+        {% import "shared/rules.md.j2" as rules %}
       """
       input: Plan
       output: Draft
@@ -510,7 +514,7 @@ Right:
       model: default
       prompt: """
         Plan: {{ plan | tojson }}
-        {% macro rule(text) %}- {{ text }}{% endmacro %}{{ rule("Answer in English.") }}
+        {% include "shared/rules.md.j2" %}
       """
       input: Plan
       output: Draft

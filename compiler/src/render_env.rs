@@ -103,6 +103,41 @@ where
     environment
 }
 
+/// The name of the template `{% include "name" %}` in template `parent` loads: `name`
+/// relative to `parent`'s directory, with `.` and `..` resolved by their text alone (a
+/// `..` with nothing left to climb is kept, so a name that leaves the spec's directory
+/// still says so). Template names are paths relative to the spec's directory, written
+/// with `/`; an inline prompt is named as if it were a file there.
+pub fn include_path(parent: &str, name: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    let directory = parent
+        .rsplit_once('/')
+        .map_or("", |(directory, _)| directory);
+    for part in directory.split('/').chain(name.split('/')) {
+        match part {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|last| *last != "..") => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    parts.join("/")
+}
+
+/// `environment` with the templates a prompt includes ([`include_path`] of each to its
+/// text), resolved relative to the template that includes them.
+pub fn add_includes<'a>(
+    environment: &mut Environment<'a>,
+    includes: impl IntoIterator<Item = (String, String)>,
+) -> Result<(), minijinja::Error> {
+    environment.set_path_join_callback(|name, parent| include_path(parent, name).into());
+    for (name, text) in includes {
+        environment.add_template_owned(name, text)?;
+    }
+    Ok(())
+}
+
 /// Whether `environment` provides filter `name` (a filter called with no arguments fails
 /// for another reason than being unknown, or succeeds).
 pub fn has_filter(environment: &Environment<'_>, name: &str) -> bool {
@@ -147,6 +182,45 @@ mod tests {
         assert!(!has_filter(&environment, "to_json"));
         assert!(!has_filter(&environment, "urlencode"));
         assert!(!has_test(&environment, "empty"));
+    }
+
+    #[test]
+    fn an_include_is_named_relative_to_the_including_template() {
+        assert_eq!(
+            include_path("roles/a.md", "parts/tone.j2"),
+            "roles/parts/tone.j2"
+        );
+        assert_eq!(
+            include_path("roles/a.md", "../shared/./x.j2"),
+            "shared/x.j2"
+        );
+        assert_eq!(include_path("inline", "x.j2"), "x.j2");
+        assert_eq!(include_path("./p/a.j2", "../../out.txt"), "../out.txt");
+        assert_eq!(include_path("a.j2", "../../out.txt"), "../../out.txt");
+    }
+
+    #[test]
+    fn an_included_template_renders_in_place() {
+        let mut environment = environment(unchanged);
+        add_includes(
+            &mut environment,
+            [
+                (
+                    "roles/parts/tone.j2".to_string(),
+                    "calm {{ x }}{% include \"../end.j2\" %}".to_string(),
+                ),
+                ("roles/end.j2".to_string(), ".".to_string()),
+            ],
+        )
+        .expect("adds");
+        environment
+            .add_template_owned("roles/a.md", "be {% include \"parts/tone.j2\" %}")
+            .expect("adds");
+        let rendered = environment
+            .get_template("roles/a.md")
+            .and_then(|template| template.render(minijinja::context! { x => "now" }))
+            .expect("renders");
+        assert_eq!(rendered, "be calm now.");
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Prompt templates: parsed with minijinja and checked for variables the role does not provide
-//! (E014), and for filters, tests and loading tags the renderer does not provide (E018).
+//! (E014), for filters, tests and loading tags the renderer does not provide (E018), and for
+//! included files that could not be read (E016); the files a template includes are checked
+//! the same way (their syntax, filters, tests and own includes).
 
-mod uses;
+pub(crate) mod uses;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::check::Symbols;
@@ -10,6 +13,7 @@ use crate::check::types::{ContractInfo, Contracts};
 use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span, did_you_mean};
 use crate::render_env;
 use crate::syntax::ast::{PromptSource, Role, SpecFile};
+use crate::syntax::includes;
 
 /// The variables every role's template sees besides its inputs.
 pub const ALWAYS_PROVIDED: [&str; 5] = ["feedback", "rules", "tools", "output_schema", "run"];
@@ -34,6 +38,10 @@ pub struct RoleTemplate {
     pub paths: BTreeSet<String>,
     /// The variables the role provides: its inputs' snake_case names and [`ALWAYS_PROVIDED`].
     pub provided: Vec<String>,
+    /// Every file the template includes, directly or through another included file, by
+    /// its template name (`roles/parts/tone.j2`); the variables and paths above include
+    /// what these read.
+    pub includes: BTreeMap<String, FileId>,
 }
 
 /// The name a template sees a contract under: `WorkflowPlan` -> `workflow_plan`,
@@ -71,7 +79,6 @@ pub fn check(
     sources: &Sources,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> TemplateFacts {
-    let _ = spec;
     // One environment for every role: building one (its filters, tests and globals) and
     // listing its globals for each role was a measurable part of compiling a spec.
     let environment = render_env::environment(str::to_string);
@@ -82,6 +89,8 @@ pub fn check(
     let templates = Templates {
         environment: &environment,
         globals: &globals,
+        includes: &spec.includes,
+        reported: RefCell::new(BTreeSet::new()),
     };
     let mut facts = TemplateFacts::default();
     for role in symbols.roles.values() {
@@ -143,6 +152,11 @@ struct Templates<'a> {
     environment: &'a minijinja::Environment<'a>,
     /// The names the environment defines (`range`, `namespace`, ...): not the role's to provide.
     globals: &'a BTreeSet<String>,
+    /// The files the templates include, read while parsing ([`SpecFile::includes`]).
+    includes: &'a BTreeMap<String, Result<FileId, String>>,
+    /// Included files already checked (a piece several roles include is reported once),
+    /// and include tags already reported.
+    reported: RefCell<BTreeSet<(FileId, usize)>>,
 }
 
 /// Where a template's text is and how to map offsets in it back to a source span.
@@ -289,50 +303,296 @@ fn check_role(
         }
     };
     facts.parsed = true;
-    for found in uses::scan(template.text) {
-        if let Some(diagnostic) = unavailable(role, &template, sources, templates, &found) {
-            diagnostics.push(diagnostic);
-        }
-    }
+    let name = includes::template_name(role).unwrap_or(crate::graph::INLINE_SOURCE);
+    check_uses(
+        role,
+        &mut vec![crate::render_env::include_path("", name)],
+        &template,
+        sources,
+        templates,
+        &mut facts,
+        diagnostics,
+    );
     // With an unknown input contract (reported, E002) the names the template may use are
     // guesses; reporting them would only repeat that error.
     let inputs_known = role
         .inputs
         .iter()
         .all(|input| symbols.is_contract(&input.name));
-    let mut paths: Vec<String> = parsed.undeclared_variables(true).into_iter().collect();
-    paths.sort();
+    let scope = Scope {
+        role,
+        provided: &provided,
+        inputs: &inputs,
+        inputs_known,
+        contracts,
+        globals: templates.globals,
+        sources,
+    };
     let mut reported: BTreeSet<String> = BTreeSet::new();
+    let paths = parsed.undeclared_variables(true);
+    check_variables(
+        &scope,
+        &template,
+        paths,
+        None,
+        &mut reported,
+        &mut facts,
+        diagnostics,
+    );
+    // What an included file reads is checked the same way, except for names a tag of the
+    // role's template or of another included file mentions (a loop variable or a `set`
+    // of the includer, which an included file sees).
+    let included: Vec<(String, FileId)> = facts
+        .includes
+        .iter()
+        .map(|(name, file)| (name.clone(), *file))
+        .collect();
+    let root_words = tag_words(template.text);
+    let piece_words: Vec<BTreeSet<String>> = included
+        .iter()
+        .map(|(_, file)| {
+            sources
+                .get(*file)
+                .map(|source| tag_words(&source.text))
+                .unwrap_or_default()
+        })
+        .collect();
+    for (index, (_, file)) in included.into_iter().enumerate() {
+        let Some(source) = sources.get(file) else {
+            continue;
+        };
+        let Ok(parsed) = templates.environment.template_from_str(&source.text) else {
+            continue;
+        };
+        let piece = TemplateText {
+            text: &source.text,
+            location: Location::File { file, offset: 0 },
+        };
+        // The words of the role's template and of every other included file.
+        let mut bound = root_words.clone();
+        for (other, words) in piece_words.iter().enumerate() {
+            if other != index {
+                bound.extend(words.iter().cloned());
+            }
+        }
+        let mut reported_here: BTreeSet<String> = BTreeSet::new();
+        check_variables(
+            &scope,
+            &piece,
+            parsed.undeclared_variables(true),
+            Some(&bound),
+            &mut reported_here,
+            &mut facts,
+            diagnostics,
+        );
+    }
+    Some(facts)
+}
+
+/// What a role's template may read, for checking the variables a template reads.
+struct Scope<'a> {
+    role: &'a Role,
+    provided: &'a [String],
+    inputs: &'a BTreeMap<String, &'a str>,
+    /// With an unknown input contract (reported, E002), reporting names would guess.
+    inputs_known: bool,
+    contracts: &'a Contracts,
+    globals: &'a BTreeSet<String>,
+    sources: &'a Sources,
+}
+
+/// E014 for each variable `paths` reads that `scope` does not provide (unless `bound`,
+/// names an includer may have bound, holds it) and each input field it reads that the
+/// input's contract lacks; what is read goes into `facts`.
+fn check_variables(
+    scope: &Scope<'_>,
+    template: &TemplateText<'_>,
+    paths: std::collections::HashSet<String>,
+    bound: Option<&BTreeSet<String>>,
+    reported: &mut BTreeSet<String>,
+    facts: &mut RoleTemplate,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let mut paths: Vec<String> = paths.into_iter().collect();
+    paths.sort();
     for path in paths {
         let mut segments = path.split('.');
         let Some(variable) = segments.next() else {
             continue;
         };
-        if templates.globals.contains(variable) {
+        if scope.globals.contains(variable) {
             continue;
         }
         facts.variables.insert(variable.to_string());
         facts.paths.insert(path.clone());
-        if !provided.iter().any(|name| name == variable) {
-            if inputs_known && reported.insert(variable.to_string()) {
-                diagnostics.push(unprovided(role, &template, sources, &provided, variable));
+        if !scope.provided.iter().any(|name| name == variable) {
+            let maybe_bound = bound.is_some_and(|bound| bound.contains(variable));
+            if scope.inputs_known && !maybe_bound && reported.insert(variable.to_string()) {
+                diagnostics.push(unprovided(
+                    scope.role,
+                    template,
+                    scope.sources,
+                    scope.provided,
+                    variable,
+                ));
             }
             continue;
         }
         // `task.field`: the field must exist on the input contract.
-        let (Some(contract), Some(field)) = (inputs.get(variable), segments.next()) else {
+        let (Some(contract), Some(field)) = (scope.inputs.get(variable), segments.next()) else {
             continue;
         };
-        let Some(info) = contracts.get(contract) else {
+        let Some(info) = scope.contracts.get(contract) else {
             continue;
         };
         if info.field(field).is_some() || !reported.insert(format!("{variable}.{field}")) {
             continue;
         }
-        let span = locate_path(&template, sources, variable, field);
-        diagnostics.push(missing_field(role, span, contract, info, variable, field));
+        let span = locate_path(template, scope.sources, variable, field);
+        diagnostics.push(missing_field(
+            scope.role, span, contract, info, variable, field,
+        ));
     }
-    Some(facts)
+}
+
+/// Every identifier inside a `{% %}` tag of `text` (what a loop, `set` or `with` may bind).
+fn tag_words(text: &str) -> BTreeSet<String> {
+    let mut words = BTreeSet::new();
+    let mut rest = text;
+    while let Some(open) = rest.find("{%") {
+        let after = rest.get(open + 2..).unwrap_or("");
+        let close = after.find("%}").unwrap_or(after.len());
+        let tag = after.get(..close).unwrap_or("");
+        words.extend(
+            tag.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|word| !word.is_empty())
+                .map(str::to_string),
+        );
+        rest = after.get(close..).unwrap_or("");
+    }
+    words
+}
+
+/// The filters, tests and loading tags of a template (the last of `chain`, the names
+/// from the role's own template down to the included one being checked), and the files it
+/// includes, checked in turn (their syntax and uses; their variables are checked by the
+/// caller, against the role). A file that includes one of its includers is E018: it
+/// would render without end.
+fn check_uses(
+    role: &Role,
+    chain: &mut Vec<String>,
+    template: &TemplateText<'_>,
+    sources: &Sources,
+    templates: &Templates<'_>,
+    facts: &mut RoleTemplate,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    for found in uses::scan(template.text) {
+        if found.kind != uses::Kind::Include {
+            if let Some(diagnostic) = unavailable(role, template, sources, templates, &found) {
+                diagnostics.push(diagnostic);
+            }
+            continue;
+        }
+        let name = chain.last().map_or("", String::as_str);
+        let included = includes::resolve(name, &found.name);
+        let span = template.span(sources, found.range.clone(), &found.name);
+        if chain.contains(&included) {
+            if templates
+                .reported
+                .borrow_mut()
+                .insert((span.file, span.start as usize))
+            {
+                diagnostics.push(include_cycle(role, span, chain, &included));
+            }
+            continue;
+        }
+        match templates.includes.get(&included) {
+            Some(Ok(file)) => {
+                if facts.includes.insert(included.clone(), *file).is_some() {
+                    continue;
+                }
+                let Some(source) = sources.get(*file) else {
+                    continue;
+                };
+                let text = TemplateText {
+                    text: &source.text,
+                    location: Location::File {
+                        file: *file,
+                        offset: 0,
+                    },
+                };
+                // A piece several roles include is checked once; what it reads counts
+                // for each of them.
+                let first = templates.reported.borrow_mut().insert((*file, usize::MAX));
+                if let Err(error) = templates.environment.template_from_str(text.text) {
+                    if first {
+                        diagnostics.push(parse_error(role, &text, sources, &error));
+                    }
+                    continue;
+                }
+                let mut quiet = Vec::new();
+                chain.push(included);
+                check_uses(
+                    role,
+                    chain,
+                    &text,
+                    sources,
+                    templates,
+                    facts,
+                    if first { &mut *diagnostics } else { &mut quiet },
+                );
+                chain.pop();
+            }
+            Some(Err(reason))
+                if templates
+                    .reported
+                    .borrow_mut()
+                    .insert((span.file, span.start as usize)) =>
+            {
+                diagnostics.push(unreadable_include(role, span, &found.name, reason));
+            }
+            Some(Err(_)) => {}
+            // Every include was read while parsing: nothing to say of one that was not.
+            None => {}
+        }
+    }
+}
+
+/// E018 for an include of a template that is already being included (`chain`, from the
+/// role's own template).
+fn include_cycle(role: &Role, span: Span, chain: &[String], included: &str) -> Diagnostic {
+    let mut path: Vec<String> = chain
+        .iter()
+        .skip_while(|name| *name != included)
+        .map(|name| format!("`{name}`"))
+        .collect();
+    path.push(format!("`{included}`"));
+    Diagnostic::new(
+        Code::E018,
+        span,
+        format!(
+            "the prompt template of role `{}` includes itself: {}",
+            role.name.name,
+            path.join(" -> ")
+        ),
+    )
+    .with_label("this include closes the cycle")
+    .with_help("move the text both files need into a third file that includes neither")
+}
+
+/// E016 for an included file that could not be read, where the `include` names it.
+fn unreadable_include(role: &Role, span: Span, written: &str, reason: &str) -> Diagnostic {
+    Diagnostic::new(
+        Code::E016,
+        span,
+        format!(
+            "cannot read `{written}`, included by the prompt template of role `{}`",
+            role.name.name
+        ),
+    )
+    .with_label(reason.to_string())
+    .with_help("an included file's path is relative to the template that includes it, and stays inside the spec's directory")
 }
 
 /// The variables a role's template may read, in the order the help lists them (its
@@ -411,7 +671,8 @@ fn parse_error(
 }
 
 /// E018 for a filter or test the rendering environment does not provide, or a tag that
-/// loads another template (prompt templates are rendered alone, with no loader).
+/// loads another template in a way prompt templates do not support (`import`, `from`,
+/// `extends`, an `include` not named by one string).
 fn unavailable(
     role: &Role,
     template: &TemplateText<'_>,
@@ -427,6 +688,21 @@ fn unavailable(
         uses::Kind::Test if !render_env::has_test(templates.environment, name) => {
             ("test", &render_env::TESTS, "unknown test")
         }
+        uses::Kind::Load if name == "include" => {
+            let span = template.span(sources, found.range.clone(), name);
+            return Some(
+                Diagnostic::new(
+                    Code::E018,
+                    span,
+                    format!(
+                        "template of role `{}` includes a file it does not name with one string",
+                        role.name.name
+                    ),
+                )
+                .with_label("the included file must be known when the spec is compiled")
+                .with_help("name the file as a string, relative to this template: `{% include \"parts/tone.j2\" %}`"),
+            );
+        }
         uses::Kind::Load => {
             let span = template.span(sources, found.range.clone(), name);
             return Some(
@@ -434,12 +710,12 @@ fn unavailable(
                     Code::E018,
                     span,
                     format!(
-                        "template of role `{}` uses `{{% {name} %}}`, but a prompt template cannot load another template",
+                        "template of role `{}` uses `{{% {name} %}}`, which prompt templates do not support",
                         role.name.name
                     ),
                 )
                 .with_label("not supported in prompt templates")
-                .with_help("write the shared text into each role's template, or define it as a `{% macro %}` in the template that uses it"),
+                .with_help("share text between templates with `{% include \"file\" %}`, or define a `{% macro %}` in the template that uses it"),
             );
         }
         _ => return None,

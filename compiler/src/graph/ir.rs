@@ -35,7 +35,8 @@ pub struct CompiledSpec {
     /// contract named `Request`); `None` when nothing decides it.
     pub request: Option<String>,
     /// `sha256:<hex>` of every file a role reads (imported role files, front matter
-    /// included, and prompt templates), by the path as written in the spec.
+    /// included, and prompt templates), by the path as written in the spec, and of every
+    /// file a template includes, by its template name.
     pub source_hashes: BTreeMap<String, String>,
     /// Every contract by name, the built-ins `Candidate`, `Delivery` and `Answer` included.
     pub contracts: BTreeMap<String, ContractIr>,
@@ -412,7 +413,14 @@ pub struct PromptIr {
     pub source: String,
     /// True for an inline `"""..."""` prompt.
     pub inline: bool,
-    /// `sha256:<hex>` of the template text.
+    /// The files the template includes (`{% include "parts/tone.j2" %}`, directly or
+    /// through another included file): their template names (paths relative to the
+    /// spec's directory, `render_env::include_path`) and texts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub includes: BTreeMap<String, String>,
+    /// `sha256:<hex>` of the template text; with includes, of the canonical JSON
+    /// `{"includes":{NAME:TEXT,...},"template":TEXT}`, so a changed included piece changes it
+    /// as a changed template does.
     pub hash: String,
 }
 

@@ -468,11 +468,34 @@ impl<'a> Lowerer<'a, '_> {
                 (template.to_string(), path.value.clone(), false)
             }
         };
+        let includes: BTreeMap<String, String> = self
+            .checked
+            .templates
+            .roles
+            .get(&role.name.name)
+            .map(|facts| {
+                facts
+                    .includes
+                    .iter()
+                    .filter_map(|(name, file)| {
+                        let text = self.sources.get(*file)?.text.clone();
+                        Some((name.clone(), text))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let hash = if includes.is_empty() {
+            sha256(template.as_bytes())
+        } else {
+            let canonical = serde_json::json!({ "includes": includes, "template": template });
+            sha256(canonical.to_string().as_bytes())
+        };
         Ok(PromptIr {
-            hash: sha256(template.as_bytes()),
+            hash,
             template,
             source: source_name,
             inline,
+            includes,
         })
     }
 
@@ -492,6 +515,14 @@ impl<'a> Lowerer<'a, '_> {
                 && let Some(source) = self.sources.get(*file)
             {
                 hashes.insert(path.value.clone(), sha256(source.text.as_bytes()));
+            }
+        }
+        // Included files, by their template names (relative to the spec's directory).
+        for template in self.checked.templates.roles.values() {
+            for (name, file) in &template.includes {
+                if let Some(source) = self.sources.get(*file) {
+                    hashes.insert(name.clone(), sha256(source.text.as_bytes()));
+                }
             }
         }
         hashes

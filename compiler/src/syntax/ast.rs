@@ -56,6 +56,11 @@ pub struct SpecFile {
     pub doc: Option<StringLit>,
     pub items: Vec<Item>,
     pub span: Span,
+    /// Every file the roles' prompt templates include (`{% include "x" %}`), read while
+    /// parsing like a `file(...)` prompt, by its template name (its path relative to the
+    /// spec's directory, [`crate::render_env::include_path`]): the file, or why it could
+    /// not be read (reported by the template check where the tag is, E016).
+    pub includes: std::collections::BTreeMap<String, Result<crate::diagnostics::FileId, String>>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

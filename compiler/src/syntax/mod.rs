@@ -7,6 +7,7 @@
 
 pub mod ast;
 pub(crate) mod errors;
+pub mod includes;
 pub(crate) mod literals;
 mod lower;
 pub(crate) mod role_file;
@@ -72,7 +73,7 @@ pub fn parse(
             .with_help("close it with `*/`"),
         );
     }
-    let spec = Driver {
+    let mut spec = Driver {
         text: &text,
         file,
         sources,
@@ -81,6 +82,9 @@ pub fn parse(
         syntax_errors: 0,
     }
     .run();
+    if let Some(spec) = spec.as_mut() {
+        includes::load(spec, sources, loader);
+    }
     (spec, diagnostics)
 }
 
@@ -206,6 +210,7 @@ impl Driver<'_> {
             doc,
             items,
             span: Span::new(self.file, 0, end),
+            includes: std::collections::BTreeMap::new(),
         })
     }
 

@@ -173,6 +173,7 @@ fn example() -> SpecFile {
         doc: None,
         items: Vec::new(),
         span: crate::Span::new(crate::FileId(0), 0, 0),
+        includes: std::collections::BTreeMap::new(),
     })
 }
 

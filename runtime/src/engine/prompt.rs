@@ -292,18 +292,25 @@ impl<'spec> Prompts<'spec> {
             .ok_or_else(|| PromptError::UnknownRole {
                 role: role.to_string(),
             })?;
-        let (template, source_name) = match &role_ir.prompt {
-            Some(prompt) => (prompt.template.as_str(), prompt.source.clone()),
-            None => (DEFAULT_TEMPLATE, "the default prompt".to_string()),
+        let no_includes = std::collections::BTreeMap::new();
+        let (template, source_name, includes) = match &role_ir.prompt {
+            Some(prompt) => (
+                prompt.template.as_str(),
+                prompt.source.clone(),
+                &prompt.includes,
+            ),
+            None => (
+                DEFAULT_TEMPLATE,
+                "the default prompt".to_string(),
+                &no_includes,
+            ),
         };
-        let environment =
-            cached_environment(&source_name, template, &self.known_names).map_err(|error| {
-                PromptError::Template {
-                    role: role.to_string(),
-                    source_name: source_name.clone(),
-                    message: error_text(&error),
-                }
-            })?;
+        let environment = cached_environment(&source_name, template, includes, &self.known_names)
+            .map_err(|error| PromptError::Template {
+            role: role.to_string(),
+            source_name: source_name.clone(),
+            message: error_text(&error),
+        })?;
         let schema = spec.contracts.get(&role_ir.output).map_or_else(
             || Arc::new(Value::Null),
             |contract| Arc::clone(&contract.schema),
@@ -344,10 +351,13 @@ impl<'spec> Prompts<'spec> {
 /// How many compiled templates the process keeps before starting over.
 const TEMPLATE_CACHE_LIMIT: usize = 1024;
 
-/// Compiled templates by source name, then template text: parsing a template once per
-/// process instead of on every call (each environment holds that one template). Looked
-/// up by `&str`, so a hit copies nothing.
-type TemplateCache = Mutex<HashMap<String, Vec<(String, Arc<CompiledTemplate>)>>>;
+/// Compiled templates by source name, then template text and included files: parsing a
+/// template once per process instead of on every call (each environment holds that one
+/// template and what it includes). Looked up by `&str`, so a hit copies nothing.
+type TemplateCache = Mutex<HashMap<String, Vec<(String, Includes, Arc<CompiledTemplate>)>>>;
+
+/// The files a template includes, by template name.
+type Includes = std::collections::BTreeMap<String, String>;
 
 /// The process's compiled templates.
 static TEMPLATES: OnceLock<TemplateCache> = OnceLock::new();
@@ -359,7 +369,7 @@ pub fn forget_renders() {
         return;
     };
     if let Ok(cache) = cache.lock() {
-        for (_, compiled) in cache.values().flatten() {
+        for (_, _, compiled) in cache.values().flatten() {
             if let Ok(mut renders) = compiled.renders.lock() {
                 renders.clear();
             }
@@ -462,37 +472,51 @@ fn same_option(a: &Option<Arc<Value>>, b: &Option<Arc<Value>>) -> bool {
     }
 }
 
-/// The environment holding `template` compiled under `source_name`, its `strip_mention`
+/// The environment holding `template` (and the files it includes) compiled under `source_name`, its `strip_mention`
 /// filter matching `names`, built once per process; a template that does not compile is
 /// not cached.
 fn cached_environment(
     source_name: &str,
     template: &str,
-    names: &Arc<KnownNames>,
+    includes: &Includes,
+    known: &Arc<KnownNames>,
 ) -> Result<Arc<CompiledTemplate>, minijinja::Error> {
     let cache = TEMPLATES.get_or_init(|| Mutex::new(HashMap::new()));
     let found = cache.lock().ok().and_then(|cache| {
         cache.get(source_name).and_then(|versions| {
             versions
                 .iter()
-                .find(|(text, compiled)| text == template && compiled.names == **names)
-                .map(|(_, compiled)| Arc::clone(compiled))
+                .find(|(text, included, compiled)| {
+                    text == template && included == includes && compiled.names == **known
+                })
+                .map(|(_, _, compiled)| Arc::clone(compiled))
         })
     });
     if let Some(compiled) = found {
         return Ok(compiled);
     }
     // The compiler checks templates against this same environment (E018).
-    let filter_names = Arc::clone(names);
+    let filter_names = Arc::clone(known);
     let mut environment = charter_compiler::render_env::environment(move |text: &str| {
         filter_names.strip_mention(text)
     });
+    // Included files first: compiling the template looks nothing up, but rendering does.
+    charter_compiler::render_env::add_includes(
+        &mut environment,
+        includes
+            .iter()
+            .map(|(name, text)| (name.clone(), text.clone())),
+    )?;
     environment.add_template_owned(source_name.to_string(), template.to_string())?;
-    let variables = environment
+    // What the template reads, and what the files it includes read.
+    let mut variables = environment
         .get_template(source_name)?
         .undeclared_variables(false);
+    for name in includes.keys() {
+        variables.extend(environment.get_template(name)?.undeclared_variables(false));
+    }
     let compiled = Arc::new(CompiledTemplate {
-        names: KnownNames::clone(names),
+        names: KnownNames::clone(known),
         environment,
         reads_run: variables.contains("run") || variables.contains("debug"),
         renders: Mutex::new(VecDeque::with_capacity(RENDERS_KEPT)),
@@ -501,10 +525,11 @@ fn cached_environment(
         if cache.values().map(Vec::len).sum::<usize>() >= TEMPLATE_CACHE_LIMIT {
             cache.clear();
         }
-        cache
-            .entry(source_name.to_string())
-            .or_default()
-            .push((template.to_string(), Arc::clone(&compiled)));
+        cache.entry(source_name.to_string()).or_default().push((
+            template.to_string(),
+            includes.clone(),
+            Arc::clone(&compiled),
+        ));
     }
     Ok(compiled)
 }

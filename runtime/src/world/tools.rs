@@ -29,13 +29,66 @@ use crate::engine::validate::{Validator, Violation, violations_text};
 /// input contract) and answers a JSON value (checked against its output contract).
 pub trait Tool: Send + Sync {
     fn call(&self, args: Value) -> BoxFuture<'_, Result<Value, ToolError>>;
+
+    /// [`Tool::call`], told who is calling (the role and step, [`ToolContext`]). A tool
+    /// that does not care keeps this default, which ignores the context;
+    /// [`CommandTool`] passes it to its command as `CHARTER_ROLE` and `CHARTER_STEP`.
+    fn call_with(
+        &self,
+        context: &ToolContext,
+        args: Value,
+    ) -> BoxFuture<'_, Result<Value, ToolError>> {
+        let _ = context;
+        self.call(args)
+    }
 }
 
 impl<T: Tool + ?Sized> Tool for Arc<T> {
     fn call(&self, args: Value) -> BoxFuture<'_, Result<Value, ToolError>> {
         (**self).call(args)
     }
+
+    fn call_with(
+        &self,
+        context: &ToolContext,
+        args: Value,
+    ) -> BoxFuture<'_, Result<Value, ToolError>> {
+        (**self).call_with(context, args)
+    }
 }
+
+/// Who calls a tool: the role whose model asked for it (`None` for a `tool` step, which
+/// no role makes) and the flow step it runs in (`None` when the tool is called outside a
+/// run, as a test or a host may).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolContext {
+    pub role: Option<String>,
+    pub step: Option<String>,
+}
+
+impl ToolContext {
+    /// A call made by `role`'s model during step `step`.
+    pub fn role(role: impl Into<String>, step: impl Into<String>) -> Self {
+        ToolContext {
+            role: Some(role.into()),
+            step: Some(step.into()),
+        }
+    }
+
+    /// A call made by a `tool` step (no role).
+    pub fn step(step: impl Into<String>) -> Self {
+        ToolContext {
+            role: None,
+            step: Some(step.into()),
+        }
+    }
+}
+
+/// The environment variable a [`CommandTool`] reads the calling role from (unset for a
+/// `tool` step).
+pub const ROLE_VARIABLE: &str = "CHARTER_ROLE";
+/// The environment variable a [`CommandTool`] reads the calling step from.
+pub const STEP_VARIABLE: &str = "CHARTER_STEP";
 
 /// Why a tool call gave no usable result. The message is what the model is told.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -108,7 +161,11 @@ const STDERR_TAIL: usize = 2000;
 /// A tool that is a command (`charter run --tool NAME=COMMAND`), in any language.
 ///
 /// The command line is run by `sh -c` (so it may use quoting, pipes and variables, as it
-/// would in a terminal), in the current directory and with the current environment. It
+/// would in a terminal), in the current directory and with the current environment, plus
+/// who is calling: `CHARTER_ROLE` is the role whose model made the call, unset for a
+/// `tool` step (no role calls it), and `CHARTER_STEP` the flow step (both unset when the
+/// tool is called outside a run; a value inherited from Charter's own environment is
+/// never passed on). It
 /// gets the call's arguments as one JSON value on stdin (then stdin is closed) and must
 /// print one JSON value on stdout and exit 0. A non-zero exit (with the end of its
 /// stderr), output that is not JSON or longer than the limit (10 MB unless
@@ -143,10 +200,19 @@ impl CommandTool {
         &self.command
     }
 
-    async fn run(&self, args: Value) -> Result<Value, ToolError> {
-        let mut child = tokio::process::Command::new("sh")
-            .arg("-c")
-            .arg(&self.command)
+    async fn run(&self, context: &ToolContext, args: Value) -> Result<Value, ToolError> {
+        let mut command = tokio::process::Command::new("sh");
+        command.arg("-c").arg(&self.command);
+        for (variable, value) in [
+            (ROLE_VARIABLE, &context.role),
+            (STEP_VARIABLE, &context.step),
+        ] {
+            match value {
+                Some(value) => command.env(variable, value),
+                None => command.env_remove(variable),
+            };
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -313,7 +379,16 @@ impl Drop for ProcessGroup {
 
 impl Tool for CommandTool {
     fn call(&self, args: Value) -> BoxFuture<'_, Result<Value, ToolError>> {
-        Box::pin(self.run(args))
+        self.call_with(&ToolContext::default(), args)
+    }
+
+    fn call_with(
+        &self,
+        context: &ToolContext,
+        args: Value,
+    ) -> BoxFuture<'_, Result<Value, ToolError>> {
+        let context = context.clone();
+        Box::pin(async move { self.run(&context, args).await })
     }
 }
 
@@ -433,6 +508,17 @@ impl ToolBox {
         name: &str,
         args: Value,
     ) -> (Result<Value, ToolError>, std::time::Duration) {
+        self.call_limited_with(&ToolContext::default(), name, args)
+            .await
+    }
+
+    /// [`ToolBox::call_limited`], telling the tool who calls it.
+    pub async fn call_limited_with(
+        &self,
+        context: &ToolContext,
+        name: &str,
+        args: Value,
+    ) -> (Result<Value, ToolError>, std::time::Duration) {
         let (timeout, retry, backoff_ms) = self.declared.get(name).map_or((None, 0, 0), |tool| {
             (tool.timeout_ms, tool.retry, tool.backoff_ms)
         });
@@ -443,7 +529,7 @@ impl ToolBox {
                 Some(timeout_ms) => {
                     match tokio::time::timeout(
                         std::time::Duration::from_millis(timeout_ms),
-                        self.call(name, args.clone()),
+                        self.call_with(context, name, args.clone()),
                     )
                     .await
                     {
@@ -454,7 +540,7 @@ impl ToolBox {
                         }),
                     }
                 }
-                None => self.call(name, args.clone()).await,
+                None => self.call_with(context, name, args.clone()).await,
             };
             let latency = started.elapsed();
             let retriable = matches!(
@@ -480,6 +566,16 @@ impl ToolBox {
     /// Runs tool `name` on `args` once, with no limits: checks the arguments, runs the
     /// tool, checks the result.
     pub async fn call(&self, name: &str, args: Value) -> Result<Value, ToolError> {
+        self.call_with(&ToolContext::default(), name, args).await
+    }
+
+    /// [`ToolBox::call`], telling the tool who calls it ([`Tool::call_with`]).
+    pub async fn call_with(
+        &self,
+        context: &ToolContext,
+        name: &str,
+        args: Value,
+    ) -> Result<Value, ToolError> {
         let Some(tool) = self.declared.get(name) else {
             return Err(ToolError::Unknown {
                 tool: name.to_string(),
@@ -497,7 +593,7 @@ impl ToolBox {
                 contract: tool.input.clone(),
                 violations,
             })?;
-        let result = implementation.call(args).await?;
+        let result = implementation.call_with(context, args).await?;
         validator
             .validate(&tool.output, &result)
             .map_err(|violations| ToolError::InvalidResult {

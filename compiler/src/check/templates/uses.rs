@@ -9,8 +9,11 @@ use std::ops::Range;
 pub enum Kind {
     Filter,
     Test,
-    /// A tag that loads another template by name.
+    /// A tag that loads another template by name: `import`, `from`, `extends`, or an
+    /// `include` whose name is not one string literal.
     Load,
+    /// `{% include "name" %}`: `name` is the string's content, `range` its range.
+    Include,
 }
 
 /// One use of a filter, a test or a loading tag.
@@ -63,7 +66,15 @@ fn scan_tag(text: &str, start: usize, close: &str, uses: &mut Vec<Use>) -> usize
     if close == "%}" {
         let (word, range) = first_word(text.get(body_start..).unwrap_or(""));
         let range = body_start + range.start..body_start + range.end;
-        if LOADING_TAGS.contains(&word) {
+        if word == "include"
+            && let Some((name, name_range)) = string_after(text, range.end)
+        {
+            uses.push(Use {
+                kind: Kind::Include,
+                name: name.to_string(),
+                range: name_range,
+            });
+        } else if LOADING_TAGS.contains(&word) {
             uses.push(Use {
                 kind: Kind::Load,
                 name: word.to_string(),
@@ -128,6 +139,26 @@ fn pending_name(text: &str, from: usize, kind: Kind, uses: &mut Vec<Use>) {
             range: at..end,
         });
     }
+}
+
+/// The content of the string literal after optional whitespace at `from` (with no escape
+/// in it: a file name needs none), and its range.
+fn string_after(text: &str, from: usize) -> Option<(&str, Range<usize>)> {
+    let bytes = text.as_bytes();
+    let mut at = from;
+    while bytes.get(at).is_some_and(u8::is_ascii_whitespace) {
+        at += 1;
+    }
+    let quote = *bytes
+        .get(at)
+        .filter(|byte| **byte == b'"' || **byte == b'\'')?;
+    let start = at + 1;
+    let end = start + text.get(start..)?.find(char::from(quote))?;
+    let name = text.get(start..end)?;
+    if name.contains('\\') || name.is_empty() {
+        return None;
+    }
+    Some((name, start..end))
 }
 
 /// The first identifier of a tag body and its range in it (empty when there is none).
@@ -215,12 +246,26 @@ mod tests {
                 (Kind::Filter, "tojson"),
                 (Kind::Filter, "upper"),
                 (Kind::Test, "defined"),
-                (Kind::Load, "include"),
+                (Kind::Include, "p.j2"),
             ]
         );
         for found in &uses {
             assert_eq!(&text[found.range.clone()], found.name);
         }
+    }
+
+    #[test]
+    fn an_include_names_its_file_unless_the_name_is_not_a_literal() {
+        assert_eq!(
+            names(
+                "{% include 'a/b.j2' ignore missing %}{%- include name -%}{% import \"m\" as m %}"
+            ),
+            [
+                (Kind::Include, "a/b.j2".to_string()),
+                (Kind::Load, "include".to_string()),
+                (Kind::Load, "import".to_string()),
+            ]
+        );
     }
 
     #[test]

@@ -447,3 +447,46 @@ flow { write = writer(request) -> done }
         "Plan: {\"goal\": \"ship\", \"steps\": [\"build\", \"test\"]}\nSteps: [\n  \"build\",\n  \"test\"\n]\nGoal: SHIP (text)"
     );
 }
+
+/// `{% include %}` renders the included files in place, each resolved relative to the
+/// template that includes it; a changed piece renders anew (the template cache is keyed
+/// by what the template includes, not only its own text).
+#[test]
+fn included_files_render_in_place_relative_to_their_includer() {
+    let spec_text = r#"spec p version "1"
+import role "roles/caller.md"
+contract Ask { text: string }
+contract Reply { text: string }
+role inline { model: "openai:m"  prompt: """Hi {% include "shared/sign.j2" %}"""  input: Ask  output: Reply }
+flow {
+  first = caller(request) -> second
+  second = inline(request) -> done
+}
+"#;
+    let caller = "---\nid: caller\nmodel: \"openai:m\"\ninput: Ask\noutput: Reply\n---\nAsk: {{ ask.text }}\n{% include \"parts/tone.j2\" %}";
+    let render = |tone: &str| {
+        let spec = compile_spec_with(
+            spec_text,
+            &[
+                ("roles/caller.md", caller),
+                ("roles/parts/tone.j2", tone),
+                ("shared/sign.j2", "from {{ ask.text | upper }}"),
+            ],
+        );
+        let input = [json!({"text": "why"})];
+        (
+            render_prompt(&spec, "caller", &input, None).map_err(|error| error.to_string()),
+            render_prompt(&spec, "inline", &input, None).map_err(|error| error.to_string()),
+        )
+    };
+    let tone = "Be calm. {% include \"../../shared/sign.j2\" %}";
+    assert_eq!(
+        render(tone),
+        (
+            Ok("Ask: why\nBe calm. from WHY".to_string()),
+            Ok("Hi from WHY".to_string())
+        )
+    );
+    let (changed, _) = render("Be brief.");
+    assert_eq!(changed, Ok("Ask: why\nBe brief.".to_string()));
+}

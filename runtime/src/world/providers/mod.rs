@@ -166,7 +166,11 @@ impl Provider for Providers {
             let started = tokio::time::Instant::now();
             let result = match &self.tools {
                 Some(tools) => tools
-                    .call(&request.tool, request.args)
+                    .call_with(
+                        &crate::world::tools::ToolContext::step(&request.key.step),
+                        &request.tool,
+                        request.args,
+                    )
                     .await
                     .map_err(|error| error.to_string()),
                 None => Err(format!(
@@ -518,6 +522,8 @@ pub(crate) struct ToolLoop<'a> {
     limit: Option<u64>,
     permitted: u64,
     log: &'a CallLog,
+    /// Who the tools are told calls them: the role and its step.
+    context: crate::world::tools::ToolContext,
     pub(crate) calls: Vec<ToolCall>,
 }
 
@@ -536,6 +542,7 @@ impl<'a> ToolLoop<'a> {
             limit: request.max_tool_calls,
             permitted: 0,
             log: &request.log,
+            context: crate::world::tools::ToolContext::role(&request.role, &request.key.step),
             calls: Vec::new(),
         }
     }
@@ -618,7 +625,10 @@ impl<'a> ToolLoop<'a> {
             match args {
                 Ok(args) => {
                     self.log.tool_started(tool);
-                    let (result, ran) = self.tools.call_limited(tool, args.clone()).await;
+                    let (result, ran) = self
+                        .tools
+                        .call_limited_with(&self.context, tool, args.clone())
+                        .await;
                     latency = Some(ran);
                     (args, result.map_err(|error| error.to_string()))
                 }

@@ -368,3 +368,43 @@ async fn a_call_without_retries_reports_its_timeout() {
     assert!(matches!(refused, Err(ToolError::InvalidArguments { .. })));
     assert_eq!(*calls.lock().unwrap_or_else(|p| p.into_inner()), 1);
 }
+
+/// A command learns who calls it from `CHARTER_ROLE` and `CHARTER_STEP`; with no role (a
+/// `tool` step) or no context, the variable is unset (`cli/tests/tools.rs` checks that a
+/// value in Charter's own environment is not passed on).
+#[tokio::test]
+async fn a_command_is_told_the_calling_role_and_step_in_its_environment() {
+    let tools = tool_box()
+        .with(
+            "search",
+            CommandTool::new(
+                r#"cat >/dev/null; printf '{"urls": ["%s", "%s"]}' "${CHARTER_ROLE-unset}" "${CHARTER_STEP-unset}""#,
+            ),
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+    let args = json!({"text": "q"});
+    let by_role = tools
+        .call_with(
+            &ToolContext::role("writer", "write"),
+            "search",
+            args.clone(),
+        )
+        .await;
+    assert_eq!(by_role, Ok(json!({"urls": ["writer", "write"]})));
+    let by_step = tools
+        .call_with(&ToolContext::step("audit"), "search", args.clone())
+        .await;
+    assert_eq!(by_step, Ok(json!({"urls": ["unset", "audit"]})));
+    let (limited, _) = tools
+        .call_limited_with(
+            &ToolContext::role("critic", "judge"),
+            "search",
+            args.clone(),
+        )
+        .await;
+    assert_eq!(limited, Ok(json!({"urls": ["critic", "judge"]})));
+    assert_eq!(
+        tools.call("search", args).await,
+        Ok(json!({"urls": ["unset", "unset"]}))
+    );
+}

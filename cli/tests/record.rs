@@ -62,7 +62,7 @@ fn for_role(role: &str) -> wiremock::MockBuilder {
 }
 
 /// Every role of closed_loop: a plan of two orders (the second after the first), each
-/// carried out, an evaluation that passes the gate, a delivery of c1.
+/// carried out (under its own id), an evaluation that passes the gate, a delivery of c1.
 async fn mount_closed_loop(server: &MockServer) {
     let task = |id: &str, depends_on: &[&str]| {
         json!({"id": id, "goal": format!("work order {id}"), "expected_output": "a section",
@@ -73,11 +73,6 @@ async fn mount_closed_loop(server: &MockServer) {
             "planner",
             json!({"goal": "a one-page brief on heat pumps", "success_criteria": ["one page"],
                    "tasks": [task("T-001", &[]), task("T-002", &["T-001"])]}),
-        ),
-        (
-            "executor",
-            json!({"task_id": "T-001", "status": "ok", "output": "a section on heat pumps",
-                   "evidence": ["https://example.org/heat-pumps"]}),
         ),
         (
             "evaluator",
@@ -92,6 +87,15 @@ async fn mount_closed_loop(server: &MockServer) {
     for (role, content) in answers {
         for_role(role)
             .respond_with(openai_answer(content))
+            .mount(server)
+            .await;
+    }
+    // Each executor reports under the id of the work order its prompt gives.
+    for id in ["T-001", "T-002"] {
+        for_role("executor")
+            .and(wiremock::matchers::body_string_contains(format!("Work order {id}")))
+            .respond_with(openai_answer(json!({"task_id": id, "status": "ok",
+                "output": "a section on heat pumps", "evidence": ["https://example.org/heat-pumps"]})))
             .mount(server)
             .await;
     }

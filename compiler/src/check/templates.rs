@@ -3,7 +3,7 @@
 //! included files that could not be read (E016); the files a template includes are checked
 //! the same way (their syntax, filters, tests and own includes).
 
-pub(crate) mod uses;
+pub(crate) use crate::syntax::template_uses as uses;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -303,7 +303,7 @@ fn check_role(
         }
     };
     facts.parsed = true;
-    let name = includes::template_name(role).unwrap_or(crate::graph::INLINE_SOURCE);
+    let name = includes::template_name(role).unwrap_or(crate::syntax::includes::INLINE_SOURCE);
     check_uses(
         role,
         &mut vec![crate::render_env::include_path("", name)],

@@ -25,7 +25,7 @@ use crate::syntax::ast::{
 type Result<T> = std::result::Result<T, InternalError>;
 
 /// [`PromptIr::source`] of an inline prompt.
-pub const INLINE_SOURCE: &str = "inline";
+pub use crate::syntax::includes::INLINE_SOURCE;
 
 /// The retry count of a role that does not say (DESIGN §4 "Counting").
 pub const DEFAULT_RETRY: u64 = 2;

@@ -7,11 +7,13 @@
 //! `include` tag is (E016), and looks into what was read.
 
 use crate::Loader;
-use crate::check::templates::uses;
 use crate::diagnostics::{FileId, Sources};
-use crate::graph::INLINE_SOURCE;
 use crate::render_env::include_path;
 use crate::syntax::ast::{Item, PromptSource, Role, SpecFile};
+use crate::syntax::template_uses as uses;
+
+/// [`crate::graph::PromptIr::source`] of an inline prompt.
+pub const INLINE_SOURCE: &str = "inline";
 
 /// The most files the templates of one spec may include, all roles together: a bound on
 /// what a spec can make the compiler read.

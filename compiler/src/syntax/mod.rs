@@ -11,6 +11,7 @@ pub mod includes;
 pub(crate) mod literals;
 mod lower;
 pub(crate) mod role_file;
+pub(crate) mod template_uses;
 
 #[cfg(test)]
 mod tests;

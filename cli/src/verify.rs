@@ -214,7 +214,7 @@ pub fn run(args: &VerifyArgs, context: Context) -> anyhow::Result<Outcome> {
         return Ok(outcome);
     }
     if let Some(path) = &args.html
-        && let Err(outcome) = write_html_report(context, path, root, &reports)
+        && let Err(outcome) = write_html_report(context, path, root, &reports, &specs.gates)
     {
         return Ok(outcome);
     }
@@ -333,6 +333,9 @@ struct SpecsChecked {
     specs: Vec<SpecChecked>,
     cases: Vec<JunitCase>,
     annotations: Vec<String>,
+    /// Each compiled spec's gates (rules and score thresholds, as `GET /specs/{name}`
+    /// tells them), by spec name: what the `--html` page reads a gate event against.
+    gates: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// One spec compiled: its path relative to the project root, and its warnings or the
@@ -395,7 +398,12 @@ fn check_specs(
     let mut checked = SpecsChecked::default();
     for relative in selected_specs(root, config) {
         let result = compile_spec_with_warnings(root, &relative)
-            .map(|(_, warnings)| warnings)
+            .map(|(spec, warnings)| {
+                checked
+                    .gates
+                    .insert(spec.name.clone(), crate::serve::gates_of(&spec));
+                warnings
+            })
             .map_err(|problem| escaped_problem(&problem));
         let failure = match &result {
             Ok(warnings) => {
@@ -547,8 +555,9 @@ fn write_html_report(
     path: &Path,
     root: &Path,
     reports: &[ScenarioReport],
+    gates: &std::collections::BTreeMap<String, serde_json::Value>,
 ) -> Result<(), Outcome> {
-    let page = html_report(root, reports);
+    let page = html_report(root, reports, gates);
     crate::view::write_page(path, &page).map_err(|error| {
         print_error(
             context,
@@ -799,7 +808,11 @@ fn write_junit_report(
 /// scenario's status, problems (with their diffs) and timeline — the trace it produced
 /// (`trace.snap.new` when that differs from the snapshot, with the first event where it
 /// departs from `trace.snap` marked, else `trace.snap`) — with the commit and the time.
-fn html_report(root: &Path, reports: &[ScenarioReport]) -> String {
+fn html_report(
+    root: &Path,
+    reports: &[ScenarioReport],
+    gates: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> String {
     let read = |path: &Path| {
         charter_runtime::world::files::read_regular(
             path,
@@ -834,6 +847,10 @@ fn html_report(root: &Path, reports: &[ScenarioReport]) -> String {
             }
             if let Some(description) = &report.description {
                 scenario["description"] = serde_json::json!(description);
+            }
+            // The spec's gates: each score's threshold beside its value.
+            if let Some(gates) = gates.get(&report.spec) {
+                scenario["spec"] = serde_json::json!({"gates": gates});
             }
             if !report.problems.is_empty() {
                 let messages: Vec<&str> = report

@@ -858,6 +858,18 @@ async fn the_report_opens_on_a_table_whose_first_row_is_the_failure_and_links_to
             "only the CHANGED timeline is marked, once"
         );
         browser.screenshot("report-marked.png");
+        // A gate row reads its scores against the spec's thresholds.
+        let scores = browser.eval(
+            "[...document.querySelector('.scenario[data-name=\"closed_loop/happy_path\"] [data-kind=gate] table.scores').querySelectorAll('tr')].map(r => [...r.children].map(c => c.textContent))",
+        );
+        assert_eq!(scores[0], json!(["score", "weight", "value", "threshold", "result"]), "{scores}");
+        let relevance = scores
+            .as_array()
+            .and_then(|rows| rows.iter().find(|row| row[0] == "relevance"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(relevance[3], json!("\u{2265} 6"), "{scores}");
+        assert!(relevance[4].as_str().is_some_and(|result| result.starts_with("meets 6")), "{scores}");
         // The filter keeps what matches.
         browser.run("const f = document.getElementById('filter'); f.value = 'budget'; f.dispatchEvent(new Event('input'));");
         assert_eq!(

@@ -26,6 +26,7 @@ use crate::driver::{LiveFlags, PreparedSpec, model_overrides, tool_box, tool_nam
 use crate::loader::{compile_whole, display_path, normalize};
 use crate::{Context, Outcome, print_err, print_error};
 use runs::{Refusal, Runs, ServedSpec};
+pub(crate) use specs::gates as gates_of;
 
 /// Serve runs of SPECs over HTTP, with a live event stream.
 ///

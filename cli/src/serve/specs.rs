@@ -31,7 +31,7 @@ pub(crate) fn spec_info(served: &ServedSpec) -> Value {
 
 /// Each gate's rules (`{name, severity, code}`) and scores (`{name, weight, below?,
 /// code?}`): what a gate event's results are read against.
-fn gates(spec: &CompiledSpec) -> Value {
+pub(crate) fn gates(spec: &CompiledSpec) -> Value {
     let gates: Map<String, Value> = spec
         .gates
         .iter()

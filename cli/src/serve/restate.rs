@@ -21,8 +21,13 @@ use super::runs::Run;
 /// The file, in a run's directory, that says the run lives in Restate.
 pub(crate) const RESTATE_FILE: &str = "restate.json";
 
-/// How often a followed run's events and status are asked for.
+/// How often a followed run's events and status are asked for while it changes; a run
+/// that shows nothing new is asked half as often each time, down to [`IDLE_POLL`] (a
+/// run waiting on an ask for a day costs its server little).
 const POLL: Duration = Duration::from_millis(200);
+
+/// The longest pause between two looks at a run that shows nothing new.
+const IDLE_POLL: Duration = Duration::from_secs(2);
 
 /// How long one request to the ingress may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -138,6 +143,8 @@ impl Front {
         // The promise of the ask shown last, and where a client's answer to it arrives.
         let mut shown: Option<String> = None;
         let mut answers: Option<tokio::sync::oneshot::Receiver<Value>> = None;
+        let mut pause = POLL;
+        let mut last_state = Value::Null;
         loop {
             let polled = async {
                 let events = self.call(&run.id, "events", &json!(since)).await?;
@@ -165,10 +172,18 @@ impl Front {
                     continue;
                 }
             };
+            let before = since;
             for event in events.as_array().into_iter().flatten() {
                 keep(event);
                 since += 1;
             }
+            let state = status.get("state").cloned().unwrap_or(Value::Null);
+            pause = if since == before && state == last_state {
+                (pause * 2).min(IDLE_POLL)
+            } else {
+                POLL
+            };
+            last_state = state;
             match status.get("state").and_then(Value::as_str) {
                 Some("finished") => {
                     // Events kept with the last entry, if the poll above came before it.
@@ -201,12 +216,14 @@ impl Front {
                 _ => {}
             }
             let Some(receiver) = answers.as_mut() else {
-                tokio::time::sleep(POLL).await;
+                tokio::time::sleep(pause).await;
                 continue;
             };
             tokio::select! {
                 answer = receiver => {
                     answers = None;
+                    // The run goes on at once: look again soon.
+                    pause = POLL;
                     if let Ok(answer) = answer
                         && let Err(failure) = self.call(&run.id, "answer", &answer).await
                     {
@@ -214,7 +231,7 @@ impl Front {
                             "Restate did not take the answer: {failure}")});
                     }
                 }
-                () = tokio::time::sleep(POLL) => {}
+                () = tokio::time::sleep(pause) => {}
             }
         }
     }

@@ -119,6 +119,7 @@ module.exports = grammar({
           optional(seq('backoff', $.duration))),
         seq(field('key', 'tool_choice'), ':', field('value', $.identifier)),
         seq(field('key', 'retry_after_effects'), ':', field('value', $.boolean)),
+        seq(field('key', 'messages'), ':', field('value', $.identifier)),
         $.permit,
       ),
     permit: ($) => seq('permit', field('tool', $.identifier), 'when', $._expression),

@@ -12,7 +12,7 @@ use crate::index::{Def, field_contract, request_contract, step_contract};
 use crate::scan::{TemplateItem, tag_at, template_items};
 
 /// Keywords of the language, offered where a name is expected.
-pub const KEYWORDS: [&str; 63] = [
+pub const KEYWORDS: [&str; 64] = [
     "spec",
     "version",
     "import",
@@ -40,6 +40,7 @@ pub const KEYWORDS: [&str; 63] = [
     "backoff",
     "history",
     "last",
+    "messages",
     "permit",
     "when",
     "else",

@@ -179,6 +179,10 @@ fn role_text(role: &Role, symbols: &Symbols<'_>, sources: &Sources, analysis: &A
     {
         lines.push(format!("  prompt: {path}"));
     }
+    // How the call is laid out changes what the model sees: worth showing when it is said.
+    if let Some(messages) = &role.messages {
+        lines.push(format!("  messages: {}", messages.name));
+    }
     let _ = sources;
     code_block(&lines.join("\n"))
 }

@@ -444,6 +444,32 @@ fn completion_after_request_dot_lists_the_request_fields() {
 }
 
 #[test]
+fn a_roles_messages_is_completed_and_shown_on_hover() {
+    let text = SMALL.replace("  input: Ask\n", "  input: Ask\n  messages: chat\n");
+    let analysis = inline(&text);
+    let path = "/p/specs/x.charter";
+    let hover = analysis
+        .hover(path, offset_of(&text, "role answerer", 0, 6))
+        .expect("a hover");
+    assert!(
+        hover.markdown.contains("  messages: chat"),
+        "{}",
+        hover.markdown
+    );
+    let offered: Vec<String> = analysis
+        .completions(path, offset_of(&text, "  messages", 0, 2))
+        .into_iter()
+        .map(|completion| completion.label)
+        .collect();
+    assert!(offered.contains(&"messages".to_string()), "{offered:?}");
+    // A role that does not say it shows no layout.
+    let plain = inline(SMALL)
+        .hover(path, offset_of(SMALL, "role answerer", 0, 6))
+        .expect("a hover");
+    assert!(!plain.markdown.contains("messages"), "{}", plain.markdown);
+}
+
+#[test]
 fn completion_offers_names_keywords_issue_codes_and_template_variables() {
     let analysis = seed("lead_agent");
     let path = seed_path("lead_agent");

@@ -48,6 +48,21 @@ fn a_block_on_several_lines_gets_one_member_a_line_indented_by_two() {
 }
 
 #[test]
+fn a_roles_messages_is_kept_and_laid_out_like_its_other_properties() {
+    assert_eq!(
+        body(
+            "role r {\n    model: default  messages:chat // a conversation\n  input: A   output: B // one answer\n}\n"
+        ),
+        "role r {\n  model: default\n  messages: chat  // a conversation\n  input: A\n  output: B       // one answer\n}\n"
+    );
+    let one_line = "role r { model: default  messages: prompt  input: A  output: B }\n";
+    assert_eq!(
+        body("role r{model:default messages : prompt input:A output:B}\n"),
+        one_line
+    );
+}
+
+#[test]
 fn a_one_line_block_stays_on_one_line_while_it_fits_and_holds_no_comment() {
     let short = "contract Param { name: string  value: string? }\n";
     assert_eq!(body(short), short);

@@ -289,7 +289,7 @@ impl ToolChoiceIr {
     }
 }
 
-/// How a role's call is laid out as messages (a role file's `messages:`).
+/// How a role's call is laid out as messages (`messages:` in a role file or a role block).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MessagesIr {
@@ -366,7 +366,8 @@ pub struct RoleIr {
     /// a `write` or `external` effect (otherwise the step fails instead of repeating them).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retry_after_effects: bool,
-    /// `messages: chat` in a role file: a system message and the conversation.
+    /// `messages: chat` (a role file's or a role block's): a system message and the
+    /// conversation.
     #[serde(default, skip_serializing_if = "MessagesIr::is_prompt")]
     pub messages: MessagesIr,
 }

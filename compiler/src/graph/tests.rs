@@ -1350,3 +1350,109 @@ fn implied_contracts_and_message_layouts_are_checked() {
         ],
     );
 }
+
+/// A spec whose role `helper` is `ROLE` (a role block, or nothing when it is imported).
+fn helper_spec(role: &str) -> String {
+    format!(
+        "spec helper version \"1\"\n{role}\nmodels {{ default = \"openai:gpt-4o\" }}\n\
+         contract Request {{ text: string }}\ncontract Reply {{ text: string }}\n\
+         flow {{ answer = helper(request) -> done }}\n"
+    )
+}
+
+/// The role `helper` of `spec`, with `roles/helper.md` beside it.
+fn helper_role(spec: &str) -> RoleIr {
+    let mut loader = MemoryLoader::default();
+    loader.files.insert(
+        "roles/helper.md".to_string(),
+        "---\nid: helper\nmodel: default\ninput: Request\noutput: Reply\nmessages: chat\n---\nYou help.\n"
+            .to_string(),
+    );
+    compiled(spec, &loader).0.roles["helper"].clone()
+}
+
+#[test]
+fn a_role_block_with_messages_chat_lowers_like_the_role_file_that_says_it() {
+    let from_file = helper_role(&helper_spec("import role \"roles/helper.md\""));
+    let mut from_block = helper_role(&helper_spec(
+        "role helper {\n  model: default\n  prompt: \"You help.\"\n  input: Request\n  output: Reply\n  messages: chat\n}",
+    ));
+    assert_eq!(from_file.messages, MessagesIr::Chat);
+    assert_eq!(from_block.messages, MessagesIr::Chat);
+    // Only where the role came from differs: the file's path and its template's origin.
+    assert_eq!(from_block.file, None);
+    from_block.file = from_file.file.clone();
+    from_block.prompt = from_file.prompt.clone();
+    assert_eq!(from_block, from_file);
+
+    // `messages: prompt` is the default: the role, and so the spec's hash, is the same as
+    // when it says nothing.
+    let block = |messages: &str| {
+        helper_spec(&format!(
+            "role helper {{ model: default  prompt: \"You help.\"  input: Request  output: Reply{messages} }}"
+        ))
+    };
+    let loader = MemoryLoader::default();
+    let (silent, _) = compiled(&block(""), &loader);
+    let (prompt, _) = compiled(&block("  messages: prompt"), &loader);
+    assert_eq!(silent.roles["helper"].messages, MessagesIr::Prompt);
+    assert_eq!(silent.roles["helper"], prompt.roles["helper"]);
+    assert_eq!(semantic_hash(&silent), semantic_hash(&prompt));
+}
+
+/// A role block's `messages:` is checked as a role file's is: the value (E002), an input
+/// with a `string` field to send (E005), and said once (E003).
+#[test]
+fn a_role_blocks_messages_is_checked_like_a_role_files() {
+    let check = |messages: &str, request: &str, expect: &[&str]| {
+        let spec = helper_spec(&format!(
+            "role helper {{ model: default  prompt: \"You help.\"  input: Request  output: Reply  {messages} }}"
+        ))
+        .replace("contract Request { text: string }", request);
+        let compilation = compile("test.charter", &spec, &MemoryLoader::default());
+        let found: Vec<String> = compilation
+            .diagnostics
+            .iter()
+            .filter(|diagnostic| diagnostic.is_error())
+            .map(|diagnostic| {
+                let span = diagnostic.labels.first().map(|label| label.span);
+                let at = span.map_or("", |span| &spec[span.start as usize..span.end as usize]);
+                format!(
+                    "{} {} at `{at}` | {}",
+                    diagnostic.code,
+                    diagnostic.message,
+                    diagnostic.help.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(found, expect);
+    };
+    let text = "contract Request { text: string }";
+    check("messages: chat", text, &[]);
+    check(
+        "messages: chats",
+        text,
+        &["E002 unknown message layout `chats` at `chats` | did you mean `chat`?"],
+    );
+    check(
+        "messages: chat",
+        "contract Request { n: int }",
+        &[
+            "E005 role `helper` has `messages: chat` but its input `Request` has no `string` field to send as the user's message at `chat` | add a field such as `text: string` to `Request`",
+        ],
+    );
+    let twice = &found_code(&helper_spec(
+        "role helper { model: default  prompt: \"You help.\"  input: Request  output: Reply  messages: chat  messages: prompt }",
+    ));
+    assert_eq!(twice, &["E003"]);
+}
+
+/// The codes of the errors of compiling `spec`.
+fn found_code(spec: &str) -> Vec<String> {
+    compile("test.charter", spec, &MemoryLoader::default())
+        .diagnostics
+        .iter()
+        .filter(|diagnostic| diagnostic.is_error())
+        .map(|diagnostic| diagnostic.code.to_string())
+        .collect()
+}

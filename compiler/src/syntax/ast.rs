@@ -285,8 +285,9 @@ pub struct Role {
     /// Role files only: the `id` as written when it is not an identifier itself
     /// (`exp-master`, which the spec names `exp_master`); `role_named` finds it too.
     pub written_id: Option<StringLit>,
-    /// Role files only: `messages: chat` (the body is a system message, then the session's
-    /// turns and the current message as a conversation); `None` is one user message.
+    /// `messages: chat` (the prompt is a system message, then the session's turns and the
+    /// current message as a conversation), in a role file or a role block; `None` and
+    /// `prompt` are one user message.
     pub messages: Option<Ident>,
     /// Role files only: which contracts the role takes by default because its front matter
     /// leaves them out (`input` is `Request`, `output` is `Reply`).

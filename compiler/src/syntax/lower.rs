@@ -114,6 +114,7 @@ fn is_token(rule: Rule) -> bool {
             | Rule::kw_seed
             | Rule::kw_idle_timeout
             | Rule::kw_tool_choice
+            | Rule::kw_messages
             | Rule::kw_retry_after_effects
             | Rule::kw_on_error
             | Rule::kw_else
@@ -698,6 +699,7 @@ impl Lowerer<'_> {
                 Rule::prop_history => "history",
                 Rule::prop_tool_choice => "tool_choice",
                 Rule::prop_retry_after_effects => "retry_after_effects",
+                Rule::prop_messages => "messages",
                 Rule::prop_permit => "permit",
                 _ => "retry",
             };
@@ -745,6 +747,7 @@ impl Lowerer<'_> {
                 Rule::prop_retry_after_effects => {
                     role.retry_after_effects = Some(values(property).next()?.as_str() == "true");
                 }
+                Rule::prop_messages => role.messages = Some(self.ident(&values(property).next()?)),
                 Rule::prop_permit => {
                     let mut parts = values(property);
                     let tool = self.ident(&parts.next()?);

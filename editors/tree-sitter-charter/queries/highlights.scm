@@ -66,8 +66,8 @@
 [
   "price" "temperature" "top_p" "max_tokens" "seed" "idle_timeout" "output" "json_schema"
   "json_object" "prompt" "keep" "model" "input" "effect" "max_tool_calls" "timeout"
-  "retry" "backoff" "tools" "history" "last" "tool_choice" "retry_after_effects" "file"
-  "hard" "warn" "score" "weight" "below" "detail" "rounds" "no_progress" "feedback"
+  "retry" "backoff" "tools" "history" "last" "tool_choice" "retry_after_effects" "messages"
+  "file" "hard" "warn" "score" "weight" "below" "detail" "rounds" "no_progress" "feedback"
   "tokens" "cost" "wall" "steps" "on_exhausted" "max"
 ] @keyword
 

@@ -1,11 +1,14 @@
-//! `messages: chat` on the wire (DESIGN §9.4): each provider dialect sends a role's system message, the conversation and the current message as its API expects, against wiremock on loopback.
+//! `messages: chat` on the wire (DESIGN §9.4): each provider dialect sends a role's system message, the conversation and the current message as its API expects, against wiremock on loopback; and a whole run of a `role` block that says it (or not).
 
 use std::sync::Arc;
 
 use charter_runtime::compiler::graph::OutputModeIr;
+use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
 use charter_runtime::engine::chat::{ChatMessage, ChatMessages, Speaker};
-use charter_runtime::engine::effects::Provider;
+use charter_runtime::engine::effects::{Effects, Provider};
 use charter_runtime::engine::provider::{CallSettings, ModelOutput, ModelRequest};
+use charter_runtime::engine::run::{RunConfig, run};
+use charter_runtime::formats::trace::{MemorySink, Outcome};
 use charter_runtime::world::providers::{
     AnthropicConfig, AnthropicProvider, ApiKey, OpenAiConfig, OpenAiProvider, StructuredOutput,
 };
@@ -13,7 +16,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::support::{SECRET, bodies, request, tool_box};
+use crate::support::{NoHumans, SECRET, bodies, request, tool_box};
 
 const SYSTEM: &str = "You are the creative director.";
 
@@ -245,4 +248,70 @@ async fn a_role_without_chat_sends_one_user_message() {
         roles_and_texts(&sent[0]["messages"]),
         [("user".to_string(), "Write about rust.".to_string())]
     );
+}
+
+/// A spec whose one role is a `role` block; `messages` is its `messages:` line, if any.
+fn role_block_spec(messages: &str) -> CompiledSpec {
+    let text = format!(
+        "spec helper version \"1\"\n\
+         models {{ default = \"openai:gpt-4o\" }}\n\
+         contract Request {{ text: string }}\n\
+         contract Reply {{ text: string }}\n\
+         role helper {{\n  model: default\n  prompt: \"{SYSTEM}\"\n  input: Request\n  output: Reply\n  {messages}\n}}\n\
+         flow {{ answer = helper(request) -> done }}\n"
+    );
+    let compilation = compile("helper.charter", &text, &MemoryLoader::default());
+    match compilation.spec {
+        Some(spec) if !compilation.has_errors() => spec,
+        _ => panic!("does not compile: {:?}\n{text}", compilation.diagnostics),
+    }
+}
+
+/// `(role, content)` of each message of the one call a whole run of `spec` makes against
+/// a wiremock OpenAI server.
+async fn messages_of_a_run(spec: &CompiledSpec) -> Vec<(String, String)> {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        "/v1/chat/completions",
+        openai_answer(r#"{"text": "hi"}"#),
+    )
+    .await;
+    let provider: Arc<dyn Provider> = Arc::new(openai(&server));
+    let mut sink = MemorySink::new();
+    let outcome = run(
+        spec,
+        json!({"text": "Hello there"}),
+        Effects::new(provider, &NoHumans, &mut sink),
+        &RunConfig::default(),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(outcome.outcome, Outcome::Completed, "{:?}", outcome.message);
+    let sent = bodies(&server).await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    roles_and_texts(&sent[0]["messages"])
+}
+
+/// `messages: chat` in a `role` block, as in a role file: the rendered prompt goes as the
+/// system message and the request's text as the user's.
+#[tokio::test]
+async fn a_role_block_with_messages_chat_sends_a_system_then_a_user_message() {
+    let messages = messages_of_a_run(&role_block_spec("messages: chat")).await;
+    let roles: Vec<&str> = messages.iter().map(|(role, _)| role.as_str()).collect();
+    assert_eq!(roles, ["system", "user"], "{messages:?}");
+    assert!(messages[0].1.starts_with(SYSTEM), "{messages:?}");
+    assert_eq!(messages[1].1, "Hello there");
+}
+
+/// The same role block saying nothing, or `messages: prompt`, sends its prompt as the one
+/// user message.
+#[tokio::test]
+async fn a_role_block_without_chat_sends_one_user_message() {
+    for messages in ["", "messages: prompt"] {
+        let sent = messages_of_a_run(&role_block_spec(messages)).await;
+        let roles: Vec<&str> = sent.iter().map(|(role, _)| role.as_str()).collect();
+        assert_eq!(roles, ["user"], "{messages}: {sent:?}");
+        assert!(sent[0].1.starts_with(SYSTEM), "{messages}: {sent:?}");
+    }
 }

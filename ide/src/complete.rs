@@ -12,7 +12,7 @@ use crate::index::{Def, field_contract, request_contract, step_contract};
 use crate::scan::{TemplateItem, tag_at, template_items};
 
 /// Keywords of the language, offered where a name is expected.
-pub const KEYWORDS: [&str; 64] = [
+pub const KEYWORDS: [&str; 66] = [
     "spec",
     "version",
     "import",
@@ -40,6 +40,8 @@ pub const KEYWORDS: [&str; 64] = [
     "backoff",
     "history",
     "last",
+    "tool_choice",
+    "retry_after_effects",
     "messages",
     "permit",
     "when",

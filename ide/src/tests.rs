@@ -462,6 +462,12 @@ fn a_roles_messages_is_completed_and_shown_on_hover() {
         .map(|completion| completion.label)
         .collect();
     assert!(offered.contains(&"messages".to_string()), "{offered:?}");
+    for property in ["tool_choice", "retry_after_effects", "history", "permit"] {
+        assert!(
+            offered.contains(&property.to_string()),
+            "{property}: {offered:?}"
+        );
+    }
     // A role that does not say it shows no layout.
     let plain = inline(SMALL)
         .hover(path, offset_of(SMALL, "role answerer", 0, 6))

@@ -573,7 +573,12 @@ fn helpful_messages() {
     );
     assert_eq!(
         help(&format!("{HEADER}role r {{ timout: 2m }}\n")),
-        "expected one of `rules`, `input`, `output`, `model`, `prompt`, `tools`, `max_tool_calls`, `timeout`, `retry`, `}`: did you mean `timeout`?"
+        "expected one of `rules`, `input`, `output`, `model`, `prompt`, `tools`, `max_tool_calls`, `timeout`, `retry`, `history`, `permit`, `tool_choice`, `messages`, `retry_after_effects`, `}`: did you mean `timeout`?"
+    );
+    assert!(
+        help(&format!("{HEADER}role r {{ mesages: chat }}\n"))
+            .ends_with("did you mean `messages`?"),
+        "every role property is offered"
     );
     assert_eq!(
         help(&format!(

@@ -2,12 +2,11 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
-use support::{copy_dir, copy_file, repository};
+use support::{copy_dir, copy_file, repository, typed};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
@@ -80,23 +79,6 @@ fn charter(dir: &Path, server: &MockServer, args: &[&str]) -> Command {
         .env("OPENAI_API_KEY", SECRET)
         .env("NO_COLOR", "1");
     command
-}
-
-/// Runs `command` with `stdin` typed into it.
-fn typed(mut command: Command, stdin: &str) -> Output {
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|error| panic!("cannot run charter: {error}"));
-    if let Some(mut input) = child.stdin.take() {
-        // A command that refuses its arguments exits before reading: the pipe is closed.
-        let _ = input.write_all(stdin.as_bytes());
-    }
-    child
-        .wait_with_output()
-        .unwrap_or_else(|error| panic!("{error}"))
 }
 
 /// The JSON values printed on stdout, in order.

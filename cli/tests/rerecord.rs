@@ -14,9 +14,8 @@
 
 mod support;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use charter_runtime::formats::scenario::{CallKey, Cassette, Scenario};
 use serde_json::{Value, json};
@@ -94,25 +93,16 @@ fn charter(project: &Path, server: &MockServer, args: &[&str]) -> Output {
 
 /// `charter ARGS` with `typed` on its stdin (what a person at the terminal would answer).
 fn charter_typing(project: &Path, server: &MockServer, args: &[&str], typed: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_charter"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_charter"));
+    command
         .current_dir(project)
         .args(["--color", "never"])
         .args(args)
         .env_remove("ANTHROPIC_API_KEY")
         .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
         .env("OPENAI_API_KEY", "sk-cli-rerecord-KEY-3141")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|error| panic!("{error}"));
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(typed.as_bytes());
-    }
-    child
-        .wait_with_output()
-        .unwrap_or_else(|error| panic!("{error}"))
+        .env("NO_COLOR", "1");
+    support::typed(command, typed)
 }
 
 fn rerecord(project: &Path, server: &MockServer, more: &[&str]) -> Output {

@@ -146,27 +146,15 @@ impl Front {
         let mut pause = POLL;
         let mut last_state = Value::Null;
         loop {
-            let polled = async {
-                let events = self.call(&run.id, "events", &json!(since)).await?;
-                let status = self.call(&run.id, "status", &Value::Null).await?;
-                Ok::<_, Failure>((events, status))
-            }
-            .await;
-            let (events, status) = match polled {
+            let (events, status) = match self.poll(&run.id, since).await {
                 Ok(polled) => {
                     failures = 0;
                     polled
                 }
                 Err(failure) => {
                     failures += 1;
-                    // Refused (not a server error): a few tries, then say why.
-                    let most = match failure {
-                        Failure::Refused(status, _) if status < 500 => MAX_REFUSALS,
-                        _ => MAX_FAILURES,
-                    };
-                    if failures >= most {
-                        return json!({"outcome": "error", "message": format!(
-                            "lost the run in Restate ({}): {failure}", self.ingress)});
+                    if let Some(lost) = self.lost(failures, &failure) {
+                        return lost;
                     }
                     tokio::time::sleep(POLL).await;
                     continue;
@@ -184,36 +172,19 @@ impl Front {
                 POLL
             };
             last_state = state;
-            match status.get("state").and_then(Value::as_str) {
-                Some("finished") => {
-                    // Events kept with the last entry, if the poll above came before it.
-                    if let Ok(events) = self.call(&run.id, "events", &json!(since)).await {
-                        for event in events.as_array().into_iter().flatten() {
-                            keep(event);
-                        }
-                    }
-                    return status.get("result").cloned().unwrap_or_else(
-                        || json!({"outcome": "error", "message": "Restate's status has no result"}),
-                    );
+            if let Some(result) = ended(&status) {
+                // Events kept with the last entry, if the poll above came before it.
+                if let Ok(events) = self.call(&run.id, "events", &json!(since)).await {
+                    events.as_array().into_iter().flatten().for_each(&mut keep);
                 }
-                Some("error") => {
-                    let message = status
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("the run failed in Restate");
-                    return json!({"outcome": "error", "message": message});
-                }
-                Some("waiting") => {
-                    let promise = status.pointer("/ask/promise").and_then(Value::as_str);
-                    if let Some(promise) = promise
-                        && shown.as_deref() != Some(promise)
-                    {
-                        let request = asked(promise, &status);
-                        answers = Some(run.wait_for_answer(request));
-                        shown = Some(promise.to_string());
-                    }
-                }
-                _ => {}
+                return result;
+            }
+            if status.get("state").and_then(Value::as_str) == Some("waiting")
+                && let Some(promise) = status.pointer("/ask/promise").and_then(Value::as_str)
+                && shown.as_deref() != Some(promise)
+            {
+                answers = Some(run.wait_for_answer(asked(promise, &status)));
+                shown = Some(promise.to_string());
             }
             let Some(receiver) = answers.as_mut() else {
                 tokio::time::sleep(pause).await;
@@ -234,6 +205,46 @@ impl Front {
                 () = tokio::time::sleep(pause) => {}
             }
         }
+    }
+}
+
+impl Front {
+    /// Run `id`'s trace events from the `since`th on, and its status.
+    async fn poll(&self, id: &str, since: u64) -> Result<(Value, Value), Failure> {
+        let events = self.call(id, "events", &json!(since)).await?;
+        let status = self.call(id, "status", &Value::Null).await?;
+        Ok((events, status))
+    }
+
+    /// The run's end, when `failures` requests in a row have failed, the last with
+    /// `failure`: a few refusals (not a server error), or about two minutes of no answer.
+    fn lost(&self, failures: u32, failure: &Failure) -> Option<Value> {
+        let most = match failure {
+            Failure::Refused(status, _) if *status < 500 => MAX_REFUSALS,
+            _ => MAX_FAILURES,
+        };
+        (failures >= most).then(|| {
+            json!({"outcome": "error", "message": format!(
+                "lost the run in Restate ({}): {failure}", self.ingress)})
+        })
+    }
+}
+
+/// The result a status says the run ended with (`finished`, or `error` with its message),
+/// or `None` while it goes on.
+fn ended(status: &Value) -> Option<Value> {
+    match status.get("state").and_then(Value::as_str) {
+        Some("finished") => Some(status.get("result").cloned().unwrap_or_else(
+            || json!({"outcome": "error", "message": "Restate's status has no result"}),
+        )),
+        Some("error") => {
+            let message = status
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("the run failed in Restate");
+            Some(json!({"outcome": "error", "message": message}))
+        }
+        _ => None,
     }
 }
 

@@ -535,17 +535,7 @@ impl Runs {
                 // Followed again after a restart, the run's events come again from the first.
                 let trace = LineFile::create(&dir.join(EVENTS_FILE)).ok();
                 let mut result = runtime.block_on(front.follow(&run, trace));
-                let used = totals_of(&spec, &run.stream);
-                result["totals"] = json!({
-                    "calls": used.calls,
-                    "input_tokens": used.input_tokens,
-                    "output_tokens": used.output_tokens,
-                    "cost": used.cost,
-                    "unpriced": used.unpriced,
-                    "t_ms": used.t_ms,
-                    "wall_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    "replay": false,
-                });
+                result["totals"] = totals_json(&spec, &run.stream, started, false);
                 let result = runs.scrubber().value(&result);
                 let _ = serde_json::to_string_pretty(&result)
                     .map(|text| files::write_atomically(&dir.join(RESULT_FILE), text.as_bytes()));
@@ -643,17 +633,7 @@ impl Runs {
             }
             Err(message) => json!({"outcome": "error", "message": message}),
         };
-        let used = totals_of(spec, &run.stream);
-        result["totals"] = json!({
-            "calls": used.calls,
-            "input_tokens": used.input_tokens,
-            "output_tokens": used.output_tokens,
-            "cost": used.cost,
-            "unpriced": used.unpriced,
-            "t_ms": used.t_ms,
-            "wall_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "replay": replay.is_some(),
-        });
+        result["totals"] = totals_json(spec, &run.stream, started, replay.is_some());
         result
     }
 
@@ -947,6 +927,27 @@ fn started_ms(id: &str) -> u64 {
 }
 
 /// What a run used, added up from the trace events on its stream.
+/// A result's `totals`: what the stream's trace events add up to, the wall time since
+/// `started`, and whether the run replayed a recording.
+fn totals_json(
+    spec: &CompiledSpec,
+    stream: &Stream,
+    started: std::time::Instant,
+    replay: bool,
+) -> Value {
+    let used = totals_of(spec, stream);
+    json!({
+        "calls": used.calls,
+        "input_tokens": used.input_tokens,
+        "output_tokens": used.output_tokens,
+        "cost": used.cost,
+        "unpriced": used.unpriced,
+        "t_ms": used.t_ms,
+        "wall_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "replay": replay,
+    })
+}
+
 fn totals_of(spec: &CompiledSpec, stream: &Stream) -> RunTotals {
     let mut totals = RunTotals::default();
     for index in 0..stream.len() {

@@ -1,4 +1,4 @@
-//! What several CLI test binaries share: the repository's root, copying its seed files into a test project, a model server's answer and a cassette without its pins.
+//! What several CLI test binaries share: the repository's root, copying its seed files into a test project, a model server's answer, a cassette without its pins and running `charter` with text typed on its stdin.
 
 use std::path::{Path, PathBuf};
 
@@ -61,4 +61,24 @@ pub fn without_prompt_hashes(text: &str) -> String {
             format!("{}{rest}", &line[..start])
         })
         .collect()
+}
+
+/// Runs `command` with `stdin` typed into it (what a person at the terminal would type).
+#[allow(dead_code)] // not every test binary types into charter
+pub fn typed(mut command: std::process::Command, stdin: &str) -> std::process::Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot run charter: {error}"));
+    if let Some(mut input) = child.stdin.take() {
+        // A command that refuses its arguments exits before reading: the pipe is closed.
+        let _ = input.write_all(stdin.as_bytes());
+    }
+    child
+        .wait_with_output()
+        .unwrap_or_else(|error| panic!("{error}"))
 }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use charter_compiler::CompiledSpec;
-use charter_runtime::engine::effects::{Effects, HumanChannel, Provider};
+use charter_runtime::engine::effects::{Clock, Effects, HumanChannel, Provider};
 use charter_runtime::engine::models::{apply_overrides, parse_override};
 use charter_runtime::engine::provider::{
     BoxFuture, CallKey, CallObserver, HumanRequest, ProviderError,
@@ -336,13 +336,15 @@ pub(crate) enum StopOn {
 }
 
 /// The clock a run's timers (backoffs, timeouts, the wall budget) follow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum RunClock {
     /// Real time: a live run.
     Real,
     /// Paused time that jumps to the next timer: a served replay, whose recorded latencies
     /// and timeouts take no real time.
     Paused,
+    /// Real time whose waits a durable engine keeps (a run on Restate).
+    Kept(Arc<dyn Clock>),
 }
 
 /// Where the commands' runs differ in driving the engine.
@@ -452,7 +454,7 @@ impl<'spec> LiveRun<'spec> {
     pub(crate) fn run(mut self, input: Value) -> Result<RunOutcome, String> {
         let mut builder = tokio::runtime::Builder::new_current_thread();
         builder.enable_all();
-        if self.options.clock == RunClock::Paused {
+        if matches!(self.options.clock, RunClock::Paused) {
             builder.start_paused(true);
         }
         let runtime = builder
@@ -471,13 +473,13 @@ impl<'spec> LiveRun<'spec> {
                     None
                 }
             };
-            let result = charter_runtime::engine::run::run(
-                self.spec,
-                input,
-                Effects::new(self.provider, &*self.humans, &mut self.sink).with_files(&LocalFiles),
-                &self.config,
-            )
-            .await;
+            let mut effects =
+                Effects::new(self.provider, &*self.humans, &mut self.sink).with_files(&LocalFiles);
+            if let RunClock::Kept(clock) = &self.options.clock {
+                effects = effects.with_clock(clock.clone());
+            }
+            let result =
+                charter_runtime::engine::run::run(self.spec, input, effects, &self.config).await;
             if let Some(watcher) = signal_watcher {
                 watcher.abort();
             }

@@ -18,6 +18,10 @@
 //! - `ask`: the entry `asked` names a durable promise (`ask/STEP/ROUND/ATTEMPT`) and the
 //!   status says the run waits on it; the shared handler `answer` resolves it, whatever
 //!   worker runs the run then.
+//! - Waits: the run's clock ([`KeptClock`]) counts from the first `started` entry; a
+//!   backoff's end is a `deadline` entry, which a run started again waits only what is left
+//!   of; a wait with nothing in flight is a `sleep` entry and a durable sleep the handler
+//!   waits on — the invocation suspends as on an ask, and no worker holds it meanwhile.
 //! - Trace events are kept in the workflow's state (`events.N`, a batch with each entry);
 //!   a run started again skips the events it had kept, so ids neither repeat nor skip.
 //! - A request the worker cannot run (no such spec, an input that breaks the request
@@ -30,8 +34,10 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
+use tokio::time::Instant;
+
 use charter_compiler::CompiledSpec;
-use charter_runtime::engine::effects::HumanChannel;
+use charter_runtime::engine::effects::{Clock, HumanChannel};
 use charter_runtime::engine::provider::{BoxFuture, HumanRequest, ProviderError};
 use charter_runtime::engine::run::{RunConfig, RunOutcome};
 use charter_runtime::formats::trace::{TraceError, TraceEvent, TraceSink};
@@ -163,8 +169,22 @@ const ENTRY: &str = "charter";
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "kept", rename_all = "snake_case")]
 enum Kept {
-    /// The run was started (again) here: nothing to do when read back.
-    Started,
+    /// The run was started (again) here, at `at_ms` (ms since the Unix epoch): the first
+    /// start is when the run's wall budget and event times count from.
+    Started {
+        #[serde(default)]
+        at_ms: Option<u64>,
+    },
+    /// The end of a backoff (named by the call it follows), kept the first time the run
+    /// waits it: a run started again waits only what is left of it.
+    Deadline {
+        key: String,
+        until_ms: u64,
+        events: Vec<Value>,
+    },
+    /// The run waits with nothing in flight until `until_ms`: a durable sleep follows
+    /// this entry, on which the invocation may suspend.
+    Sleep { until_ms: u64, events: Vec<Value> },
     /// A call's answer or a person's answer, as the local journal keeps it, with the
     /// trace events emitted before it.
     Answer {
@@ -209,14 +229,16 @@ impl Worker {
             let Json(entry) = ctx
                 .run(|| async move {
                     flag.store(true, Ordering::SeqCst);
-                    Ok(Json(Kept::Started))
+                    Ok(Json(Kept::Started {
+                        at_ms: Some(unix_ms()),
+                    }))
                 })
                 .name(ENTRY)
                 .await?;
+            kept.apply(ctx, &entry);
             if live.load(Ordering::SeqCst) {
                 break;
             }
-            kept.apply(ctx, &entry);
             if let Kept::Finished { result, .. } = entry {
                 return Ok(Json(result));
             }
@@ -295,7 +317,8 @@ struct EventBatch {
 }
 
 /// What the entries read back (or written) so far say: the answers to resume from, the
-/// trace events kept, and the asks whose promise was taken.
+/// trace events kept, the asks whose promise was taken, when the run first started, the
+/// backoffs' ends and the durable sleeps taken.
 #[derive(Default)]
 struct KeptState<'a> {
     entries: Vec<JournalEntry>,
@@ -303,17 +326,44 @@ struct KeptState<'a> {
     events: u64,
     batches: u64,
     promises: HashMap<String, PromiseFuture<'a>>,
+    /// The first start, in ms since the Unix epoch.
+    started_ms: Option<u64>,
+    deadlines: HashMap<String, u64>,
+    /// The durable sleeps not yet waited on by this invocation, by their end.
+    sleeps: HashMap<u64, SleepFuture<'a>>,
 }
 
 type PromiseFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Json<Value>, TerminalError>> + Send + 'a>>;
+
+type SleepFuture<'a> = Pin<Box<dyn Future<Output = Result<(), TerminalError>> + Send + 'a>>;
 
 impl<'a> KeptState<'a> {
     /// Does what `entry` says to the workflow's state, the same when it is written and
     /// when it is read back (Restate checks that a replay writes the same).
     fn apply(&mut self, ctx: &'a WorkflowContext<'a>, entry: &Kept) {
         match entry {
-            Kept::Started => {}
+            Kept::Started { at_ms } => {
+                if self.started_ms.is_none() {
+                    self.started_ms = *at_ms;
+                }
+            }
+            Kept::Deadline {
+                key,
+                until_ms,
+                events,
+            } => {
+                self.keep_events(ctx, events);
+                self.deadlines.insert(key.clone(), *until_ms);
+            }
+            Kept::Sleep { until_ms, events } => {
+                self.keep_events(ctx, events);
+                // Read back, the sleep is the one taken then: it ends when it was to end
+                // (Restate keeps its wake-up time), whatever this duration says.
+                let duration = std::time::Duration::from_millis(until_ms.saturating_sub(unix_ms()));
+                let future: SleepFuture<'a> = Box::pin(ctx.sleep(duration));
+                self.sleeps.insert(*until_ms, future);
+            }
             Kept::Answer { entry, events } => {
                 self.keep_events(ctx, events);
                 if let JournalEntry::Human(human) = entry {
@@ -373,6 +423,13 @@ fn promise_name(step: &str, round: u64, attempt: u64) -> String {
 enum ToHandler {
     /// Keep `entry` (and the events before it); say when it is kept.
     Keep(Kept, mpsc::Sender<Result<(), String>>),
+    /// The run waits with nothing in flight until `until_ms`: say when the durable sleep
+    /// ends.
+    Sleep {
+        until_ms: u64,
+        events: Vec<Value>,
+        reply: tokio::sync::oneshot::Sender<Result<(), String>>,
+    },
     /// The run asks: the answer, when someone gives it.
     Ask {
         request: HumanRequest,
@@ -448,10 +505,17 @@ impl Worker {
             .environment
             .providers(&spec, &self.0.tools)
             .map_err(TerminalError::new)?;
+        let to_handler_for_clock = to_handler.clone();
         let humans = HandlerAsks {
             to_handler,
             pending: pending.clone(),
         };
+        let clock = Arc::new(KeptClock::new(
+            kept.started_ms,
+            kept.deadlines.clone(),
+            to_handler_for_clock,
+            pending.clone(),
+        ));
         let scrubber = self.0.environment.scrubber.clone();
         let sink_events = pending.clone();
         let mut config = RunConfig::default();
@@ -461,8 +525,11 @@ impl Worker {
                 scrubber: scrubber.clone(),
             }));
         }
+        // The invocation ended here (suspended, or its worker told to stop): the run's
+        // thread stops too, before it makes another call.
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        let _cancel_on_drop = CancelOnDrop(cancel);
         std::thread::spawn(move || {
-            let (_cancel, cancelled) = tokio::sync::watch::channel(false);
             let live = LiveRun {
                 spec: &spec,
                 provider: Arc::new(recording.provider(providers)),
@@ -471,13 +538,15 @@ impl Worker {
                 config,
                 options: LiveRunOptions {
                     stop: StopOn::Cancel(cancelled),
-                    clock: RunClock::Real,
+                    clock: RunClock::Kept(clock),
                 },
                 heartbeat_calls: None,
             };
             let _ = done_tx.send(live.run(input));
         });
-        let mut asks = FuturesUnordered::new();
+        // The asks and the durable sleeps the run waits on, each replying when it ends.
+        let mut waits: FuturesUnordered<Pin<Box<dyn Future<Output = ()> + Send + 'a>>> =
+            FuturesUnordered::new();
         let outcome = loop {
             tokio::select! {
                 request = requests.recv() => match request {
@@ -497,16 +566,27 @@ impl Worker {
                             }).await?;
                         }
                         if let Some(future) = kept.promises.remove(&promise) {
-                            asks.push(async move { (reply, future.await) });
+                            waits.push(Box::pin(async move {
+                                let answer = future.await;
+                                let answer = answer.map(|Json(answer)| answer).map_err(|error| error.to_string());
+                                let _ = reply.send(answer);
+                            }));
+                        }
+                    }
+                    Some(ToHandler::Sleep { until_ms, events, reply }) => {
+                        if !kept.sleeps.contains_key(&until_ms) {
+                            keep(ctx, &mut kept, Kept::Sleep { until_ms, events }).await?;
+                        }
+                        if let Some(future) = kept.sleeps.remove(&until_ms) {
+                            waits.push(Box::pin(async move {
+                                let _ = reply.send(future.await.map_err(|error| error.to_string()));
+                            }));
                         }
                     }
                     // The run's thread has let go of its effects: its result is next.
                     None => break (&mut done).await,
                 },
-                Some((reply, answer)) = asks.next(), if !asks.is_empty() => {
-                    let answer = answer.map(|Json(answer)| answer).map_err(|error| error.to_string());
-                    let _ = reply.send(answer);
-                }
+                Some(()) = waits.next(), if !waits.is_empty() => {}
                 outcome = &mut done => break outcome,
             }
         };
@@ -645,5 +725,150 @@ impl HumanChannel for HandlerAsks {
                 .map_err(|_| unanswered("the run's invocation has ended".to_string()))?
                 .map_err(unanswered)
         })
+    }
+}
+
+/// Now, in ms since the Unix epoch (what Restate's timers and the kept times count in).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+/// Cancels the run's thread when the invocation's handler is dropped.
+struct CancelOnDrop(tokio::sync::watch::Sender<bool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(true);
+    }
+}
+
+/// The run's clock on Restate: real time, whose waits the journal keeps. A backoff's end
+/// is a `deadline` entry (kept once, given back to a run started again); a wait with
+/// nothing in flight is a durable sleep the invocation may suspend on; the run's first
+/// start is the `started` entry's.
+struct KeptClock {
+    /// One moment as an instant and in ms since the Unix epoch: maps the one to the other.
+    base: (Instant, u64),
+    started_ms: Option<u64>,
+    deadlines: Mutex<HashMap<String, u64>>,
+    to_handler: tokio::sync::mpsc::UnboundedSender<ToHandler>,
+    pending: Arc<Mutex<PendingEvents>>,
+}
+
+impl std::fmt::Debug for KeptClock {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("KeptClock")
+            .field("started_ms", &self.started_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeptClock {
+    fn new(
+        started_ms: Option<u64>,
+        deadlines: HashMap<String, u64>,
+        to_handler: tokio::sync::mpsc::UnboundedSender<ToHandler>,
+        pending: Arc<Mutex<PendingEvents>>,
+    ) -> KeptClock {
+        KeptClock {
+            base: (Instant::now(), unix_ms()),
+            started_ms,
+            deadlines: Mutex::new(deadlines),
+            to_handler,
+            pending,
+        }
+    }
+
+    fn to_ms(&self, instant: Instant) -> u64 {
+        let (base, base_ms) = self.base;
+        let millis =
+            |duration: std::time::Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        match instant.checked_duration_since(base) {
+            Some(after) => base_ms.saturating_add(millis(after)),
+            None => base_ms.saturating_sub(millis(base - instant)),
+        }
+    }
+
+    fn to_instant(&self, ms: u64) -> Instant {
+        let (base, base_ms) = self.base;
+        if ms >= base_ms {
+            base + std::time::Duration::from_millis(ms - base_ms)
+        } else {
+            base.checked_sub(std::time::Duration::from_millis(base_ms - ms))
+                .unwrap_or(base)
+        }
+    }
+}
+
+impl Clock for KeptClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep_until(deadline))
+    }
+
+    fn idle_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        if deadline <= Instant::now() {
+            return Box::pin(std::future::ready(()));
+        }
+        let events = std::mem::take(&mut pending_lock(&self.pending).events);
+        let (reply, ended) = tokio::sync::oneshot::channel();
+        let sent = self.to_handler.send(ToHandler::Sleep {
+            until_ms: self.to_ms(deadline),
+            events,
+            reply,
+        });
+        Box::pin(async move {
+            if sent.is_ok() {
+                let _ = ended.await;
+            }
+            // Restate's timer counts on the system clock: the run's own may be a hair
+            // behind, and the run goes on only once its deadline has passed.
+            tokio::time::sleep_until(deadline).await;
+        })
+    }
+
+    fn keep_deadline(&self, key: &str, deadline: Instant) -> Instant {
+        let kept = self
+            .deadlines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .copied();
+        if let Some(until_ms) = kept {
+            return self.to_instant(until_ms);
+        }
+        let until_ms = self.to_ms(deadline);
+        let events = std::mem::take(&mut pending_lock(&self.pending).events);
+        let (reply, written) = mpsc::channel();
+        let entry = Kept::Deadline {
+            key: key.to_string(),
+            until_ms,
+            events,
+        };
+        // Kept before the run waits it; an invocation that has ended keeps nothing more
+        // (the run's thread is being stopped).
+        if self.to_handler.send(ToHandler::Keep(entry, reply)).is_ok() {
+            let _ = written.recv();
+        }
+        self.deadlines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.to_string(), until_ms);
+        self.to_instant(until_ms)
+    }
+
+    fn started_ago(&self) -> std::time::Duration {
+        let Some(started_ms) = self.started_ms else {
+            return std::time::Duration::ZERO;
+        };
+        std::time::Duration::from_millis(self.to_ms(Instant::now()).saturating_sub(started_ms))
     }
 }

@@ -1,4 +1,4 @@
-//! Runs on Restate (DESIGN §16): a real Restate server and `charter worker` on loopback against a counting mock model — the same results as `charter run`, a worker killed mid-call, an ask across a worker restart, the server killed mid-run, a bad input, 200 runs at once, `charter serve --restate` in front, a three-node cluster losing a node.
+//! Runs on Restate (DESIGN §16): a real Restate server and `charter worker` on loopback against a counting mock model — the same results as `charter run`, a worker killed mid-call, an ask across a worker restart, a backoff that is a durable sleep, the server killed mid-run, a bad input, 200 runs at once, `charter serve --restate` in front, a three-node cluster losing a node.
 //!
 //! The server is the `@restatedev/restate-server` npm package, installed into
 //! `target/restate/` (`.ci/run` installs it; so does this test when npm is there). Without
@@ -8,8 +8,8 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -328,6 +328,20 @@ struct MockModel {
     held: Arc<AtomicUsize>,
     /// The next evaluation finds an error it cannot fix: the gate asks a person.
     needs_input_next: Arc<AtomicBool>,
+    /// The next planner call is told to come back in [`RETRY_AFTER`] (a 429): when that
+    /// was, and when the planner was asked again.
+    rate_limit_next_planner: Arc<AtomicBool>,
+    rate_limited_at: Arc<Mutex<Option<Instant>>>,
+    planner_retried_at: Arc<Mutex<Option<Instant>>>,
+}
+
+/// The wait a rate-limited planner call is told to keep (`Retry-After`).
+const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Respond for MockModel {
@@ -342,6 +356,19 @@ impl Respond for MockModel {
         };
         let role = text("/response_format/json_schema/name");
         let prompt = text("/messages/0/content");
+        if role == "planner" {
+            if self.rate_limit_next_planner.swap(false, Ordering::SeqCst) {
+                *lock(&self.rate_limited_at) = Some(Instant::now());
+                return ResponseTemplate::new(429)
+                    .insert_header("retry-after", RETRY_AFTER.as_secs().to_string().as_str())
+                    .set_body_json(
+                        json!({"error": {"message": "rate limited", "type": "rate_limit"}}),
+                    );
+            }
+            if lock(&self.rate_limited_at).is_some() {
+                lock(&self.planner_retried_at).get_or_insert_with(Instant::now);
+            }
+        }
         let content = match role.as_str() {
             "planner" => json!({
                 "goal": "a brief on heat pumps",
@@ -577,6 +604,25 @@ impl Server {
         );
     }
 
+    /// Waits up to `seconds` for run `id`'s invocation to be suspended: no worker holds it.
+    fn wait_suspended(&self, id: &str, seconds: u64) {
+        let query = format!("http://127.0.0.1:{}/query", self.admin);
+        let sql = format!(
+            "SELECT status FROM sys_invocation WHERE target_service_key = '{id}' AND \
+             target_handler_name = 'run'"
+        );
+        wait_for(&format!("run {id} to suspend"), seconds, || {
+            let invocation = blocking_client()
+                .post(&query)
+                .header("accept", "application/json")
+                .json(&json!({"query": sql}))
+                .send()
+                .and_then(|response| response.json::<Value>())
+                .unwrap_or(Value::Null);
+            invocation["rows"][0]["status"] == "suspended"
+        });
+    }
+
     /// Waits up to `seconds` for run `id`'s status to be `state`.
     fn wait_state(&self, id: &str, state: &str, seconds: u64) -> Value {
         let mut last = Value::Null;
@@ -690,19 +736,7 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
     assert!(waiting["ask"]["question"].is_string(), "{waiting}");
     worker.kill();
     worker = start_worker(project, &model_uri, worker_port);
-    let query = format!("http://127.0.0.1:{}/query", server.admin);
-    let sql = "SELECT status FROM sys_invocation WHERE target_service_key = 'asks' AND target_handler_name = 'run'";
-    let mut invocation = Value::Null;
-    wait_for("the waiting run to suspend", 60, || {
-        invocation = blocking_client()
-            .post(&query)
-            .header("accept", "application/json")
-            .json(&json!({"query": sql}))
-            .send()
-            .and_then(|response| response.json::<Value>())
-            .unwrap_or(Value::Null);
-        invocation["rows"][0]["status"] == "suspended"
-    });
+    server.wait_suspended("asks", 60);
     let (status, body) = server.ingress(
         "/CharterRun/asks/answer",
         &json!({"approved": true, "note": "use the 2024 figures"}),
@@ -721,6 +755,49 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
         mock.calls.load(Ordering::SeqCst) - before,
         model_calls(&events),
         "a call was made twice around the ask"
+    );
+
+    // (i) A backoff is a durable sleep: the planner is told to come back in 10 s; the
+    // run, with nothing else in flight, suspends (no worker holds it); its worker is
+    // killed and a new one started: the planner is asked again when the server said, not
+    // 10 s after the restart, and no call is made twice.
+    let before = mock.calls.load(Ordering::SeqCst);
+    mock.rate_limit_next_planner.store(true, Ordering::SeqCst);
+    server.send("backoff", &json!({"input": input(96)}));
+    wait_for("the planner to be rate-limited", 60, || {
+        lock(&mock.rate_limited_at).is_some()
+    });
+    let limited_at = lock(&mock.rate_limited_at).unwrap_or_else(Instant::now);
+    server.wait_suspended("backoff", 60);
+    std::thread::sleep((limited_at + RETRY_AFTER / 2).saturating_duration_since(Instant::now()));
+    worker.kill();
+    let restarted = Instant::now();
+    worker = start_worker(project, &model_uri, worker_port);
+    let finished = server.wait_state("backoff", "finished", 120);
+    assert_eq!(finished["result"]["outcome"], "completed", "{finished}");
+    let retried_at =
+        lock(&mock.planner_retried_at).unwrap_or_else(|| panic!("the planner was not asked again"));
+    let waited = retried_at.duration_since(limited_at);
+    assert!(
+        waited + Duration::from_millis(50) >= RETRY_AFTER,
+        "the planner was asked again after {waited:?}, sooner than its server said"
+    );
+    assert!(
+        retried_at < restarted + RETRY_AFTER - Duration::from_secs(1),
+        "the wait started again with the new worker: the planner was asked again {:?} after \
+         the restart",
+        retried_at.duration_since(restarted)
+    );
+    let events = server.events("backoff");
+    assert!(
+        events.iter().any(|event| event["kind"] == "retry"
+            && event["delay_ms"] == u64::try_from(RETRY_AFTER.as_millis()).unwrap_or(0)),
+        "the trace holds no retry waiting what the server said: {events:?}"
+    );
+    assert_eq!(
+        mock.calls.load(Ordering::SeqCst) - before,
+        model_calls(&events),
+        "a call was made twice around the wait"
     );
 
     // (e) The server killed mid-run and started again on its base directory: the run

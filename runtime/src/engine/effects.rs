@@ -8,9 +8,10 @@
 //! started again answers every call already made from the journal) and a recording played
 //! back on a paused clock (`world::replay`). A journaling engine that re-executes a run
 //! from its start (DESIGN §16) implements the same traits: each call one journal entry,
-//! each timer a durable sleep, each `ask` a durable promise, each trace event appended to
-//! its state; since the scheduler asks for the same effects in the same order given the
-//! same answers, the journal answers every one already made.
+//! each wait with nothing in flight a durable sleep ([`Clock::idle_until`]), each backoff's
+//! end kept ([`Clock::keep_deadline`]), each `ask` a durable promise, each trace event
+//! appended to its state; since the scheduler asks for the same effects given the same
+//! answers, the journal answers every one already made.
 
 use std::fmt;
 use std::io;
@@ -208,6 +209,28 @@ pub trait Clock: Send + Sync + fmt::Debug {
     /// whole millisecond. Any other clock sleeps.
     fn skip_to(&self, deadline: Instant) -> BoxFuture<'static, ()> {
         self.sleep_until(deadline)
+    }
+
+    /// A timer the run waits on with nothing in flight (no call, no tool): the next
+    /// backoff's end or the wall budget's. A durable engine's clock makes it a durable
+    /// sleep, during which the run need not be held by any process. Default: a timer.
+    fn idle_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        self.sleep_until(deadline)
+    }
+
+    /// The end of the backoff named `key` (the call it follows: one name per backoff in a
+    /// run) that would end at `deadline`. A durable engine's clock keeps it the first
+    /// time, and gives back the kept end when a run started again waits the same backoff,
+    /// so the run does not wait it anew. Default: `deadline`.
+    fn keep_deadline(&self, key: &str, deadline: Instant) -> Instant {
+        let _ = key;
+        deadline
+    }
+
+    /// How long before now the run first started: zero, but for a durable engine's run
+    /// started again, whose wall budget and event times count from its first start.
+    fn started_ago(&self) -> Duration {
+        Duration::ZERO
     }
 }
 

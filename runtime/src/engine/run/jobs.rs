@@ -60,7 +60,7 @@ impl Scheduler<'_> {
                     if paused {
                         clock.skip_to(wake).await;
                     } else {
-                        clock.sleep_until(wake).await;
+                        clock.idle_until(wake).await;
                     }
                 }
                 None
@@ -157,6 +157,20 @@ impl Scheduler<'_> {
     pub(super) fn run_local(&mut self, job: u64, after: Duration, body: JobBody) {
         let at = self.now() + after;
         self.due.push((at, JobMessage { job, body }));
+    }
+
+    /// Wakes the scheduler when the backoff named `key` ends, `after` from now unless the
+    /// clock kept its end before ([`crate::engine::effects::Clock::keep_deadline`]).
+    pub(super) fn run_backoff(&mut self, job: u64, key: &str, after: Duration) {
+        let at = self.now() + after;
+        let at = self.clock.keep_deadline(key, at);
+        self.due.push((
+            at,
+            JobMessage {
+                job,
+                body: JobBody::Wake,
+            },
+        ));
     }
 
     /// Starts the calls issued since the last wait, in job order (tasks are first polled

@@ -89,6 +89,8 @@ pub async fn run(
     } = effects;
     let (sender, receiver) = unbounded_channel();
     let now = clock.now();
+    // A run started again (by a durable engine) counts its budget from its first start.
+    let started = now.checked_sub(clock.started_ago()).unwrap_or(now);
     let mut scheduler = Scheduler {
         spec,
         prompts: Prompts::new(spec),
@@ -102,11 +104,11 @@ pub async fn run(
             BudgetMeter::new(spec.budget.clone()),
             spec.repair.as_ref().map_or(2, |repair| repair.no_progress),
         ),
-        started: now,
+        started,
         wall_deadline: spec
             .budget
             .wall_ms
-            .map(|wall| now + std::time::Duration::from_millis(wall)),
+            .map(|wall| started + std::time::Duration::from_millis(wall)),
         sender,
         receiver,
         handles: BTreeMap::new(),

@@ -632,7 +632,8 @@ impl Scheduler<'_> {
             },
         )?;
         let job = self.next_job();
-        self.run_local(job, Duration::from_millis(delay_ms), JobBody::Wake);
+        let key = format!("after {}", self.call_key(unit));
+        self.run_backoff(job, &key, Duration::from_millis(delay_ms));
         Ok(CallUpdate::Retrying)
     }
 

@@ -77,6 +77,7 @@ impl Scheduler<'_> {
                 attempt,
                 role: None,
             };
+            let backoff = format!("after tool {key}");
             let error = match self.tool_attempt(key, tool, &args).await? {
                 Attempt::Done(value) => return Ok(value),
                 Attempt::Failed(error) => error,
@@ -102,7 +103,7 @@ impl Scheduler<'_> {
                 },
             )?;
             if delay_ms > 0 {
-                self.wait(Duration::from_millis(delay_ms)).await?;
+                self.wait(&backoff, Duration::from_millis(delay_ms)).await?;
             }
         }
     }
@@ -277,9 +278,9 @@ impl Scheduler<'_> {
         }
     }
 
-    /// Sleeps `delay` (a backoff) within the wall budget and cancellation.
-    async fn wait(&mut self, delay: Duration) -> Result<(), Halt> {
-        let until = self.clock.now() + delay;
+    /// Sleeps `delay` (the backoff named `key`) within the wall budget and cancellation.
+    async fn wait(&mut self, key: &str, delay: Duration) -> Result<(), Halt> {
+        let until = self.clock.keep_deadline(key, self.clock.now() + delay);
         let timer = self.clock.sleep_until(until);
         self.bounded(timer).await
     }

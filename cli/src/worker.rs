@@ -38,11 +38,13 @@ use tokio::time::Instant;
 
 use charter_compiler::CompiledSpec;
 use charter_runtime::engine::effects::{Clock, HumanChannel};
-use charter_runtime::engine::provider::{BoxFuture, HumanRequest, ProviderError};
+use charter_runtime::engine::provider::{
+    BoxFuture, CallKey, CallObserver, HumanRequest, ProviderError,
+};
 use charter_runtime::engine::run::{RunConfig, RunOutcome};
 use charter_runtime::formats::trace::{TraceError, TraceEvent, TraceSink};
 use charter_runtime::world::record::{JournalEntry, JournalWrite, Recording};
-use charter_runtime::world::secrets::ScrubbingSink;
+use charter_runtime::world::secrets::{Scrubber, ScrubbingSink};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use restate_sdk::prelude::*;
@@ -50,7 +52,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::driver::{
-    Fanout, LiveEnvironment, LiveFlags, LiveRun, LiveRunOptions, PreparedSpec, RunClock,
+    Fanout, LiveEnvironment, LiveFlags, LiveRun, LiveRunOptions, Observers, PreparedSpec, RunClock,
     ShownAnswers, StopOn, model_overrides,
 };
 use crate::{Context, Outcome, print_err};
@@ -64,10 +66,12 @@ a Restate server calls. It serves the workflow `CharterRun`, keyed by run id:\n 
 run({\"spec\": NAME, \"input\": {...}}) runs the spec and returns its result (outcome, reason, answer);\n  \
 answer({\"approved\": true, \"note\": \"...\"}) answers the `ask` the run waits on;\n  \
 status() says running, waiting (and on which ask), finished (with the result) or error;\n  \
-events(N) gives the run's trace events from the N-th on.\n\
+events(N) gives the run's trace events from the N-th on;\n  \
+rows(N) the other rows of its live stream (role outputs, tools started and finished) from the N-th on.\n\
 A worker killed mid-run loses nothing: the server calls the run again on any worker \
 registered for it, every model answer already given comes from the journal, and no model \
-is asked twice. Model keys and addresses come from the environment, as for `charter run`.",
+is asked twice. A run waiting on an ask, or out a backoff with nothing in flight, suspends \
+(no worker holds it) and a lost worker does not start the wait again. Model keys and addresses come from the environment, as for `charter run`.",
     after_help = "Examples:\n  \
 restate-server --base-dir /var/lib/restate &             # the server: ingress :8080, admin :9070\n  \
 charter worker specs/closed_loop.charter --listen 127.0.0.1:9080 &\n  \
@@ -298,6 +302,29 @@ impl Worker {
         }
         Ok(Json(Value::Array(events)))
     }
+
+    /// The stream's other rows from the `since`th on (at most 1,000), each `{at, row}`:
+    /// `row` comes before trace event number `at`.
+    #[handler]
+    async fn rows(
+        &self,
+        ctx: SharedWorkflowContext<'_>,
+        Json(since): Json<Value>,
+    ) -> Result<Json<Value>, HandlerError> {
+        let since = since
+            .as_u64()
+            .or_else(|| since.get("since").and_then(Value::as_u64))
+            .unwrap_or(0);
+        let count: Option<Json<u64>> = ctx.get(ROWS).await?;
+        let count = count.map_or(0, |Json(count)| count);
+        let mut rows = Vec::new();
+        for index in since..count.min(since.saturating_add(MAX_ROWS)) {
+            let row: Option<Json<Value>> = ctx.get(&row_key(index)).await?;
+            let Some(Json(row)) = row else { break };
+            rows.push(row);
+        }
+        Ok(Json(Value::Array(rows)))
+    }
 }
 
 /// The state key of the number of event batches a run has kept.
@@ -306,6 +333,26 @@ const BATCHES: &str = "events.batches";
 /// The state key of event batch `index`.
 fn batch_key(index: u64) -> String {
     format!("events.{index}")
+}
+
+/// The state key of the number of other rows a run has kept.
+const ROWS: &str = "rows.count";
+
+/// The state key of row `index`.
+fn row_key(index: u64) -> String {
+    format!("rows.{index}")
+}
+
+/// The most rows one `rows` call gives.
+const MAX_ROWS: u64 = 1000;
+
+/// Whether `event` is a row of the stream that is no trace event (what a run's
+/// observer tells: a role's output, a tool started or finished).
+fn is_live_row(event: &Value) -> bool {
+    event
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|kind| crate::serve::LIVE_ROW_KINDS.contains(&kind))
 }
 
 /// The trace events kept with one entry, from event number `from` on: a run's trace is
@@ -325,6 +372,9 @@ struct KeptState<'a> {
     /// How many trace events are kept, in how many batches.
     events: u64,
     batches: u64,
+    /// How many of the stream's other rows (a role's output, a tool started or finished)
+    /// are kept, each as `rows.N`.
+    rows: u64,
     promises: HashMap<String, PromiseFuture<'a>>,
     /// The first start, in ms since the Unix epoch.
     started_ms: Option<u64>,
@@ -401,16 +451,33 @@ impl<'a> KeptState<'a> {
         }
     }
 
+    /// Keeps the trace events in a batch, and each other row of the stream with the number
+    /// of the trace event it came before.
     fn keep_events(&mut self, ctx: &WorkflowContext<'a>, events: &[Value]) {
-        if !events.is_empty() {
+        let mut trace = Vec::with_capacity(events.len());
+        let rows_before = self.rows;
+        for event in events {
+            if is_live_row(event) {
+                let at = self.events + trace.len() as u64;
+                ctx.set(&row_key(self.rows), Json(json!({"at": at, "row": event})));
+                self.rows += 1;
+            } else {
+                trace.push(event.clone());
+            }
+        }
+        if self.rows != rows_before {
+            ctx.set(ROWS, Json(self.rows));
+        }
+        if !trace.is_empty() {
+            let kept = trace.len() as u64;
             let batch = EventBatch {
                 from: self.events,
-                events: events.to_vec(),
+                events: trace,
             };
             ctx.set(&batch_key(self.batches), Json(batch));
             self.batches += 1;
             ctx.set(BATCHES, Json(self.batches));
-            self.events += events.len() as u64;
+            self.events += kept;
         }
     }
 }
@@ -490,6 +557,7 @@ impl Worker {
         let (done_tx, mut done) = tokio::sync::oneshot::channel();
         let pending = Arc::new(Mutex::new(PendingEvents {
             skip: usize::try_from(kept.events).unwrap_or(usize::MAX),
+            skip_rows: usize::try_from(kept.rows).unwrap_or(usize::MAX),
             events: Vec::new(),
         }));
         let recording = Recording::journaled_in(
@@ -518,13 +586,20 @@ impl Worker {
         ));
         let scrubber = self.0.environment.scrubber.clone();
         let sink_events = pending.clone();
-        let mut config = RunConfig::default();
+        let mut observers: Vec<Arc<dyn CallObserver>> = vec![Arc::new(KeptRows {
+            pending: pending.clone(),
+            scrubber: scrubber.clone(),
+        })];
         if self.0.show_output {
-            config.observer = Some(Arc::new(ShownAnswers {
+            observers.push(Arc::new(ShownAnswers {
                 run: ctx.key().to_string(),
                 scrubber: scrubber.clone(),
             }));
         }
+        let config = RunConfig {
+            observer: Some(Arc::new(Observers(observers))),
+            ..RunConfig::default()
+        };
         // The invocation ended here (suspended, or its worker told to stop): the run's
         // thread stops too, before it makes another call.
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
@@ -653,6 +728,8 @@ fn result_of(outcome: &RunOutcome) -> Value {
 /// started again emits a second time).
 struct PendingEvents {
     skip: usize,
+    /// The other rows of the stream to skip, as `skip`.
+    skip_rows: usize,
     events: Vec<Value>,
 }
 
@@ -660,6 +737,45 @@ fn pending_lock(pending: &Mutex<PendingEvents>) -> std::sync::MutexGuard<'_, Pen
     pending
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The run's observer: the rows of a served run's stream that are no trace events (a
+/// role's output, a tool started or finished), scrubbed, wait with the events for the
+/// next entry.
+struct KeptRows {
+    pending: Arc<Mutex<PendingEvents>>,
+    scrubber: Scrubber,
+}
+
+impl KeptRows {
+    fn keep(&self, row: Value) {
+        let mut pending = pending_lock(&self.pending);
+        if pending.skip_rows > 0 {
+            pending.skip_rows -= 1;
+            return;
+        }
+        pending.events.push(self.scrubber.value(&row));
+    }
+}
+
+impl std::fmt::Debug for KeptRows {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("KeptRows").finish_non_exhaustive()
+    }
+}
+
+impl CallObserver for KeptRows {
+    fn tool_started(&self, key: &CallKey, tool: &str) {
+        self.keep(crate::serve::tool_started_row(key, tool));
+    }
+
+    fn tool_finished(&self, key: &CallKey, tool: &str, ok: bool) {
+        self.keep(crate::serve::tool_finished_row(key, tool, ok));
+    }
+
+    fn model_answered(&self, key: &CallKey, answer: &str) {
+        self.keep(crate::serve::role_output_row(key, answer));
+    }
 }
 
 /// The run's trace sink: each event waits in [`PendingEvents`] for the next entry.

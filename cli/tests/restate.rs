@@ -936,6 +936,57 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect();
     assert_eq!(served_trace, events, "the served trace is not Restate's");
+    // Its stream is the trace events with each role's output where a local run's stream
+    // shows it: after the call's `model_result`.
+    let stream: Vec<Value> = blocking_client()
+        .get(format!("{base}/runs/{id}/events"))
+        .send()
+        .and_then(|response| response.text())
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str(data.trim()).ok())
+        .collect();
+    let is_row = |event: &&Value| event["kind"] == "role_output";
+    // Besides the trace: the outputs, the ask shown and the answer at the end.
+    let traced: Vec<&Value> = stream
+        .iter()
+        .filter(|event| {
+            !is_row(event)
+                && !["ask", "answer"].contains(&event["kind"].as_str().unwrap_or_default())
+        })
+        .collect();
+    assert!(
+        traced == events.iter().collect::<Vec<_>>(),
+        "the stream's trace events are not Restate's: {:?}",
+        stream
+            .iter()
+            .map(|event| &event["kind"])
+            .collect::<Vec<_>>()
+    );
+    let outputs: Vec<(usize, &Value)> = stream
+        .iter()
+        .enumerate()
+        .filter(|(_, event)| is_row(event))
+        .collect();
+    assert_eq!(outputs.len(), model_calls(&events), "one output per call");
+    for (index, output) in &outputs {
+        let answered = stream[..*index].iter().rposition(|event| {
+            event["kind"] == "model_result"
+                && event["step"] == output["step"]
+                && event["attempt"] == output["attempt"]
+        });
+        assert!(
+            answered.is_some(),
+            "a role_output before its model_result: {output}"
+        );
+    }
+    assert!(
+        outputs
+            .iter()
+            .any(|(_, output)| output["step"] == "plan" && output["output"]["tasks"].is_array()),
+        "no planner output: {outputs:?}"
+    );
     assert_eq!(
         shown["totals"]["calls"],
         json!(model_calls(&events)),

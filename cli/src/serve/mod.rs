@@ -27,6 +27,7 @@ use crate::loader::{compile_whole, display_path, normalize};
 use crate::{Context, Outcome, print_err, print_error};
 use runs::{Refusal, Runs, ServedSpec};
 pub(crate) use specs::gates as gates_of;
+pub(crate) use stream::{LIVE_ROW_KINDS, role_output_row, tool_finished_row, tool_started_row};
 
 /// Serve runs of SPECs over HTTP, with a live event stream.
 ///

@@ -4,7 +4,8 @@
 //! What the server keeps in the run's directory is what it needs to follow the run again
 //! after a restart (`restate.json`: the ingress; `input.json`), and, once it ended, its
 //! `result.json` and `stream.jsonl`, as for a local run. A run is followed by polling its
-//! shared handlers (`events(since)`, `status`), a few times a second; an answer given to
+//! shared handlers (`events(since)`, `status`, and `rows(since)`: the role outputs and
+//! tool rows, each put before the trace event it came before), a few times a second; an answer given to
 //! the server goes to the run's `answer` handler. Cancelling is Restate's to do (its admin
 //! API or CLI), so the server refuses it with the command that does it.
 
@@ -139,6 +140,9 @@ impl Front {
             }
         };
         let mut since: u64 = 0;
+        // The stream's other rows (role outputs, tools started and finished), each put
+        // before the trace event it came before.
+        let mut rows = Rows::default();
         let mut failures = 0u32;
         // The promise of the ask shown last, and where a client's answer to it arrives.
         let mut shown: Option<String> = None;
@@ -161,10 +165,13 @@ impl Front {
                 }
             };
             let before = since;
+            self.rows(&run.id, &mut rows).await;
             for event in events.as_array().into_iter().flatten() {
+                rows.show_before(since, &run.stream);
                 keep(event);
                 since += 1;
             }
+            rows.show_before(since, &run.stream);
             let state = status.get("state").cloned().unwrap_or(Value::Null);
             pause = if since == before && state == last_state {
                 (pause * 2).min(IDLE_POLL)
@@ -174,9 +181,15 @@ impl Front {
             last_state = state;
             if let Some(result) = ended(&status) {
                 // Events kept with the last entry, if the poll above came before it.
+                self.rows(&run.id, &mut rows).await;
                 if let Ok(events) = self.call(&run.id, "events", &json!(since)).await {
-                    events.as_array().into_iter().flatten().for_each(&mut keep);
+                    for event in events.as_array().into_iter().flatten() {
+                        rows.show_before(since, &run.stream);
+                        keep(event);
+                        since += 1;
+                    }
                 }
+                rows.show_before(u64::MAX, &run.stream);
                 return result;
             }
             if status.get("state").and_then(Value::as_str) == Some("waiting")
@@ -208,7 +221,53 @@ impl Front {
     }
 }
 
+/// The most rows the worker's `rows` handler gives at once.
+const ROWS_PER_CALL: usize = 1000;
+
+/// The rows of a run's stream that are no trace events, read from Restate and not yet
+/// shown: each `{at, row}`, shown before trace event number `at`.
+#[derive(Default)]
+struct Rows {
+    read: u64,
+    waiting: std::collections::VecDeque<(u64, Value)>,
+}
+
+impl Rows {
+    /// Shows every row that comes before trace event number `next`.
+    fn show_before(&mut self, next: u64, stream: &super::stream::Stream) {
+        while let Some((at, _)) = self.waiting.front()
+            && *at <= next
+        {
+            if let Some((_, row)) = self.waiting.pop_front() {
+                stream.push(&row);
+            }
+        }
+    }
+}
+
 impl Front {
+    /// Reads the rows run `id` kept since those read already. A worker that keeps none
+    /// (or a failed request) leaves the stream with its trace events alone.
+    async fn rows(&self, id: &str, rows: &mut Rows) {
+        loop {
+            let Ok(read) = self.call(id, "rows", &json!(rows.read)).await else {
+                return;
+            };
+            let read = read.as_array().cloned().unwrap_or_default();
+            let more = read.len() >= ROWS_PER_CALL;
+            for kept in read {
+                rows.read += 1;
+                let at = kept.get("at").and_then(Value::as_u64).unwrap_or(u64::MAX);
+                if let Some(row) = kept.get("row") {
+                    rows.waiting.push_back((at, row.clone()));
+                }
+            }
+            if !more {
+                return;
+            }
+        }
+    }
+
     /// Run `id`'s trace events from the `since`th on, and its status.
     async fn poll(&self, id: &str, since: u64) -> Result<(Value, Value), Failure> {
         let events = self.call(id, "events", &json!(since)).await?;

@@ -183,29 +183,40 @@ pub(crate) struct OutputObserver(pub(crate) Arc<Stream>);
 
 impl CallObserver for OutputObserver {
     fn tool_started(&self, key: &CallKey, tool: &str) {
-        self.0.push(&with_key(
-            key,
-            json!({"kind": "tool_started", "tool": tool}),
-        ));
+        self.0.push(&tool_started_row(key, tool));
     }
 
     fn tool_finished(&self, key: &CallKey, tool: &str, ok: bool) {
-        self.0.push(&with_key(
-            key,
-            json!({"kind": "tool_finished", "tool": tool, "ok": ok}),
-        ));
+        self.0.push(&tool_finished_row(key, tool, ok));
     }
 
     fn model_answered(&self, key: &CallKey, answer: &str) {
-        let output = match serde_json::from_str::<Value>(answer) {
-            Ok(value) if answer.chars().count() <= MAX_OUTPUT_CHARS => value,
-            _ => Value::String(escape::block(answer, MAX_OUTPUT_CHARS)),
-        };
-        self.0.push(&with_key(
-            key,
-            json!({"kind": "role_output", "output": output}),
-        ));
+        self.0.push(&role_output_row(key, answer));
     }
+}
+
+/// The kinds of the rows a run's stream has besides its trace events.
+pub(crate) const LIVE_ROW_KINDS: [&str; 3] = ["role_output", "tool_started", "tool_finished"];
+
+pub(crate) fn tool_started_row(key: &CallKey, tool: &str) -> Value {
+    with_key(key, json!({"kind": "tool_started", "tool": tool}))
+}
+
+pub(crate) fn tool_finished_row(key: &CallKey, tool: &str, ok: bool) -> Value {
+    with_key(
+        key,
+        json!({"kind": "tool_finished", "tool": tool, "ok": ok}),
+    )
+}
+
+/// A role's answer as its stream shows it: as JSON when it is JSON and short, else as
+/// text cut past [`MAX_OUTPUT_CHARS`].
+pub(crate) fn role_output_row(key: &CallKey, answer: &str) -> Value {
+    let output = match serde_json::from_str::<Value>(answer) {
+        Ok(value) if answer.chars().count() <= MAX_OUTPUT_CHARS => value,
+        _ => Value::String(escape::block(answer, MAX_OUTPUT_CHARS)),
+    };
+    with_key(key, json!({"kind": "role_output", "output": output}))
 }
 
 fn with_key(key: &CallKey, mut event: Value) -> Value {

@@ -42,6 +42,7 @@ use charter_runtime::engine::provider::{
     BoxFuture, CallKey, CallObserver, HumanRequest, ProviderError,
 };
 use charter_runtime::engine::run::{RunConfig, RunOutcome};
+use charter_runtime::engine::session::Session;
 use charter_runtime::formats::trace::{TraceError, TraceEvent, TraceSink};
 use charter_runtime::world::record::{JournalEntry, JournalWrite, Recording};
 use charter_runtime::world::secrets::{Scrubber, ScrubbingSink};
@@ -63,7 +64,8 @@ use crate::{Context, Outcome, print_err};
     about = "Serve runs of specs on Restate: the CharterRun workflow, for a Restate server to call",
     long_about = "Serve runs of specs on Restate (DESIGN §16): this process is a deployment that \
 a Restate server calls. It serves the workflow `CharterRun`, keyed by run id:\n  \
-run({\"spec\": NAME, \"input\": {...}}) runs the spec and returns its result (outcome, reason, answer);\n  \
+run({\"spec\": NAME, \"input\": {...}}) runs the spec and returns its result (outcome, reason, answer); \
+with \"session\": {...} (as `charter serve` keeps it) the run is a turn of that conversation, and its result holds the session it leaves;\n  \
 answer({\"approved\": true, \"note\": \"...\"}) answers the `ask` the run waits on;\n  \
 status() says running, waiting (and on which ask), finished (with the result) or error;\n  \
 events(N) gives the run's trace events from the N-th on;\n  \
@@ -216,7 +218,7 @@ impl Worker {
     ) -> Result<Json<Value>, HandlerError> {
         let ctx = &ctx;
         ctx.set("status", Json(json!({"state": "running"})));
-        let (spec, input) = match self.admit(&body) {
+        let (spec, input, session) = match self.admit(&body) {
             Ok(admitted) => admitted,
             Err(message) => {
                 ctx.set(
@@ -247,7 +249,7 @@ impl Worker {
                 return Ok(Json(result));
             }
         }
-        let result = self.drive(ctx, kept, spec, input).await?;
+        let result = self.drive(ctx, kept, spec, (input, session)).await?;
         Ok(Json(result))
     }
 
@@ -507,7 +509,7 @@ enum ToHandler {
 
 impl Worker {
     /// The spec and input `body` names, or why they cannot be run.
-    fn admit(&self, body: &Value) -> Result<(Arc<CompiledSpec>, Value), String> {
+    fn admit(&self, body: &Value) -> Result<(Arc<CompiledSpec>, Value, Option<Session>), String> {
         let served = &self.0;
         let spec = match body.get("spec").and_then(Value::as_str) {
             Some(name) => served.specs.get(name).cloned().ok_or_else(|| {
@@ -541,7 +543,11 @@ impl Worker {
                 listed.join("; ")
             ));
         }
-        Ok((spec, input))
+        let session = match body.get("session") {
+            None | Some(Value::Null) => None,
+            Some(session) => Some(session_of(&spec, session)?),
+        };
+        Ok((spec, input, session))
     }
 
     /// Runs the scheduler on a thread of its own, keeping each answer in the journal as it
@@ -551,7 +557,7 @@ impl Worker {
         ctx: &'a WorkflowContext<'a>,
         mut kept: KeptState<'a>,
         spec: Arc<CompiledSpec>,
-        input: Value,
+        (input, session): (Value, Option<Session>),
     ) -> Result<Value, HandlerError> {
         let (to_handler, mut requests) = tokio::sync::mpsc::unbounded_channel();
         let (done_tx, mut done) = tokio::sync::oneshot::channel();
@@ -598,6 +604,7 @@ impl Worker {
         }
         let config = RunConfig {
             observer: Some(Arc::new(Observers(observers))),
+            session,
             ..RunConfig::default()
         };
         // The invocation ended here (suspended, or its worker told to stop): the run's
@@ -697,8 +704,30 @@ async fn keep<'a>(
     Ok(())
 }
 
+/// The session a turn of a conversation starts from (`"session"` in `run`'s body, as
+/// `charter serve` keeps it), or why this spec cannot take it.
+fn session_of(spec: &CompiledSpec, session: &Value) -> Result<Session, String> {
+    if spec.session.is_none() {
+        return Err(format!(
+            "spec `{}` keeps no session (it has no `session` contract); send no \"session\"",
+            spec.name
+        ));
+    }
+    let session: Session = serde_json::from_value(session.clone())
+        .map_err(|error| format!("the \"session\" is not a session: {error}"))?;
+    if session.spec != spec.name {
+        return Err(format!(
+            "the session belongs to spec `{}`, not `{}`",
+            charter_runtime::world::escape::one_line(&session.spec, 100),
+            spec.name
+        ));
+    }
+    Ok(session)
+}
+
 /// What a finished run tells: `{outcome, reason, rounds, message?, best?, delivered?,
-/// answer?, answered_by?}` (as `charter serve`'s `GET /runs/{id}`).
+/// answer?, answered_by?, session?}` (as `charter serve`'s `GET /runs/{id}`, and the
+/// session a conversation's turn leaves).
 fn result_of(outcome: &RunOutcome) -> Value {
     let mut result = json!({
         "outcome": outcome.outcome.to_string(),
@@ -720,6 +749,9 @@ fn result_of(outcome: &RunOutcome) -> Value {
     }
     if let Some(role) = &outcome.answered_by {
         result["answered_by"] = json!(role);
+    }
+    if let Some(session) = &outcome.session {
+        result["session"] = json!(session);
     }
     result
 }

@@ -1,4 +1,4 @@
-//! Runs on Restate (DESIGN §16): a real Restate server and `charter worker` on loopback against a counting mock model — the same results as `charter run`, a worker killed mid-call, an ask across a worker restart, a backoff that is a durable sleep, the server killed mid-run, a bad input, 200 runs at once, `charter serve --restate` in front, a three-node cluster losing a node.
+//! Runs on Restate (DESIGN §16): a real Restate server and `charter worker` on loopback against a counting mock model — the same results as `charter run`, a worker killed mid-call, an ask across a worker restart, a backoff that is a durable sleep, the server killed mid-run, a bad input, 200 runs at once, `charter serve --restate` in front (a conversation too), a three-node cluster losing a node.
 //!
 //! The server is the `@restatedev/restate-server` npm package, installed into
 //! `target/restate/` (`.ci/run` installs it; so does this test when npm is there). Without
@@ -408,6 +408,36 @@ impl Respond for MockModel {
                     .to_string();
                 json!({"candidate_id": id, "summary": "a brief on heat pumps"})
             }
+            // mention_roles: the router sends a message about 漫画 to `creative`, any
+            // other to `socrates`; a role answers what it heard and how many earlier turns
+            // its messages hold (the session's history).
+            "router" => {
+                let message = prompt
+                    .split("Message: ")
+                    .nth(1)
+                    .and_then(|rest| rest.lines().next())
+                    .unwrap_or_default();
+                let picked = if message.contains("漫画") {
+                    "creative"
+                } else {
+                    "socrates"
+                };
+                json!({"role": picked, "reason": "by the message"})
+            }
+            "delegate" | "business" | "creative" | "talker" | "socrates" | "exp_master" => {
+                let messages = body["messages"].as_array().cloned().unwrap_or_default();
+                let current = messages
+                    .iter()
+                    .rev()
+                    .find(|message| message["role"] == "user")
+                    .and_then(|message| message["content"].as_str())
+                    .unwrap_or_default();
+                let earlier = messages
+                    .iter()
+                    .filter(|message| message["role"] == "assistant")
+                    .count();
+                json!({"text": format!("{role} heard: {current} ({earlier} earlier)")})
+            }
             other => {
                 return ResponseTemplate::new(400)
                     .set_body_json(json!({"error": {"message": format!("no role {other:?}")}}));
@@ -442,12 +472,18 @@ fn spec() -> PathBuf {
     repository().join("specs/seeds/closed_loop.charter")
 }
 
+/// A conversation's spec (field report 002): its roles are sent the session's turns.
+fn conversation_spec() -> PathBuf {
+    repository().join("specs/seeds/mention_roles.charter")
+}
+
 fn start_worker(project: &Path, model: &str, port: u16) -> Guard {
     let log = std::fs::File::create(project.join(format!("worker-{}.log", free_port())))
         .unwrap_or_else(|error| panic!("{error}"));
     let child = charter(project, model)
         .arg("worker")
         .arg(spec())
+        .arg(conversation_spec())
         .args(MODELS)
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
@@ -471,6 +507,7 @@ fn start_front(project: &Path, ingress: &str, port: u16) -> Guard {
         .env_remove("OPENAI_API_KEY")
         .arg("serve")
         .arg(spec())
+        .arg(conversation_spec())
         .args(["--restate", ingress, "--port", &port.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -674,7 +711,7 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
         let (local_answer, local_finish, local_trace) = charter_run(project, &model_uri, index);
         let (status, result) = server.ingress(
             &format!("/CharterRun/same-{index}/run"),
-            &json!({"input": input(index)}),
+            &json!({"spec": "closed_loop", "input": input(index)}),
         );
         assert_eq!(status, 200, "run same-{index}: {result}");
         let (_, events) = server.ingress(&format!("/CharterRun/same-{index}/events"), &json!(0));
@@ -711,7 +748,12 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
     let before = mock.calls.load(Ordering::SeqCst);
     mock.hold_next_executor.store(true, Ordering::SeqCst);
     let ingress = format!("http://127.0.0.1:{}/CharterRun/killed/run", server.ingress);
-    let started = std::thread::spawn(move || post(&ingress, &json!({"input": input(99)})));
+    let started = std::thread::spawn(move || {
+        post(
+            &ingress,
+            &json!({"spec": "closed_loop", "input": input(99)}),
+        )
+    });
     wait_for("the held executor call to be in flight", 60, || {
         mock.held.load(Ordering::SeqCst) == 1
     });
@@ -731,7 +773,7 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
     // (c) An ask waits across a worker restart and is answered through the ingress.
     let before = mock.calls.load(Ordering::SeqCst);
     mock.needs_input_next.store(true, Ordering::SeqCst);
-    server.send("asks", &json!({"input": input(98)}));
+    server.send("asks", &json!({"spec": "closed_loop", "input": input(98)}));
     let waiting = server.wait_state("asks", "waiting", 60);
     assert!(waiting["ask"]["question"].is_string(), "{waiting}");
     worker.kill();
@@ -763,7 +805,10 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
     // 10 s after the restart, and no call is made twice.
     let before = mock.calls.load(Ordering::SeqCst);
     mock.rate_limit_next_planner.store(true, Ordering::SeqCst);
-    server.send("backoff", &json!({"input": input(96)}));
+    server.send(
+        "backoff",
+        &json!({"spec": "closed_loop", "input": input(96)}),
+    );
     wait_for("the planner to be rate-limited", 60, || {
         lock(&mock.rate_limited_at).is_some()
     });
@@ -805,7 +850,10 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
     let before = mock.calls.load(Ordering::SeqCst);
     let held_before = mock.held.load(Ordering::SeqCst);
     mock.hold_next_executor.store(true, Ordering::SeqCst);
-    server.send("server-killed", &json!({"input": input(97)}));
+    server.send(
+        "server-killed",
+        &json!({"spec": "closed_loop", "input": input(97)}),
+    );
     wait_for("the held executor call to be in flight", 60, || {
         mock.held.load(Ordering::SeqCst) == held_before + 1
     });
@@ -821,7 +869,10 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
     );
 
     // (d) An input that breaks the request contract is a terminal error, told in status.
-    let (status, body) = server.ingress("/CharterRun/bad/run", &json!({"input": {"goal": 7}}));
+    let (status, body) = server.ingress(
+        "/CharterRun/bad/run",
+        &json!({"spec": "closed_loop", "input": {"goal": 7}}),
+    );
     assert!(status >= 400, "a bad input was accepted: {status} {body}");
     let (status, body) = server.ingress(
         "/CharterRun/no-such-spec/run",
@@ -851,7 +902,7 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
     for index in 0..many {
         server.send(
             &format!("many-{index}"),
-            &json!({"input": input(1000 + index)}),
+            &json!({"spec": "closed_loop", "input": input(1000 + index)}),
         );
     }
     for index in 0..many {
@@ -1023,6 +1074,41 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
         shown["status"] == "finished"
     });
     assert_eq!(shown["outcome"], "completed", "{shown}");
+    // A conversation: two turns of one session, each a run in Restate. The second is
+    // sent the first as history and answered by the role the first left sticky, from
+    // the session serve kept.
+    let before = mock.calls.load(Ordering::SeqCst);
+    let turn = |text: &str| {
+        post(
+            &format!("{base}/sessions/chat-1/turns"),
+            &json!({"spec": "mention_roles", "input": text}),
+        )
+    };
+    let (status, first) = turn("帮我想两个漫画创意");
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["answered_by"], "creative", "{first}");
+    assert_eq!(
+        first["answer"]["text"], "creative heard: 帮我想两个漫画创意 (0 earlier)",
+        "{first}"
+    );
+    assert_eq!(first["saved"], true, "{first}");
+    let (status, second) = turn("再来一个");
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(
+        second["answer"]["text"], "creative heard: 再来一个 (1 earlier)",
+        "the second turn did not start from the first's session: {second}"
+    );
+    let first_run = first["run"].as_str().unwrap_or_default();
+    assert_eq!(
+        server.status(first_run)["state"],
+        "finished",
+        "the turn did not run in Restate"
+    );
+    let turns = get(&format!("{base}/sessions/chat-1"));
+    assert_eq!(turns["turns"].as_array().map(Vec::len), Some(2), "{turns}");
+    let calls = model_calls(&server.events(first_run))
+        + model_calls(&server.events(second["run"].as_str().unwrap_or_default()));
+    assert_eq!(mock.calls.load(Ordering::SeqCst) - before, calls);
     // A bad input is refused before anything reaches Restate.
     let (status, refused) = post(
         &format!("{base}/runs"),
@@ -1044,7 +1130,10 @@ fn runs_on_restate_survive_a_worker_killed_mid_call() {
     let before = mock.calls.load(Ordering::SeqCst);
     let held_before = mock.held.load(Ordering::SeqCst);
     mock.hold_next_executor.store(true, Ordering::SeqCst);
-    front.send("node-killed", &json!({"input": input(96)}));
+    front.send(
+        "node-killed",
+        &json!({"spec": "closed_loop", "input": input(96)}),
+    );
     wait_for("the held executor call to be in flight", 60, || {
         mock.held.load(Ordering::SeqCst) == held_before + 1
     });

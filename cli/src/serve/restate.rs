@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use charter_runtime::engine::provider::HumanRequest;
+use charter_runtime::engine::session::Session;
 use charter_runtime::world::files::LineFile;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -116,9 +117,20 @@ impl Front {
             .map_err(|error| Failure::Refused(status.as_u16(), format!("not JSON: {error}")))
     }
 
-    /// Starts run `id` of spec `spec` on `input` without waiting for it.
-    pub(crate) async fn start(&self, id: &str, spec: &str, input: &Value) -> Result<(), String> {
-        self.call(id, "run/send", &json!({"spec": spec, "input": input}))
+    /// Starts run `id` of spec `spec` on `input` — a turn of a conversation that starts
+    /// from `session`, when given — without waiting for it.
+    pub(crate) async fn start(
+        &self,
+        id: &str,
+        spec: &str,
+        input: &Value,
+        session: Option<&Session>,
+    ) -> Result<(), String> {
+        let mut body = json!({"spec": spec, "input": input});
+        if let Some(session) = session {
+            body["session"] = json!(session);
+        }
+        self.call(id, "run/send", &body)
             .await
             .map(|_| ())
             .map_err(|failure| format!("Restate did not take the run: {failure}"))

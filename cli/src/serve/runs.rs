@@ -439,12 +439,6 @@ impl Runs {
         input: Value,
         turn: Option<Turn>,
     ) -> Result<Arc<Run>, String> {
-        if turn.is_some() && self.restate.is_some() {
-            return Err(
-                "conversations are not served over Restate: `charter worker` runs single runs; serve the spec without --restate to talk to it"
-                    .to_string(),
-            );
-        }
         let millis = now_ms();
         let dir = files::create_unique_dir(&self.runs_dir, &format!("{millis}-"))
             .map_err(|error| format!("cannot make the run directory: {error}"))?;
@@ -479,13 +473,14 @@ impl Runs {
             return Err(format!("cannot write the run directory: {error}"));
         }
         if let Some(front) = &self.restate {
-            return self.launch_remote(id, served, input, dir, front.clone(), true);
+            return self.launch_remote(id, served, input, dir, front.clone(), Some(turn));
         }
         self.launch(id, served, input, dir, turn)
     }
 
-    /// Starts run `id` in Restate (unless `start` is false: it was started before this
-    /// server last stopped) and follows it there, on a thread of its own, to its end.
+    /// Starts run `id` in Restate — as a turn of a conversation when `start` holds one —
+    /// unless `start` is `None` (it was started before this server last stopped), and
+    /// follows it there, on a thread of its own, to its end.
     fn launch_remote(
         self: &Arc<Self>,
         id: String,
@@ -493,7 +488,7 @@ impl Runs {
         input: Value,
         dir: PathBuf,
         front: super::restate::Front,
-        start: bool,
+        start: Option<Option<Turn>>,
     ) -> Result<Arc<Run>, String> {
         let lock = match files::DirLock::try_hold(&dir) {
             Ok(Some(lock)) => lock,
@@ -505,6 +500,9 @@ impl Runs {
         let stream = Stream::create(Some(&dir.join(STREAM_FILE)), self.scrubber().clone())
             .map_err(|error| format!("cannot write the event stream: {error}"))?;
         let run = Run::of(id.clone(), served.name.clone(), input.clone(), stream, true);
+        let turn = start.clone().flatten();
+        let session = turn.as_ref().map(|turn| turn.session.clone());
+        run.state().turn = turn;
         let dir_of_refused = dir.clone();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -520,8 +518,9 @@ impl Runs {
         std::thread::Builder::new()
             .name(format!("run {}", run.id))
             .spawn(move || {
-                if start {
-                    let started = runtime.block_on(front.start(&run.id, &name, &input));
+                if start.is_some() {
+                    let started =
+                        runtime.block_on(front.start(&run.id, &name, &input, session.as_ref()));
                     if started.is_err() {
                         drop(lock);
                         let _ = taken_tx.send(started);
@@ -535,6 +534,13 @@ impl Runs {
                 // Followed again after a restart, the run's events come again from the first.
                 let trace = LineFile::create(&dir.join(EVENTS_FILE)).ok();
                 let mut result = runtime.block_on(front.follow(&run, trace));
+                // A turn's result holds the session it leaves, for the conversation to keep.
+                if let Some(session) = result
+                    .as_object_mut()
+                    .and_then(|result| result.remove("session"))
+                {
+                    run.state().next_session = serde_json::from_value(session).ok();
+                }
                 result["totals"] = totals_json(&spec, &run.stream, started, false);
                 let result = runs.scrubber().value(&result);
                 let _ = serde_json::to_string_pretty(&result)
@@ -855,7 +861,7 @@ impl Runs {
             input,
             dir.to_path_buf(),
             front.clone(),
-            false,
+            None,
         )
         .map_err(|error| {
             self.release();

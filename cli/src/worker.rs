@@ -283,10 +283,7 @@ impl Worker {
         ctx: SharedWorkflowContext<'_>,
         Json(since): Json<Value>,
     ) -> Result<Json<Value>, HandlerError> {
-        let since = since
-            .as_u64()
-            .or_else(|| since.get("since").and_then(Value::as_u64))
-            .unwrap_or(0);
+        let since = since_of(&since);
         let batches: Option<Json<u64>> = ctx.get(BATCHES).await?;
         let batches = batches.map_or(0, |Json(batches)| batches);
         // The last batches first, back to the one that holds event `since`.
@@ -313,10 +310,7 @@ impl Worker {
         ctx: SharedWorkflowContext<'_>,
         Json(since): Json<Value>,
     ) -> Result<Json<Value>, HandlerError> {
-        let since = since
-            .as_u64()
-            .or_else(|| since.get("since").and_then(Value::as_u64))
-            .unwrap_or(0);
+        let since = since_of(&since);
         let count: Option<Json<u64>> = ctx.get(ROWS).await?;
         let count = count.map_or(0, |Json(count)| count);
         let mut rows = Vec::new();
@@ -327,6 +321,14 @@ impl Worker {
         }
         Ok(Json(Value::Array(rows)))
     }
+}
+
+/// The `since` a shared handler is given: a number, or `{"since": N}` (0 otherwise).
+fn since_of(since: &Value) -> u64 {
+    since
+        .as_u64()
+        .or_else(|| since.get("since").and_then(Value::as_u64))
+        .unwrap_or(0)
 }
 
 /// The state key of the number of event batches a run has kept.

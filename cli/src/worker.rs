@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use tokio::time::Instant;
 
 use charter_compiler::CompiledSpec;
-use charter_runtime::engine::effects::{Clock, HumanChannel};
+use charter_runtime::engine::effects::{Clock, HumanChannel, Provider};
 use charter_runtime::engine::provider::{
     BoxFuture, CallKey, CallObserver, HumanRequest, ProviderError,
 };
@@ -562,111 +562,26 @@ impl Worker {
         (input, session): (Value, Option<Session>),
     ) -> Result<Value, HandlerError> {
         let (to_handler, mut requests) = tokio::sync::mpsc::unbounded_channel();
-        let (done_tx, mut done) = tokio::sync::oneshot::channel();
         let pending = Arc::new(Mutex::new(PendingEvents {
             skip: usize::try_from(kept.events).unwrap_or(usize::MAX),
             skip_rows: usize::try_from(kept.rows).unwrap_or(usize::MAX),
             events: Vec::new(),
         }));
-        let recording = Recording::journaled_in(
-            self.0.environment.secrets.clone(),
-            Box::new(HandlerJournal {
-                to_handler: to_handler.clone(),
-                pending: pending.clone(),
-            }),
-            std::mem::take(&mut kept.entries),
-        );
-        let providers = self
-            .0
-            .environment
-            .providers(&spec, &self.0.tools)
-            .map_err(TerminalError::new)?;
-        let to_handler_for_clock = to_handler.clone();
-        let humans = HandlerAsks {
-            to_handler,
-            pending: pending.clone(),
-        };
-        let clock = Arc::new(KeptClock::new(
-            kept.started_ms,
-            kept.deadlines.clone(),
-            to_handler_for_clock,
-            pending.clone(),
-        ));
-        let scrubber = self.0.environment.scrubber.clone();
-        let sink_events = pending.clone();
-        let mut observers: Vec<Arc<dyn CallObserver>> = vec![Arc::new(KeptRows {
-            pending: pending.clone(),
-            scrubber: scrubber.clone(),
-        })];
-        if self.0.show_output {
-            observers.push(Arc::new(ShownAnswers {
-                run: ctx.key().to_string(),
-                scrubber: scrubber.clone(),
-            }));
-        }
-        let config = RunConfig {
-            observer: Some(Arc::new(Observers(observers))),
-            session,
-            ..RunConfig::default()
-        };
+        let run = self.run_effects(ctx.key(), &mut kept, &spec, to_handler, &pending)?;
         // The invocation ended here (suspended, or its worker told to stop): the run's
         // thread stops too, before it makes another call.
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         let _cancel_on_drop = CancelOnDrop(cancel);
+        let (done_tx, mut done) = tokio::sync::oneshot::channel();
         std::thread::spawn(move || {
-            let live = LiveRun {
-                spec: &spec,
-                provider: Arc::new(recording.provider(providers)),
-                humans: Box::new(recording.humans(humans)),
-                sink: ScrubbingSink::new(Fanout(vec![Box::new(KeptEvents(sink_events))]), scrubber),
-                config,
-                options: LiveRunOptions {
-                    stop: StopOn::Cancel(cancelled),
-                    clock: RunClock::Kept(clock),
-                },
-                heartbeat_calls: None,
-            };
-            let _ = done_tx.send(live.run(input));
+            let _ = done_tx.send(run.start(&spec, input, session, cancelled));
         });
         // The asks and the durable sleeps the run waits on, each replying when it ends.
-        let mut waits: FuturesUnordered<Pin<Box<dyn Future<Output = ()> + Send + 'a>>> =
-            FuturesUnordered::new();
+        let mut waits: Waits<'a> = FuturesUnordered::new();
         let outcome = loop {
             tokio::select! {
                 request = requests.recv() => match request {
-                    Some(ToHandler::Keep(entry, reply)) => {
-                        let written = keep(ctx, &mut kept, entry).await;
-                        let _ = reply.send(written.as_ref().map(|_| ()).map_err(ToString::to_string));
-                        written?;
-                    }
-                    Some(ToHandler::Ask { request, events, reply }) => {
-                        let promise = promise_name(&request.step, request.round, request.attempt);
-                        if !kept.promises.contains_key(&promise) {
-                            keep(ctx, &mut kept, Kept::Asked {
-                                promise: promise.clone(),
-                                step: request.step.clone(),
-                                question: request.question.clone(),
-                                events,
-                            }).await?;
-                        }
-                        if let Some(future) = kept.promises.remove(&promise) {
-                            waits.push(Box::pin(async move {
-                                let answer = future.await;
-                                let answer = answer.map(|Json(answer)| answer).map_err(|error| error.to_string());
-                                let _ = reply.send(answer);
-                            }));
-                        }
-                    }
-                    Some(ToHandler::Sleep { until_ms, events, reply }) => {
-                        if !kept.sleeps.contains_key(&until_ms) {
-                            keep(ctx, &mut kept, Kept::Sleep { until_ms, events }).await?;
-                        }
-                        if let Some(future) = kept.sleeps.remove(&until_ms) {
-                            waits.push(Box::pin(async move {
-                                let _ = reply.send(future.await.map_err(|error| error.to_string()));
-                            }));
-                        }
-                    }
+                    Some(request) => take_request(ctx, &mut kept, request, &mut waits).await?,
                     // The run's thread has let go of its effects: its result is next.
                     None => break (&mut done).await,
                 },
@@ -689,6 +604,161 @@ impl Worker {
         )
         .await?;
         Ok(result)
+    }
+
+    /// What run `key` acts on the world with: calls through a recording whose journal is
+    /// the handler's (answering those `kept` holds), asks and waits through the handler,
+    /// trace events and stream rows held in `pending` for the next entry.
+    fn run_effects(
+        &self,
+        key: &str,
+        kept: &mut KeptState<'_>,
+        spec: &CompiledSpec,
+        to_handler: tokio::sync::mpsc::UnboundedSender<ToHandler>,
+        pending: &Arc<Mutex<PendingEvents>>,
+    ) -> Result<RunEffects, TerminalError> {
+        let served = &self.0;
+        let recording = Recording::journaled_in(
+            served.environment.secrets.clone(),
+            Box::new(HandlerJournal {
+                to_handler: to_handler.clone(),
+                pending: pending.clone(),
+            }),
+            std::mem::take(&mut kept.entries),
+        );
+        let providers = served
+            .environment
+            .providers(spec, &served.tools)
+            .map_err(TerminalError::new)?;
+        let scrubber = served.environment.scrubber.clone();
+        let mut observers: Vec<Arc<dyn CallObserver>> = vec![Arc::new(KeptRows {
+            pending: pending.clone(),
+            scrubber: scrubber.clone(),
+        })];
+        if served.show_output {
+            observers.push(Arc::new(ShownAnswers {
+                run: key.to_string(),
+                scrubber: scrubber.clone(),
+            }));
+        }
+        Ok(RunEffects {
+            provider: Arc::new(recording.provider(providers)),
+            humans: Box::new(recording.humans(HandlerAsks {
+                to_handler: to_handler.clone(),
+                pending: pending.clone(),
+            })),
+            clock: Arc::new(KeptClock::new(
+                kept.started_ms,
+                kept.deadlines.clone(),
+                to_handler,
+                pending.clone(),
+            )),
+            sink: ScrubbingSink::new(
+                Fanout(vec![Box::new(KeptEvents(pending.clone()))]),
+                scrubber,
+            ),
+            observer: Arc::new(Observers(observers)),
+        })
+    }
+}
+
+/// The asks and durable sleeps a run waits on, each replying to the run's thread when it
+/// ends.
+type Waits<'a> = FuturesUnordered<Pin<Box<dyn Future<Output = ()> + Send + 'a>>>;
+
+/// What a run on Restate acts on the world with ([`Worker::run_effects`]).
+struct RunEffects {
+    provider: Arc<dyn Provider>,
+    humans: Box<dyn HumanChannel>,
+    clock: Arc<KeptClock>,
+    sink: ScrubbingSink<Fanout>,
+    observer: Arc<dyn CallObserver>,
+}
+
+impl RunEffects {
+    /// Runs `spec` on `input` (a turn of `session`, if given) to its end, on the calling
+    /// thread, until `cancelled`.
+    fn start(
+        self,
+        spec: &CompiledSpec,
+        input: Value,
+        session: Option<Session>,
+        cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<RunOutcome, String> {
+        LiveRun {
+            spec,
+            provider: self.provider,
+            humans: self.humans,
+            sink: self.sink,
+            config: RunConfig {
+                observer: Some(self.observer),
+                session,
+                ..RunConfig::default()
+            },
+            options: LiveRunOptions {
+                stop: StopOn::Cancel(cancelled),
+                clock: RunClock::Kept(self.clock),
+            },
+            heartbeat_calls: None,
+        }
+        .run(input)
+    }
+}
+
+/// Does what the run's thread asks: keeps an entry, or takes an ask's promise or a
+/// durable sleep (writing the entry that names it, unless one read back does) and waits
+/// on it among `waits`.
+async fn take_request<'a>(
+    ctx: &'a WorkflowContext<'a>,
+    kept: &mut KeptState<'a>,
+    request: ToHandler,
+    waits: &mut Waits<'a>,
+) -> Result<(), TerminalError> {
+    match request {
+        ToHandler::Keep(entry, reply) => {
+            let written = keep(ctx, kept, entry).await;
+            let _ = reply.send(written.as_ref().map(|_| ()).map_err(ToString::to_string));
+            written
+        }
+        ToHandler::Ask {
+            request,
+            events,
+            reply,
+        } => {
+            let promise = promise_name(&request.step, request.round, request.attempt);
+            if !kept.promises.contains_key(&promise) {
+                let asked = Kept::Asked {
+                    promise: promise.clone(),
+                    step: request.step.clone(),
+                    question: request.question.clone(),
+                    events,
+                };
+                keep(ctx, kept, asked).await?;
+            }
+            if let Some(future) = kept.promises.remove(&promise) {
+                waits.push(Box::pin(async move {
+                    let answer = future.await;
+                    let _ =
+                        reply.send(answer.map(|Json(answer)| answer).map_err(|e| e.to_string()));
+                }));
+            }
+            Ok(())
+        }
+        ToHandler::Sleep {
+            until_ms,
+            events,
+            reply,
+        } => {
+            if !kept.sleeps.contains_key(&until_ms) {
+                keep(ctx, kept, Kept::Sleep { until_ms, events }).await?;
+            }
+            if let Some(future) = kept.sleeps.remove(&until_ms) {
+                waits.push(Box::pin(async move {
+                    let _ = reply.send(future.await.map_err(|error| error.to_string()));
+                }));
+            }
+            Ok(())
+        }
     }
 }
 
@@ -727,31 +797,10 @@ fn session_of(spec: &CompiledSpec, session: &Value) -> Result<Session, String> {
     Ok(session)
 }
 
-/// What a finished run tells: `{outcome, reason, rounds, message?, best?, delivered?,
-/// answer?, answered_by?, session?}` (as `charter serve`'s `GET /runs/{id}`, and the
-/// session a conversation's turn leaves).
+/// What a finished run tells, as `charter serve`'s `GET /runs/{id}` (its answer whole),
+/// with the session a conversation's turn leaves.
 fn result_of(outcome: &RunOutcome) -> Value {
-    let mut result = json!({
-        "outcome": outcome.outcome.to_string(),
-        "reason": outcome.reason.to_string(),
-        "rounds": outcome.rounds,
-    });
-    if let Some(message) = &outcome.message {
-        result["message"] = json!(message);
-    }
-    if let Some(best) = &outcome.best {
-        result["best"] = json!(best);
-    }
-    if let Some(delivered) = &outcome.delivered {
-        result["delivered"] =
-            json!({"candidate_id": delivered.candidate_id, "hash": delivered.hash});
-    }
-    if let Some(answer) = &outcome.answer {
-        result["answer"] = answer.clone();
-    }
-    if let Some(role) = &outcome.answered_by {
-        result["answered_by"] = json!(role);
-    }
+    let mut result = crate::serve::result_of(outcome);
     if let Some(session) = &outcome.session {
         result["session"] = json!(session);
     }

@@ -94,20 +94,6 @@ fn answers(stdout: &[u8]) -> Vec<Value> {
         })
 }
 
-async fn asked(server: &MockServer, role: &str) -> usize {
-    server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|request| {
-            serde_json::from_slice::<Value>(&request.body)
-                .ok()
-                .is_some_and(|body| body["response_format"]["json_schema"]["name"] == role)
-        })
-        .count()
-}
-
 fn session_file(dir: &Path, id: &str) -> Value {
     let path = dir.join(".charter/sessions").join(format!("{id}.json"));
     let text = std::fs::read_to_string(&path)
@@ -145,7 +131,7 @@ async fn chat_answers_three_typed_turns_and_keeps_the_session() {
         "an @mention picks the role, the next turn sticks to it, and the role sees the text without its @name\n{stderr}"
     );
     assert_eq!(
-        asked(&server, "router").await,
+        support::requests_for(&server, "router").await,
         0,
         "no turn needed the router"
     );
@@ -257,7 +243,7 @@ async fn run_with_a_session_takes_one_turn_and_prints_its_answer() {
         [json!({"text": "socrates heard: why do you ask?", "workflows": []})]
     );
     assert_eq!(
-        asked(&server, "router").await,
+        support::requests_for(&server, "router").await,
         1,
         "the second turn sticks to socrates without the router"
     );

@@ -124,20 +124,6 @@ fn texts(stdout: &[u8]) -> Vec<String> {
         .collect()
 }
 
-async fn asked(server: &MockServer, role: &str) -> usize {
-    server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|request| {
-            serde_json::from_slice::<Value>(&request.body)
-                .ok()
-                .is_some_and(|body| body["response_format"]["json_schema"]["name"] == role)
-        })
-        .count()
-}
-
 #[tokio::test]
 async fn mentions_without_a_space_and_a_per_turn_role_pick_who_answers() {
     let server = server().await;
@@ -170,7 +156,7 @@ async fn mentions_without_a_space_and_a_per_turn_role_pick_who_answers() {
         "the chat says how to preset a role\n{stderr}"
     );
     assert_eq!(
-        asked(&server, "router").await,
+        support::requests_for(&server, "router").await,
         0,
         "no turn needed the router"
     );
@@ -265,7 +251,7 @@ async fn the_router_reads_the_message_and_a_failing_router_leaves_the_turn_to_th
     );
     assert_eq!(texts(&failed.stdout), ["delegate heard: 系统崩了怎么办"]);
     assert_eq!(
-        asked(&server, "router").await,
+        support::requests_for(&server, "router").await,
         3,
         "one routed turn, and two attempts (retry 1) for the rate-limited one"
     );

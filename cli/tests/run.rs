@@ -1,5 +1,7 @@
 //! `charter run` against a wiremock OpenAI server on loopback: a live run recorded and replayed by `charter replay`, no key in any file written, and a run killed with SIGKILL resumed with `--resume` without a duplicate model call.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -100,20 +102,6 @@ fn files(dir: &Path) -> Vec<(PathBuf, String)> {
     found
 }
 
-async fn requests_for(server: &MockServer, role: &str) -> usize {
-    server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|request| {
-            serde_json::from_slice::<Value>(&request.body)
-                .ok()
-                .is_some_and(|body| body["response_format"]["json_schema"]["name"] == role)
-        })
-        .count()
-}
-
 #[tokio::test]
 async fn a_live_run_is_recorded_and_replays_to_the_same_outcome() {
     let server = MockServer::start().await;
@@ -173,7 +161,7 @@ async fn a_live_run_is_recorded_and_replays_to_the_same_outcome() {
         "{replayed}"
     );
     assert_eq!(
-        requests_for(&server, "writer").await,
+        support::requests_for(&server, "writer").await,
         1,
         "the replay made no call"
     );
@@ -203,7 +191,7 @@ async fn a_run_killed_with_sigkill_resumes_without_a_duplicate_call() {
     .unwrap_or_else(|error| panic!("{error}"));
     let journal = project.join("runs/killed/calls.jsonl");
     let started = Instant::now();
-    while requests_for(&server, "finalizer").await == 0 {
+    while support::requests_for(&server, "finalizer").await == 0 {
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "the run never reached the finalizer"
@@ -231,17 +219,17 @@ async fn a_run_killed_with_sigkill_resumes_without_a_duplicate_call() {
         "{stderr}"
     );
     assert_eq!(
-        requests_for(&server, "writer").await,
+        support::requests_for(&server, "writer").await,
         1,
         "no duplicate call"
     );
     assert_eq!(
-        requests_for(&server, "reviewer").await,
+        support::requests_for(&server, "reviewer").await,
         1,
         "no duplicate call"
     );
     assert_eq!(
-        requests_for(&server, "finalizer").await,
+        support::requests_for(&server, "finalizer").await,
         2,
         "the call in flight was made again"
     );
@@ -341,7 +329,7 @@ async fn start_until_finalizer(
         .spawn()
         .unwrap_or_else(|error| panic!("{error}"));
     let started = Instant::now();
-    while requests_for(server, "finalizer").await == 0 {
+    while support::requests_for(server, "finalizer").await == 0 {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "the run never reached the finalizer"
@@ -843,7 +831,11 @@ async fn record_refuses_to_overwrite_a_scenario_unless_forced_and_keeps_its_expe
         std::fs::read_to_string(scenario_dir.join("scenario.yaml")).unwrap_or_default(),
         written
     );
-    assert_eq!(requests_for(&server, "writer").await, 0, "nothing ran");
+    assert_eq!(
+        support::requests_for(&server, "writer").await,
+        0,
+        "nothing ran"
+    );
 
     let mut forced = args.to_vec();
     forced.push("--force");

@@ -51,21 +51,6 @@ fn run(project: &Path, server: &MockServer, spec: &str, args: &[&str]) -> Output
         .unwrap_or_else(|error| panic!("{error}"))
 }
 
-/// How many requests the mock received for `role`.
-async fn requests_for(server: &MockServer, role: &str) -> usize {
-    server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|request| {
-            serde_json::from_slice::<Value>(&request.body)
-                .ok()
-                .is_some_and(|body| body["response_format"]["json_schema"]["name"] == role)
-        })
-        .count()
-}
-
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
@@ -118,9 +103,13 @@ async fn lead_agent_answers_a_plain_question_without_planning_a_workflow() {
         answer["answer"],
         "every day at 02:00 (from the question about 0 2 * * *)"
     );
-    assert_eq!(requests_for(&server, "lead").await, 1);
-    assert_eq!(requests_for(&server, "assistant").await, 1);
-    assert_eq!(requests_for(&server, "planner").await, 0, "{stderr}");
+    assert_eq!(support::requests_for(&server, "lead").await, 1);
+    assert_eq!(support::requests_for(&server, "assistant").await, 1);
+    assert_eq!(
+        support::requests_for(&server, "planner").await,
+        0,
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&project);
 }
 
@@ -171,8 +160,12 @@ async fn auto_agent_sends_a_failed_executor_back_to_the_analyzer_with_its_error(
     assert_eq!(routed.len(), 1, "{events}");
     assert_eq!(routed[0]["step"], "execute");
     assert_eq!(routed[0]["to"], "analyze");
-    assert_eq!(requests_for(&server, "executor").await, 3, "three attempts");
-    assert_eq!(requests_for(&server, "analyzer").await, 2);
+    assert_eq!(
+        support::requests_for(&server, "executor").await,
+        3,
+        "three attempts"
+    );
+    assert_eq!(support::requests_for(&server, "analyzer").await, 2);
     let answer: Value = serde_json::from_str(&read(&project.join("out/answer.json")))
         .unwrap_or_else(|error| panic!("{error}: {stderr}"));
     assert_eq!(answer["answer"], "Hello, team!");

@@ -1,5 +1,7 @@
 //! `charter serve` as a program on loopback against a wiremock OpenAI server: a run started over HTTP and streamed as server-sent events (late clients, `Last-Event-ID`, 50 clients at once), an `ask` answered over HTTP, a cancel, a killed server that resumes its runs from their journals, and the token rules.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -70,19 +72,6 @@ async fn model_with_writer_after(delay: std::time::Duration) -> MockServer {
         .mount(&server)
         .await;
     server
-}
-
-async fn requests_for(server: &MockServer, role: &str) -> usize {
-    server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|request| {
-            serde_json::from_slice::<Value>(&request.body)
-                .is_ok_and(|body| body["response_format"]["json_schema"]["name"] == json!(role))
-        })
-        .count()
 }
 
 /// A running `charter serve`, killed when dropped.
@@ -585,7 +574,7 @@ async fn a_killed_server_resumes_its_runs_from_their_journals() {
     assert_eq!(status, 200, "{body}");
     let rest = stream.rest().await;
     assert_eq!(rest[rest.len() - 1].data["outcome"], "completed");
-    assert_eq!(requests_for(&model, "writer").await, 1);
+    assert_eq!(support::requests_for(&model, "writer").await, 1);
 
     // A third start finds the run ended: it is listed, and not run again.
     drop(server);
@@ -610,7 +599,7 @@ async fn a_second_server_in_the_directory_leaves_a_running_run_alone() {
     let first = start(&project, &model, &["specs/review_loop.charter"], 0);
     let id = start_run(&first.base, "review_loop").await;
     let mut waited = 0;
-    while requests_for(&model, "writer").await == 0 && waited < 500 {
+    while support::requests_for(&model, "writer").await == 0 && waited < 500 {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         waited += 1;
     }
@@ -625,7 +614,7 @@ async fn a_second_server_in_the_directory_leaves_a_running_run_alone() {
     let rest = Events::open(&first.base, &id, None).await.rest().await;
     assert_eq!(rest[rest.len() - 1].data["outcome"], "completed");
     assert_eq!(
-        requests_for(&model, "writer").await,
+        support::requests_for(&model, "writer").await,
         1,
         "the run was run twice"
     );

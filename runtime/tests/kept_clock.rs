@@ -1,14 +1,14 @@
 //! A durable engine's clock (DESIGN §16): the scheduler names each backoff by the call it follows and waits the end the clock keeps, waits with nothing in flight through `idle_until`, and counts a run started again from its first start — shown on LeadAgent's `runner_429_retried` (a 429, then a 2 s backoff) played as tasks on a paused clock.
 
+mod support;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use charter_runtime::engine::effects::{Clock, Effects, Provider};
-use charter_runtime::engine::provider::{
-    BoxFuture, ModelRequest, ModelResponse, ProviderError, ToolRequest, ToolResponse,
-};
+use charter_runtime::engine::effects::{Clock, Effects};
+use charter_runtime::engine::provider::BoxFuture;
 use charter_runtime::engine::run::{DeliveryTarget, RunConfig, run};
 use charter_runtime::formats::scenario::{Cassette, Scenario};
 use charter_runtime::formats::trace::MemorySink;
@@ -23,22 +23,6 @@ const BACKOFF_MS: u64 = 2000;
 
 fn scenario_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/lead_agent/runner_429_retried")
-}
-
-/// The recording, each call a task that waits out its latency (as a live call would).
-struct AsTask(Arc<ReplayProvider>);
-
-impl Provider for AsTask {
-    fn complete(
-        &self,
-        request: ModelRequest,
-    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
-        self.0.complete(request)
-    }
-
-    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
-        self.0.run_tool(request)
-    }
 }
 
 /// Tokio's (paused) clock that keeps backoffs' ends as a durable engine's would, and
@@ -133,8 +117,12 @@ fn run_on(clock: Arc<KeepingClock>) -> (String, Vec<Value>) {
     let outcome = runtime.block_on(run(
         &spec,
         scenario.input.clone(),
-        Effects::new(Arc::new(AsTask(replay.clone())), replay.as_ref(), &mut sink)
-            .with_clock(clock),
+        Effects::new(
+            Arc::new(support::AsTask(replay.clone())),
+            replay.as_ref(),
+            &mut sink,
+        )
+        .with_clock(clock),
         &config,
     ));
     let ended = match outcome {

@@ -1,5 +1,7 @@
 //! A replay's calls are jobs the scheduler times itself (the recording answers at once, and the run moves its paused clock on to the next job due): every golden scenario gives exactly the trace and outcome it gives when each call runs as a tokio task that waits out its latency, as a live provider's does, sub-millisecond latencies included.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -15,23 +17,6 @@ use charter_runtime::world::replay::ReplayProvider;
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// A recording that does not answer at once: each call is a task that sleeps its
-/// recorded latency, under the role's timeout.
-struct AsTask(Arc<ReplayProvider>);
-
-impl Provider for AsTask {
-    fn complete(
-        &self,
-        request: ModelRequest,
-    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
-        self.0.complete(request)
-    }
-
-    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
-        self.0.run_tool(request)
-    }
 }
 
 /// A recording whose every call takes half a millisecond longer than recorded, as a
@@ -144,7 +129,7 @@ fn every_golden_replays_the_same_whether_its_calls_are_jobs_or_tasks() {
     let mut timed = 0;
     for dir in &scenarios {
         let jobs = replay_with(&root, dir, &|replay| replay);
-        let tasks = replay_with(&root, dir, &|replay| Arc::new(AsTask(replay)));
+        let tasks = replay_with(&root, dir, &|replay| Arc::new(support::AsTask(replay)));
         assert_eq!(jobs, tasks, "{}: jobs and tasks differ", dir.display());
         let slower = |now| move |replay| -> Arc<dyn Provider> { Arc::new(Slower { replay, now }) };
         let slower_jobs = replay_with(&root, dir, &slower(true));

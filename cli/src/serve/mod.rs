@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use crate::driver::{LiveFlags, PreparedSpec, model_overrides, tool_box, tool_name};
 use crate::loader::{compile_whole, display_path, normalize};
 use crate::{Context, Outcome, print_err, print_error};
+pub(crate) use runs::result_of;
 use runs::{Refusal, Runs, ServedSpec};
 pub(crate) use specs::gates as gates_of;
 pub(crate) use stream::{LIVE_ROW_KINDS, role_output_row, tool_finished_row, tool_started_row};

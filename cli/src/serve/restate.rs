@@ -177,7 +177,11 @@ impl Front {
                 }
             };
             let before = since;
-            self.rows(&run.id, &mut rows).await;
+            // A row is kept with trace events (its call's `model_result` comes before it):
+            // there are new rows only when there are new events.
+            if events.as_array().is_some_and(|events| !events.is_empty()) {
+                self.rows(&run.id, &mut rows).await;
+            }
             for event in events.as_array().into_iter().flatten() {
                 rows.show_before(since, &run.stream);
                 keep(event);

@@ -542,12 +542,7 @@ impl Runs {
                     run.state().next_session = serde_json::from_value(session).ok();
                 }
                 result["totals"] = totals_json(&spec, &run.stream, started, false);
-                let result = runs.scrubber().value(&result);
-                let _ = serde_json::to_string_pretty(&result)
-                    .map(|text| files::write_atomically(&dir.join(RESULT_FILE), text.as_bytes()));
-                drop(lock);
-                runs.release();
-                run.finish(result);
+                runs.end(&run, &dir, lock, &result);
             })
             .map_err(|error| format!("cannot follow the run: {error}"))?;
         match taken.recv() {
@@ -602,19 +597,25 @@ impl Runs {
                 .unwrap_or_else(|_| {
                     json!({"outcome": "error", "message": "the run stopped on an internal error"})
                 });
-                let result = runs.scrubber().value(&result);
-                // A run whose result cannot be kept still ends for its clients; a
-                // restart resumes it from its journal.
-                let _ = serde_json::to_string_pretty(&result)
-                    .map(|text| files::write_atomically(&dir.join(RESULT_FILE), text.as_bytes()));
-                // Its place and its directory are free before its clients hear the end,
-                // so a client that saw the answer can start the next run at once.
-                drop(lock);
-                runs.release();
-                run.finish(result);
+                runs.end(&run, &dir, lock, &result);
             })
             .map(|_| handle)
             .map_err(|error| format!("cannot start the run: {error}"))
+    }
+
+    /// Ends `run` with `result`, scrubbed: kept in its directory as `result.json`, its
+    /// directory's `lock` and its place let go, then its clients told.
+    fn end(&self, run: &Run, dir: &Path, lock: files::DirLock, result: &Value) {
+        let result = self.scrubber().value(result);
+        // A run whose result cannot be kept still ends for its clients; a restart resumes
+        // it from its journal (or follows it again in Restate).
+        let _ = serde_json::to_string_pretty(&result)
+            .map(|text| files::write_atomically(&dir.join(RESULT_FILE), text.as_bytes()));
+        // Its place and its directory are free before its clients hear the end, so a
+        // client that saw the answer can start the next run at once.
+        drop(lock);
+        self.release();
+        run.finish(result);
     }
 
     /// Runs the spec to its end; the result (`outcome`, `reason`, `answer`...) or
@@ -635,7 +636,11 @@ impl Runs {
         let mut result = match executed {
             Ok(outcome) => {
                 run.state().next_session = outcome.session.clone();
-                result_of(&outcome)
+                let mut result = result_of(&outcome);
+                if let Some(answer) = result.get_mut("answer") {
+                    *answer = super::stream::bounded(answer, super::stream::MAX_OUTPUT_CHARS);
+                }
+                result
             }
             Err(message) => json!({"outcome": "error", "message": message}),
         };
@@ -888,9 +893,10 @@ pub(crate) fn tools_for(spec: &CompiledSpec, tools: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// What a finished run tells: `{outcome, reason, message?, best?, delivered?, answer?,
-/// answered_by?}`.
-fn result_of(outcome: &RunOutcome) -> Value {
+/// What a finished run tells: `{outcome, reason, rounds, message?, best?, delivered?,
+/// answer?, answered_by?}` (a served run's, whose page cuts a long answer, and a Restate
+/// worker's).
+pub(crate) fn result_of(outcome: &RunOutcome) -> Value {
     let mut result = json!({
         "outcome": outcome.outcome.to_string(),
         "reason": outcome.reason.to_string(),
@@ -907,7 +913,7 @@ fn result_of(outcome: &RunOutcome) -> Value {
             json!({"candidate_id": delivered.candidate_id, "hash": delivered.hash});
     }
     if let Some(answer) = &outcome.answer {
-        result["answer"] = super::stream::bounded(answer, super::stream::MAX_OUTPUT_CHARS);
+        result["answer"] = answer.clone();
     }
     if let Some(role) = &outcome.answered_by {
         result["answered_by"] = json!(role);

@@ -1,8 +1,9 @@
-//! What several CLI test binaries share: the repository's root, copying its seed files into a test project, a model server's answer, a cassette without its pins and running `charter` with text typed on its stdin.
+//! What several CLI test binaries share: the repository's root, copying its seed files into a test project, a model server's answer, how many requests it got for a role, a cassette without its pins and running `charter` with text typed on its stdin.
 
 use std::path::{Path, PathBuf};
 
 /// The repository's root (the seeds and goldens are copied from there).
+#[allow(dead_code)] // not every test binary reads the seeds
 pub fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -81,4 +82,20 @@ pub fn typed(mut command: std::process::Command, stdin: &str) -> std::process::O
     child
         .wait_with_output()
         .unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// How many requests the mock model server received for `role` (the name of the JSON
+/// schema its answer is asked in).
+#[allow(dead_code)] // only the test binaries that count a mock's requests call it
+pub async fn requests_for(server: &wiremock::MockServer, role: &str) -> usize {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|request| {
+            serde_json::from_slice::<serde_json::Value>(&request.body)
+                .is_ok_and(|body| body["response_format"]["json_schema"]["name"] == role)
+        })
+        .count()
 }

@@ -82,6 +82,39 @@ fn openai_answer(content: &str) -> Value {
     })
 }
 
+/// What an OpenAI-dialect server answering `{"text": "二"}` is sent for `request`, and
+/// what the provider makes of its answer.
+async fn sent_to_openai(request: ModelRequest) -> (ModelOutput, Value) {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        "/v1/chat/completions",
+        openai_answer(r#"{"text": "二"}"#),
+    )
+    .await;
+    let response = openai(&server)
+        .complete(request)
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    (response.output, bodies(&server).await.remove(0))
+}
+
+/// What an Anthropic server answering `answer` is sent for `request` (through
+/// `structured_output`), and what the provider makes of its answer.
+async fn sent_to_anthropic(
+    answer: Value,
+    structured_output: StructuredOutput,
+    request: ModelRequest,
+) -> (ModelOutput, Value) {
+    let server = MockServer::start().await;
+    mount(&server, "/v1/messages", answer).await;
+    let response = anthropic(&server, structured_output)
+        .complete(request)
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    (response.output, bodies(&server).await.remove(0))
+}
+
 /// `(role, content)` of each message sent.
 fn roles_and_texts(messages: &Value) -> Vec<(String, String)> {
     messages
@@ -108,20 +141,10 @@ fn roles_and_texts(messages: &Value) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn openai_sends_a_system_message_then_the_conversation() {
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        "/v1/chat/completions",
-        openai_answer(r#"{"text": "二"}"#),
-    )
-    .await;
-    let response = openai(&server)
-        .complete(chat_request("openai:gpt-4o", OutputModeIr::JsonSchema))
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(response.output, ModelOutput::Json(json!({"text": "二"})));
-    let sent = bodies(&server).await;
-    let messages = roles_and_texts(&sent[0]["messages"]);
+    let (output, sent) =
+        sent_to_openai(chat_request("openai:gpt-4o", OutputModeIr::JsonSchema)).await;
+    assert_eq!(output, ModelOutput::Json(json!({"text": "二"})));
+    let messages = roles_and_texts(&sent["messages"]);
     let roles: Vec<&str> = messages.iter().map(|(role, _)| role.as_str()).collect();
     assert_eq!(roles, ["system", "user", "assistant", "user", "user"]);
     assert_eq!(messages[0].1, SYSTEM);
@@ -132,24 +155,13 @@ async fn openai_sends_a_system_message_then_the_conversation() {
         messages[4].1.contains("missing field `text`"),
         "{messages:?}"
     );
-    assert_eq!(sent[0]["response_format"]["type"], "json_schema");
+    assert_eq!(sent["response_format"]["type"], "json_schema");
 }
 
 #[tokio::test]
 async fn openai_puts_json_instructions_into_the_one_system_message() {
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        "/v1/chat/completions",
-        openai_answer(r#"{"text": "二"}"#),
-    )
-    .await;
-    openai(&server)
-        .complete(chat_request("openai:gpt-4o", OutputModeIr::JsonObject))
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    let sent = bodies(&server).await;
-    let messages = roles_and_texts(&sent[0]["messages"]);
+    let (_, sent) = sent_to_openai(chat_request("openai:gpt-4o", OutputModeIr::JsonObject)).await;
+    let messages = roles_and_texts(&sent["messages"]);
     let systems: Vec<&String> = messages
         .iter()
         .filter(|(role, _)| role == "system")
@@ -163,29 +175,20 @@ async fn openai_puts_json_instructions_into_the_one_system_message() {
 
 #[tokio::test]
 async fn anthropic_takes_the_system_message_as_its_top_level_system() {
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        "/v1/messages",
+    let (output, sent) = sent_to_anthropic(
         json!({
             "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
             "content": [{"type": "tool_use", "id": "toolu_out", "name": charter_runtime::world::providers::anthropic::OUTPUT_TOOL, "input": {"text": "二"}}],
             "stop_reason": "tool_use",
             "usage": {"input_tokens": 10, "output_tokens": 3}
         }),
+        StructuredOutput::Auto,
+        chat_request("anthropic:claude-sonnet-4-5", OutputModeIr::JsonSchema),
     )
     .await;
-    let response = anthropic(&server, StructuredOutput::Auto)
-        .complete(chat_request(
-            "anthropic:claude-sonnet-4-5",
-            OutputModeIr::JsonSchema,
-        ))
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(response.output, ModelOutput::Json(json!({"text": "二"})));
-    let sent = bodies(&server).await;
-    assert_eq!(sent[0]["system"], SYSTEM);
-    let messages = roles_and_texts(&sent[0]["messages"]);
+    assert_eq!(output, ModelOutput::Json(json!({"text": "二"})));
+    assert_eq!(sent["system"], SYSTEM);
+    let messages = roles_and_texts(&sent["messages"]);
     let roles: Vec<&str> = messages.iter().map(|(role, _)| role.as_str()).collect();
     // Strictly alternating, starting with the user; the correction joins the last message.
     assert_eq!(roles, ["user", "assistant", "user"]);
@@ -200,27 +203,18 @@ async fn anthropic_takes_the_system_message_as_its_top_level_system() {
 
 #[tokio::test]
 async fn anthropic_json_instructions_follow_the_system_message() {
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        "/v1/messages",
+    let (_, sent) = sent_to_anthropic(
         json!({
             "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
             "content": [{"type": "text", "text": "{\"text\": \"二\"}"}],
             "stop_reason": "end_turn",
             "usage": {"input_tokens": 10, "output_tokens": 3}
         }),
+        StructuredOutput::Instructions,
+        chat_request("anthropic:claude-sonnet-4-5", OutputModeIr::JsonSchema),
     )
     .await;
-    anthropic(&server, StructuredOutput::Instructions)
-        .complete(chat_request(
-            "anthropic:claude-sonnet-4-5",
-            OutputModeIr::JsonSchema,
-        ))
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    let sent = bodies(&server).await;
-    let system = sent[0]["system"].as_str().unwrap_or_default();
+    let system = sent["system"].as_str().unwrap_or_default();
     assert!(system.starts_with(SYSTEM), "{system}");
     assert!(system.contains("JSON Schema"), "{system}");
 }
@@ -228,24 +222,13 @@ async fn anthropic_json_instructions_follow_the_system_message() {
 /// A role that does not opt in still sends its prompt as the one user message.
 #[tokio::test]
 async fn a_role_without_chat_sends_one_user_message() {
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        "/v1/chat/completions",
-        openai_answer(r#"{"text": "x"}"#),
-    )
-    .await;
     let plain = ModelRequest {
         tools: Vec::new(),
         ..request("openai:gpt-4o")
     };
-    openai(&server)
-        .complete(plain)
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    let sent = bodies(&server).await;
+    let (_, sent) = sent_to_openai(plain).await;
     assert_eq!(
-        roles_and_texts(&sent[0]["messages"]),
+        roles_and_texts(&sent["messages"]),
         [("user".to_string(), "Write about rust.".to_string())]
     );
 }

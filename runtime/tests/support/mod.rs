@@ -1,12 +1,18 @@
-//! Shared helpers of the scheduler tests: compile a fixture spec, replay a cassette written inline, read the trace.
+//! Shared helpers of the scheduler tests: compile a fixture spec, replay a cassette written inline, read the trace, play a recording's calls as tasks.
 
 #![allow(dead_code)]
 
+use std::sync::Arc;
+
 use charter_runtime::compiler::{CompiledSpec, MemoryLoader, compile};
+use charter_runtime::engine::effects::Provider;
+use charter_runtime::engine::provider::{
+    BoxFuture, ModelRequest, ModelResponse, ProviderError, ToolRequest, ToolResponse,
+};
 use charter_runtime::engine::run::{DeliveryTarget, RunError};
 use charter_runtime::formats::scenario::Cassette;
 use charter_runtime::formats::trace::{MemorySink, TraceEvent};
-use charter_runtime::world::replay::{ReplayReport, replay_cassette};
+use charter_runtime::world::replay::{ReplayProvider, ReplayReport, replay_cassette};
 use serde_json::Value;
 
 /// The header every inline cassette starts with.
@@ -278,5 +284,22 @@ pub fn replay_prompts(spec: &CompiledSpec, input: &str, calls: &str) -> WithProm
             jsonl,
         },
         prompts,
+    }
+}
+
+/// A recording that does not answer at once: each call is a task that sleeps its
+/// recorded latency, under the role's timeout, as a live call would.
+pub struct AsTask(pub Arc<ReplayProvider>);
+
+impl Provider for AsTask {
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<ModelResponse, ProviderError>> {
+        self.0.complete(request)
+    }
+
+    fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
+        self.0.run_tool(request)
     }
 }

@@ -274,7 +274,8 @@ fn find_in_tags(text: &str, name: &str) -> Option<usize> {
 }
 
 /// Checks one role's prompt template in stages: the variables the role provides, whether
-/// the template parses, and whether every variable and input field it reads exists.
+/// the template parses, and whether every variable and input field it reads exists. One
+/// piece: the stages share the role's variables and the parsed template, each a few lines.
 fn check_role(
     role: &Role,
     symbols: &Symbols<'_>,

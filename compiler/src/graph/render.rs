@@ -540,7 +540,8 @@ fn finalize_node(spec: &CompiledSpec, gate: NodeIndex) -> Option<NodeIndex> {
 /// The flow graph, then for every `fail -> repair` gate step what its repair arms do that
 /// the graph has no edge for: an `ask` arm as a dashed question node (approved: the gate's
 /// subject runs again with feedback; else `best` is finalized), an `accept` arm and repair
-/// stopping as dashed edges to the finalize step.
+/// stopping as dashed edges to the finalize step. One piece: the repair arms are drawn
+/// onto the nodes the graph part numbered, in the one `Drawing` both fill.
 fn drawing(spec: &CompiledSpec) -> Drawing {
     let graph = &spec.flow.graph;
     let mut drawing = Drawing {

@@ -447,6 +447,9 @@ impl Items<'_, '_> {
         }
     }
 
+    /// Checks every property of `role` against the spec's names (model, rules, contracts,
+    /// messages, tools, history, tool choice, permit rules, summary). One piece: one check per
+    /// property, in the order a role block lists them; splitting would scatter the list.
     fn role(&mut self, role: &Role) {
         match &role.model {
             Some(ModelRef::Alias(alias))

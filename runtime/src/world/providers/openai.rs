@@ -165,6 +165,9 @@ impl OpenAiProvider {
         Some(next)
     }
 
+    /// One model call: requests in a loop, each tool call the model asks for run and its
+    /// result sent back, until the model answers or the tool turns run out. One piece: the
+    /// loop's state (messages, turns, the tool loop) is shared by every step of it.
     async fn run(&self, request: ModelRequest) -> Result<ModelResponse, ProviderError> {
         let started = tokio::time::Instant::now();
         let schema = wire_schema(&request);

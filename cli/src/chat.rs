@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use charter_compiler::CompiledSpec;
-use charter_compiler::graph::TypeIr;
 use charter_runtime::engine::run::{DeliveryTarget, RunConfig, RunOutcome};
 use charter_runtime::engine::session::Session;
 use charter_runtime::engine::validate::{validate_request, violations_text};
@@ -19,13 +18,14 @@ use charter_runtime::world::sessions::{load, save_turn, session_path, validate_i
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::chat_role::{ChatLine, ROLE_FIELD, parse_line, resolve_role, takes_a_role};
+use crate::chat_role::{ChatLine, ROLE_FIELD, chat_field, parse_line, resolve_role, takes_a_role};
+use crate::display::outcome_line;
 use crate::driver::{
     LiveEnvironment, LiveFlags, LiveRun, PreparedSpec, TerminalRunOptions, tool_name,
 };
 use crate::loader::display_path;
-use crate::run::{check_record_spec, outcome_line, scenario_spec, sessions_dir, write_recorded};
-use crate::{Context, Outcome, print_err, print_error, summary_line};
+use crate::recording::{check_record_spec, scenario_spec, sessions_dir, write_recorded};
+use crate::terminal::{Context, Outcome, print_err, print_error, summary_line};
 
 /// Talk to a spec: each line typed on stdin is one turn.
 ///
@@ -341,7 +341,7 @@ impl Conversation<'_> {
             Outcome::Failed
         })?;
         print_err(&format!("turn {turn}: {}\n", outcome_line(&outcome)));
-        crate::print_answer(outcome.answer.as_ref()).map_err(|error| {
+        crate::terminal::print_answer(outcome.answer.as_ref()).map_err(|error| {
             print_error(context, &format!("{error:#}"));
             Outcome::Failed
         })?;
@@ -434,58 +434,6 @@ impl Conversation<'_> {
         };
         write_recorded(self.context, directory, scenario, self.recorded)
     }
-}
-
-/// The request contract's one string field, which each typed line fills; every other
-/// field must be optional or have a default.
-pub(crate) fn chat_field(spec: &CompiledSpec) -> Result<String, String> {
-    let Some(name) = spec.request.as_deref() else {
-        return Err(format!(
-            "charter chat needs to know the request contract of spec `{}`: name a contract `Request`, or pass `request` to the first step's role",
-            spec.name
-        ));
-    };
-    let Some(contract) = spec.contracts.get(name) else {
-        return Err(format!("the request contract `{name}` is not in the spec"));
-    };
-    let strings: Vec<&str> = contract
-        .fields
-        .iter()
-        .filter(|field| field.ty == TypeIr::String && !field.optional)
-        .map(|field| field.name.as_str())
-        .collect();
-    let [field] = strings.as_slice() else {
-        let found = if strings.is_empty() {
-            "none".to_string()
-        } else {
-            strings
-                .iter()
-                .map(|name| format!("`{name}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        return Err(format!(
-            "charter chat types each line into the request contract's one string field, and `{name}` has {} string fields ({found}); give `{name}` exactly one field of type `string` (others may be `string?` or of other types)",
-            strings.len()
-        ));
-    };
-    let required: Vec<&str> = contract
-        .fields
-        .iter()
-        .filter(|other| other.name != *field && !other.optional && other.default.is_none())
-        .map(|other| other.name.as_str())
-        .collect();
-    if !required.is_empty() {
-        return Err(format!(
-            "charter chat fills only `{name}.{field}` from a typed line, but `{name}` also requires {}; make them optional or give them defaults",
-            required
-                .iter()
-                .map(|name| format!("`{name}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    Ok((*field).to_string())
 }
 
 /// `chat-<milliseconds>-<pid>`: a plain name no other chat started now can take.

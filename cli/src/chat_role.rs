@@ -1,4 +1,4 @@
-//! The per-turn role of `charter chat` (`--role NAME`, `/role NAME` typed in the chat): a role named by id or role-file display name, filled into the request contract's `role` field (the settings' preset of seed 002) of every following turn.
+//! A conversation's turn as typed, shared by `charter chat` and `serve`'s sessions: the request field a typed line fills (`chat_field`), and the per-turn role (`--role NAME`, `/role NAME` typed in the chat) — a role named by id or role-file display name, filled into the request contract's `role` field (the settings' preset of seed 002) of every following turn.
 
 use charter_compiler::CompiledSpec;
 use charter_compiler::graph::TypeIr;
@@ -118,6 +118,58 @@ fn accepted_roles(spec: &CompiledSpec) -> Result<Option<Vec<String>>, String> {
             spec.name
         )),
     }
+}
+
+/// The request contract's one string field, which each typed line fills; every other
+/// field must be optional or have a default.
+pub(crate) fn chat_field(spec: &CompiledSpec) -> Result<String, String> {
+    let Some(name) = spec.request.as_deref() else {
+        return Err(format!(
+            "charter chat needs to know the request contract of spec `{}`: name a contract `Request`, or pass `request` to the first step's role",
+            spec.name
+        ));
+    };
+    let Some(contract) = spec.contracts.get(name) else {
+        return Err(format!("the request contract `{name}` is not in the spec"));
+    };
+    let strings: Vec<&str> = contract
+        .fields
+        .iter()
+        .filter(|field| field.ty == TypeIr::String && !field.optional)
+        .map(|field| field.name.as_str())
+        .collect();
+    let [field] = strings.as_slice() else {
+        let found = if strings.is_empty() {
+            "none".to_string()
+        } else {
+            strings
+                .iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(format!(
+            "charter chat types each line into the request contract's one string field, and `{name}` has {} string fields ({found}); give `{name}` exactly one field of type `string` (others may be `string?` or of other types)",
+            strings.len()
+        ));
+    };
+    let required: Vec<&str> = contract
+        .fields
+        .iter()
+        .filter(|other| other.name != *field && !other.optional && other.default.is_none())
+        .map(|other| other.name.as_str())
+        .collect();
+    if !required.is_empty() {
+        return Err(format!(
+            "charter chat fills only `{name}.{field}` from a typed line, but `{name}` also requires {}; make them optional or give them defaults",
+            required
+                .iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok((*field).to_string())
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use charter_compiler::{Compilation, Diagnostic, bounds, compile, render};
 use clap::{Args, ValueEnum};
 
 use crate::loader::{FsLoader, ReadError, collect_specs, display_path, normalize, read_text};
-use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
+use crate::terminal::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
 
 /// Compile specs and report every error and warning, like rustc.
 ///

@@ -3,7 +3,7 @@
 use clap::Args;
 use clap_complete::Shell;
 
-use crate::{Outcome, print_out};
+use crate::terminal::{Outcome, print_out};
 
 /// Print shell completions for charter on stdout.
 ///
@@ -24,8 +24,9 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
-pub fn run(args: &CompletionsArgs) -> anyhow::Result<Outcome> {
-    let mut command = <crate::Cli as clap::CommandFactory>::command();
+/// Prints the completion script of `command` (the whole `charter` command line, which
+/// `main` hands over) for the shell asked for.
+pub fn run(args: &CompletionsArgs, mut command: clap::Command) -> anyhow::Result<Outcome> {
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut command, "charter", &mut script);
     print_out(&String::from_utf8_lossy(&script))?;

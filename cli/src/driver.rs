@@ -41,10 +41,9 @@ use charter_runtime::world::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
 use charter_runtime::world::tools::{CommandTool, ToolBox};
 use serde_json::{Value, json};
 
-use crate::live::LiveCalls;
+use crate::display::{LiveCalls, LiveDisplay};
 use crate::loader::{compile_whole, display_path, normalize};
-use crate::replay::LiveDisplay;
-use crate::{Context, Outcome, print_err, print_error, summary_line};
+use crate::terminal::{Context, Outcome, print_err, print_error, summary_line};
 
 /// The flags of every command that runs a spec live (`charter run`, `chat` and `serve`),
 /// with one meaning wherever they are given.
@@ -544,7 +543,7 @@ impl LiveTotals {
     pub(crate) fn line(&self) -> String {
         format!(
             "{}\n",
-            crate::replay::totals_line(&self.sink.totals(), self.started.elapsed(), false)
+            crate::display::totals_line(&self.sink.totals(), self.started.elapsed(), false)
         )
     }
 }
@@ -585,11 +584,11 @@ impl CallObserver for ShownAnswers {
     fn tool_finished(&self, _key: &CallKey, _tool: &str, _ok: bool) {}
 
     fn model_answered(&self, key: &CallKey, answer: &str) {
-        let answered = crate::live::answered(&self.scrubber.text(answer));
+        let answered = crate::display::answered(&self.scrubber.text(answer));
         print_err(&format!(
             "run {}  {:<28} {answered}\n",
             self.run,
-            crate::live::place(key)
+            crate::display::place(key)
         ));
     }
 }

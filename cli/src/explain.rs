@@ -4,7 +4,7 @@ use charter_compiler::Code;
 use charter_compiler::explain::explain;
 use clap::Args;
 
-use crate::{Context, Outcome, print_err, print_error, print_out};
+use crate::terminal::{Context, Outcome, print_err, print_error, print_out};
 
 /// Explain a diagnostic code (E001, W004, ...), or list every code when none is given;
 /// `charter explain explore` lists the fault kinds of `charter explore` and the effect

@@ -10,7 +10,7 @@ use charter_runtime::explore::{self, Ending, Exploration, FaultKind, Loaded, Opt
 use charter_runtime::world::escape::one_line;
 use clap::Args;
 
-use crate::{Context, Outcome, print_err, print_error, print_out};
+use crate::terminal::{Context, Outcome, print_err, print_error, print_out};
 
 /// Explore a recorded scenario: derive a variant for every recorded model call, tool call
 /// and human answer and every fault kind, replay each in virtual time, and check each

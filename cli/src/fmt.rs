@@ -8,7 +8,7 @@ use charter_compiler::render;
 use clap::Args;
 
 use crate::loader::{ReadError, collect_specs, display_path, normalize, read_text};
-use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
+use crate::terminal::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
 
 /// Format specs: one canonical layout, comments kept, the compiled spec unchanged.
 ///

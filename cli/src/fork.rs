@@ -9,7 +9,7 @@
 //! call in run order, the replayed ones and the live ones, as `charter run --record`
 //! does. A fork keeps no run directory: a fork that stopped is forked again.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use charter_runtime::engine::models::apply_overrides;
 use charter_runtime::engine::run::{DeliveryTarget, RunConfig, RunOutcome};
@@ -21,15 +21,30 @@ use charter_runtime::world::fork::{Fork, ForkPoint};
 use charter_runtime::world::jsonl::JsonlSink;
 use charter_runtime::world::record::Recording;
 
+use crate::display::outcome_line;
 use crate::driver::{
-    LiveEnvironment, LiveRun, LiveTotals, PreparedSpec, TerminalHumans, TerminalRunOptions,
-    model_overrides, tool_name,
+    LiveEnvironment, LiveFlags, LiveRun, LiveTotals, PreparedSpec, TerminalHumans,
+    TerminalRunOptions, model_overrides, tool_name,
 };
 use crate::loader::display_path;
-use crate::run::{
-    RunArgs, check_record_spec, outcome_line, scenario_spec, shown_from_here, write_recorded,
+use crate::recording::{
+    check_record_spec, compile_scenario_spec, scenario_spec, shown_from_here, write_recorded,
 };
-use crate::{Context, Outcome, print_err, print_error, summary_line};
+use crate::terminal::{Context, Outcome, print_err, print_error, summary_line};
+
+/// What a fork is given: `charter run --fork`'s arguments, as `main` hands them over.
+#[derive(Debug)]
+pub struct ForkArgs {
+    /// The golden scenario to fork (`--fork SCENARIO_DIR`).
+    pub scenario: PathBuf,
+    /// The fork point, `STEP[@ROUND]` (`--at`).
+    pub at: Option<String>,
+    pub record: Option<PathBuf>,
+    pub force: bool,
+    pub events: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    pub live: LiveFlags,
+}
 
 /// The scenario a fork starts from, read and checked.
 struct Forked {
@@ -42,7 +57,8 @@ struct Forked {
 
 /// `charter run --fork`: checks everything before anything is asked, runs the fork at
 /// the terminal, reports it and records it into --record.
-pub fn run(args: &RunArgs, scenario_dir: &Path, context: Context) -> anyhow::Result<Outcome> {
+pub fn run(args: &ForkArgs, context: Context) -> anyhow::Result<Outcome> {
+    let scenario_dir = args.scenario.as_path();
     let forked = match read_fork(args, scenario_dir, context) {
         Ok(forked) => forked,
         Err(outcome) => return Ok(outcome),
@@ -88,7 +104,7 @@ pub fn run(args: &RunArgs, scenario_dir: &Path, context: Context) -> anyhow::Res
     print_err(&format!("{}\n", outcome_line(&outcome)));
     print_err(&totals.line());
     report_fork(context, &fork);
-    crate::print_answer(outcome.answer.as_ref())?;
+    crate::terminal::print_answer(outcome.answer.as_ref())?;
     let scrubbed_input = environment.scrubber.value(&forked.scenario.input);
     if let Err(failed) = record_fork(
         args,
@@ -110,7 +126,7 @@ pub fn run(args: &RunArgs, scenario_dir: &Path, context: Context) -> anyhow::Res
 /// The usage checks, the scenario, its spec with its models, and the fork point checked
 /// against both; each refusal reported as it is found (exit 2, or 1 for a spec with
 /// errors).
-fn read_fork(args: &RunArgs, scenario_dir: &Path, context: Context) -> Result<Forked, Outcome> {
+fn read_fork(args: &ForkArgs, scenario_dir: &Path, context: Context) -> Result<Forked, Outcome> {
     let usage = |message: &str| {
         print_error(context, message);
         Outcome::Usage
@@ -121,8 +137,7 @@ fn read_fork(args: &RunArgs, scenario_dir: &Path, context: Context) -> Result<Fo
     let at = ForkPoint::parse(args.at.as_deref().unwrap_or_default())
         .map_err(|message| usage(&message))?;
     let (scenario, cassette) = read_scenario(scenario_dir).map_err(|message| usage(&message))?;
-    let (mut spec, spec_path) =
-        crate::replay::compile_scenario_spec(context, scenario_dir, &scenario, "forked")?;
+    let (mut spec, spec_path) = compile_scenario_spec(context, scenario_dir, &scenario, "forked")?;
     // The models the recording was made with, then those given again.
     let mut overrides = cassette.overrides();
     overrides.extend(model_overrides(context, &args.live.models)?);
@@ -177,7 +192,7 @@ fn read_scenario(dir: &Path) -> Result<(Scenario, Cassette), String> {
 
 /// Refuses --force with no --record, and a --record over a scenario kept there without
 /// --force.
-fn check_record(args: &RunArgs) -> Result<(), String> {
+fn check_record(args: &ForkArgs) -> Result<(), String> {
     let Some(record) = &args.record else {
         return match args.force {
             true => Err("--force goes with --record (overwrite a scenario)".to_string()),
@@ -204,7 +219,7 @@ fn check_record(args: &RunArgs) -> Result<(), String> {
 /// The live view's options: the totals and --events sinks, the delivery into --out or
 /// kept in memory.
 fn terminal_options(
-    args: &RunArgs,
+    args: &ForkArgs,
     context: Context,
     totals: &LiveTotals,
 ) -> Result<TerminalRunOptions, Outcome> {
@@ -277,7 +292,7 @@ fn report_fork(context: Context, fork: &Fork) {
 /// run made them, the scenario's input, an `expect` of how the fork ended (or the one
 /// --force keeps). A cancelled fork is not recorded.
 fn record_fork(
-    args: &RunArgs,
+    args: &ForkArgs,
     context: Context,
     (scenario_dir, forked): (&Path, &Forked),
     input: serde_json::Value,

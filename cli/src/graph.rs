@@ -6,7 +6,7 @@ use charter_compiler::{compile, graph, render};
 use clap::{Args, ValueEnum};
 
 use crate::loader::{FsLoader, ReadError, collect_specs, display_path, normalize, read_text};
-use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
+use crate::terminal::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
 
 /// Compile one spec and print its flow graph on stdout: steps, transitions with their
 /// conditions, repair edges dashed, terminals.

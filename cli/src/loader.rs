@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 use charter_compiler::{CompiledSpec, LoadedFile, Loader, compile, render};
 use charter_runtime::world::files;
 
-use crate::{Context, print_err, print_error};
+use crate::terminal::{Context, print_err, print_error};
 
 /// The extension of spec files.
 pub const SPEC_EXTENSION: &str = "charter";

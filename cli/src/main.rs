@@ -1,9 +1,13 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
 //!
-//! One file per subcommand (`check.rs`, `graph.rs`, `explain.rs`, `replay.rs`, `verify.rs`,
-//! `review.rs`, `run.rs`, `chat.rs`, `explore.rs`, `new.rs`, `completions.rs`, `schema.rs`, `lsp/`),
-//! each parsing its arguments and calling a library function; this file holds the `Cli`,
-//! the exit codes and the few printing helpers they share. Only this crate prints.
+//! A command is a leaf: one file or folder per subcommand (`check.rs`, `verify/`, `run.rs`,
+//! `fork.rs` for `run --fork`, `serve/`, …) parses its arguments and calls the compiler and
+//! runtime, importing only the shared modules below it, never another command: `terminal`
+//! (the context, exit codes and printing), `loader` (specs on disk), `recording` (where runs
+//! are kept and how one becomes a scenario), `display` (what a run shows as it goes),
+//! `driver` (the one live-run driver), `chat_role`, `stream_rows` and `page`. This file
+//! holds the `Cli`, the dispatch to each command and the exit codes; it is the only module
+//! that names commands (`cargo xtask verify`'s layers stage checks it).
 
 /// mimalloc: a replay allocates and frees many small values (JSON, trace events); it
 /// makes `charter verify` and `charter explore` about a third faster than the system
@@ -11,19 +15,16 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// The commands, each a leaf.
 mod chat;
-mod chat_role;
 mod check;
 mod completions;
-mod driver;
 mod eval;
 mod explain;
 mod explore;
 mod fmt;
 mod fork;
 mod graph;
-mod live;
-mod loader;
 mod lsp;
 mod new;
 mod replay;
@@ -35,10 +36,22 @@ mod verify;
 mod view;
 mod worker;
 
-use std::io::{IsTerminal, Write};
+// What the commands share.
+mod chat_role;
+mod display;
+mod driver;
+mod loader;
+mod page;
+mod recording;
+mod stream_rows;
+mod terminal;
+
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+
+use terminal::{Context, Outcome, print_error};
 
 /// Charter: a compiler for multi-role LLM agent specs (`.charter` files), their runtime
 /// and a replayer of their recorded runs.
@@ -133,31 +146,6 @@ enum ColorChoice {
     Never,
 }
 
-/// How a command ended; each outcome is one exit code (DESIGN §3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// 0: no error (warnings allowed unless denied).
-    Clean,
-    /// 1: a spec has errors.
-    Failed,
-    /// 2: a usage error or input that cannot be read.
-    Usage,
-    /// 3: a run ended in a terminal state other than `completed`.
-    NotCompleted,
-}
-
-/// What every subcommand needs to know about the terminal.
-#[derive(Clone, Copy, Debug)]
-pub struct Context {
-    /// Colour stderr output (diagnostics and summary lines).
-    pub color: bool,
-    /// Colour stdout output (verify's diffs and table): `always`, or `auto` with stdout a
-    /// terminal and no NO_COLOR.
-    pub color_out: bool,
-    /// stderr is a terminal: progress lines may be drawn and erased there.
-    pub interactive: bool,
-}
-
 fn main() -> ExitCode {
     let cli = parse_args();
     let context = Context {
@@ -173,13 +161,13 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(&args, context),
         Command::Verify(args) => verify::run(&args, context),
         Command::Review(args) => review::run(&args, context),
-        Command::Run(args) => run::run(&args, context),
+        Command::Run(args) => run_or_fork(args, context),
         Command::Chat(args) => chat::run(&args, context),
         Command::Serve(args) => serve::run(&args, context),
         Command::Worker(args) => worker::run(&args, context),
         Command::View(args) => view::run(&args, context),
         Command::New(args) => new::run(&args, context),
-        Command::Completions(args) => completions::run(&args),
+        Command::Completions(args) => completions::run(&args, Cli::command()),
         Command::Schema(args) => schema::run(&args),
         Command::Explore(args) => explore::run(&args, context),
         Command::Eval(args) => eval::run(&args, context),
@@ -198,6 +186,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// `charter run`, or with `--fork` a fork of a recorded scenario (`fork.rs`), which takes
+/// the run's flags it uses.
+fn run_or_fork(args: run::RunArgs, context: Context) -> anyhow::Result<Outcome> {
+    let Some(scenario) = args.fork else {
+        return run::run(&args, context);
+    };
+    let fork = fork::ForkArgs {
+        scenario,
+        at: args.at,
+        record: args.record,
+        force: args.force,
+        events: args.events,
+        out: args.out,
+        live: args.live,
+    };
+    fork::run(&fork, context)
+}
+
 /// Parses the command line. clap's own messages (usage errors, `--help`) follow the same
 /// colour choice as ours: `--color` if given (read before clap validates anything else),
 /// otherwise a terminal without NO_COLOR.
@@ -210,9 +216,7 @@ fn parse_args() -> Cli {
         // clap's `auto` checks each stream and NO_COLOR the way `use_color` does.
         ColorChoice::Auto => clap::ColorChoice::Auto,
     };
-    let matches = <Cli as clap::CommandFactory>::command()
-        .color(clap_choice)
-        .get_matches_from(args);
+    let matches = Cli::command().color(clap_choice).get_matches_from(args);
     match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(error) => error.exit(),
@@ -260,66 +264,6 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
             .downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
-}
-
-/// Writes command output (graphs, bounds, explanations) to stdout.
-/// The run's answer (the delivery, in a flow that delivers) as JSON on stdout, so a script
-/// can read it while progress goes to stderr (DESIGN §9.3).
-pub fn print_answer(answer: Option<&serde_json::Value>) -> anyhow::Result<()> {
-    match answer {
-        Some(answer) => print_out(&format!("{}\n", serde_json::to_string_pretty(answer)?)),
-        None => Ok(()),
-    }
-}
-
-pub fn print_out(text: &str) -> anyhow::Result<()> {
-    use anyhow::Context as _;
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("cannot write to stdout")
-}
-
-/// Writes diagnostics and other messages to stderr. A failing stderr has nowhere left
-/// to report to, so its errors are ignored.
-pub fn print_err(text: &str) {
-    let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_all(text.as_bytes());
-    let _ = stderr.flush();
-}
-
-/// `error: message` on stderr, in the diagnostics' colours when colour is on. A message
-/// of several lines (a list of problems) has its later lines indented under the first.
-pub fn print_error(context: Context, message: &str) {
-    let message = message.trim_end().replace('\n', "\n  ");
-    print_err(&summary_line(context, "error", &message));
-}
-
-/// A `error: ...` / `warning: ...` line as rustc and cargo write them. The message goes
-/// through the one escaping writer for text from files, models and tools
-/// (`escape::block`): its control characters are escaped (its line breaks kept) and no
-/// line of it can start a GitHub Actions command (`::error ...`).
-pub fn summary_line(context: Context, level: &str, message: &str) -> String {
-    let message = charter_runtime::world::escape::block(
-        message,
-        charter_runtime::world::escape::MAX_BLOCK_CHARS,
-    );
-    if context.color {
-        let colour = if level == "error" { "31" } else { "33" };
-        format!("\u{1b}[1;{colour}m{level}\u{1b}[0m\u{1b}[1m: {message}\u{1b}[0m\n")
-    } else {
-        format!("{level}: {message}\n")
-    }
-}
-
-/// `1 error`, `2 errors`.
-pub fn count(number: usize, noun: &str) -> String {
-    if number == 1 {
-        format!("{number} {noun}")
-    } else {
-        format!("{number} {noun}s")
-    }
 }
 
 #[cfg(test)]

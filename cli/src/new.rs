@@ -7,7 +7,7 @@ use charter_runtime::world::files::write_atomically;
 use clap::Args;
 
 use crate::loader::display_path;
-use crate::{Context, Outcome, print_err, print_error, print_out};
+use crate::terminal::{Context, Outcome, print_err, print_error, print_out};
 
 /// Create a new Charter project in the directory NAME: `specs/NAME.charter` (a writer, a
 /// reviewer, a gate with bounded repair and a verified delivery), its prompt

@@ -15,7 +15,7 @@ use charter_runtime::harness::{
 use clap::Args;
 
 use crate::loader::display_path;
-use crate::{Context, Outcome, print_err, print_error, print_out};
+use crate::terminal::{Context, Outcome, print_err, print_error, print_out};
 
 /// Review what `charter verify` found changed: each stale recording (a call whose prompt
 /// changed since it was recorded, or a cassette recorded under another spec), shown with

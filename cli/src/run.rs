@@ -7,28 +7,29 @@ use charter_compiler::CompiledSpec;
 use charter_runtime::engine::run::{DeliveryTarget, RunConfig, RunOutcome};
 use charter_runtime::engine::session::Session;
 use charter_runtime::engine::validate::{Violation, validate_request};
-use charter_runtime::formats::scenario::{Cassette, Recorded, Scenario};
+use charter_runtime::formats::scenario::{Recorded, Scenario};
 use charter_runtime::formats::trace::{Outcome as RunState, Reason};
-use charter_runtime::harness::record::{
-    NewScenario, RecordingError, expectation_of, write_scenario,
-};
-use charter_runtime::harness::report::{colorize, details};
+use charter_runtime::harness::record::expectation_of;
+use charter_runtime::world::files;
 use charter_runtime::world::files::DirLock;
 use charter_runtime::world::jsonl::JsonlSink;
 use charter_runtime::world::providers::Providers;
 use charter_runtime::world::record::write_atomically;
 use charter_runtime::world::secrets::Scrubber;
-use charter_runtime::world::{escape, files};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::display::outcome_line;
 use crate::driver::{
     LiveEnvironment, LiveFlags, LiveRun, LiveTotals, PreparedSpec, RunJournal, TerminalRunOptions,
     open_journal, tool_name,
 };
-use crate::loader::{display_path, normalize};
-use crate::{Context, Outcome, print_err, print_error, summary_line};
+use crate::loader::display_path;
+use crate::recording::{
+    absolute, check_record_spec, scenario_spec, sessions_dir, shown_from_here, write_recorded,
+};
+use crate::terminal::{Context, Outcome, print_err, print_error, summary_line};
 
 /// Run a spec live against its models (OpenAI-compatible or Anthropic).
 ///
@@ -211,9 +212,6 @@ struct ReadyRun {
 /// `charter run`: the stages before the run, the run itself at the terminal, then what
 /// it reports (its outcome, totals and answer), its session turn saved and its recording.
 pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
-    if let Some(scenario_dir) = &args.fork {
-        return crate::fork::run(args, scenario_dir, context);
-    }
     let ready = match ready_to_run(args, context) {
         Ok(ready) => ready,
         Err(outcome) => return Ok(outcome),
@@ -236,7 +234,7 @@ pub fn run(args: &RunArgs, context: Context) -> anyhow::Result<Outcome> {
     };
     print_err(&format!("{}\n", outcome_line(&outcome)));
     print_err(&totals.line());
-    crate::print_answer(outcome.answer.as_ref())?;
+    crate::terminal::print_answer(outcome.answer.as_ref())?;
     if let Err(failed) = save_session_turn(context, &ready, &outcome)
         .and_then(|()| record_run(context, &ready, &outcome))
     {
@@ -526,67 +524,6 @@ fn record_run(context: Context, ready: &ReadyRun, outcome: &RunOutcome) -> Resul
     })
 }
 
-/// Writes a recorded run (or conversation) as the scenario in `directory`: staged,
-/// checked by the harness as `charter verify` checks it, then `scenario.yaml`,
-/// `cassette.yaml` and `trace.snap` written atomically. A recording that does not replay
-/// as the run went writes nothing and says what its replay did instead.
-pub(crate) fn write_recorded(
-    context: Context,
-    directory: &Path,
-    scenario: Scenario,
-    cassette: Cassette,
-) -> Result<(), Outcome> {
-    let root = recording_root(directory);
-    let written = write_scenario(&NewScenario {
-        root: &root,
-        dir: directory,
-        scenario,
-        cassette,
-    });
-    match written {
-        Ok(written) => {
-            let report = &written.report;
-            let ending = match (&report.outcome, &report.reason) {
-                (Some(outcome), Some(reason)) => format!("; it replays to {outcome} ({reason})"),
-                _ => String::new(),
-            };
-            print_err(&format!(
-                "recorded to {} (scenario.yaml, cassette.yaml, trace.snap){ending}\n",
-                shown_from_here(directory)
-            ));
-            Ok(())
-        }
-        Err(RecordingError::Check(report)) => {
-            print_error(
-                context,
-                &format!(
-                    "cannot record to `{}`: the recording does not replay as the run went, so nothing was written there",
-                    shown_from_here(directory)
-                ),
-            );
-            let details = details(std::slice::from_ref(&*report));
-            print_err(&if context.color {
-                colorize(&details)
-            } else {
-                details
-            });
-            Err(Outcome::Failed)
-        }
-        Err(error) => {
-            print_error(
-                context,
-                &format!("cannot record to `{}`: {error}", shown_from_here(directory)),
-            );
-            Err(Outcome::Failed)
-        }
-    }
-}
-
-/// The directory sessions are kept in, relative to where `charter` runs.
-pub(crate) fn sessions_dir() -> PathBuf {
-    PathBuf::from(".charter").join("sessions")
-}
-
 /// Loads session `id` for `spec` (a new one when it has no file yet): its path and state.
 /// A spec without a `session`, a recording of a session that already has turns, and a
 /// resume of a turn the session has moved past are refused with a sentence that says why.
@@ -821,10 +758,6 @@ fn new_run_dir(args: &RunArgs, context: Context) -> Result<PathBuf, Outcome> {
 
 const REDACTED: &str = "<redacted>";
 
-fn absolute(path: &Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
-}
-
 /// `run.json` of the run in `run_dir`.
 fn read_run_file(run_dir: &Path, context: Context) -> Result<RunFile, Outcome> {
     let path = run_dir.join(RUN_FILE);
@@ -878,82 +811,6 @@ fn write_run_file(run_dir: &Path, run_file: &RunFile, scrubber: &Scrubber) -> Re
     let text =
         serde_json::to_string_pretty(&scrubber.value(&value)).map_err(|error| error.to_string())?;
     write_atomically(&run_dir.join(RUN_FILE), &text).map_err(|error| error.to_string())
-}
-
-/// `outcome: completed (gate_passed); delivered c1 (sha256:...) to out/delivery.json`
-pub(crate) fn outcome_line(outcome: &RunOutcome) -> String {
-    let mut line = format!("outcome: {} ({})", outcome.outcome, outcome.reason);
-    if let Some(message) = &outcome.message {
-        line.push_str(&format!(
-            ": {}",
-            escape::one_line(message, escape::MAX_LINE_CHARS)
-        ));
-    }
-    if let Some(delivered) = &outcome.delivered {
-        line.push_str(&format!(
-            "; delivered {} ({})",
-            delivered.candidate_id, delivered.hash
-        ));
-        if let Some(path) = &delivered.path {
-            line.push_str(&format!(" to {}", display_path(path)));
-        }
-    }
-    line
-}
-
-/// `path` as shown to the user: relative to the current directory when it lies inside
-/// it (a run keeps its --record directory absolute), as it is otherwise.
-pub(crate) fn shown_from_here(path: &Path) -> String {
-    let current = std::env::current_dir().unwrap_or_default();
-    match normalize(&absolute(path)).strip_prefix(normalize(&current)) {
-        Ok(inside) if inside.as_os_str().is_empty() => ".".to_string(),
-        Ok(inside) => display_path(inside),
-        Err(_) => display_path(path),
-    }
-}
-
-/// The project root of a recording into `record_dir`: the directory holding the
-/// `golden/` it lies under, or the current directory when it is not under one.
-pub(crate) fn recording_root(record_dir: &Path) -> PathBuf {
-    let record_dir = absolute(record_dir);
-    record_dir
-        .ancestors()
-        .find(|ancestor| ancestor.file_name().is_some_and(|name| name == "golden"))
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// Refuses, before anything runs, a recording into `record_dir` of a spec outside its
-/// project root ([`recording_root`]): `charter verify` reads only specs inside the
-/// project, so the scenario could never be checked.
-pub(crate) fn check_record_spec(spec: &Path, record_dir: &Path) -> Result<(), String> {
-    let root = recording_root(record_dir);
-    if normalize(&absolute(spec)).starts_with(normalize(&root)) {
-        return Ok(());
-    }
-    Err(format!(
-        "--record `{}`: the spec `{}` is outside the project root `{}` (the directory holding \
-         the `golden/` the recording goes in, else the current directory), where `charter \
-         verify` could not read it; record into `golden/<spec>/<scenario>` of the spec's project",
-        shown_from_here(record_dir),
-        shown_from_here(spec),
-        shown_from_here(&root)
-    ))
-}
-
-/// The spec's path as a scenario in `record_dir` names it: relative to the project root
-/// ([`recording_root`]), as `charter verify` and `charter replay` read it; absolute only
-/// for a spec outside that root.
-pub(crate) fn scenario_spec(spec: &Path, record_dir: &Path) -> String {
-    let spec = absolute(spec);
-    let root = recording_root(record_dir);
-    normalize(&spec)
-        .strip_prefix(normalize(&root))
-        .map_or(spec.clone(), Path::to_path_buf)
-        .to_string_lossy()
-        .replace('\\', "/")
 }
 
 /// Lists the input's violations of the request contract (exit 2: nothing was run). A run

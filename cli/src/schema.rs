@@ -2,7 +2,7 @@
 
 use clap::{Args, ValueEnum};
 
-use crate::{Outcome, print_out};
+use crate::terminal::{Outcome, print_out};
 
 /// The schema of `scenario.yaml` (`editors/vscode/schemas/scenario.schema.json`).
 pub const SCENARIO: &str = include_str!("../../editors/vscode/schemas/scenario.schema.json");

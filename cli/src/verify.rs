@@ -20,7 +20,7 @@ use charter_runtime::world::escape;
 use clap::{Args, ValueEnum};
 
 use crate::loader::{collect_specs, display_path};
-use crate::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
+use crate::terminal::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
 
 /// Verify a project: compile every spec under `DIR/specs` (compile-fail cases in
 /// `specs/invalid/` excepted) and replay every recorded scenario under
@@ -401,7 +401,7 @@ fn check_specs(
             .map(|(spec, warnings)| {
                 checked
                     .gates
-                    .insert(spec.name.clone(), crate::serve::gates_of(&spec));
+                    .insert(spec.name.clone(), crate::page::gates(&spec));
                 warnings
             })
             .map_err(|problem| escaped_problem(&problem));
@@ -558,7 +558,7 @@ fn write_html_report(
     gates: &std::collections::BTreeMap<String, serde_json::Value>,
 ) -> Result<(), Outcome> {
     let page = html_report(root, reports, gates);
-    crate::view::write_page(path, &page).map_err(|error| {
+    crate::page::write_page(path, &page).map_err(|error| {
         print_error(
             context,
             &format!("cannot write `{}`: {error}", display_path(path)),
@@ -828,9 +828,9 @@ fn html_report(
                 .join(&report.spec)
                 .join(&report.scenario);
             let snapshot =
-                read(&directory.join("trace.snap")).map(|text| crate::view::trace_events(&text));
+                read(&directory.join("trace.snap")).map(|text| crate::page::trace_events(&text));
             let produced = read(&directory.join("trace.snap.new"))
-                .map(|text| crate::view::trace_events(&text));
+                .map(|text| crate::page::trace_events(&text));
             let events = produced
                 .clone()
                 .or_else(|| snapshot.clone())
@@ -876,7 +876,7 @@ fn html_report(
     if let Some(commit) = commit_of(root) {
         meta["commit"] = serde_json::json!(commit);
     }
-    crate::view::report_page("charter verify", &meta, &scenarios)
+    crate::page::report_page("charter verify", &meta, &scenarios)
 }
 
 /// The index of the first event of `produced` that is not the snapshot's event at that

@@ -56,7 +56,7 @@ use crate::driver::{
     Fanout, LiveEnvironment, LiveFlags, LiveRun, LiveRunOptions, Observers, PreparedSpec, RunClock,
     ShownAnswers, StopOn, model_overrides,
 };
-use crate::{Context, Outcome, print_err};
+use crate::terminal::{Context, Outcome, print_err};
 
 /// `charter worker`: serve runs of the specs as a Restate deployment.
 #[derive(Debug, clap::Args)]
@@ -110,12 +110,12 @@ pub fn run(args: &WorkerArgs, context: Context) -> anyhow::Result<Outcome> {
         let missing = environment.settings.missing_for(&prepared.spec);
         if !missing.is_empty() {
             for line in missing {
-                crate::print_error(context, &line);
+                crate::terminal::print_error(context, &line);
             }
             return Ok(Outcome::Usage);
         }
         if let Err(message) = environment.providers(&prepared.spec, &args.live.tools) {
-            crate::print_error(context, &message);
+            crate::terminal::print_error(context, &message);
             return Ok(Outcome::Usage);
         }
         specs.insert(prepared.spec.name.clone(), Arc::new(prepared.spec));
@@ -356,7 +356,7 @@ fn is_live_row(event: &Value) -> bool {
     event
         .get("kind")
         .and_then(Value::as_str)
-        .is_some_and(|kind| crate::serve::LIVE_ROW_KINDS.contains(&kind))
+        .is_some_and(|kind| crate::stream_rows::LIVE_ROW_KINDS.contains(&kind))
 }
 
 /// The trace events kept with one entry, from event number `from` on: a run's trace is
@@ -800,7 +800,7 @@ fn session_of(spec: &CompiledSpec, session: &Value) -> Result<Session, String> {
 /// What a finished run tells, as `charter serve`'s `GET /runs/{id}` (its answer whole),
 /// with the session a conversation's turn leaves.
 fn result_of(outcome: &RunOutcome) -> Value {
-    let mut result = crate::serve::result_of(outcome);
+    let mut result = crate::stream_rows::result_of(outcome);
     if let Some(session) = &outcome.session {
         result["session"] = json!(session);
     }
@@ -849,15 +849,15 @@ impl std::fmt::Debug for KeptRows {
 
 impl CallObserver for KeptRows {
     fn tool_started(&self, key: &CallKey, tool: &str) {
-        self.keep(crate::serve::tool_started_row(key, tool));
+        self.keep(crate::stream_rows::tool_started_row(key, tool));
     }
 
     fn tool_finished(&self, key: &CallKey, tool: &str, ok: bool) {
-        self.keep(crate::serve::tool_finished_row(key, tool, ok));
+        self.keep(crate::stream_rows::tool_finished_row(key, tool, ok));
     }
 
     fn model_answered(&self, key: &CallKey, answer: &str) {
-        self.keep(crate::serve::role_output_row(key, answer));
+        self.keep(crate::stream_rows::role_output_row(key, answer));
     }
 }
 

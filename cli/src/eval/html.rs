@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use charter_runtime::harness::eval::report::{InputReport, Report, SetReport, Summary};
 
-use super::output::{interval, percent};
+use super::{interval, percent};
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:72rem;color:#1d232a;padding:0 1rem}\
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}\

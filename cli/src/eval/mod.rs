@@ -14,13 +14,13 @@ use std::sync::Arc;
 use charter_compiler::CompiledSpec;
 use charter_runtime::engine::models::apply_overrides;
 use charter_runtime::engine::validate::validate_request;
-use charter_runtime::harness::eval::report::{self, Invalid, Plan};
+use charter_runtime::harness::eval::report::{self, Invalid, Plan, Summary};
 use charter_runtime::harness::eval::{EvalLine, name_problems, parse_inputs};
 use charter_runtime::world::providers::Providers;
 
 use crate::driver::{LiveEnvironment, PreparedSpec, model_overrides, tool_name};
 use crate::loader::display_path;
-use crate::{Context, Outcome, print_err, print_error};
+use crate::terminal::{Context, Outcome, print_err, print_error};
 
 mod html;
 mod output;
@@ -268,7 +268,7 @@ fn prepare(args: &EvalArgs, context: Context) -> Result<Ready, Outcome> {
         return Err(Outcome::Usage);
     }
     if let Some(dir) = &args.save_failures {
-        crate::run::check_record_spec(&args.spec, dir).map_err(|message| usage(&message))?;
+        crate::recording::check_record_spec(&args.spec, dir).map_err(|message| usage(&message))?;
     }
     let (lines, invalid) = valid_inputs(spec, lines);
     Ok(Ready {
@@ -376,5 +376,20 @@ fn valid_inputs(spec: &CompiledSpec, lines: Vec<EvalLine>) -> (Vec<EvalLine>, Ve
 
 /// The path a `--save-failures` scenario or an output file is shown by.
 pub(crate) fn shown(path: &Path) -> String {
-    crate::run::shown_from_here(path)
+    crate::recording::shown_from_here(path)
+}
+
+/// `share` as a percentage with one decimal, `70.0%`: how the text report and the page
+/// show a pass rate.
+pub(crate) fn percent(share: f64) -> String {
+    format!("{:.1}%", share * 100.0)
+}
+
+/// A pass rate's Wilson interval, `[45.7%, 88.1%]`.
+pub(crate) fn interval(summary: &Summary) -> String {
+    format!(
+        "[{}, {}]",
+        percent(summary.interval[0]),
+        percent(summary.interval[1])
+    )
 }

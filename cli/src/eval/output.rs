@@ -9,8 +9,8 @@ use charter_runtime::world::escape::{MAX_LINE_CHARS, one_line};
 use charter_runtime::world::files;
 
 use super::runner::Finished;
-use super::{EvalArgs, Ready, shown};
-use crate::{Context, Outcome, print_error, print_out};
+use super::{EvalArgs, Ready, interval, percent, shown};
+use crate::terminal::{Context, Outcome, print_error, print_out};
 
 /// Prints the report on stdout and says whether the eval passed: the pass rate of every
 /// model set at least `--min-pass-rate` (1 without it), every input valid, nothing
@@ -218,18 +218,6 @@ fn set_details(out: &mut String, set: &SetReport, named: bool) {
             }
         }
     }
-}
-
-pub(crate) fn percent(share: f64) -> String {
-    format!("{:.1}%", share * 100.0)
-}
-
-pub(crate) fn interval(summary: &Summary) -> String {
-    format!(
-        "[{}, {}]",
-        percent(summary.interval[0]),
-        percent(summary.interval[1])
-    )
 }
 
 fn outcomes(summary: &Summary) -> String {

@@ -19,7 +19,7 @@ use charter_runtime::world::secrets::{Scrubber, ScrubbingSink};
 use serde_json::Value;
 
 use super::{EvalArgs, Ready};
-use crate::{Context, print_err};
+use crate::terminal::{Context, print_err};
 
 /// What the runs gave.
 pub(crate) struct Finished {

@@ -13,7 +13,7 @@ use charter_runtime::harness::record::{NewScenario, RecordingError, write_failur
 
 use super::runner::{FailedRun, Finished};
 use super::{EvalArgs, Ready, shown};
-use crate::{Context, Outcome, print_err, print_error, summary_line};
+use crate::terminal::{Context, Outcome, print_err, print_error, summary_line};
 
 /// Writes every failed run of `finished` into `dir`; `Err` when one could not be written
 /// (each said on stderr; the others are still written).
@@ -24,8 +24,8 @@ pub(crate) fn save_failures(
     ready: &Ready,
     finished: &Finished,
 ) -> Result<(), Outcome> {
-    let root = crate::run::recording_root(dir);
-    let spec = crate::run::scenario_spec(&args.spec, dir);
+    let root = crate::recording::recording_root(dir);
+    let spec = crate::recording::scenario_spec(&args.spec, dir);
     let mut failed: Vec<&FailedRun> = finished.failed.iter().collect();
     failed.sort_by_key(|run| (run.result.line, run.result.repeat, run.result.set));
     let mut result = Ok(());

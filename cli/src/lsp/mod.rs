@@ -23,7 +23,7 @@ use lsp_types::{
 };
 
 use crate::loader::{FsLoader, SPEC_EXTENSION, project_root_above, read_text};
-use crate::{Context, Outcome};
+use crate::terminal::{Context, Outcome};
 
 /// Run the language server on stdin and stdout, for an editor to start.
 ///

@@ -24,11 +24,8 @@ use serde_json::{Value, json};
 
 use crate::driver::{LiveFlags, PreparedSpec, model_overrides, tool_box, tool_name};
 use crate::loader::{compile_whole, display_path, normalize};
-use crate::{Context, Outcome, print_err, print_error};
-pub(crate) use runs::result_of;
+use crate::terminal::{Context, Outcome, print_err, print_error};
 use runs::{Refusal, Runs, ServedSpec};
-pub(crate) use specs::gates as gates_of;
-pub(crate) use stream::{LIVE_ROW_KINDS, role_output_row, tool_finished_row, tool_started_row};
 
 /// Serve runs of SPECs over HTTP, with a live event stream.
 ///
@@ -147,7 +144,7 @@ fn replayed_spec(context: Context, dir: &std::path::Path) -> Result<ServedSpec, 
         .as_ref()
         .and_then(|turns| turns.first())
         .map_or_else(|| scenario.input.clone(), |turn| turn.input.clone());
-    let root = crate::replay::project_root(dir);
+    let root = crate::recording::project_root(dir);
     let path = root.join(&scenario.spec);
     let spec_name = display_path(&normalize(&path));
     let text = crate::loader::read_text_in(
@@ -716,7 +713,7 @@ async fn page() -> Response {
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
         ],
-        crate::view::live_page(),
+        crate::page::live_page(),
     )
         .into_response()
 }

@@ -9,7 +9,6 @@
 //! the server goes to the run's `answer` handler. Cancelling is Restate's to do (its admin
 //! API or CLI), so the server refuses it with the command that does it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use charter_runtime::engine::provider::HumanRequest;
@@ -18,7 +17,18 @@ use charter_runtime::world::files::LineFile;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::runs::Run;
+use super::stream::Stream;
+
+/// What following a run in Restate needs of the served run that shows it: its id, its
+/// stream, and a way to put an `ask` to a person (`runs::Run` is one). A narrow trait, so
+/// that the runs import this front and not the other way round.
+pub(crate) trait Followed {
+    fn id(&self) -> &str;
+    fn stream(&self) -> &Stream;
+    /// Shows `request` as the `ask` the run waits on; a client's answer arrives on the
+    /// receiver.
+    fn wait_for_answer(&self, request: HumanRequest) -> tokio::sync::oneshot::Receiver<Value>;
+}
 
 /// The file, in a run's directory, that says the run lives in Restate.
 pub(crate) const RESTATE_FILE: &str = "restate.json";
@@ -140,11 +150,11 @@ impl Front {
     /// them, shows its ask (and sends the answer a client gives), and returns its result
     /// (`{outcome, reason, ...}`, or `{outcome: "error", message}`).
     /// Each trace event also goes to `trace` (the run's `events.jsonl`, as a local run's).
-    pub(crate) async fn follow(&self, run: &Arc<Run>, mut trace: Option<LineFile>) -> Value {
+    pub(crate) async fn follow(&self, run: &impl Followed, mut trace: Option<LineFile>) -> Value {
         let mut keep = |event: &Value| {
-            run.stream.push(event);
+            run.stream().push(event);
             if let Some(file) = trace.as_mut() {
-                let line = run.stream.scrubbed(event);
+                let line = run.stream().scrubbed(event);
                 // A trace that cannot be written is no reason to stop following the run.
                 if file.append_line(line.as_bytes()).is_err() {
                     trace = None;
@@ -162,7 +172,7 @@ impl Front {
         let mut pause = POLL;
         let mut last_state = Value::Null;
         loop {
-            let (events, status) = match self.poll(&run.id, since).await {
+            let (events, status) = match self.poll(run.id(), since).await {
                 Ok(polled) => {
                     failures = 0;
                     polled
@@ -180,14 +190,14 @@ impl Front {
             // A row is kept with trace events (its call's `model_result` comes before it):
             // there are new rows only when there are new events.
             if events.as_array().is_some_and(|events| !events.is_empty()) {
-                self.rows(&run.id, &mut rows).await;
+                self.rows(run.id(), &mut rows).await;
             }
             for event in events.as_array().into_iter().flatten() {
-                rows.show_before(since, &run.stream);
+                rows.show_before(since, run.stream());
                 keep(event);
                 since += 1;
             }
-            rows.show_before(since, &run.stream);
+            rows.show_before(since, run.stream());
             let state = status.get("state").cloned().unwrap_or(Value::Null);
             pause = if since == before && state == last_state {
                 (pause * 2).min(IDLE_POLL)
@@ -197,15 +207,15 @@ impl Front {
             last_state = state;
             if let Some(result) = ended(&status) {
                 // Events kept with the last entry, if the poll above came before it.
-                self.rows(&run.id, &mut rows).await;
-                if let Ok(events) = self.call(&run.id, "events", &json!(since)).await {
+                self.rows(run.id(), &mut rows).await;
+                if let Ok(events) = self.call(run.id(), "events", &json!(since)).await {
                     for event in events.as_array().into_iter().flatten() {
-                        rows.show_before(since, &run.stream);
+                        rows.show_before(since, run.stream());
                         keep(event);
                         since += 1;
                     }
                 }
-                rows.show_before(u64::MAX, &run.stream);
+                rows.show_before(u64::MAX, run.stream());
                 return result;
             }
             if status.get("state").and_then(Value::as_str) == Some("waiting")
@@ -225,7 +235,7 @@ impl Front {
                     // The run goes on at once: look again soon.
                     pause = POLL;
                     if let Ok(answer) = answer
-                        && let Err(failure) = self.call(&run.id, "answer", &answer).await
+                        && let Err(failure) = self.call(run.id(), "answer", &answer).await
                     {
                         return json!({"outcome": "error", "message": format!(
                             "Restate did not take the answer: {failure}")});
@@ -250,7 +260,7 @@ struct Rows {
 
 impl Rows {
     /// Shows every row that comes before trace event number `next`.
-    fn show_before(&mut self, next: u64, stream: &super::stream::Stream) {
+    fn show_before(&mut self, next: u64, stream: &Stream) {
         while let Some((at, _)) = self.waiting.front()
             && *at <= next
         {

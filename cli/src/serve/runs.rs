@@ -28,7 +28,7 @@ use charter_runtime::world::secrets::{Scrubber, ScrubbingSink};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::restate::{RESTATE_FILE, RestateFile};
+use super::restate::{Followed, RESTATE_FILE, RestateFile};
 use super::stream::{OutputObserver, Stream, StreamSink};
 use crate::driver::{
     Fanout, LiveEnvironment, LiveFlags, LiveRun, LiveRunOptions, Observers, RunClock, ShownAnswers,
@@ -155,6 +155,20 @@ struct RunState {
     next_session: Option<Session>,
     /// When the pending `ask` was asked, in ms since the epoch.
     asked_ms: u128,
+}
+
+impl Followed for Run {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    fn wait_for_answer(&self, request: HumanRequest) -> tokio::sync::oneshot::Receiver<Value> {
+        Run::wait_for_answer(self, request)
+    }
 }
 
 /// Why an answer or a cancel was refused.
@@ -533,7 +547,7 @@ impl Runs {
                 let started = std::time::Instant::now();
                 // Followed again after a restart, the run's events come again from the first.
                 let trace = LineFile::create(&dir.join(EVENTS_FILE)).ok();
-                let mut result = runtime.block_on(front.follow(&run, trace));
+                let mut result = runtime.block_on(front.follow(&*run, trace));
                 // A turn's result holds the session it leaves, for the conversation to keep.
                 if let Some(session) = result
                     .as_object_mut()
@@ -636,9 +650,9 @@ impl Runs {
         let mut result = match executed {
             Ok(outcome) => {
                 run.state().next_session = outcome.session.clone();
-                let mut result = result_of(&outcome);
+                let mut result = crate::stream_rows::result_of(&outcome);
                 if let Some(answer) = result.get_mut("answer") {
-                    *answer = super::stream::bounded(answer, super::stream::MAX_OUTPUT_CHARS);
+                    *answer = super::stream::bounded(answer, crate::stream_rows::MAX_OUTPUT_CHARS);
                 }
                 result
             }
@@ -891,34 +905,6 @@ pub(crate) fn tools_for(spec: &CompiledSpec, tools: &[String]) -> Vec<String> {
         })
         .cloned()
         .collect()
-}
-
-/// What a finished run tells: `{outcome, reason, rounds, message?, best?, delivered?,
-/// answer?, answered_by?}` (a served run's, whose page cuts a long answer, and a Restate
-/// worker's).
-pub(crate) fn result_of(outcome: &RunOutcome) -> Value {
-    let mut result = json!({
-        "outcome": outcome.outcome.to_string(),
-        "reason": outcome.reason.to_string(),
-        "rounds": outcome.rounds,
-    });
-    if let Some(message) = &outcome.message {
-        result["message"] = json!(message);
-    }
-    if let Some(best) = &outcome.best {
-        result["best"] = json!(best);
-    }
-    if let Some(delivered) = &outcome.delivered {
-        result["delivered"] =
-            json!({"candidate_id": delivered.candidate_id, "hash": delivered.hash});
-    }
-    if let Some(answer) = &outcome.answer {
-        result["answer"] = answer.clone();
-    }
-    if let Some(role) = &outcome.answered_by {
-        result["answered_by"] = json!(role);
-    }
-    result
 }
 
 /// Now, in ms since the epoch.

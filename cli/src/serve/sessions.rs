@@ -87,7 +87,7 @@ fn conversation_spec<'a>(
 fn turn_input(served: &ServedSpec, body: &Value) -> Result<Value, Box<Response>> {
     let mut input = match body.get("input") {
         Some(Value::String(text)) => {
-            let field = crate::chat::chat_field(&served.spec)
+            let field = crate::chat_role::chat_field(&served.spec)
                 .map_err(|message| Box::new(error(StatusCode::UNPROCESSABLE_ENTITY, &message)))?;
             json!({ field: text })
         }
@@ -151,7 +151,7 @@ pub(super) async fn take_turn(
             );
         }
     };
-    let path = match session_path(&crate::run::sessions_dir(), &id) {
+    let path = match session_path(&crate::recording::sessions_dir(), &id) {
         Ok(path) => path,
         Err(problem) => return error(StatusCode::BAD_REQUEST, &problem.to_string()),
     };
@@ -228,7 +228,7 @@ pub(super) async fn session_turns(
     State(served): State<Arc<Served>>,
     UrlPath(id): UrlPath<String>,
 ) -> Response {
-    let path = match session_path(&crate::run::sessions_dir(), &id) {
+    let path = match session_path(&crate::recording::sessions_dir(), &id) {
         Ok(path) => path,
         Err(problem) => return error(StatusCode::BAD_REQUEST, &problem.to_string()),
     };

@@ -5,6 +5,7 @@ use charter_compiler::graph::{ContractIr, TypeIr};
 use serde_json::{Map, Value, json};
 
 use super::runs::ServedSpec;
+use crate::page::gates;
 
 /// How deep a skeleton follows contracts inside contracts (a contract that names itself
 /// stops there).
@@ -27,36 +28,6 @@ pub(crate) fn spec_info(served: &ServedSpec) -> Value {
         "session": spec.session.is_some(),
         "gates": gates(spec),
     })
-}
-
-/// Each gate's rules (`{name, severity, code}`) and scores (`{name, weight, below?,
-/// code?}`): what a gate event's results are read against.
-pub(crate) fn gates(spec: &CompiledSpec) -> Value {
-    let gates: Map<String, Value> = spec
-        .gates
-        .iter()
-        .map(|(name, gate)| {
-            let rules: Vec<Value> = gate
-                .rules
-                .iter()
-                .map(|rule| json!({"name": rule.name, "code": rule.code}))
-                .collect();
-            let scores: Vec<Value> = gate
-                .scores
-                .iter()
-                .map(|score| {
-                    let mut value = json!({"name": score.name, "weight": score.weight});
-                    if let Some(below) = &score.below {
-                        value["below"] = json!(below.threshold);
-                        value["code"] = json!(below.code);
-                    }
-                    value
-                })
-                .collect();
-            (name.clone(), json!({"rules": rules, "scores": scores}))
-        })
-        .collect();
-    Value::Object(gates)
 }
 
 /// An input with every required field of the request contract (one without a default

@@ -8,13 +8,12 @@ use charter_runtime::formats::trace::{TraceError, TraceEvent, TraceSink};
 use charter_runtime::world::escape;
 use charter_runtime::world::files::LineFile;
 use charter_runtime::world::secrets::Scrubber;
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::stream_rows::{role_output_row, tool_finished_row, tool_started_row};
 
 /// The most characters of a string in an event; longer ones are cut with a note.
 pub(crate) const MAX_VALUE_CHARS: usize = 2_000;
-
-/// The most characters of a role's output in a `role_output` event.
-pub(crate) const MAX_OUTPUT_CHARS: usize = 4_000;
 
 /// The most elements of a list in an event; the rest are named by a count.
 pub(crate) const MAX_LIST_ITEMS: usize = 100;
@@ -195,46 +194,10 @@ impl CallObserver for OutputObserver {
     }
 }
 
-/// The kinds of the rows a run's stream has besides its trace events.
-pub(crate) const LIVE_ROW_KINDS: [&str; 3] = ["role_output", "tool_started", "tool_finished"];
-
-pub(crate) fn tool_started_row(key: &CallKey, tool: &str) -> Value {
-    with_key(key, json!({"kind": "tool_started", "tool": tool}))
-}
-
-pub(crate) fn tool_finished_row(key: &CallKey, tool: &str, ok: bool) -> Value {
-    with_key(
-        key,
-        json!({"kind": "tool_finished", "tool": tool, "ok": ok}),
-    )
-}
-
-/// A role's answer as its stream shows it: as JSON when it is JSON and short, else as
-/// text cut past [`MAX_OUTPUT_CHARS`].
-pub(crate) fn role_output_row(key: &CallKey, answer: &str) -> Value {
-    let output = match serde_json::from_str::<Value>(answer) {
-        Ok(value) if answer.chars().count() <= MAX_OUTPUT_CHARS => value,
-        _ => Value::String(escape::block(answer, MAX_OUTPUT_CHARS)),
-    };
-    with_key(key, json!({"kind": "role_output", "output": output}))
-}
-
-fn with_key(key: &CallKey, mut event: Value) -> Value {
-    event["round"] = json!(key.round);
-    event["step"] = json!(key.step);
-    if let Some(item) = &key.item {
-        event["item"] = json!(item);
-    }
-    event["attempt"] = json!(key.attempt);
-    if let Some(role) = &key.role {
-        event["role"] = json!(role);
-    }
-    event
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn long_strings_and_lists_are_cut_and_short_ones_kept() {

@@ -10,7 +10,7 @@ use charter_runtime::world::fork::Fork;
 use super::drift::{drift_rows, drift_table};
 use super::{Done, Selected, VerifyArgs, run_live, write_checked};
 use crate::driver::LiveEnvironment;
-use crate::{Context, print_err, summary_line};
+use crate::terminal::{Context, print_err, summary_line};
 
 /// Replays `one` asking a live model only for what its cassette lacks; reports the keys
 /// to add and the drift, and adds them with `--accept`.

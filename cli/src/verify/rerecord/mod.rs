@@ -46,7 +46,7 @@ use serde_json::Value;
 
 use super::{VerifyArgs, VerifyFormat};
 use crate::driver::{LiveEnvironment, LiveRun, TerminalRunOptions, model_overrides};
-use crate::{Context, Outcome, print_err, print_error, print_out, summary_line};
+use crate::terminal::{Context, Outcome, print_err, print_error, print_out, summary_line};
 use drift::Summary;
 
 /// One selected scenario, read and compiled, ready to run.
@@ -189,7 +189,7 @@ fn select(args: &VerifyArgs, context: Context) -> Result<Vec<Selected>, Outcome>
             print_err(&summary_line(context, "note", &message));
             continue;
         }
-        let (mut spec, _) = crate::replay::compile_scenario_spec(
+        let (mut spec, _) = crate::recording::compile_scenario_spec(
             context,
             &reference.dir,
             &scenario,

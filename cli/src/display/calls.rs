@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use charter_runtime::engine::provider::{CallKey, CallObserver};
 
-use crate::print_err;
+use crate::terminal::print_err;
 
 /// How often a running call is reported.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(10);

@@ -1,4 +1,4 @@
-//! The timeline view (DESIGN §13, §11 `--html`): plain HTML, CSS and JS shipped in the binary — the live page of `charter serve`, and self-contained pages of traces (`charter view TRACE`, `charter verify --html`).
+//! `charter view TRACE [-o FILE | --out DIR]`: a trace (or a served run's stream) written as one self-contained page of its timeline (`page`).
 
 use std::path::{Path, PathBuf};
 
@@ -7,13 +7,8 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use crate::loader::display_path;
-use crate::{Context, Outcome, print_err, print_error};
-
-const TIMELINE_JS: &str = include_str!("timeline.js");
-const TIMELINE_CSS: &str = include_str!("timeline.css");
-const LIVE_HTML: &str = include_str!("live.html");
-const LIVE_JS: &str = include_str!("live.js");
-const STATIC_HTML: &str = include_str!("static.html");
+use crate::page::{static_page, trace_events, write_page};
+use crate::terminal::{Context, Outcome, print_err, print_error};
 
 /// The most bytes of a trace read.
 const TRACE_LIMIT: u64 = charter_runtime::world::limits::DEFAULT_MAX_BYTES as u64;
@@ -155,111 +150,4 @@ fn served_run_stream(trace: &Path) -> Option<(Vec<Value>, Option<&'static str>)>
         .and_then(|answer| answer["totals"]["replay"].as_bool())
         .map(|replay| if replay { "virtual" } else { "wall" });
     Some((events, clock))
-}
-
-/// Writes `page` to `path` atomically (nothing half-written).
-pub(crate) fn write_page(path: &Path, page: &str) -> std::io::Result<()> {
-    files::write_atomically(path, page.as_bytes())
-}
-
-/// The trace events in `text`: every line that is a JSON object (the header of a
-/// `trace.snap` and anything else skipped).
-pub(crate) fn trace_events(text: &str) -> Vec<Value> {
-    text.lines()
-        .filter(|line| line.trim_start().starts_with('{'))
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|value| value.get("kind").is_some())
-        .collect()
-}
-
-/// The page `charter serve` serves at `/`.
-pub(crate) fn live_page() -> String {
-    LIVE_HTML
-        .replacen("/*CSS*/", TIMELINE_CSS, 1)
-        .replacen("/*JS*/", TIMELINE_JS, 1)
-        .replacen("/*LIVE*/", LIVE_JS, 1)
-}
-
-/// A self-contained page showing `scenarios` (`{name, status, message?, diff?,
-/// events}`), each with its timeline.
-pub(crate) fn static_page(title: &str, scenarios: &[Value]) -> String {
-    report_page(title, &json!({}), scenarios)
-}
-
-/// [`static_page`] with `meta` (`{generated_ms?, commit?}`) shown above the scenarios;
-/// a page of several scenarios opens on a summary table of them, failures first.
-pub(crate) fn report_page(title: &str, meta: &Value, scenarios: &[Value]) -> String {
-    let data = script_json(&json!({"meta": meta, "scenarios": scenarios}));
-    // The data goes in last, so nothing in it is taken for a placeholder.
-    STATIC_HTML
-        .replace("/*TITLE*/", &html_text(title))
-        .replacen("/*CSS*/", TIMELINE_CSS, 1)
-        .replacen("/*JS*/", TIMELINE_JS, 1)
-        .replacen("/*DATA*/", &data, 1)
-}
-
-/// `value` as JSON that cannot end the `<script>` element it is in (nor open a comment
-/// or a CDATA section): `<`, `>` and `&` are written as `\u` escapes, which JSON reads
-/// back the same.
-fn script_json(value: &Value) -> String {
-    value
-        .to_string()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
-}
-
-/// `text` safe as HTML text.
-fn html_text(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn data_cannot_close_its_script_and_reads_back_the_same() {
-        let value = json!({"text": "</script><script>alert(1)</script> & <!-- \u{2028}"});
-        let embedded = script_json(&value);
-        assert!(
-            !embedded.contains('<') && !embedded.contains('>'),
-            "{embedded}"
-        );
-        let back: Value = serde_json::from_str(&embedded).unwrap_or_else(|error| panic!("{error}"));
-        assert_eq!(back, value);
-    }
-
-    #[test]
-    fn a_static_page_holds_its_script_style_and_data_and_no_placeholder() {
-        let page = static_page(
-            "a <title>",
-            &[
-                json!({"name": "s", "status": "passed", "events": [{"kind": "run_started", "spec": "/*JS*/"}]}),
-            ],
-        );
-        assert!(page.contains("function charterTimeline"));
-        assert!(page.contains("section.phase"));
-        assert!(page.contains("a &lt;title&gt;"));
-        assert!(
-            page.contains("\"spec\":\"/*JS*/\""),
-            "data is not rewritten"
-        );
-        assert!(!page.contains("/*CSS*/") && !page.contains("/*DATA*/"));
-        assert!(
-            !page.contains("http://") && !page.contains("https://"),
-            "no network"
-        );
-    }
-
-    #[test]
-    fn trace_events_skip_a_snapshot_header() {
-        let text = "---\nsource: x\n---\n{\"seq\":0,\"kind\":\"run_started\"}\nnot json\n{\"seq\":1,\"kind\":\"run_finished\"}\n";
-        assert_eq!(trace_events(text).len(), 2);
-    }
 }

@@ -4,7 +4,10 @@
 //! Built from the syntax tree the parser recovered (so a file with errors still has one)
 //! and the checker's [`Symbols`]; expressions' dotted paths are followed through contract
 //! fields (`check.issues` -> `CheckReport.issues`, `every i in ...: i.severity` ->
-//! `Issue.severity`), as are the paths read in prompt templates.
+//! `Issue.severity`), as are the paths read in prompt templates: an input is read under
+//! its contract's snake_case name (`{{ workflow_draft.version }}` reads input
+//! `WorkflowDraft` and its field `version`), `{% for issue in ... %}` binds `issue` to the
+//! list's item contract, and `X.step == "NAME"` names a step.
 
 use charter_compiler::check::Symbols;
 use charter_compiler::check::templates::snake_case;

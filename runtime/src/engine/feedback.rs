@@ -6,6 +6,24 @@
 //! `{reason, round, issues, judges, previous?, human?}`, each issue
 //! `{code, severity, gate?, rule, message, detail?, items}`. [`markdown`] is what
 //! `{{ feedback }}` prints on its own.
+//!
+//! When feedback flows, where DESIGN §8 leaves a choice (the scheduler's rules):
+//! - A step's pending feedback is taken by its next run and cleared when a new round
+//!   starts; only the step a decision names gets it (the steps after it run fresh). A plain
+//!   `rerun X` gives none; `rerun X with feedback`, `replan` (to the entry step), a stage
+//!   retry, an approved repair `ask` (reason `human`: the gate's issues and the person's
+//!   answer), a warning's `rerun` (always with feedback) and an `on_error` route (reason
+//!   `error`, one `STEP_FAILED` issue) give it.
+//! - `judges` are the outputs, as bound when the gate ran, of the steps the gate's
+//!   expressions read ([`steps_read`]); a per-item check adds the `by` role's verdict.
+//!   `previous` is the target step's output in the failed round (an item's own output for
+//!   an `each` step; `none` for an item that failed).
+//! - A retry after a contract violation gets reason `contract`: the violations as
+//!   `CONTRACT_VIOLATION` issues, then the issues of the feedback the call already had (a
+//!   fix that breaks the format must still fix them); its judges and the person's answer
+//!   are kept; `previous` is the broken answer when it parsed as JSON.
+//! - After an `ask` step, the role step the flow goes to next gets `feedback.human`
+//!   (reason `human` unless it already had feedback), with its own output as `previous`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

@@ -10,6 +10,11 @@
 //!   most one of `:` `：` `,` `，` `;` `；` `、` `!` `！`, then spaces — or nothing at all;
 //! - an `@word` that is no known name is no mention: `mention` is none and `strip_mention`
 //!   keeps the text whole, so nothing the person typed is lost.
+//!
+//! The built-ins `mention` and `strip_mention` (to which the compiler passes the spec's
+//! table of role names as a last argument) and the template filter `strip_mention` all
+//! read one [`KnownNames`], so the mention a branch routes on is exactly the one the
+//! role's prompt strips.
 
 use charter_compiler::CompiledSpec;
 

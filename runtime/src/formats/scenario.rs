@@ -10,6 +10,16 @@
 //! key (step, round, item, attempt, role), that no two human answers share (step,
 //! round), that a call holds at most one of `response`, `raw` and `error`, and that no
 //! `expect_prompt` text is empty; every error names the file and, where known, the line.
+//!
+//! A scenario has `input` or, for a conversation, `turns` (exactly one of them), and each
+//! call and human answer of its cassette carries its `turn` (default 1). A cassette
+//! without `recorded` is hand-written, *unpinned*: the spec's hashes are not compared with
+//! it (a call's own `prompt_hash` still is). An entry with `tool: NAME` is a `tool` step's
+//! call rather than a model call, and takes no model fields.
+//!
+//! `editors/vscode/schemas/` describes these files for editors, by hand:
+//! `cli/tests/schema.rs` holds the schemas to these types, so a field added here needs its
+//! property there and a use in that test's every-key files.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

@@ -3,6 +3,11 @@
 //! Keeping YAML behind these two functions means the YAML library can be swapped without
 //! touching the file-format types. Duplicate keys in a mapping are errors (saphyr's
 //! default), so a hand-edited cassette cannot silently shadow an entry.
+//!
+//! A file is untrusted input: the parser's budget is tighter than saphyr's defaults for
+//! anchors, aliases and merge keys and for what aliases may copy, so an expansion bomb of
+//! a few hundred bytes stops within milliseconds, and a breach is said in words, not as
+//! saphyr's debug text.
 
 use std::fmt;
 

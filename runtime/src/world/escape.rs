@@ -1,4 +1,8 @@
 //! Text from files made safe for a terminal or a CI log (DESIGN §15): control characters escaped, so a value cannot move the cursor, colour the screen or start a workflow command on a line of its own, and long values cut.
+//!
+//! Every report the harness returns passes through it (`ScenarioReport::escaped`), so
+//! the table, the details, JUnit and GitHub annotations show escaped values; the CLI's
+//! live display, outcome lines and `error:`/`warning:` lines use it too.
 
 use std::fmt::Write as _;
 

@@ -16,7 +16,18 @@
 //! and stage retries; [`gate`] gate evaluation with the items issues name; [`repair`] the
 //! repair decision (the policy); [`delivery`] the verified delivery; [`state`] the state.
 //! The pure pieces they build on are the crate's `gate`, `repair`, `candidate`, `dag` and
-//! `budget` modules.
+//! `budget` modules. `tool_step` runs `tool` steps, `summary` the `on_exhausted` step,
+//! `session` ends a conversation's turn, and [`outcome`] is how a run ends.
+//!
+//! Counting (DESIGN §4): the attempt of a key is the n-th call of that role for (step,
+//! round, item), whatever caused it; `retry: N` is N+1 calls; `rounds R` is R+1 rounds. A
+//! rerun keeps the items it does not name and their outputs; what it invalidates follows
+//! flow edges, never repair edges, and keeps the steps ranked before the target (a loop
+//! back through an `ask` does not make an upstream step downstream); what it does not
+//! touch carries into the next round, a subject that is not rerun becoming the new
+//! round's candidate. `best` is the highest score with no hard failure (the earliest on a
+//! tie). A step with an `on_error` edge that fails (`step_failed` of that very step) goes
+//! there, traced `step_error`; any other stop (budget, invariant, cancel) stands.
 
 pub mod delivery;
 pub mod each;

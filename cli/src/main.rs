@@ -1,13 +1,18 @@
 //! The `charter` binary: a thin clap front over the compiler and runtime.
 //!
-//! A command is a leaf: one file or folder per subcommand (`check.rs`, `verify/`, `run.rs`,
-//! `fork.rs` for `run --fork`, `serve/`, …) parses its arguments and calls the compiler and
-//! runtime, importing only the shared modules below it, never another command: `terminal`
-//! (the context, exit codes and printing), `loader` (specs on disk), `recording` (where runs
-//! are kept and how one becomes a scenario), `display` (what a run shows as it goes),
-//! `driver` (the one live-run driver), `chat_role`, `stream_rows` and `page`. This file
-//! holds the `Cli`, the dispatch to each command and the exit codes; it is the only module
-//! that names commands (`cargo xtask verify`'s layers stage checks it).
+//! The modules form three layers. This file holds the `Cli`, the `Command` enum and the
+//! dispatch (`run --fork` goes to `fork.rs`), the exit codes and the table of flags `charter
+//! --help` ends with; it is the only module that imports a command module. The shared
+//! modules — `terminal` (the context, exit codes and printing), `loader` (specs on disk),
+//! `recording` (where runs are kept and how one becomes a scenario), `display` (what a run
+//! shows as it goes), `driver` (the one live-run driver), `chat_role`, `stream_rows` and
+//! `page` — are imported by commands and never import one. Each command (`check.rs`,
+//! `verify/`, `run.rs`, `fork.rs`, `serve/`, …) is a leaf: what two commands share is moved
+//! into a shared module, never imported from one command by another; `cargo xtask verify`'s
+//! `layers` stage refuses a command importing a command. A flag two commands take means one
+//! thing: the unit tests below hold the flag table to the commands clap defines (every row,
+//! and every flag on two commands or more), and `cli/tests/flags.rs` holds the README's
+//! table to it.
 
 /// mimalloc: a replay allocates and frees many small values (JSON, trace events); it
 /// makes `charter verify` and `charter explore` about a third faster than the system

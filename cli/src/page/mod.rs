@@ -1,4 +1,14 @@
 //! The page (DESIGN §13, §11 `--html`): plain HTML, CSS and JS shipped in the binary — the live page `charter serve` serves, and the self-contained pages of traces (`charter view`, `charter verify --html`) — and what the page reads of a spec (its gates). Shared by `view`, `verify` and `serve`.
+//!
+//! The page is plain files built in with `include_str!`: `timeline.js` (a section per
+//! phase, a row per event, a row with more to it opening to its details; every value written
+//! with `textContent`, never parsed as HTML), `timeline.css`, `live.html` and `live.js` (the
+//! page `charter serve` serves at `/`), and `static.html` (the self-contained page, whose data
+//! is JSON in a `<script type="application/json">` with `<`, `>` and `&` written as `\u`
+//! escapes, so no value can end the element). A `--html` report carries each scenario's
+//! spec's gates (rules and score thresholds) from the same function ([`gates`]) that answers
+//! `GET /specs/{name}` for the live page, so a gate row reads each score against its
+//! threshold in both.
 
 use std::path::Path;
 

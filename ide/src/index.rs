@@ -7,7 +7,7 @@
 //! `Issue.severity`), as are the paths read in prompt templates.
 
 use charter_compiler::check::Symbols;
-use charter_compiler::check::templates::snake_case;
+use charter_compiler::names::snake_case;
 use charter_compiler::syntax::ast::{
     Action, Contract, Expr, ExprKind, Gate, GateRule, Item, ModelRef, Next, PromptSource,
     RepairPattern, Role, RoleOrigin, SpecFile, Step, StepBody, Target, TypeExpr, TypeKind,

@@ -9,6 +9,7 @@ use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{Bfs, EdgeRef, Reversed};
 
+use super::codes::arm_applies;
 use super::{cycle_text, name_list, shortest_cycle};
 use crate::check::Symbols;
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
@@ -528,7 +529,7 @@ fn repair_edges<'a>(
         .repair
         .iter()
         .flat_map(|repair| &repair.arms)
-        .filter(|arm| super::repair::arm_applies(arm, gate));
+        .filter(|arm| arm_applies(arm, gate));
     let mut edges = Vec::new();
     let mut ends_run = finalize_steps.is_empty();
     for arm in arms {

@@ -3,8 +3,10 @@
 //! The pipeline is `syntax` (pest grammar -> AST with spans) -> `check` (names, types,
 //! flow rules -> diagnostics and resolved tables) -> `graph` (lowering -> [`CompiledSpec`])
 //! -> `bounds` (worst-case calls, tokens and wall time). `format` prints a spec in the
-//! canonical layout (`charter fmt`). The compiler does no I/O of its own: files named by a
-//! spec come through the [`Loader`] passed in.
+//! canonical layout (`charter fmt`); `names` holds the language's name conventions (a
+//! contract's snake_case variable name), shared with the runtime and the editor tooling.
+//! The compiler does no I/O of its own: files named by a spec come through the [`Loader`]
+//! passed in.
 
 pub mod bounds;
 pub mod check;
@@ -12,6 +14,7 @@ pub mod diagnostics;
 pub mod explain;
 pub mod format;
 pub mod graph;
+pub mod names;
 pub mod render;
 pub mod render_env;
 pub mod syntax;

@@ -4,7 +4,8 @@
 use std::ops::Range;
 
 use charter_compiler::check::Symbols;
-use charter_compiler::check::templates::{provided_variables, snake_case};
+use charter_compiler::check::templates::provided_variables;
+use charter_compiler::names::snake_case;
 use charter_compiler::syntax::ast::Role;
 
 use crate::Analysis;
@@ -295,10 +296,7 @@ fn permit_variable(symbols: &Symbols<'_>, text: &str, offset: usize, name: &str)
                 .take_while(|c| c.is_ascii_alphanumeric())
                 .collect::<String>()
         })
-        .find(|contract| {
-            symbols.is_contract(contract)
-                && charter_compiler::check::templates::snake_case(contract) == name
-        })
+        .find(|contract| symbols.is_contract(contract) && snake_case(contract) == name)
 }
 
 fn fields(symbols: &Symbols<'_>, contract: &str) -> Vec<Completion> {

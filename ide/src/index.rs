@@ -10,7 +10,7 @@
 //! list's item contract, and `X.step == "NAME"` names a step.
 
 use charter_compiler::check::Symbols;
-use charter_compiler::check::templates::snake_case;
+use charter_compiler::names::snake_case;
 use charter_compiler::syntax::ast::{
     Action, Contract, Expr, ExprKind, Gate, GateRule, Item, ModelRef, Next, PromptSource,
     RepairPattern, Role, RoleOrigin, SpecFile, Step, StepBody, Target, TypeExpr, TypeKind,

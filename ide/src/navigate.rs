@@ -3,8 +3,8 @@
 
 use std::ops::Range;
 
-use charter_compiler::check::templates::snake_case;
 use charter_compiler::check::{BUILTIN_CONTRACTS, Symbols};
+use charter_compiler::names::snake_case;
 
 use crate::index::{Def, Occurrence, Spelling};
 use crate::{Analysis, FileRange};

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::check::Symbols;
 use crate::check::types::{ContractInfo, Contracts};
 use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span, did_you_mean};
+use crate::names::snake_case;
 use crate::render_env;
 use crate::syntax::ast::{PromptSource, Role, SpecFile};
 use crate::syntax::includes;
@@ -42,34 +43,6 @@ pub struct RoleTemplate {
     /// its template name (`roles/parts/tone.j2`); the variables and paths above include
     /// what these read.
     pub includes: BTreeMap<String, FileId>,
-}
-
-/// The name a template sees a contract under: `WorkflowPlan` -> `workflow_plan`,
-/// `HTTPRequest` -> `http_request`.
-pub fn snake_case(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 4);
-    let mut previous: Option<char> = None;
-    let mut chars = name.chars().peekable();
-    while let Some(current) = chars.next() {
-        if current.is_uppercase()
-            && let Some(previous) = previous
-        {
-            let next = chars.peek().copied();
-            let after_lower = previous.is_lowercase() || previous.is_ascii_digit();
-            let acronym_end =
-                previous.is_uppercase() && next.is_some_and(|next| next.is_lowercase());
-            if (after_lower || acronym_end) && previous != '_' {
-                out.push('_');
-            }
-        }
-        if current.is_ascii() {
-            out.push(current.to_ascii_lowercase());
-        } else {
-            out.extend(current.to_lowercase());
-        }
-        previous = Some(current);
-    }
-    out
 }
 
 pub fn check(

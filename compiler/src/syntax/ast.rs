@@ -295,6 +295,37 @@ pub struct Role {
     pub span: Span,
 }
 
+impl Role {
+    /// A role with only its name, origin and span filled in.
+    pub(crate) fn empty(name: Ident, origin: RoleOrigin, span: Span) -> Role {
+        Role {
+            name,
+            origin,
+            model: None,
+            prompt: None,
+            rules: Vec::new(),
+            inputs: Vec::new(),
+            output: None,
+            tools: Vec::new(),
+            max_tool_calls: None,
+            timeout: None,
+            retry: None,
+            history: None,
+            permits: Vec::new(),
+            meta: Vec::new(),
+            tool_choice: None,
+            retry_after_effects: None,
+            display_name: None,
+            description: None,
+            tool_rules: Vec::new(),
+            written_id: None,
+            messages: None,
+            implied: ImpliedContracts::default(),
+            span,
+        }
+    }
+}
+
 /// Which of a role file's contracts were left out and defaulted (DESIGN §2.3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ImpliedContracts {

@@ -359,7 +359,7 @@ impl Lowerer<'_> {
                 });
             }
         }
-        let mut role = role_file::load(self, &path);
+        let mut role = role_file::load(self.loader, self.sources, self.diagnostics, &path);
         if let Some(role) = &mut role {
             role.permits.extend(permits.iter().cloned());
         }
@@ -682,7 +682,7 @@ impl Lowerer<'_> {
         let mut children = values(pair);
         let name = self.ident(&children.next()?);
         let owner = format!("role `{}`", name.name);
-        let mut role = empty_role(name, RoleOrigin::Block, span);
+        let mut role = Role::empty(name, RoleOrigin::Block, span);
         let mut seen = Vec::new();
         for property in children {
             let property_span = self.span(&property);
@@ -1471,33 +1471,4 @@ fn is_type_name(text: &str) -> bool {
     let mut bytes = text.bytes();
     bytes.next().is_some_and(|first| first.is_ascii_uppercase())
         && bytes.all(|byte| byte.is_ascii_alphanumeric())
-}
-
-/// A role with only its name, origin and span filled in.
-pub(crate) fn empty_role(name: Ident, origin: RoleOrigin, span: Span) -> Role {
-    Role {
-        name,
-        origin,
-        model: None,
-        prompt: None,
-        rules: Vec::new(),
-        inputs: Vec::new(),
-        output: None,
-        tools: Vec::new(),
-        max_tool_calls: None,
-        timeout: None,
-        retry: None,
-        history: None,
-        permits: Vec::new(),
-        meta: Vec::new(),
-        tool_choice: None,
-        retry_after_effects: None,
-        display_name: None,
-        description: None,
-        tool_rules: Vec::new(),
-        written_id: None,
-        messages: None,
-        implied: ImpliedContracts::default(),
-        span,
-    }
 }

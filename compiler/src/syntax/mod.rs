@@ -379,22 +379,62 @@ pub(crate) struct Blanked {
 
 /// `text` with every `//` and `/* */` comment replaced by spaces (line breaks kept), so
 /// that the grammar need not match comments and every byte offset stays the same.
-/// Strings and `"""` blocks are left alone.
+/// Strings and `"""` blocks are left alone. A pipeline over one [`Blanker`]: skip a
+/// byte-order mark, then copy runs of bytes that cannot change the state and feed each
+/// byte that can through the state machine, then close whatever comment is still open.
 pub(crate) fn blank_comments(text: &str) -> Blanked {
-    let bytes = text.as_bytes();
-    let mut comments = Vec::new();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut state = State::Code;
-    let mut index = 0;
-    let mut comment_start = 0;
-    // A byte-order mark is not part of the spec: three spaces keep the offsets.
-    if text.starts_with('\u{feff}') {
-        out.extend_from_slice(b"   ");
-        index = 3;
+    let mut blanker = Blanker::new(text);
+    blanker.skip_byte_order_mark();
+    while let Some(&byte) = blanker.bytes.get(blanker.index) {
+        if !blanker.copy_run() {
+            blanker.step(byte);
+        }
     }
-    while let Some(&byte) = bytes.get(index) {
-        // Bytes that cannot change the state are copied (or blanked) a run at a time; the
-        // byte that ends the run goes through the state machine below.
+    blanker.finish()
+}
+
+/// A scan of spec text for [`blank_comments`]: the text, what has been written of the
+/// result so far, and where the scan is.
+struct Blanker<'t> {
+    text: &'t str,
+    bytes: &'t [u8],
+    /// The result so far: one byte for each byte scanned.
+    out: Vec<u8>,
+    /// The byte range of each comment closed so far.
+    comments: Vec<(usize, usize)>,
+    state: State,
+    /// The next byte to scan.
+    index: usize,
+    /// Where the current (or last) comment starts.
+    comment_start: usize,
+}
+
+impl<'t> Blanker<'t> {
+    fn new(text: &'t str) -> Blanker<'t> {
+        Blanker {
+            text,
+            bytes: text.as_bytes(),
+            out: Vec::with_capacity(text.len()),
+            comments: Vec::new(),
+            state: State::Code,
+            index: 0,
+            comment_start: 0,
+        }
+    }
+
+    /// A byte-order mark is not part of the spec: three spaces keep the offsets.
+    fn skip_byte_order_mark(&mut self) {
+        if self.text.starts_with('\u{feff}') {
+            self.out.extend_from_slice(b"   ");
+            self.index = 3;
+        }
+    }
+
+    /// Copies (or blanks, in a comment) the bytes from `index` that cannot change the
+    /// state, a run at a time. False when the byte at `index` is one that can: it goes
+    /// through [`Blanker::step`].
+    fn copy_run(&mut self) -> bool {
+        let state = self.state;
         let stops = |byte: &u8| match state {
             State::Code => matches!(byte, b'"' | b'/'),
             State::Str => matches!(byte, b'\\' | b'"' | b'\n'),
@@ -402,107 +442,141 @@ pub(crate) fn blank_comments(text: &str) -> Blanked {
             State::LineComment => *byte == b'\n',
             State::BlockComment => matches!(byte, b'*' | b'\n'),
         };
-        let run = bytes
-            .get(index..)
+        let run = self
+            .bytes
+            .get(self.index..)
             .and_then(|rest| rest.iter().position(stops))
-            .unwrap_or(bytes.len() - index);
-        if run > 0 {
-            match state {
-                State::Code | State::Str | State::Block => {
-                    out.extend_from_slice(bytes.get(index..index + run).unwrap_or(&[]));
-                }
-                State::LineComment | State::BlockComment => {
-                    out.resize(out.len() + run, b' ');
-                }
-            }
-            index += run;
-            continue;
+            .unwrap_or(self.bytes.len() - self.index);
+        if run == 0 {
+            return false;
         }
-        let next = bytes.get(index + 1).copied();
-        let triple = bytes.get(index..index + 3) == Some(b"\"\"\"".as_slice());
         match state {
-            State::Code => {
-                if triple {
-                    out.extend_from_slice(b"\"\"\"");
-                    index += 3;
-                    state = State::Block;
-                    continue;
-                }
-                match (byte, next) {
-                    (b'"', _) => state = State::Str,
-                    (b'/', Some(b'/')) => {
-                        comment_start = index;
-                        state = State::LineComment;
-                    }
-                    (b'/', Some(b'*')) => {
-                        comment_start = index;
-                        out.extend_from_slice(b"  ");
-                        index += 2;
-                        state = State::BlockComment;
-                        continue;
-                    }
-                    _ => {}
-                }
-                out.push(if state == State::LineComment {
-                    b' '
-                } else {
-                    byte
-                });
+            State::Code | State::Str | State::Block => {
+                let copied = self.bytes.get(self.index..self.index + run);
+                self.out.extend_from_slice(copied.unwrap_or(&[]));
             }
-            State::Str => {
-                out.push(byte);
-                match byte {
-                    b'\\' => {
-                        if let Some(escaped) = next {
-                            out.push(escaped);
-                            index += 1;
-                        }
-                    }
-                    b'"' | b'\n' => state = State::Code,
-                    _ => {}
-                }
-            }
-            State::Block => {
-                if triple {
-                    out.extend_from_slice(b"\"\"\"");
-                    index += 3;
-                    state = State::Code;
-                    continue;
-                }
-                out.push(byte);
-            }
-            State::LineComment => {
-                if byte == b'\n' {
-                    comments.push((comment_start, index));
-                    out.push(b'\n');
-                    state = State::Code;
-                } else {
-                    out.push(b' ');
-                }
-            }
-            State::BlockComment => {
-                if byte == b'*' && next == Some(b'/') {
-                    out.extend_from_slice(b"  ");
-                    index += 2;
-                    comments.push((comment_start, index));
-                    state = State::Code;
-                    continue;
-                }
-                out.push(if byte == b'\n' { b'\n' } else { b' ' });
+            State::LineComment | State::BlockComment => {
+                self.out.resize(self.out.len() + run, b' ');
             }
         }
-        index += 1;
+        self.index += run;
+        true
     }
-    // Only ASCII bytes inside comments were replaced, and every other byte was copied, so
-    // the result is valid UTF-8; fall back to the original text if it somehow is not.
-    let open_comment = (state == State::BlockComment).then_some(comment_start);
-    if matches!(state, State::LineComment | State::BlockComment) {
-        comments.push((comment_start, bytes.len()));
+
+    /// Feeds `byte`, the one at `index`, through the state machine and moves past what
+    /// it used (with the bytes after it that belong to the same token).
+    fn step(&mut self, byte: u8) {
+        let next = self.bytes.get(self.index + 1).copied();
+        let triple = self.bytes.get(self.index..self.index + 3) == Some(b"\"\"\"".as_slice());
+        let used = match self.state {
+            State::Code => self.in_code(byte, next, triple),
+            State::Str => self.in_string(byte, next),
+            State::Block => self.in_block(byte, triple),
+            State::LineComment => self.in_line_comment(byte),
+            State::BlockComment => self.in_block_comment(byte, next),
+        };
+        self.index += used;
     }
-    Blanked {
-        text: String::from_utf8(out).unwrap_or_else(|_| text.to_string()),
-        open_comment,
-        comments,
+
+    /// In code: a `"""` opens a block, a `"` a string, `//` or `/*` a comment. Returns
+    /// how many bytes were used.
+    fn in_code(&mut self, byte: u8, next: Option<u8>, triple: bool) -> usize {
+        if triple {
+            self.out.extend_from_slice(b"\"\"\"");
+            self.state = State::Block;
+            return 3;
+        }
+        match (byte, next) {
+            (b'"', _) => self.state = State::Str,
+            (b'/', Some(b'/')) => {
+                self.comment_start = self.index;
+                self.state = State::LineComment;
+            }
+            (b'/', Some(b'*')) => {
+                self.comment_start = self.index;
+                self.out.extend_from_slice(b"  ");
+                self.state = State::BlockComment;
+                return 2;
+            }
+            _ => {}
+        }
+        self.out.push(if self.state == State::LineComment {
+            b' '
+        } else {
+            byte
+        });
+        1
+    }
+
+    /// In a string: an escape is copied whole; a `"` or a line break ends it. Returns how
+    /// many bytes were used.
+    fn in_string(&mut self, byte: u8, next: Option<u8>) -> usize {
+        self.out.push(byte);
+        match byte {
+            b'\\' => {
+                if let Some(escaped) = next {
+                    self.out.push(escaped);
+                    return 2;
+                }
+            }
+            b'"' | b'\n' => self.state = State::Code,
+            _ => {}
+        }
+        1
+    }
+
+    /// In a `"""` block: only `"""` ends it. Returns how many bytes were used.
+    fn in_block(&mut self, byte: u8, triple: bool) -> usize {
+        if triple {
+            self.out.extend_from_slice(b"\"\"\"");
+            self.state = State::Code;
+            return 3;
+        }
+        self.out.push(byte);
+        1
+    }
+
+    /// In a `//` comment: blanked up to the line break, which ends it. Returns how many
+    /// bytes were used.
+    fn in_line_comment(&mut self, byte: u8) -> usize {
+        if byte == b'\n' {
+            self.comments.push((self.comment_start, self.index));
+            self.out.push(b'\n');
+            self.state = State::Code;
+        } else {
+            self.out.push(b' ');
+        }
+        1
+    }
+
+    /// In a `/* */` comment: blanked (line breaks kept) up to and with its `*/`. Returns
+    /// how many bytes were used.
+    fn in_block_comment(&mut self, byte: u8, next: Option<u8>) -> usize {
+        if byte == b'*' && next == Some(b'/') {
+            self.out.extend_from_slice(b"  ");
+            self.comments.push((self.comment_start, self.index + 2));
+            self.state = State::Code;
+            return 2;
+        }
+        self.out.push(if byte == b'\n' { b'\n' } else { b' ' });
+        1
+    }
+
+    /// The result: a comment still open at the end runs to the end of the text (and an
+    /// open `/*` is reported by the caller).
+    fn finish(mut self) -> Blanked {
+        let open_comment = (self.state == State::BlockComment).then_some(self.comment_start);
+        if matches!(self.state, State::LineComment | State::BlockComment) {
+            self.comments.push((self.comment_start, self.bytes.len()));
+        }
+        // Only ASCII bytes inside comments were replaced, and every other byte was copied,
+        // so the result is valid UTF-8; fall back to the original text if it somehow is
+        // not.
+        Blanked {
+            text: String::from_utf8(self.out).unwrap_or_else(|_| self.text.to_string()),
+            open_comment,
+            comments: self.comments,
+        }
     }
 }
 

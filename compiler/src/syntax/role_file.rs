@@ -11,8 +11,8 @@ use serde::Deserialize;
 
 use super::ast::*;
 use super::literals;
-use super::lower::{Lowerer, empty_role};
-use crate::diagnostics::{Code, Diagnostic, FileId, Span, did_you_mean};
+use crate::Loader;
+use crate::diagnostics::{Code, Diagnostic, FileId, Sources, Span, did_you_mean};
 
 /// The front-matter keys Charter knows (others are the file's own, kept as `meta`).
 pub(crate) const KEYS: [&str; 15] = [
@@ -153,11 +153,16 @@ impl Yaml {
 
 /// Reads and parses the role file named by `path` (an `import role` string). Returns
 /// `None` after reporting when the file cannot be read or its front matter is malformed.
-pub(crate) fn load(lowerer: &mut Lowerer<'_>, path: &StringLit) -> Option<Role> {
-    let loaded = match lowerer.loader.load(&path.value) {
+pub(crate) fn load(
+    loader: &dyn Loader,
+    sources: &mut Sources,
+    diagnostics: &mut Vec<Diagnostic>,
+    path: &StringLit,
+) -> Option<Role> {
+    let loaded = match loader.load(&path.value) {
         Ok(loaded) => loaded,
         Err(reason) => {
-            lowerer.diagnostics.push(
+            diagnostics.push(
                 Diagnostic::new(
                     Code::E016,
                     path.span,
@@ -169,17 +174,14 @@ pub(crate) fn load(lowerer: &mut Lowerer<'_>, path: &StringLit) -> Option<Role> 
             return None;
         }
     };
-    let file = lowerer.sources.add(loaded.display_name, loaded.text);
+    let file = sources.add(loaded.display_name, loaded.text);
     // The text is read where `sources` keeps it, not copied.
-    let text = lowerer
-        .sources
-        .get(file)
-        .map_or("", |source| source.text.as_str());
+    let text = sources.get(file).map_or("", |source| source.text.as_str());
     let mut reader = RoleFile {
         file,
         text,
         path,
-        diagnostics: lowerer.diagnostics,
+        diagnostics,
     };
     reader.role()
 }
@@ -256,7 +258,7 @@ impl RoleFile<'_> {
         let meta = self.meta(&front);
         let name = self.id(&front)?;
         let whole = self.span(0, self.text.len());
-        let mut role = empty_role(
+        let mut role = Role::empty(
             name,
             RoleOrigin::File {
                 path: self.path.value.clone(),

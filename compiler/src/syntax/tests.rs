@@ -736,22 +736,7 @@ fn items_in_detail() {
     for item in &spec.items {
         match item {
             Item::Models(models) => {
-                let entries: Vec<String> = models
-                    .entries
-                    .iter()
-                    .map(|entry| {
-                        format!(
-                            "{}={}{}",
-                            entry.alias.name,
-                            entry.target.value,
-                            entry
-                                .price
-                                .as_ref()
-                                .map(|p| format!(" {}/{}", p.input.value, p.output.value))
-                                .unwrap_or_default()
-                        )
-                    })
-                    .collect();
+                let entries: Vec<String> = models.entries.iter().map(model_string).collect();
                 seen.push(format!("models {}", entries.join(", ")));
             }
             Item::Rules(rules) => seen.push(format!(
@@ -787,32 +772,7 @@ fn items_in_detail() {
                     .map(|r| (r.count.value, r.backoff.as_ref().map(|b| b.millis))),
             )),
             Item::Gate(gate) => {
-                let rules: Vec<String> = gate
-                    .rules
-                    .iter()
-                    .map(|rule| match rule {
-                        GateRule::Check {
-                            severity,
-                            name,
-                            expr,
-                            code,
-                            ..
-                        } => format!("{severity:?} {} {} {}", name.name, sexpr(expr), code.name),
-                        GateRule::Score {
-                            name,
-                            weight,
-                            expr,
-                            below,
-                            ..
-                        } => format!(
-                            "score {} {} {} {:?}",
-                            name.name,
-                            weight.value,
-                            sexpr(expr),
-                            below.as_ref().map(|(n, c)| (n.value, c.name.clone()))
-                        ),
-                    })
-                    .collect();
+                let rules: Vec<String> = gate.rules.iter().map(gate_rule_string).collect();
                 seen.push(format!(
                     "gate {} on {}: {} | pass {}",
                     gate.name.name,
@@ -822,33 +782,7 @@ fn items_in_detail() {
                 ));
             }
             Item::Repair(repair) => {
-                let arms: Vec<String> = repair
-                    .arms
-                    .iter()
-                    .map(|arm| {
-                        let pattern = match &arm.pattern {
-                            RepairPattern::Codes(codes) => codes
-                                .iter()
-                                .map(|c| c.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(","),
-                            RepairPattern::Wildcard(_) => "_".to_string(),
-                        };
-                        let action = match &arm.action {
-                            Action::Rerun {
-                                step,
-                                with_feedback,
-                                ..
-                            } => format!("rerun {} {with_feedback}", step.name),
-                            Action::Replan(_) => "replan".to_string(),
-                            Action::Accept(_) => "accept".to_string(),
-                            Action::Block(s) => format!("block {:?}", s.value),
-                            Action::Fail(s) => format!("fail {:?}", s.value),
-                            Action::Ask(s) => format!("ask {:?}", s.value),
-                        };
-                        format!("{pattern} -> {action}")
-                    })
-                    .collect();
+                let arms: Vec<String> = repair.arms.iter().map(repair_arm_string).collect();
                 seen.push(format!(
                     "repair {} {:?}: {}",
                     repair.rounds.value,
@@ -900,6 +834,72 @@ step judge = gate quality pass -> deliver fail -> repair
 step deliver = finalize finalizer(best) -> done
 "#;
     assert_eq!(seen.join("\n"), expect.trim());
+}
+
+/// A `models` entry as `alias=target` with its price (`input/output`) when it has one.
+fn model_string(entry: &ModelEntry) -> String {
+    format!(
+        "{}={}{}",
+        entry.alias.name,
+        entry.target.value,
+        entry
+            .price
+            .as_ref()
+            .map(|p| format!(" {}/{}", p.input.value, p.output.value))
+            .unwrap_or_default()
+    )
+}
+
+/// A gate rule: a check as `SEVERITY name expr CODE`, a score as `score name weight expr
+/// below`.
+fn gate_rule_string(rule: &GateRule) -> String {
+    match rule {
+        GateRule::Check {
+            severity,
+            name,
+            expr,
+            code,
+            ..
+        } => format!("{severity:?} {} {} {}", name.name, sexpr(expr), code.name),
+        GateRule::Score {
+            name,
+            weight,
+            expr,
+            below,
+            ..
+        } => format!(
+            "score {} {} {} {:?}",
+            name.name,
+            weight.value,
+            sexpr(expr),
+            below.as_ref().map(|(n, c)| (n.value, c.name.clone()))
+        ),
+    }
+}
+
+/// A repair arm as `CODES -> action` (`_` for the wildcard).
+fn repair_arm_string(arm: &RepairArm) -> String {
+    let pattern = match &arm.pattern {
+        RepairPattern::Codes(codes) => codes
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        RepairPattern::Wildcard(_) => "_".to_string(),
+    };
+    let action = match &arm.action {
+        Action::Rerun {
+            step,
+            with_feedback,
+            ..
+        } => format!("rerun {} {with_feedback}", step.name),
+        Action::Replan(_) => "replan".to_string(),
+        Action::Accept(_) => "accept".to_string(),
+        Action::Block(s) => format!("block {:?}", s.value),
+        Action::Fail(s) => format!("fail {:?}", s.value),
+        Action::Ask(s) => format!("ask {:?}", s.value),
+    };
+    format!("{pattern} -> {action}")
 }
 
 fn target_string(target: &Target) -> String {

@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use charter_compiler::check::templates::snake_case;
 use charter_compiler::graph::{NameIr, PermitIr, RoleIr};
+use charter_compiler::names::snake_case;
 use serde_json::{Map, Value};
 
 use crate::engine::eval::{Bindings, evaluate_bool};

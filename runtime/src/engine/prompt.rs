@@ -25,8 +25,8 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use charter_compiler::check::templates::snake_case;
 use charter_compiler::graph::{CompiledSpec, EffectIr, RoleIr};
+use charter_compiler::names::snake_case;
 use minijinja::Environment;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use serde_json::Value;

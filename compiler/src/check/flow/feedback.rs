@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::repair::arm_applies;
+use super::codes::arm_applies;
 use super::roles::step_role;
 use crate::check::Symbols;
 use crate::check::templates::TemplateFacts;

@@ -9,10 +9,11 @@ use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{Bfs, EdgeRef, Reversed};
 
+use super::codes::arm_applies;
 use super::{cycle_text, name_list, shortest_cycle};
 use crate::check::Symbols;
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
-use crate::syntax::ast::{Action, FailTarget, Ident, Next, Step, StepBody, Target};
+use crate::syntax::ast::{Action, FailTarget, Flow, Ident, Next, Step, StepBody, Target};
 
 /// A node of the step graph: a step (by its position in [`StepGraph::steps`]) or the end
 /// of the run (every terminal: `done`, `blocked "..."`, `failed "..."`).
@@ -60,129 +61,33 @@ pub(super) struct StepGraph<'a> {
 }
 
 impl<'a> StepGraph<'a> {
-    /// Builds the graph of the spec's flow; `None` when there is no flow.
+    /// Builds the graph of the spec's flow; `None` when there is no flow. Stages: the
+    /// steps (first definitions), a node for each and one for the end of the run, the
+    /// edges out of each step in the order written, then what is read off the graph: the
+    /// written transitions alone and each gate step's upstream steps.
     pub fn build(symbols: &Symbols<'a>) -> Option<StepGraph<'a>> {
         let flow = symbols.flow?;
-        let steps: Vec<&'a Step> = flow
-            .steps
-            .iter()
-            .filter(|step| {
-                symbols
-                    .steps
-                    .get(step.name.name.as_str())
-                    .is_some_and(|first| std::ptr::eq(*first, *step))
-            })
-            .collect();
+        let steps = first_definitions(symbols, flow);
         let mut graph = DiGraph::new();
         for position in 0..steps.len() {
             graph.add_node(Node::Step(position));
         }
         let end = graph.add_node(Node::End);
-        let index: BTreeMap<&str, NodeIndex> = steps
-            .iter()
-            .enumerate()
-            .map(|(position, step)| (step.name.name.as_str(), NodeIndex::new(position)))
-            .collect();
-        let finalize_steps: Vec<NodeIndex> = steps
-            .iter()
-            .enumerate()
-            .filter(|(_, step)| matches!(step.body, StepBody::Finalize { .. }))
-            .map(|(position, _)| NodeIndex::new(position))
-            .collect();
+        let index = step_index(&steps);
+        let finalize_steps = finalize_nodes(&steps);
         let mut unresolved = Vec::new();
-        let add_target = |graph: &mut DiGraph<Node, Edge>,
-                          unresolved: &mut Vec<&'a Ident>,
-                          from: NodeIndex,
-                          target: &'a Target| {
-            let node = match target {
-                Target::Step(name) => match index.get(name.name.as_str()) {
-                    Some(node) => *node,
-                    None => {
-                        unresolved.push(name);
-                        return;
-                    }
-                },
-                Target::Done(_) | Target::Blocked(_) | Target::Failed(_) => end,
-            };
-            graph.add_edge(
-                from,
-                node,
-                Edge {
-                    kind: EdgeKind::Next,
-                    span: target.span(),
-                },
-            );
-        };
         for (position, step) in steps.iter().enumerate() {
             let from = NodeIndex::new(position);
-            // `on_error -> STEP`: a transition like the written ones, taken when it fails.
-            if let Some(on_error) = &step.on_error {
-                match index.get(on_error.name.as_str()) {
-                    Some(node) => {
-                        graph.add_edge(
-                            from,
-                            *node,
-                            Edge {
-                                kind: EdgeKind::Next,
-                                span: on_error.span,
-                            },
-                        );
-                    }
-                    None => unresolved.push(on_error),
-                }
-            }
-            match &step.next {
-                Next::Goto(target) => add_target(&mut graph, &mut unresolved, from, target),
-                Next::When { arms, otherwise } => {
-                    for (_, target) in arms {
-                        add_target(&mut graph, &mut unresolved, from, target);
-                    }
-                    if let Some(target) = otherwise {
-                        add_target(&mut graph, &mut unresolved, from, target);
-                    }
-                }
-                Next::PassFail { pass, fail } => {
-                    add_target(&mut graph, &mut unresolved, from, pass);
-                    match fail {
-                        FailTarget::Target(target) => {
-                            add_target(&mut graph, &mut unresolved, from, target)
-                        }
-                        FailTarget::Repair(span) => {
-                            let edges = repair_edges(
-                                symbols,
-                                step,
-                                *span,
-                                &index,
-                                &finalize_steps,
-                                end,
-                                &mut unresolved,
-                            );
-                            for (to, edge) in edges {
-                                graph.add_edge(from, to, edge);
-                            }
-                        }
-                    }
-                }
+            let edges = step_edges(symbols, step, &index, &finalize_steps, end, &mut unresolved);
+            for (to, edge) in edges {
+                graph.add_edge(from, to, edge);
             }
         }
         let written = graph.filter_map(
             |_, node| Some(*node),
             |_, edge| (edge.kind == EdgeKind::Next).then_some(*edge),
         );
-        let upstream = steps
-            .iter()
-            .enumerate()
-            .filter(|(_, step)| matches!(step.body, StepBody::Gate { .. }))
-            .map(|(position, _)| {
-                let node = NodeIndex::new(position);
-                let reached = reverse_reach(&written, &[node]);
-                let found = (0..steps.len())
-                    .filter(|other| *other != position && reached.get(*other) == Some(&true))
-                    .map(NodeIndex::new)
-                    .collect();
-                (node, found)
-            })
-            .collect();
+        let upstream = gate_upstreams(&steps, &written);
         Some(StepGraph {
             steps,
             graph,
@@ -507,6 +412,141 @@ impl<'a> StepGraph<'a> {
     }
 }
 
+/// The flow's steps in flow order, first definitions only (a step defined twice is
+/// reported by the name checks).
+fn first_definitions<'a>(symbols: &Symbols<'a>, flow: &'a Flow) -> Vec<&'a Step> {
+    flow.steps
+        .iter()
+        .filter(|step| {
+            symbols
+                .steps
+                .get(step.name.name.as_str())
+                .is_some_and(|first| std::ptr::eq(*first, *step))
+        })
+        .collect()
+}
+
+/// Step name -> node: node `i` is `steps[i]`.
+fn step_index<'a>(steps: &[&'a Step]) -> BTreeMap<&'a str, NodeIndex> {
+    steps
+        .iter()
+        .enumerate()
+        .map(|(position, step)| (step.name.name.as_str(), NodeIndex::new(position)))
+        .collect()
+}
+
+/// The nodes of the `finalize` steps, in flow order.
+fn finalize_nodes(steps: &[&Step]) -> Vec<NodeIndex> {
+    steps
+        .iter()
+        .enumerate()
+        .filter(|(_, step)| matches!(step.body, StepBody::Finalize { .. }))
+        .map(|(position, _)| NodeIndex::new(position))
+        .collect()
+}
+
+/// The edges out of `step`, in the order they are written: its `on_error -> STEP` (a
+/// transition like the written ones, taken when it fails), then its transitions, a
+/// `fail -> repair` through [`repair_edges`]. A target that names no step gets no edge
+/// and goes to `unresolved`.
+fn step_edges<'a>(
+    symbols: &Symbols<'a>,
+    step: &'a Step,
+    index: &BTreeMap<&str, NodeIndex>,
+    finalize_steps: &[NodeIndex],
+    end: NodeIndex,
+    unresolved: &mut Vec<&'a Ident>,
+) -> Vec<(NodeIndex, Edge)> {
+    let mut edges = Vec::new();
+    if let Some(on_error) = &step.on_error {
+        match index.get(on_error.name.as_str()) {
+            Some(node) => edges.push((
+                *node,
+                Edge {
+                    kind: EdgeKind::Next,
+                    span: on_error.span,
+                },
+            )),
+            None => unresolved.push(on_error),
+        }
+    }
+    match &step.next {
+        Next::Goto(target) => edges.extend(target_edge(target, index, end, unresolved)),
+        Next::When { arms, otherwise } => {
+            for target in arms.iter().map(|(_, target)| target).chain(otherwise) {
+                edges.extend(target_edge(target, index, end, unresolved));
+            }
+        }
+        Next::PassFail { pass, fail } => {
+            edges.extend(target_edge(pass, index, end, unresolved));
+            match fail {
+                FailTarget::Target(target) => {
+                    edges.extend(target_edge(target, index, end, unresolved));
+                }
+                FailTarget::Repair(span) => edges.extend(repair_edges(
+                    symbols,
+                    step,
+                    *span,
+                    index,
+                    finalize_steps,
+                    end,
+                    unresolved,
+                )),
+            }
+        }
+    }
+    edges
+}
+
+/// The edge of a written transition to `target`: to its step, or to the end of the run
+/// for a terminal. `None` (with the name added to `unresolved`) when it names no step.
+fn target_edge<'a>(
+    target: &'a Target,
+    index: &BTreeMap<&str, NodeIndex>,
+    end: NodeIndex,
+    unresolved: &mut Vec<&'a Ident>,
+) -> Option<(NodeIndex, Edge)> {
+    let node = match target {
+        Target::Step(name) => match index.get(name.name.as_str()) {
+            Some(node) => *node,
+            None => {
+                unresolved.push(name);
+                return None;
+            }
+        },
+        Target::Done(_) | Target::Blocked(_) | Target::Failed(_) => end,
+    };
+    Some((
+        node,
+        Edge {
+            kind: EdgeKind::Next,
+            span: target.span(),
+        },
+    ))
+}
+
+/// For each gate step: the steps with a path of `written` transitions to it (not the
+/// step itself), in flow order.
+fn gate_upstreams(
+    steps: &[&Step],
+    written: &DiGraph<Node, Edge>,
+) -> BTreeMap<NodeIndex, Vec<NodeIndex>> {
+    steps
+        .iter()
+        .enumerate()
+        .filter(|(_, step)| matches!(step.body, StepBody::Gate { .. }))
+        .map(|(position, _)| {
+            let node = NodeIndex::new(position);
+            let reached = reverse_reach(written, &[node]);
+            let found = (0..steps.len())
+                .filter(|other| *other != position && reached.get(*other) == Some(&true))
+                .map(NodeIndex::new)
+                .collect();
+            (node, found)
+        })
+        .collect()
+}
+
 /// The edges of a gate step's `fail -> repair` (at `fail_span`): a repair edge to the
 /// step each applicable `rerun` arm names (the entry step for `replan`), and the edges
 /// taken when repairing ends: to every `finalize` step, and to the end of the run when
@@ -528,7 +568,7 @@ fn repair_edges<'a>(
         .repair
         .iter()
         .flat_map(|repair| &repair.arms)
-        .filter(|arm| super::repair::arm_applies(arm, gate));
+        .filter(|arm| arm_applies(arm, gate));
     let mut edges = Vec::new();
     let mut ends_run = finalize_steps.is_empty();
     for arm in arms {

@@ -5,6 +5,8 @@
 //!   (E006), unreachable steps and steps that cannot finish (E007), a gate whose pass path
 //!   never finishes (E012);
 //! - [`repair`]: repair coverage and repair arms (E008, E009);
+//! - [`codes`]: the issue codes a gate emits and which repair arms apply to it, shared by
+//!   the graph, the repair checks, the feedback warnings and the flow facts;
 //! - [`roles`]: static invariants (E010), judges holding write/external tools (E011),
 //!   finalize roles that do not output `Delivery` and finalize steps in a flow with no
 //!   gate (E012);
@@ -19,6 +21,7 @@
 //! definitions) run only when the earlier checks found no error; the local ones always run
 //! and skip whatever does not resolve, so an unknown name never causes follow-on errors.
 
+mod codes;
 pub(crate) mod feedback;
 mod graph;
 mod reads;
@@ -179,7 +182,7 @@ fn facts(
             let arms = repair
                 .arms
                 .iter()
-                .filter(|arm| repair::arm_applies(arm, gate));
+                .filter(|arm| codes::arm_applies(arm, gate));
             for arm in arms {
                 let (target, with_feedback, replan) = match &arm.action {
                     crate::syntax::ast::Action::Rerun {

@@ -1,7 +1,7 @@
 //! Data-driven tests of prompt template checks (E014, E018).
 
-use crate::check::templates::snake_case;
 use crate::check::types::tests::{EXAMPLE, PROMPTS, diagnose};
+use crate::names::snake_case;
 
 /// The example with `edits` applied (first occurrence each) and the prompt files
 /// overridden by `files`; returns our diagnostics as `CODE@FILE:LINE` or `CODE@snippet`.

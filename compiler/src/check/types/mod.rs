@@ -1177,7 +1177,7 @@ fn literal_number(expr: &Expr) -> Option<f64> {
 pub fn permit_inputs(role: &Role) -> Vec<(String, &str)> {
     let mut inputs: Vec<(String, &str)> = Vec::new();
     for input in &role.inputs {
-        let name = crate::check::templates::snake_case(&input.name);
+        let name = crate::names::snake_case(&input.name);
         if name != "args" && name != "meta" && !inputs.iter().any(|(seen, _)| *seen == name) {
             inputs.push((name, input.name.as_str()));
         }

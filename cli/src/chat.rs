@@ -100,7 +100,8 @@ fn chat(args: &ChatArgs, context: Context) -> Result<Outcome, Outcome> {
         .map_err(|message| usage(context, &format!("--role: {message}")))?;
     let session = open_chat_session(args, context, spec)?;
     let environment = LiveEnvironment::of_this_process();
-    let providers = environment.providers_at_terminal(context, spec, &args.live.tools)?;
+    let providers =
+        environment.providers_at_terminal(context, spec, &args.live.tools, args.live.sandbox)?;
     announce(&prepared, session.as_ref());
     match &preset {
         Some(role) => print_err(&format!(

@@ -37,12 +37,13 @@ use charter_runtime::totals::TotalsSink;
 use charter_runtime::world::files::LocalFiles;
 use charter_runtime::world::providers::{LiveSettings, Providers};
 use charter_runtime::world::record::{Journal, Recording};
+use charter_runtime::world::sandbox::{Enforcement, Grants, Sandbox};
 use charter_runtime::world::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
 use charter_runtime::world::tools::{CommandTool, ToolBox};
 use serde_json::{Value, json};
 
 use crate::display::{LiveCalls, LiveDisplay};
-use crate::loader::{compile_whole, display_path, normalize};
+use crate::loader::{compile_whole, display_path, normalize, project_root_above};
 use crate::terminal::{Context, Outcome, print_err, print_error, summary_line};
 
 /// The flags of every command that runs a spec live (`charter run`, `chat` and `serve`),
@@ -63,6 +64,58 @@ pub struct LiveFlags {
     /// Also show each model answer (shortened) on stderr as it arrives.
     #[arg(long)]
     pub show_output: bool,
+
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
+}
+
+/// How tool commands are sandboxed (DESIGN §20), on every command that runs them.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct SandboxFlags {
+    /// Run tool commands unsandboxed, with all of your rights (files, network, keys in the
+    /// environment). By default each runs confined: it reads only the system and the
+    /// project, writes only its own directory, has no network and no secrets.
+    #[arg(long, conflicts_with = "require_sandbox")]
+    pub no_sandbox: bool,
+
+    /// Refuse to run tools where this machine cannot sandbox them fully (no Landlock, user
+    /// namespaces off, no pids cgroup as root), rather than warn and run them with what it has.
+    #[arg(long)]
+    pub require_sandbox: bool,
+}
+
+impl SandboxFlags {
+    /// The sandbox these flags ask for, applied by this binary, over the project of the
+    /// current directory (which tools may read).
+    pub(crate) fn sandbox(&self) -> Result<Arc<Sandbox>, String> {
+        let enforcement = if self.no_sandbox {
+            Enforcement::Off
+        } else if self.require_sandbox {
+            Enforcement::Required
+        } else {
+            Enforcement::Default
+        };
+        let launcher = std::env::current_exe()
+            .map_err(|error| format!("cannot find this program to sandbox tools with: {error}"))?;
+        let here = std::env::current_dir().unwrap_or_default();
+        Sandbox::new(enforcement, launcher, project_root_above(&here)).map(Arc::new)
+    }
+}
+
+/// Warns once that tools will run with less than the whole sandbox, naming each missing
+/// piece (`--require-sandbox` makes it an error instead; `--no-sandbox` is silent: asked for).
+pub(crate) fn warn_of_missing_sandbox(context: Context, sandbox: &Sandbox) {
+    let missing = sandbox.missing();
+    if !missing.is_empty() {
+        print_err(&summary_line(
+            context,
+            "warning",
+            &format!(
+                "tools run sandboxed only in part: this machine lacks {} (--require-sandbox refuses to run them so)",
+                missing.join("; ")
+            ),
+        ));
+    }
 }
 
 /// The prepare stage's result: the spec compiled whole, with the `--model` overrides
@@ -208,6 +261,7 @@ impl LiveEnvironment {
         context: Context,
         spec: &CompiledSpec,
         tools: &[String],
+        sandbox: SandboxFlags,
     ) -> Result<Providers, Outcome> {
         let missing = self.settings.missing_for(spec);
         if !missing.is_empty() {
@@ -216,7 +270,14 @@ impl LiveEnvironment {
             }
             return Err(Outcome::Usage);
         }
-        let tools = tool_box(spec, tools).map_err(|message| {
+        let sandbox = sandbox.sandbox().map_err(|message| {
+            print_error(context, &message);
+            Outcome::Usage
+        })?;
+        if !tools.is_empty() {
+            warn_of_missing_sandbox(context, &sandbox);
+        }
+        let tools = tool_box(spec, tools, &sandbox).map_err(|message| {
             print_error(context, &message);
             Outcome::Usage
         })?;
@@ -233,22 +294,31 @@ impl LiveEnvironment {
         &self,
         spec: &CompiledSpec,
         tools: &[String],
+        sandbox: &Arc<Sandbox>,
     ) -> Result<Providers, String> {
         self.settings
-            .providers(Arc::new(tool_box(spec, tools)?))
+            .providers(Arc::new(tool_box(spec, tools, sandbox)?))
             .map_err(|error| error.to_string())
     }
 }
 
-/// The tools given as `NAME=COMMAND`.
-pub(crate) fn tool_box(spec: &CompiledSpec, tools: &[String]) -> Result<ToolBox, String> {
+/// The tools given as `NAME=COMMAND`, each run in `sandbox` with what its declaration
+/// grants.
+pub(crate) fn tool_box(
+    spec: &CompiledSpec,
+    tools: &[String],
+    sandbox: &Arc<Sandbox>,
+) -> Result<ToolBox, String> {
     let mut tool_box = ToolBox::for_spec(spec);
     for given in tools {
         let Some((name, command)) = given.split_once('=') else {
             return Err(format!("--tool `{given}` is not NAME=COMMAND"));
         };
         tool_box
-            .insert(name.trim(), Arc::new(CommandTool::new(command)))
+            .insert(
+                name.trim(),
+                Arc::new(CommandTool::new(command).sandboxed(sandbox.clone(), Grants::default())),
+            )
             .map_err(|error| format!("--tool {}: {error}", name.trim()))?;
     }
     Ok(tool_box)

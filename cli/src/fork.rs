@@ -65,10 +65,12 @@ pub fn run(args: &ForkArgs, context: Context) -> anyhow::Result<Outcome> {
     };
     let spec = &forked.prepared.spec;
     let environment = LiveEnvironment::of_this_process();
-    let providers = match environment.providers_at_terminal(context, spec, &args.live.tools) {
-        Ok(providers) => providers,
-        Err(outcome) => return Ok(outcome),
-    };
+    let providers =
+        match environment.providers_at_terminal(context, spec, &args.live.tools, args.live.sandbox)
+        {
+            Ok(providers) => providers,
+            Err(outcome) => return Ok(outcome),
+        };
     print_err(&format!(
         "fork {}: spec {} {}, replayed up to {}, live from there\n",
         display_path(scenario_dir),

@@ -108,6 +108,10 @@ Flags mean one thing in every command that takes them:
       run a `models` alias on another model
   --show-output                    [chat, run, serve, worker]
       show each model answer, shortened, on stderr as it arrives
+  --no-sandbox                     [chat, eval, run, serve, worker]
+      run tool commands unsandboxed, with all of your rights
+  --require-sandbox                [chat, eval, run, serve, worker]
+      refuse to run tools where the machine cannot sandbox them fully
   --check                          [fmt]
       change nothing: exit 1 and show a diff when a spec is not formatted
   --color WHEN                     [every command]
@@ -152,6 +156,9 @@ enum ColorChoice {
 }
 
 fn main() -> ExitCode {
+    // A tool's sandbox is applied by this binary started anew (DESIGN §20): first thing,
+    // while the process has one thread.
+    charter_runtime::world::sandbox::enter_if_asked(&std::env::args_os().collect::<Vec<_>>());
     let cli = parse_args();
     let context = Context {
         color: use_color(cli.color, std::io::stderr().is_terminal()),

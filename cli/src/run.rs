@@ -278,7 +278,8 @@ fn ready_to_run(args: &RunArgs, context: Context) -> Result<ReadyRun, Outcome> {
     };
     run_file.session_turn = session.as_ref().map(|(_, session)| session.next_turn());
     let environment = LiveEnvironment::of_this_process();
-    let providers = environment.providers_at_terminal(context, spec, &run_file.tools)?;
+    let providers =
+        environment.providers_at_terminal(context, spec, &run_file.tools, args.live.sandbox)?;
     let hashes = RunHashes::of(spec, &input);
     // Held from the first write in the run directory until the run ends.
     let lock = hold_run_dir(context, &run_dir)?;

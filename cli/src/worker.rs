@@ -101,6 +101,16 @@ pub fn run(args: &WorkerArgs, context: Context) -> anyhow::Result<Outcome> {
         Err(outcome) => return Ok(outcome),
     };
     let environment = LiveEnvironment::of_this_process();
+    let sandbox = match args.live.sandbox.sandbox() {
+        Ok(sandbox) => sandbox,
+        Err(message) => {
+            crate::terminal::print_error(context, &message);
+            return Ok(Outcome::Usage);
+        }
+    };
+    if !args.live.tools.is_empty() {
+        crate::driver::warn_of_missing_sandbox(context, &sandbox);
+    }
     let mut specs = HashMap::new();
     for path in &args.specs {
         let prepared = match PreparedSpec::compile_served(context, path, &overrides) {
@@ -114,7 +124,7 @@ pub fn run(args: &WorkerArgs, context: Context) -> anyhow::Result<Outcome> {
             }
             return Ok(Outcome::Usage);
         }
-        if let Err(message) = environment.providers(&prepared.spec, &args.live.tools) {
+        if let Err(message) = environment.providers(&prepared.spec, &args.live.tools, &sandbox) {
             crate::terminal::print_error(context, &message);
             return Ok(Outcome::Usage);
         }
@@ -124,6 +134,7 @@ pub fn run(args: &WorkerArgs, context: Context) -> anyhow::Result<Outcome> {
         specs,
         environment,
         tools: args.live.tools.clone(),
+        sandbox,
         show_output: args.live.show_output,
     }));
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -159,6 +170,8 @@ struct Served {
     specs: HashMap<String, Arc<CompiledSpec>>,
     environment: LiveEnvironment,
     tools: Vec<String>,
+    /// The sandbox tool commands run in.
+    sandbox: Arc<charter_runtime::world::sandbox::Sandbox>,
     /// `--show-output`: each model answer on stderr, named by its run.
     show_output: bool,
 }
@@ -628,7 +641,7 @@ impl Worker {
         );
         let providers = served
             .environment
-            .providers(spec, &served.tools)
+            .providers(spec, &served.tools, &served.sandbox)
             .map_err(TerminalError::new)?;
         let scrubber = served.environment.scrubber.clone();
         let mut observers: Vec<Arc<dyn CallObserver>> = vec![Arc::new(KeptRows {

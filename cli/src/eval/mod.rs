@@ -18,7 +18,7 @@ use charter_runtime::harness::eval::report::{self, Invalid, Plan, Summary};
 use charter_runtime::harness::eval::{EvalLine, name_problems, parse_inputs};
 use charter_runtime::world::providers::Providers;
 
-use crate::driver::{LiveEnvironment, PreparedSpec, model_overrides, tool_name};
+use crate::driver::{LiveEnvironment, PreparedSpec, SandboxFlags, model_overrides, tool_name};
 use crate::loader::display_path;
 use crate::terminal::{Context, Outcome, print_err, print_error};
 
@@ -110,6 +110,9 @@ pub struct EvalArgs {
     /// A tool as a command, run by `sh -c` (see `charter run --help`). Repeat per tool.
     #[arg(long = "tool", value_name = "NAME=COMMAND")]
     pub tools: Vec<String>,
+
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
 }
 
 fn non_negative(text: &str) -> Result<f64, String> {
@@ -247,7 +250,8 @@ fn prepare(args: &EvalArgs, context: Context) -> Result<Ready, Outcome> {
         overrides.extend(set_overrides);
         apply_overrides(&mut spec, &overrides)
             .map_err(|message| usage(&format!("model set `{name}`: {message}")))?;
-        let providers = environment.providers_at_terminal(context, &spec, &args.tools)?;
+        let providers =
+            environment.providers_at_terminal(context, &spec, &args.tools, args.sandbox)?;
         sets.push(ModelSet {
             name,
             overrides,

@@ -233,11 +233,21 @@ pub fn run(args: &ServeArgs, context: Context) -> anyhow::Result<Outcome> {
         Ok(specs) => specs,
         Err(outcome) => return Ok(outcome),
     };
+    let sandbox = match args.live.sandbox.sandbox() {
+        Ok(sandbox) => sandbox,
+        Err(message) => {
+            print_error(context, &message);
+            return Ok(Outcome::Usage);
+        }
+    };
+    if !args.live.tools.is_empty() {
+        crate::driver::warn_of_missing_sandbox(context, &sandbox);
+    }
     let mut runs = Runs::new(
         specs,
         PathBuf::from(".charter").join("runs"),
         std::env::vars().collect(),
-        args.live.clone(),
+        (args.live.clone(), sandbox),
         args.max_runs
             .map_or_else(default_max_runs, |max| max as usize),
     );
@@ -359,6 +369,7 @@ fn check_tools_and_keys(args: &ServeArgs, context: Context, runs: &Runs) -> Resu
         if let Err(message) = tool_box(
             &served.spec,
             &runs::tools_for(&served.spec, &args.live.tools),
+            &runs.sandbox,
         ) {
             print_error(context, &message);
             return Err(Outcome::Usage);

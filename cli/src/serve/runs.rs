@@ -5,6 +5,7 @@
 //! stream clients get), `out/` (the delivery) and, once it ended, `result.json`. A
 //! directory without `result.json` is a run the server was stopped in: it resumes.
 
+use charter_runtime::world::sandbox::Sandbox;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -117,6 +118,8 @@ pub(crate) struct Runs {
     /// `--tool NAME=COMMAND` and `--show-output`, as `charter run` takes them (`--model`
     /// is applied to the served specs already).
     live: LiveFlags,
+    /// The sandbox tool commands run in (`--no-sandbox`, `--require-sandbox`).
+    pub(crate) sandbox: Arc<Sandbox>,
     runs: Mutex<BTreeMap<String, Arc<Run>>>,
     /// Runs running now (started, or resumed at start, and not ended).
     active: std::sync::atomic::AtomicUsize,
@@ -367,7 +370,7 @@ impl Runs {
         specs: Vec<ServedSpec>,
         runs_dir: PathBuf,
         variables: Vec<(String, String)>,
-        live: LiveFlags,
+        (live, sandbox): (LiveFlags, Arc<Sandbox>),
         max_runs: usize,
     ) -> Self {
         Runs {
@@ -375,6 +378,7 @@ impl Runs {
             runs_dir,
             environment: LiveEnvironment::from_variables(variables),
             live,
+            sandbox,
             runs: Mutex::new(BTreeMap::new()),
             active: std::sync::atomic::AtomicUsize::new(0),
             max_runs,
@@ -671,9 +675,9 @@ impl Runs {
         input: Value,
         dir: &Path,
     ) -> Result<RunOutcome, String> {
-        let providers = self
-            .environment
-            .providers(spec, &tools_for(spec, &self.live.tools))?;
+        let providers =
+            self.environment
+                .providers(spec, &tools_for(spec, &self.live.tools), &self.sandbox)?;
         let recording = open_journal(&dir.join(JOURNAL_FILE), &self.environment)?.recording;
         {
             let mut state = run.state();

@@ -116,6 +116,13 @@ pub trait Provider: Send + Sync {
         let _ = request;
         None
     }
+
+    /// The sandbox `tool` runs in (DESIGN §20), named by its `tool_call` and
+    /// `tool_timeout` events; `None` for a provider that runs no tool (a replay).
+    fn tool_sandbox(&self, tool: &str) -> Option<String> {
+        let _ = tool;
+        None
+    }
 }
 
 /// A call's answer given at once ([`Provider::answer_now`]): how long the call takes,
@@ -145,6 +152,10 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
     fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
         (**self).answer_now(request)
     }
+
+    fn tool_sandbox(&self, tool: &str) -> Option<String> {
+        (**self).tool_sandbox(tool)
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Box<P> {
@@ -161,6 +172,10 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
 
     fn answer_now(&self, request: &ModelRequest) -> Option<Played> {
         (**self).answer_now(request)
+    }
+
+    fn tool_sandbox(&self, tool: &str) -> Option<String> {
+        (**self).tool_sandbox(tool)
     }
 }
 

@@ -163,6 +163,9 @@ pub enum EventKind {
         tool: String,
         args: Value,
         result: Value,
+        /// The sandbox the tool ran in (DESIGN §20), in a live run; a replay runs no tool.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<String>,
     },
     /// A tool call cut by its tool's `timeout` (DESIGN §9.2): the model (or the `tool`
     /// step) got an error instead of a result, and the tool's process group was killed.
@@ -170,6 +173,9 @@ pub enum EventKind {
         tool: String,
         args: Value,
         timeout_ms: u64,
+        /// The sandbox the tool ran in, in a live run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<String>,
     },
     /// A tool call outside the role's whitelist: refused, never executed.
     ToolDenied {

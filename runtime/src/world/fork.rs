@@ -332,6 +332,10 @@ impl<P> fmt::Debug for ForkProvider<P> {
 }
 
 impl<P: Provider> Provider for ForkProvider<P> {
+    fn tool_sandbox(&self, tool: &str) -> Option<String> {
+        self.live.tool_sandbox(tool)
+    }
+
     fn complete(
         &self,
         request: ModelRequest,

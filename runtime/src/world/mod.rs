@@ -12,6 +12,7 @@ pub mod limits;
 pub mod providers;
 pub mod record;
 pub mod replay;
+pub mod sandbox;
 pub mod secrets;
 pub mod sessions;
 pub mod tools;

@@ -448,6 +448,10 @@ impl Drop for DropGuard {
 }
 
 impl<P: Provider> Provider for RecordingProvider<P> {
+    fn tool_sandbox(&self, tool: &str) -> Option<String> {
+        self.inner.tool_sandbox(tool)
+    }
+
     fn run_tool(&self, request: ToolRequest) -> BoxFuture<'_, Result<ToolResponse, ProviderError>> {
         let key = request.key.clone();
         let store = self.store.clone();

@@ -224,6 +224,7 @@ mod tests {
                 tool: "env".into(),
                 args: json!({}),
                 result: json!({"OPENAI_API_KEY": "sk-9"}),
+                sandbox: None,
             },
         );
         let clean = TraceEvent::new(

@@ -24,6 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::engine::provider::BoxFuture;
 use crate::engine::validate::{Validator, Violation, violations_text};
+use crate::world::sandbox::{Confined, Grants, Sandbox};
 
 /// A tool implementation: takes the call's arguments (already checked against the tool's
 /// input contract) and answers a JSON value (checked against its output contract).
@@ -41,6 +42,12 @@ pub trait Tool: Send + Sync {
         let _ = context;
         self.call(args)
     }
+
+    /// The sandbox the tool's process runs in (DESIGN §20), for its trace events; `None`
+    /// for a tool that starts no process (a Rust function) or runs unconfined by choice.
+    fn sandbox(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<T: Tool + ?Sized> Tool for Arc<T> {
@@ -54,6 +61,10 @@ impl<T: Tool + ?Sized> Tool for Arc<T> {
         args: Value,
     ) -> BoxFuture<'_, Result<Value, ToolError>> {
         (**self).call_with(context, args)
+    }
+
+    fn sandbox(&self) -> Option<String> {
+        (**self).sandbox()
     }
 }
 
@@ -176,10 +187,22 @@ const STDERR_TAIL: usize = 2000;
 /// command exits (a child it left in the background does not outlive the call, nor keep
 /// its stdout open), when its output passes the limit, and when the call is dropped (a
 /// timeout, a cancelled run).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct CommandTool {
     command: String,
     max_output_bytes: usize,
+    /// The sandbox it runs in, and what its declaration grants (DESIGN §20); `None`: it
+    /// runs as commands do in a terminal (a library host, `--no-sandbox`).
+    sandbox: Option<(Arc<Sandbox>, Grants)>,
+}
+
+impl PartialEq for CommandTool {
+    fn eq(&self, other: &Self) -> bool {
+        self.command == other.command
+            && self.max_output_bytes == other.max_output_bytes
+            && self.sandbox.as_ref().map(|(_, grants)| grants)
+                == other.sandbox.as_ref().map(|(_, grants)| grants)
+    }
 }
 
 impl CommandTool {
@@ -187,7 +210,14 @@ impl CommandTool {
         CommandTool {
             command: command.into(),
             max_output_bytes: crate::world::limits::DEFAULT_MAX_BYTES,
+            sandbox: None,
         }
+    }
+
+    /// The same command, run in `sandbox` with what `grants` allows beyond its defaults.
+    pub fn sandboxed(mut self, sandbox: Arc<Sandbox>, grants: Grants) -> Self {
+        self.sandbox = Some((sandbox, grants));
+        self
     }
 
     /// The same command, reading at most `limit` bytes of its stdout.
@@ -200,23 +230,46 @@ impl CommandTool {
         &self.command
     }
 
-    async fn run(&self, context: &ToolContext, args: Value) -> Result<Value, ToolError> {
-        let mut command = tokio::process::Command::new("sh");
-        command.arg("-c").arg(&self.command);
-        for (variable, value) in [
+    /// The command made ready to start: through its sandbox when it has one (which holds
+    /// the call's directory and cgroup until the call ends), else as a terminal would.
+    fn prepare(
+        &self,
+        context: &ToolContext,
+    ) -> Result<(tokio::process::Command, Option<Confined>), ToolError> {
+        let caller: Vec<(&str, &str)> = [
             (ROLE_VARIABLE, &context.role),
             (STEP_VARIABLE, &context.step),
-        ] {
-            match value {
-                Some(value) => command.env(variable, value),
-                None => command.env_remove(variable),
-            };
+        ]
+        .into_iter()
+        .filter_map(|(variable, value)| Some((variable, value.as_deref()?)))
+        .collect();
+        if let Some((sandbox, grants)) = &self.sandbox {
+            let mut confined = sandbox
+                .confine(&["sh", "-c", &self.command], grants, &caller)
+                .map_err(|error| {
+                    ToolError::Failed(format!("cannot sandbox `{}`: {error}", self.command))
+                })?;
+            let command =
+                std::mem::replace(&mut confined.command, tokio::process::Command::new("true"));
+            return Ok((command, Some(confined)));
         }
+        let mut command = tokio::process::Command::new("sh");
+        command.arg("-c").arg(&self.command).process_group(0);
+        for variable in [ROLE_VARIABLE, STEP_VARIABLE] {
+            command.env_remove(variable);
+        }
+        for (variable, value) in caller {
+            command.env(variable, value);
+        }
+        Ok((command, None))
+    }
+
+    async fn run(&self, context: &ToolContext, args: Value) -> Result<Value, ToolError> {
+        let (mut command, confined) = self.prepare(context)?;
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|error| {
@@ -277,10 +330,18 @@ impl CommandTool {
                 Some(code) => format!("exit status {code}"),
                 None => "a signal".to_string(),
             };
+            let sandboxed = match &confined {
+                Some(confined) => format!(
+                    " (it ran sandboxed: {}; an access the sandbox refused is named in its \
+                     message — grant it in the tool's `sandbox {{ … }}`)",
+                    confined.description
+                ),
+                None => String::new(),
+            };
             return Err(ToolError::Failed(if tail.is_empty() {
-                format!("`{}` ended with {status}", self.command)
+                format!("`{}` ended with {status}{sandboxed}", self.command)
             } else {
-                format!("`{}` ended with {status}: {tail}", self.command)
+                format!("`{}` ended with {status}: {tail}{sandboxed}", self.command)
             }));
         }
         let stdout = String::from_utf8_lossy(&stdout);
@@ -390,6 +451,11 @@ impl Tool for CommandTool {
         let context = context.clone();
         Box::pin(async move { self.run(&context, args).await })
     }
+
+    fn sandbox(&self) -> Option<String> {
+        let (sandbox, grants) = self.sandbox.as_ref()?;
+        Some(sandbox.describe(grants))
+    }
 }
 
 /// The last `max` bytes of `text`, cut at a character boundary.
@@ -462,6 +528,11 @@ impl ToolBox {
     pub fn with(mut self, name: &str, tool: impl Tool + 'static) -> Result<Self, UndeclaredTool> {
         self.insert(name, Arc::new(tool))?;
         Ok(self)
+    }
+
+    /// The sandbox the tool `name` runs in, if its implementation starts a process in one.
+    pub fn sandbox_of(&self, name: &str) -> Option<String> {
+        self.implementations.get(name)?.sandbox()
     }
 
     /// The declared tools that have no implementation, in name order (a host may warn, or

@@ -285,7 +285,11 @@ fn run_live(
     recorded: Recorded,
 ) -> Result<Ran, String> {
     let providers = environment
-        .providers(&one.spec, &[])
+        .providers(
+            &one.spec,
+            &[],
+            &std::sync::Arc::new(charter_runtime::world::sandbox::Sandbox::off()),
+        )
         .map_err(|error| one_line(&error, MAX_LINE_CHARS))?;
     let recording = Recording::new(environment.secrets.clone());
     let kept = Kept::default();

@@ -771,6 +771,7 @@ impl Scheduler<'_> {
                         tool: call.tool.clone(),
                         args: call.args.clone(),
                         timeout_ms,
+                        sandbox: self.provider.tool_sandbox(&call.tool),
                     },
                 )?;
                 continue;
@@ -781,6 +782,7 @@ impl Scheduler<'_> {
                     tool: call.tool.clone(),
                     args: call.args.clone(),
                     result: call.result.clone(),
+                    sandbox: self.provider.tool_sandbox(&call.tool),
                 },
             )?;
             if !is_error_answer(&call.result)

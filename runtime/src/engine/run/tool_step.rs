@@ -171,6 +171,7 @@ impl Scheduler<'_> {
                 tool: tool.to_string(),
                 args: args.clone(),
                 timeout_ms,
+                sandbox: self.provider.tool_sandbox(tool),
             },
         )?;
         Ok(Attempt::Failed(format!(
@@ -201,6 +202,7 @@ impl Scheduler<'_> {
                         tool: tool.to_string(),
                         args: args.clone(),
                         result: json!({ "error": message }),
+                        sandbox: self.provider.tool_sandbox(tool),
                     },
                 )?;
                 return Ok(Attempt::Failed(message));
@@ -214,6 +216,7 @@ impl Scheduler<'_> {
                 tool: tool.to_string(),
                 args: args.clone(),
                 result: result.clone(),
+                sandbox: self.provider.tool_sandbox(tool),
             },
         )?;
         let output = spec

@@ -45,6 +45,7 @@ fn every_kind() -> Vec<EventKind> {
             tool: "web_search".into(),
             args: json!({"text": "q"}),
             result: json!({"urls": []}),
+            sandbox: None,
         },
         EventKind::ToolDenied {
             tool: "publish".into(),

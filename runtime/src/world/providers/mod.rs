@@ -132,6 +132,10 @@ impl fmt::Debug for Providers {
 }
 
 impl Provider for Providers {
+    fn tool_sandbox(&self, tool: &str) -> Option<String> {
+        self.tools.as_ref().and_then(|tools| tools.sandbox_of(tool))
+    }
+
     fn complete(
         &self,
         request: ModelRequest,

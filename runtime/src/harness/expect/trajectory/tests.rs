@@ -71,6 +71,7 @@ fn tool_call(round: u64, step: &str, tool: &str) -> TraceEvent {
             tool: tool.to_string(),
             args: json!({"q": "x"}),
             result: json!({"hits": []}),
+            sandbox: None,
         },
     )
     .with_step(step)
@@ -183,6 +184,7 @@ fn tools_count_every_call_and_timeout_against_their_bounds() {
             tool: "web_search".to_string(),
             args: json!({}),
             timeout_ms: 1000,
+            sandbox: None,
         },
     ));
     events.push(TraceEvent::new(

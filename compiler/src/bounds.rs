@@ -22,6 +22,9 @@
 //!   an `ask` waits for a person, so its wall time is unbounded;
 //! - tokens and cost are unknown: no `models` entry gives a per-call token cap, so only
 //!   calls are bounded and `budget.tokens` / `budget.cost` are what cap them.
+//!
+//! `charter explore` holds every fault variant of the seeds' base goldens to these totals
+//! (property P2); `cargo xtask verify`'s `explore` stage runs it on every seed.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::{self, Display, Formatter};

@@ -4,6 +4,10 @@
 //! at a time (and inside `flow { }`, steps one at a time), so that a syntax error costs
 //! only the item or step it is in: the error is reported (E001) and parsing resumes at
 //! the next line that starts an item (or a step).
+//!
+//! After 100 syntax errors parsing stops, with a last note saying so. Expressions are
+//! bounded while lowering (`lower.rs`: nesting 64, operators 256 in one chain and 1,024 in
+//! all), so no later stage that walks an expression by recursion can exhaust the stack.
 
 pub mod ast;
 pub(crate) mod errors;

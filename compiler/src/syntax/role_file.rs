@@ -4,6 +4,17 @@
 //! The file is read through the loader and added to the source map, so every value in the
 //! resulting [`Role`] has a span inside the role file, and problems (E016 for the file and
 //! its front matter, E013 for bad durations) point there.
+//!
+//! A role file is read as a seed writes one (field report 002): its `tools` are
+//! lower-cased, so they match the spec's tool names case-insensitively (`GET_WORKFLOW_LIST` is
+//! `get_workflow_list`); its `id` may hold upper-case letters and `-`, and the spec names
+//! the role by `spec_name` (lower-case, `-` as `_`: `exp-master` is `exp_master`), while
+//! the id as written is kept (`Role::written_id`) so `role_named` finds it too; a missing
+//! `input` is `Request` and a missing `output` is `Reply` (`Role::implied`: a spec without
+//! that contract is E002 naming the missing key, not an unknown contract). Front-matter
+//! keys Charter does not know are the file's own, kept as `meta` for the role's template
+//! (W012 for those the template never reads as `meta.KEY`), and `messages: chat | prompt`
+//! says how a call is laid out.
 
 use std::collections::BTreeMap;
 

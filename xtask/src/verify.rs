@@ -206,27 +206,28 @@ fn code_stages(root: &Path, config: &VerifyConfig) -> Vec<StageResult> {
     stages
 }
 
-/// The architecture check (`layers.rs`): the runtime's layers import only downward, and
-/// no crate has an import circle between its modules.
+/// The architecture check (`layers.rs`, also `cargo xtask layers`): no file import
+/// circle in any crate, the runtime's layers import only downward and its engine does no
+/// I/O, and a CLI command is a leaf.
 fn layers_stage(root: &Path) -> StageResult {
-    println!("==> layers: the runtime's layers import only downward; no import circle");
+    println!(
+        "==> layers: no file import circle; the runtime's layers import only downward, its engine does no I/O; a CLI command imports no command"
+    );
     let started = Instant::now();
     let (verdict, note) = match crate::layers::check_workspace(root) {
-        Ok((findings, _)) if findings.is_empty() => (Verdict::Pass, String::new()),
+        Ok((findings, arrows)) if findings.is_empty() => (
+            Verdict::Pass,
+            format!("{arrows} paths between files; formats < engine < world < top"),
+        ),
         Ok((findings, _)) => {
-            for finding in &findings {
-                println!("  {finding}");
+            for line in crate::layers::grouped(&findings).lines() {
+                println!("  {line}");
             }
             (Verdict::Fail, format!("{} finding(s)", findings.len()))
         }
         Err(error) => (Verdict::Fail, error),
     };
     let time = started.elapsed();
-    let note = if note.is_empty() {
-        "formats < engine < world < top".to_string()
-    } else {
-        note
-    };
     print_stage_line("layers", verdict, time, &note);
     StageResult {
         name: "layers",

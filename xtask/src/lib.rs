@@ -19,6 +19,7 @@ pub mod fuzz;
 pub mod generator;
 pub mod golden;
 pub mod layers;
+pub mod measure;
 pub mod mutants;
 pub mod mutate;
 pub mod rng;

@@ -10,7 +10,8 @@ use xtask::bench_live::LiveConfig;
 use xtask::corpus::{load_corpus, workspace_root};
 use xtask::fuzz::{self, Corpus, Failure, FailureKind, FuzzConfig, FuzzStats};
 use xtask::generator::{GenConfig, generate};
-use xtask::verify::{Partition, VerifyConfig, format_duration, verify};
+use xtask::measure::format_duration;
+use xtask::verify::{Partition, VerifyConfig, verify};
 
 /// The same allocator as the `charter` binary, so the benchmarks measure what it runs.
 #[global_allocator]

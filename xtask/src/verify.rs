@@ -14,6 +14,7 @@ use charter_runtime::harness::report as golden_report;
 use charter_runtime::harness::{self, HarnessConfig, ProblemKind, ScenarioReport};
 
 use crate::corpus::{FsLoader, display_path, find_specs};
+use crate::measure::format_duration;
 
 /// What to verify.
 #[derive(Clone, Debug, Default)]
@@ -740,18 +741,6 @@ fn escape_xml(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// `850ms`, `12.3s`, `2m05s`.
-pub fn format_duration(duration: Duration) -> String {
-    let millis = duration.as_millis();
-    if millis < 1_000 {
-        format!("{millis}ms")
-    } else if millis < 60_000 {
-        format!("{:.1}s", duration.as_secs_f64())
-    } else {
-        format!("{}m{:02}s", millis / 60_000, (millis / 1_000) % 60)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -784,13 +773,6 @@ mod tests {
         assert!(verify(&root, &config(Some("good"))));
         assert!(!verify(&root, &config(Some("not_really"))));
         let _ = std::fs::remove_dir_all(&root);
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(format_duration(Duration::from_millis(850)), "850ms");
-        assert_eq!(format_duration(Duration::from_millis(12_340)), "12.3s");
-        assert_eq!(format_duration(Duration::from_secs(125)), "2m05s");
     }
 
     #[test]

@@ -17,6 +17,7 @@ use charter_compiler::{Loader, NoFiles, render};
 
 use crate::corpus::{FsLoader, display_path, find_specs};
 use crate::generator::{GenConfig, generate};
+use crate::measure::{median, show};
 use crate::verify::cargo;
 
 /// What to measure.
@@ -378,11 +379,6 @@ fn time_analyses(name: &str, text: &str, loader: &dyn Loader, runs: usize) -> Ve
     times
 }
 
-/// The middle of `sorted` (zero when empty).
-pub(crate) fn median(sorted: &[Duration]) -> Duration {
-    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
-}
-
 fn summary(sorted: &[Duration]) -> String {
     format!(
         "median {:>9}  min {:>9}  max {:>9}",
@@ -395,31 +391,5 @@ fn summary(sorted: &[Duration]) -> String {
 fn report_target(sorted: &[Duration], target: Duration) {
     if median(sorted) > target {
         println!("  ^ over target");
-    }
-}
-
-/// `123µs`, `4.56ms`.
-/// `123µs`, `4.56ms`, `1.23s`.
-pub(crate) fn show(duration: Duration) -> String {
-    let micros = duration.as_secs_f64() * 1e6;
-    if micros < 1_000.0 {
-        format!("{micros:.0}µs")
-    } else if micros < 1_000_000.0 {
-        format!("{:.2}ms", micros / 1_000.0)
-    } else {
-        format!("{:.2}s", micros / 1_000_000.0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn medians_and_units() {
-        let times = [1, 2, 30].map(Duration::from_micros);
-        assert_eq!(median(&times), Duration::from_micros(2));
-        assert_eq!(show(Duration::from_micros(250)), "250µs");
-        assert_eq!(show(Duration::from_micros(4_560)), "4.56ms");
     }
 }

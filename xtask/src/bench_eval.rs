@@ -17,6 +17,7 @@ use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::bench_live::{completion, role_and_prompt};
+use crate::measure::load_average;
 
 /// The three-call spec the runs execute.
 const SPEC: &str = "specs/examples/review_loop.charter";
@@ -143,19 +144,6 @@ fn serve_mock(
 fn runs_per_second(line: &str) -> Option<f64> {
     let (_, rest) = line.rsplit_once('(')?;
     rest.split_whitespace().next()?.parse().ok()
-}
-
-/// The 1-, 5- and 15-minute load averages, as `/proc/loadavg` gives them.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_else(|| "unknown".to_string())
 }
 
 /// `review_loop`'s three roles, each answering by what its request holds.

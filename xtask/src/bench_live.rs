@@ -23,13 +23,13 @@ use charter_runtime::engine::run::{RunConfig, run};
 use charter_runtime::world::providers::{ApiKey, OpenAiConfig, OpenAiProvider};
 use charter_runtime::world::tools::ToolBox;
 
-use crate::bench::median;
 use charter_runtime::formats::trace::{EventKind, MemorySink, Outcome, Reason, TraceEvent};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::corpus::{FsLoader, display_path};
+use crate::measure::{median, memory_mib, reset_peak_memory};
 
 /// The seed spec the live runs execute.
 const SPEC: &str = "specs/seeds/closed_loop.charter";
@@ -412,20 +412,6 @@ impl HumanChannel for NoHumans {
             })
         })
     }
-}
-
-/// Forgets the process's peak resident set (Linux: `5` to `/proc/self/clear_refs`), so
-/// the next `VmHWM` is this section's peak. Returns whether it could.
-pub(crate) fn reset_peak_memory() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
-}
-
-/// A `/proc/self/status` field in kB (`VmHWM:`, `VmRSS:`), in MiB.
-pub(crate) fn memory_mib(field: &str) -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with(field))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use charter_runtime::formats::scenario::{Cassette, Scenario};
 use charter_runtime::harness::{self, CASSETTE_FILE, SCENARIO_FILE};
 
+use crate::measure::{load_average, median};
+
 /// Where the loop's spec, scenario and cassette live, under the repository root.
 pub const FIXTURE: &str = "xtask/bench/repair_loop";
 
@@ -135,12 +137,12 @@ pub fn bench(repo: &Path, runs: usize) -> anyhow::Result<bool> {
     times.sort();
     run_times.sort();
     first_times.sort();
-    let median = crate::bench::median(&times);
+    let median_time = median(&times);
     let p90 = times.get(times.len() * 9 / 10).copied().unwrap_or_default();
     println!(
         "{:<46} median {}  p90 {}  min {}  ({} runs, {} trace events; target <= {})",
         "repair loop, 5 calls, replayed in-process",
-        micros(median),
+        micros(median_time),
         micros(p90),
         micros(times.first().copied().unwrap_or_default()),
         times.len(),
@@ -158,29 +160,17 @@ pub fn bench(repo: &Path, runs: usize) -> anyhow::Result<bool> {
     );
     println!(
         "  a first replay (every prompt rendered): median {}",
-        micros(crate::bench::median(&first_times))
+        micros(median(&first_times))
     );
     println!("  load average {}", load_average());
-    if median > TARGET {
+    if median_time > TARGET {
         println!("  ^ repair loop replay over target");
     }
-    Ok(median <= TARGET)
+    Ok(median_time <= TARGET)
 }
 
 fn micros(duration: Duration) -> String {
     format!("{:.1}µs", duration.as_secs_f64() * 1e6)
-}
-
-/// The 1-, 5- and 15-minute load averages, as `/proc/loadavg` gives them.
-pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_else(|_| "unknown".to_string())
 }
 
 #[cfg(test)]

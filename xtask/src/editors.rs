@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use crate::corpus::{display_path, find_specs};
-use crate::verify::format_duration;
+use crate::measure::format_duration;
 
 /// The tree-sitter CLI that generates the committed parser; `.ci/run` installs this one
 /// (`cargo install tree-sitter-cli --locked --version 0.27.1`).

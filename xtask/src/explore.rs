@@ -119,7 +119,7 @@ pub fn scenarios(root: &Path, names: &[&str], what: &str) -> Explored {
 pub fn bench(root: &Path, passes: usize) -> Result<(), String> {
     let dir = root.join("golden").join("closed_loop").join("happy_path");
     let loaded = explore::load(root, &dir)?;
-    let load = crate::bench_replay::load_average;
+    let load = crate::measure::load_average;
     let before = load();
     for depth in [1u8, 2] {
         let options = Options {

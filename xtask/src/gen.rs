@@ -121,68 +121,127 @@ enum Transition {
     WhenLevel,
 }
 
-/// Generates a spec of about `config.lines` lines.
+/// Generates a spec of about `config.lines` lines: the stages first (their length sets how
+/// many there are), then the spec in order around them.
 pub fn generate(config: GenConfig) -> Generated {
     let mut rng = Rng::new(config.seed);
-    let mut contracts = String::new();
-    let mut tools = String::new();
-    let mut roles = String::new();
-    let mut stages: Vec<Transition> = Vec::new();
-    let mut tool_owners: Vec<(String, String)> = Vec::new();
-    let mut counts = Counts::default();
+    let mut chain = write_chain(&mut rng, config.lines);
+    // The last stage feeds the final fan-out, so it needs parts even if it did not fan out.
+    let last = chain.stages.len() - 1;
 
+    let mut out = String::new();
+    write_header(&mut out, config.seed, chain.stages.len());
+    write_fixed_contracts(&mut out);
+    chain.counts.contracts += 3;
+    out.push_str(&chain.contracts);
+    if chain.stages.get(last) != Some(&Transition::FanOut) {
+        out = with_last_stage_parts(out, last);
+        chain.counts.contracts += 1;
+    }
+    emit!(out);
+    out.push_str(&chain.tools);
+    emit!(out);
+    out.push_str(&chain.roles);
+    write_tail_roles(&mut out, last);
+    chain.counts.roles += 3;
+    emit!(out);
+    write_gate(&mut out);
+    emit!(out);
+    write_repair(&mut out, chain.stages.len());
+    emit!(out);
+    write_invariants_and_budget(&mut out, &chain.tool_owners);
+    emit!(out);
+    write_flow(&mut out, &chain.stages);
+
+    Generated {
+        lines: line_count(&out),
+        text: out,
+        contracts: chain.counts.contracts,
+        roles: chain.counts.roles,
+        tools: chain.counts.tools,
+        steps: step_count(&chain.stages),
+    }
+}
+
+/// The stages written so far: their contracts, tools and roles (each section of the spec
+/// grows stage by stage), how each moves on, and which role owns each tool.
+#[derive(Debug, Default)]
+struct Chain {
+    contracts: String,
+    tools: String,
+    roles: String,
+    stages: Vec<Transition>,
+    tool_owners: Vec<(String, String)>,
+    counts: Counts,
+}
+
+impl Chain {
+    fn lines(&self) -> usize {
+        line_count(&self.contracts) + line_count(&self.tools) + line_count(&self.roles)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    contracts: usize,
+    roles: usize,
+    tools: usize,
+}
+
+/// Stages until the spec would reach `lines` (at least two), each written with what it
+/// adds to the flow counted.
+fn write_chain(rng: &mut Rng, lines: usize) -> Chain {
+    let mut chain = Chain::default();
     // Lines the fixed parts take: header, models, rules, the tail contracts and roles,
     // gate, repair, invariants, budget, and the flow's frame and tail steps.
     let fixed_lines = 120;
     let mut stage_lines = 0;
     let mut index = 0;
-    while index < 2 || fixed_lines + stage_lines < config.lines {
-        let transition = if index == 0 {
-            Transition::Goto
-        } else if index % 20 == 10 {
-            Transition::FanOut
-        } else if index % 7 == 5 {
-            Transition::WhenScore
-        } else if index % 7 == 6 {
-            Transition::WhenLevel
-        } else {
-            Transition::Goto
-        };
-        let before = line_count(&contracts) + line_count(&tools) + line_count(&roles);
-        write_stage(
-            &mut rng,
-            index,
-            transition,
-            &mut contracts,
-            &mut tools,
-            &mut roles,
-            &mut tool_owners,
-            &mut counts,
-        );
-        stages.push(transition);
+    while index < 2 || fixed_lines + stage_lines < lines {
+        let transition = transition_of(index);
+        let before = chain.lines();
+        write_stage(rng, index, transition, &mut chain);
+        chain.stages.push(transition);
         let flow_lines = if transition == Transition::FanOut {
             2
         } else {
             1
         };
-        stage_lines +=
-            line_count(&contracts) + line_count(&tools) + line_count(&roles) - before + flow_lines;
+        stage_lines += chain.lines() - before + flow_lines;
         index += 1;
     }
-    // The last stage feeds the final fan-out, so it needs parts even if it did not fan out.
-    let last = stages.len() - 1;
+    chain
+}
 
-    let mut out = String::new();
+/// How stage `index` moves on: the first goes straight on, every twentieth (from the
+/// tenth) fans out, and of each seven, the sixth and seventh branch.
+fn transition_of(index: usize) -> Transition {
+    if index == 0 {
+        Transition::Goto
+    } else if index % 20 == 10 {
+        Transition::FanOut
+    } else if index % 7 == 5 {
+        Transition::WhenScore
+    } else if index % 7 == 6 {
+        Transition::WhenLevel
+    } else {
+        Transition::Goto
+    }
+}
+
+/// The spec's head: a comment with the seed, the `spec` line and its doc, the models and
+/// the rules blocks.
+fn write_header(out: &mut String, seed: u64, stages: usize) {
     emit!(
         out,
         "// Generated by `cargo xtask bench` (xtask/src/gen.rs); seed {:#x}.",
-        config.seed
+        seed
     );
     emit!(out, "spec generated_bench version \"1.0.0\"");
     emit!(
         out,
         "\"\"\"A long chain of {} stages, for measuring the compiler.\"\"\"",
-        stages.len()
+        stages
     );
     emit!(out);
     emit!(out, "models {{");
@@ -202,6 +261,10 @@ pub fn generate(config: GenConfig) -> Generated {
         emit!(out, "}}");
     }
     emit!(out);
+}
+
+/// The three contracts of the flow's frame: its input, a finished part, a review.
+fn write_fixed_contracts(out: &mut String) {
     emit!(
         out,
         "contract Request {{ goal: string  constraints: list<string>(0..=10) = [] }}"
@@ -217,27 +280,28 @@ pub fn generate(config: GenConfig) -> Generated {
     emit!(out, "  verdict: PASS | FAIL | OPTIMIZE");
     emit!(out, "  notes: string?");
     emit!(out, "}}");
-    counts.contracts += 3;
-    out.push_str(&contracts);
-    // The final fan-out reads the last stage's parts.
-    if stages.get(last) != Some(&Transition::FanOut) {
-        let camel = camel(last);
-        let header = format!("contract Stage{camel} {{\n");
-        out = out.replacen(
-            &header,
-            &format!("{header}  parts: list<Part{camel}>(1..=5)\n"),
-            1,
-        );
-        emit!(
-            out,
-            "contract Part{camel} {{ label: string  weight: float(0.0..=1.0) }}"
-        );
-        counts.contracts += 1;
-    }
-    emit!(out);
-    out.push_str(&tools);
-    emit!(out);
-    out.push_str(&roles);
+}
+
+/// `out` with a `parts` field added to the last stage's contract (written without one, as
+/// it did not fan out), and that field's contract: the final fan-out reads the parts.
+fn with_last_stage_parts(out: String, last: usize) -> String {
+    let camel = camel(last);
+    let header = format!("contract Stage{camel} {{\n");
+    let mut out = out.replacen(
+        &header,
+        &format!("{header}  parts: list<Part{camel}>(1..=5)\n"),
+        1,
+    );
+    emit!(
+        out,
+        "contract Part{camel} {{ label: string  weight: float(0.0..=1.0) }}"
+    );
+    out
+}
+
+/// The roles of the flow's tail: the finisher of each part of the last stage, the
+/// reviewer and the finalizer.
+fn write_tail_roles(out: &mut String, last: usize) {
     emit!(out, "role finisher {{");
     emit!(out, "  model: fast");
     emit!(out, "  prompt: \"\"\"");
@@ -286,8 +350,10 @@ pub fn generate(config: GenConfig) -> Generated {
     emit!(out, "  output: Delivery");
     emit!(out, "  timeout: 2m");
     emit!(out, "}}");
-    counts.roles += 3;
-    emit!(out);
+}
+
+/// The gate on the executed parts: hard, warn and score rules.
+fn write_gate(out: &mut String) {
     emit!(out, "gate quality on execute {{");
     emit!(
         out,
@@ -308,8 +374,11 @@ pub fn generate(config: GenConfig) -> Generated {
     );
     emit!(out, "  pass when score >= 7.0");
     emit!(out, "}}");
-    emit!(out);
-    let middle = stage_name(stages.len() / 2);
+}
+
+/// The repair table, exhaustive over the gate's codes; a low score reruns the middle stage.
+fn write_repair(out: &mut String, stages: usize) {
+    let middle = stage_name(stages / 2);
     emit!(out, "repair {{");
     emit!(out, "  rounds 3");
     emit!(out, "  no_progress 2");
@@ -321,7 +390,11 @@ pub fn generate(config: GenConfig) -> Generated {
     emit!(out, "  SECRET_LEAK -> block \"secret in candidate\"");
     emit!(out, "  NO_NOTES -> accept");
     emit!(out, "}}");
-    emit!(out);
+}
+
+/// The invariants (the reviewer has no tools, the first eight tools have one owner, a
+/// token bound) and a budget no run reaches.
+fn write_invariants_and_budget(out: &mut String, tool_owners: &[(String, String)]) {
     emit!(out, "invariant judges_are_toolless: reviewer has no tools");
     for (position, (tool, role)) in tool_owners.iter().enumerate().take(8) {
         emit!(
@@ -338,50 +411,15 @@ pub fn generate(config: GenConfig) -> Generated {
         out,
         "budget {{ tokens 1000000000  cost 100000  wall 100000h  steps 1000000 }}"
     );
-    emit!(out);
+}
+
+/// The flow: one step per stage (two for a fan-out), a confirmation after the first, then
+/// the tail: execute the last stage's parts, review, judge, deliver.
+fn write_flow(out: &mut String, stages: &[Transition]) {
+    let last = stages.len() - 1;
     emit!(out, "flow {{");
     for (position, transition) in stages.iter().enumerate() {
-        let step = stage_name(position);
-        let role = role_name(position);
-        let input = if position == 0 {
-            "request".to_string()
-        } else {
-            stage_name(position - 1)
-        };
-        let next = if position == last {
-            "execute".to_string()
-        } else if position == 0 {
-            "confirm".to_string()
-        } else {
-            stage_name(position + 1)
-        };
-        match transition {
-            Transition::Goto => emit!(out, "  {step} = {role}({input}) -> {next}"),
-            Transition::FanOut => {
-                let fan = format!("fan_{}", snake(position));
-                emit!(out, "  {step} = {role}({input}) -> {fan}");
-                emit!(
-                    out,
-                    "  {fan} = each p in {step}.parts: worker_{}(p) concurrency 4 -> {next}",
-                    snake(position)
-                );
-            }
-            Transition::WhenScore => emit!(
-                out,
-                "  {step} = {role}({input}) when {step}.score < 10 -> failed \"stage {position} scored too low\" else -> {next}"
-            ),
-            Transition::WhenLevel => emit!(
-                out,
-                "  {step} = {role}({input}) when {step}.level == high -> {next} else -> {next}"
-            ),
-        }
-        if position == 0 {
-            emit!(
-                out,
-                "  confirm = ask \"Go ahead with this goal?\" when confirm.approved -> {} else -> blocked \"rejected by a person\"",
-                stage_name(1)
-            );
-        }
+        write_flow_step(out, position, *transition, last);
     }
     emit!(
         out,
@@ -395,45 +433,81 @@ pub fn generate(config: GenConfig) -> Generated {
     );
     emit!(out, "  deliver = finalize finalizer(best) -> done");
     emit!(out, "}}");
+}
 
-    let steps = stages.len()
+/// The flow step of stage `position`, moving on by `transition`.
+fn write_flow_step(out: &mut String, position: usize, transition: Transition, last: usize) {
+    let step = stage_name(position);
+    let role = role_name(position);
+    let input = if position == 0 {
+        "request".to_string()
+    } else {
+        stage_name(position - 1)
+    };
+    let next = if position == last {
+        "execute".to_string()
+    } else if position == 0 {
+        "confirm".to_string()
+    } else {
+        stage_name(position + 1)
+    };
+    match transition {
+        Transition::Goto => emit!(out, "  {step} = {role}({input}) -> {next}"),
+        Transition::FanOut => {
+            let fan = format!("fan_{}", snake(position));
+            emit!(out, "  {step} = {role}({input}) -> {fan}");
+            emit!(
+                out,
+                "  {fan} = each p in {step}.parts: worker_{}(p) concurrency 4 -> {next}",
+                snake(position)
+            );
+        }
+        Transition::WhenScore => emit!(
+            out,
+            "  {step} = {role}({input}) when {step}.score < 10 -> failed \"stage {position} scored too low\" else -> {next}"
+        ),
+        Transition::WhenLevel => emit!(
+            out,
+            "  {step} = {role}({input}) when {step}.level == high -> {next} else -> {next}"
+        ),
+    }
+    if position == 0 {
+        emit!(
+            out,
+            "  confirm = ask \"Go ahead with this goal?\" when confirm.approved -> {} else -> blocked \"rejected by a person\"",
+            stage_name(1)
+        );
+    }
+}
+
+/// The flow's steps: one per stage, one more per fan-out, and the five of the frame
+/// (confirm, execute, review, judge, deliver).
+fn step_count(stages: &[Transition]) -> usize {
+    stages.len()
         + stages
             .iter()
             .filter(|transition| **transition == Transition::FanOut)
             .count()
-        + 5;
-    Generated {
-        lines: line_count(&out),
-        text: out,
-        contracts: counts.contracts,
-        roles: counts.roles,
-        tools: counts.tools,
-        steps,
+        + 5
+}
+
+/// Stage `index`: its contract, its tool (every sixth stage), its role, and for a fan-out
+/// the part and work contracts and the worker role. The random draws happen in this order,
+/// which fixes the spec a seed gives.
+fn write_stage(rng: &mut Rng, index: usize, transition: Transition, chain: &mut Chain) {
+    write_stage_contract(rng, index, transition, chain);
+    let tool = write_stage_tool(rng, index, chain);
+    write_stage_role(rng, index, tool.as_deref(), chain);
+    if transition == Transition::FanOut {
+        write_fan_out(index, chain);
     }
 }
 
-#[derive(Debug, Default)]
-struct Counts {
-    contracts: usize,
-    roles: usize,
-    tools: usize,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn write_stage(
-    rng: &mut Rng,
-    index: usize,
-    transition: Transition,
-    contracts: &mut String,
-    tools: &mut String,
-    roles: &mut String,
-    tool_owners: &mut Vec<(String, String)>,
-    counts: &mut Counts,
-) {
+/// The stage's contract: three fixed fields the flow reads, some varied extras, and
+/// `parts` for a fan-out.
+fn write_stage_contract(rng: &mut Rng, index: usize, transition: Transition, chain: &mut Chain) {
     let camel = camel(index);
-    let snake = snake(index);
-
-    // The stage's contract: three fixed fields the flow reads, some varied extras.
+    let contracts = &mut chain.contracts;
     emit!(contracts, "// stage {index}");
     emit!(contracts, "contract Stage{camel} {{");
     emit!(contracts, "  title: string");
@@ -450,8 +524,40 @@ fn write_stage(
         emit!(contracts, "  parts: list<Part{camel}>(1..=5)");
     }
     emit!(contracts, "}}");
-    counts.contracts += 1;
+    chain.counts.contracts += 1;
+}
 
+/// A tool on every sixth stage, owned by that stage's role alone, with its query and hits
+/// contracts. Returns its name.
+fn write_stage_tool(rng: &mut Rng, index: usize, chain: &mut Chain) -> Option<String> {
+    let camel = camel(index);
+    let tool = (index % 6 == 2).then(|| format!("t_{}", snake(index)))?;
+    let effect = ["read", "read", "write", "external"]
+        .get(rng.below(4))
+        .copied()
+        .unwrap_or("read");
+    emit!(
+        chain.contracts,
+        "contract Query{camel} {{ text: string  limit: int(1..=50) = 10 }}"
+    );
+    emit!(
+        chain.contracts,
+        "contract Hits{camel} {{ urls: list<string>(0..=50) }}"
+    );
+    emit!(
+        chain.tools,
+        "tool {tool} {{ input: Query{camel}  output: Hits{camel}  effect: {effect} }}"
+    );
+    chain.counts.contracts += 2;
+    chain.counts.tools += 1;
+    chain.tool_owners.push((tool.clone(), role_name(index)));
+    Some(tool)
+}
+
+/// The stage's role: a model and a rules block in turn, one of three prompts over the
+/// previous stage's output (the request's goal for the first), its tool, and random
+/// timeout and retry settings.
+fn write_stage_role(rng: &mut Rng, index: usize, tool: Option<&str>, chain: &mut Chain) {
     let model = MODELS
         .get(index % MODELS.len())
         .copied()
@@ -463,75 +569,16 @@ fn write_stage(
         ("Request".to_string(), "request".to_string(), "goal")
     } else {
         (
-            format!("Stage{}", self::camel(index - 1)),
-            format!("stage_{}", self::snake(index - 1)),
+            format!("Stage{}", camel(index - 1)),
+            format!("stage_{}", snake(index - 1)),
             "title",
         )
     };
-
-    // A tool on every sixth stage, owned by that stage's role alone.
-    let tool = (index % 6 == 2).then(|| format!("t_{snake}"));
-    if let Some(tool) = &tool {
-        let effect = ["read", "read", "write", "external"]
-            .get(rng.below(4))
-            .copied()
-            .unwrap_or("read");
-        emit!(
-            contracts,
-            "contract Query{camel} {{ text: string  limit: int(1..=50) = 10 }}"
-        );
-        emit!(
-            contracts,
-            "contract Hits{camel} {{ urls: list<string>(0..=50) }}"
-        );
-        emit!(
-            tools,
-            "tool {tool} {{ input: Query{camel}  output: Hits{camel}  effect: {effect} }}"
-        );
-        counts.contracts += 2;
-        counts.tools += 1;
-        tool_owners.push((tool.clone(), role_name(index)));
-    }
-
+    let roles = &mut chain.roles;
     emit!(roles, "role {} {{", role_name(index));
     emit!(roles, "  model: {model}");
     emit!(roles, "  prompt: \"\"\"");
-    match rng.below(3) {
-        0 => {
-            emit!(
-                roles,
-                "    You are stage {index}. Improve \"{{{{ {input_var}.{input_text} }}}}\"."
-            );
-            emit!(
-                roles,
-                "    {{% if feedback %}}Address this feedback first: {{{{ feedback }}}}{{% endif %}}"
-            );
-        }
-        1 => {
-            emit!(
-                roles,
-                "    Stage {index}: take the work below one step further."
-            );
-            emit!(roles, "    Work: {{{{ {input_var}.{input_text} }}}}");
-            emit!(
-                roles,
-                "    {{% if feedback %}}Earlier issues: {{{{ feedback }}}}{{% endif %}}"
-            );
-        }
-        _ => {
-            emit!(roles, "    {{% if feedback %}}");
-            emit!(roles, "    Fix these issues: {{{{ feedback }}}}");
-            emit!(roles, "    {{% else %}}");
-            emit!(
-                roles,
-                "    Refine \"{{{{ {input_var}.{input_text} }}}}\" (stage {index})."
-            );
-            emit!(roles, "    {{% endif %}}");
-        }
-    }
-    emit!(roles, "    Rules:");
-    emit!(roles, "    {{% for rule in rules %}}- {{{{ rule }}}}");
-    emit!(roles, "    {{% endfor %}}");
+    write_stage_prompt(rng, index, &format!("{input_var}.{input_text}"), roles);
     if tool.is_some() {
         emit!(
             roles,
@@ -545,8 +592,8 @@ fn write_stage(
     emit!(roles, "  \"\"\"");
     emit!(roles, "  rules: [{rules}]");
     emit!(roles, "  input: {input_contract}");
-    emit!(roles, "  output: Stage{camel}");
-    if let Some(tool) = &tool {
+    emit!(roles, "  output: Stage{}", camel(index));
+    if let Some(tool) = tool {
         emit!(roles, "  tools: [{tool}]");
         emit!(roles, "  max_tool_calls: {}", rng.between(1, 8));
     }
@@ -558,30 +605,72 @@ fn write_stage(
         rng.between(1, 4)
     );
     emit!(roles, "}}");
-    counts.roles += 1;
+    chain.counts.roles += 1;
+}
 
-    if transition == Transition::FanOut {
-        emit!(
-            contracts,
-            "contract Part{camel} {{ label: string  weight: float(0.0..=1.0) }}"
-        );
-        emit!(
-            contracts,
-            "contract Work{camel} {{ label: string  ok: bool  detail: string? }}"
-        );
-        counts.contracts += 2;
-        emit!(roles, "role worker_{snake} {{");
-        emit!(roles, "  model: fast");
-        emit!(
-            roles,
-            "  prompt: \"\"\"Do the part \"{{{{ part_{snake}.label }}}}\" and report.\"\"\""
-        );
-        emit!(roles, "  input: Part{camel}");
-        emit!(roles, "  output: Work{camel}");
-        emit!(roles, "  timeout: 1m");
-        emit!(roles, "}}");
-        counts.roles += 1;
+/// The body of a stage's prompt: one of three wordings around `input` (the variable it
+/// improves) and `feedback`, then the rules.
+fn write_stage_prompt(rng: &mut Rng, index: usize, input: &str, roles: &mut String) {
+    match rng.below(3) {
+        0 => {
+            emit!(
+                roles,
+                "    You are stage {index}. Improve \"{{{{ {input} }}}}\"."
+            );
+            emit!(
+                roles,
+                "    {{% if feedback %}}Address this feedback first: {{{{ feedback }}}}{{% endif %}}"
+            );
+        }
+        1 => {
+            emit!(
+                roles,
+                "    Stage {index}: take the work below one step further."
+            );
+            emit!(roles, "    Work: {{{{ {input} }}}}");
+            emit!(
+                roles,
+                "    {{% if feedback %}}Earlier issues: {{{{ feedback }}}}{{% endif %}}"
+            );
+        }
+        _ => {
+            emit!(roles, "    {{% if feedback %}}");
+            emit!(roles, "    Fix these issues: {{{{ feedback }}}}");
+            emit!(roles, "    {{% else %}}");
+            emit!(roles, "    Refine \"{{{{ {input} }}}}\" (stage {index}).");
+            emit!(roles, "    {{% endif %}}");
+        }
     }
+    emit!(roles, "    Rules:");
+    emit!(roles, "    {{% for rule in rules %}}- {{{{ rule }}}}");
+    emit!(roles, "    {{% endfor %}}");
+}
+
+/// A fan-out stage's part and work contracts and the worker role each part goes to.
+fn write_fan_out(index: usize, chain: &mut Chain) {
+    let camel = camel(index);
+    let snake = snake(index);
+    emit!(
+        chain.contracts,
+        "contract Part{camel} {{ label: string  weight: float(0.0..=1.0) }}"
+    );
+    emit!(
+        chain.contracts,
+        "contract Work{camel} {{ label: string  ok: bool  detail: string? }}"
+    );
+    chain.counts.contracts += 2;
+    let roles = &mut chain.roles;
+    emit!(roles, "role worker_{snake} {{");
+    emit!(roles, "  model: fast");
+    emit!(
+        roles,
+        "  prompt: \"\"\"Do the part \"{{{{ part_{snake}.label }}}}\" and report.\"\"\""
+    );
+    emit!(roles, "  input: Part{camel}");
+    emit!(roles, "  output: Work{camel}");
+    emit!(roles, "  timeout: 1m");
+    emit!(roles, "}}");
+    chain.counts.roles += 1;
 }
 
 fn stage_name(index: usize) -> String {

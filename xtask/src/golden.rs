@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use crate::bench::{median, show};
 use charter_runtime::formats::scenario::{Cassette, Recorded, Scenario};
 use charter_runtime::harness::{self, HarnessConfig};
+
+use crate::measure::{load_average, median, peak_memory_mb, reset_peak_memory, show};
 
 /// What the golden benchmark measures.
 #[derive(Clone, Copy, Debug)]
@@ -52,7 +53,7 @@ const SEED_SPEC: &str = "specs/seeds/closed_loop.charter";
 pub fn bench(repo: &Path, config: GoldenBenchConfig) -> anyhow::Result<bool> {
     // Reset the peak (Linux: writing 5 to clear_refs resets VmHWM), so the figure below is
     // this benchmark's, not that of the benchmarks before it in the same process.
-    let _ = crate::bench_live::reset_peak_memory();
+    let _ = reset_peak_memory();
     let root = std::env::temp_dir().join(format!("charter-golden-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     generate_library(repo, &root, config.scenarios)?;
@@ -113,7 +114,7 @@ pub fn bench(repo: &Path, config: GoldenBenchConfig) -> anyhow::Result<bool> {
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     println!(
         "  {events} trace events in all; {threads} worker thread(s); load average {}",
-        crate::bench_replay::load_average()
+        load_average()
     );
     let median = figures.first().map(|(_, time)| *time).unwrap_or_default();
 
@@ -336,11 +337,6 @@ fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Peak resident memory of this process in MB (`VmHWM` in `/proc/self/status`).
-pub fn peak_memory_mb() -> Option<f64> {
-    crate::bench_live::memory_mib("VmHWM:")
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The repository's own automation behind `cargo xtask`: the CI gate (`verify`, whose
-//! editor-support stage is `editors`), the never-panics fuzz harness (`fuzz`, `mutate`),
-//! the benchmark (`bench`), the generator of large valid specs they share (`gen`), and the
-//! mutation measurement of the runtime's tests (`mutants`).
+//! editor-support stage is `editors` and architecture check `layers`), the never-panics
+//! fuzz harness (`fuzz`, `mutate`), the benchmark (`bench`), the generator of large valid
+//! specs they share (`gen`), and the mutation measurement of the runtime's tests
+//! (`mutants`).
 
 pub mod bench;
 pub mod bench_eval;
@@ -18,6 +19,7 @@ pub mod fuzz;
 pub mod generator;
 pub mod golden;
 pub mod layers;
+pub mod measure;
 pub mod mutants;
 pub mod mutate;
 pub mod rng;

@@ -1,4 +1,4 @@
-//! The repository's own automation: `cargo xtask verify | fuzz | bench | gen | mutants`.
+//! The repository's own automation: `cargo xtask verify | layers | editors | fuzz | bench | gen | mutants`.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Command, ExitCode, Stdio};
@@ -10,7 +10,8 @@ use xtask::bench_live::LiveConfig;
 use xtask::corpus::{load_corpus, workspace_root};
 use xtask::fuzz::{self, Corpus, Failure, FailureKind, FuzzConfig, FuzzStats};
 use xtask::generator::{GenConfig, generate};
-use xtask::verify::{Partition, VerifyConfig, format_duration, verify};
+use xtask::measure::format_duration;
+use xtask::verify::{Partition, VerifyConfig, verify};
 
 /// The same allocator as the `charter` binary, so the benchmarks measure what it runs.
 #[global_allocator]
@@ -21,7 +22,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "cargo xtask",
     bin_name = "cargo xtask",
-    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, spec layout, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask verify --partition 1/2 --junit verify.xml\n  cargo xtask editors                 the VS Code extension and the tree-sitter grammar\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   optimized-build timings vs the targets\n  cargo xtask gen --lines 500 > big.charter\n  cargo xtask mutants --shard 1/8 --minutes 45"
+    after_help = "Examples:\n  cargo xtask verify                  the CI gate: fmt, clippy, tests, spec layout, specs\n  cargo xtask verify --skip-cargo --filter seeds\n  cargo xtask verify --partition 1/2 --junit verify.xml\n  cargo xtask layers                  the architecture check alone (verify's `layers` stage)\n  cargo xtask editors                 the VS Code extension and the tree-sitter grammar\n  cargo xtask fuzz --seconds 60       mutate the spec corpus, fail on a panic or hang\n  cargo xtask bench                   optimized-build timings vs the targets\n  cargo xtask gen --lines 500 > big.charter\n  cargo xtask mutants --shard 1/8 --minutes 45"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -34,8 +35,8 @@ enum Task {
     ///
     /// Stages, in order, each with a PASS/FAIL line and its time: `cargo fmt --all -- --check`;
     /// `cargo clippy --workspace --all-targets -- -D warnings`; `cargo test --workspace`; the
-    /// layers check (the runtime's modules import only downward, no import circles); the
-    /// editors stage (as `cargo xtask editors`); every spec under specs/ except specs/invalid/ and specs/warnings/ compiled in-process (any
+    /// layers check (as `cargo xtask layers`: no file import circle, the runtime's layers, the
+    /// CLI's commands as leaves); the editors stage (as `cargo xtask editors`); every spec under specs/ except specs/invalid/ and specs/warnings/ compiled in-process (any
     /// error or warning fails, the diagnostics are printed); every case in specs/invalid/
     /// must give at least one error (its exact diagnostics are snapshot-tested by
     /// compiler/tests/invalid.rs under `cargo test`); every scenario under golden/ replayed
@@ -44,6 +45,20 @@ enum Task {
     /// property (as `charter explore` does). A failing stage does not stop the later ones.
     /// Ends with a summary table and the scenario table, and exits 1 if anything failed.
     Verify(VerifyArgs),
+    /// The architecture check alone: import circles, the runtime's layers, the CLI's commands
+    ///
+    /// Reads every source file of runtime, compiler, ide, cli and xtask with a Rust parser
+    /// (every `use` form, `crate::`/`super::`/`self::` paths in code, types, patterns, macro
+    /// and attribute arguments; tests and `#[cfg(test)]` code left out) and resolves each path to
+    /// the file of the module it names. Findings: a circle of imports between files (a
+    /// module naming its own descendants is not an import); in the runtime, an import from
+    /// a lower layer to a higher one (formats < engine < world < top), a top-level module in
+    /// no layer, and I/O named by the engine outside engine/effects.rs; in the CLI, a command
+    /// importing another command, a shared module importing a command, and a top-level
+    /// module in neither CLI_COMMANDS nor CLI_SHARED (xtask/src/layers.rs). Prints them
+    /// grouped by crate and rule, each with its file, line and path, and exits 1 if there is
+    /// any. `cargo xtask verify` runs this as its `layers` stage.
+    Layers,
     /// The editor support alone: the VS Code extension and the tree-sitter grammar
     ///
     /// Both grammars know every keyword of compiler/src/syntax/grammar.pest, and the two
@@ -129,6 +144,18 @@ fn editors_command(root: &std::path::Path, write: bool) -> anyhow::Result<bool> 
     let outcome = xtask::editors::check(root, xtask::editors::in_ci());
     println!("{}", outcome.note);
     Ok(outcome.status != xtask::editors::Status::Failed)
+}
+
+/// `cargo xtask layers`: the verify stage's architecture check alone, its findings
+/// grouped by crate and rule.
+fn layers_command(root: &std::path::Path) -> anyhow::Result<bool> {
+    let (findings, arrows) = xtask::layers::check_workspace(root).map_err(anyhow::Error::msg)?;
+    print!("{}", xtask::layers::grouped(&findings));
+    println!(
+        "layers: {} finding(s); {arrows} paths from one file to another read",
+        findings.len()
+    );
+    Ok(findings.is_empty())
 }
 
 /// `K/N` with 1 <= K <= N.
@@ -247,6 +274,7 @@ fn main() -> ExitCode {
                 github: args.github,
             },
         )),
+        Task::Layers => layers_command(&root),
         Task::Editors(args) => editors_command(&root, args.write),
         Task::Fuzz(args) => fuzz_command(&root, &args),
         Task::Bench(args) => {

@@ -410,7 +410,9 @@ fn mutate_file(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'static 
     }
 }
 
-/// One token-level mutation of `text`.
+/// One token-level mutation of `text`: a quarter of the time one that keeps its meaning
+/// close ([`mutate_meaning`]), else one of fifteen kinds drawn at random, at a random
+/// (non-space) token.
 pub fn mutate_text(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'static str) {
     let tokens = tokenize(text);
     let solid = solid_tokens(text);
@@ -421,222 +423,289 @@ pub fn mutate_text(rng: &mut Rng, text: &str, donors: &Donors) -> (String, &'sta
     if rng.chance(1, 4) {
         return mutate_meaning(rng, text, &solid, donors);
     }
+    let site = Site {
+        text,
+        tokens: &tokens,
+        solid: &solid,
+        chosen,
+    };
     match rng.below(16) {
-        0 | 1 => {
-            let count = 1 + rng.below(3);
-            let end = solid
-                .iter()
-                .filter(|token| token.start >= chosen.start)
-                .nth(count - 1)
-                .map_or(chosen.end, |token| token.end);
-            (splice_at(text, chosen.start, end, ""), "delete-tokens")
-        }
-        2 => {
-            let piece = slice(text, chosen.start, chosen.end);
+        0 | 1 => delete_tokens(rng, &site),
+        2 => duplicate_token(&site),
+        3 => swap_tokens(rng, &site),
+        4 | 5 => splice_from_corpus(rng, &site, donors),
+        6 => insert_keyword(rng, &site),
+        7 => insert_punctuation(rng, &site),
+        8 => replace_number(rng, &site),
+        9 => insert_unicode(rng, &site),
+        10 => insert_unbalanced(rng, &site),
+        11 => truncate(rng, text),
+        12 => replace_same_kind(rng, &site, donors),
+        13 => edit_lines(rng, text),
+        14 => deep_nesting(rng, &site),
+        _ => repeat_token(rng, &site),
+    }
+}
+
+/// Where a token-level mutation happens: the text, its tokens (with and without spaces)
+/// and the token chosen.
+struct Site<'a> {
+    text: &'a str,
+    tokens: &'a [Token],
+    solid: &'a [Token],
+    chosen: Token,
+}
+
+/// Deletes one to three tokens from the chosen one.
+fn delete_tokens(rng: &mut Rng, site: &Site) -> (String, &'static str) {
+    let chosen = site.chosen;
+    let count = 1 + rng.below(3);
+    let end = site
+        .solid
+        .iter()
+        .filter(|token| token.start >= chosen.start)
+        .nth(count - 1)
+        .map_or(chosen.end, |token| token.end);
+    (splice_at(site.text, chosen.start, end, ""), "delete-tokens")
+}
+
+/// Writes the chosen token twice.
+fn duplicate_token(site: &Site) -> (String, &'static str) {
+    let chosen = site.chosen;
+    let piece = slice(site.text, chosen.start, chosen.end);
+    (
+        splice_at(site.text, chosen.end, chosen.end, &format!(" {piece}")),
+        "duplicate-token",
+    )
+}
+
+/// Swaps the chosen token with another (the text unchanged when they are the same).
+fn swap_tokens(rng: &mut Rng, site: &Site) -> (String, &'static str) {
+    let (text, chosen) = (site.text, site.chosen);
+    let Some(&other) = rng.pick(site.solid) else {
+        return (text.to_string(), "swap-tokens");
+    };
+    let (first, second) = if other.start < chosen.start {
+        (other, chosen)
+    } else {
+        (chosen, other)
+    };
+    if first.end > second.start || first == second {
+        return (text.to_string(), "swap-tokens");
+    }
+    let result = format!(
+        "{}{}{}{}{}",
+        slice(text, 0, first.start),
+        slice(text, second.start, second.end),
+        slice(text, first.end, second.start),
+        slice(text, first.start, first.end),
+        slice(text, second.end, text.len())
+    );
+    (result, "swap-tokens")
+}
+
+/// Up to 24 tokens of another spec, inserted before the chosen token or replacing up to
+/// 24 tokens from it.
+fn splice_from_corpus(rng: &mut Rng, site: &Site, donors: &Donors) -> (String, &'static str) {
+    let (text, chosen) = (site.text, site.chosen);
+    let Some((donor, donor_tokens)) = donors.pick(rng) else {
+        return (text.to_string(), "splice");
+    };
+    let from = rng.below(donor_tokens.len());
+    let to = (from + 1 + rng.below(24)).min(donor_tokens.len());
+    let (Some(start), Some(end)) = (
+        donor_tokens.get(from).map(|token| token.start),
+        donor_tokens
+            .get(to.saturating_sub(1))
+            .map(|token| token.end),
+    ) else {
+        return (text.to_string(), "splice");
+    };
+    let piece = slice(donor, start, end);
+    let replace = rng.chance(1, 2);
+    let stop = if replace {
+        site.solid
+            .iter()
+            .filter(|token| token.start >= chosen.start)
+            .nth(rng.below(24))
+            .map_or(chosen.end, |token| token.end)
+    } else {
+        chosen.start
+    };
+    (
+        splice_at(text, chosen.start, stop, piece),
+        "splice-from-corpus",
+    )
+}
+
+/// A keyword between two tokens.
+fn insert_keyword(rng: &mut Rng, site: &Site) -> (String, &'static str) {
+    let keyword = rng.pick(KEYWORDS).copied().unwrap_or("spec");
+    let at = boundary(rng, site.text, site.tokens);
+    (
+        splice_at(site.text, at, at, &format!(" {keyword} ")),
+        "insert-keyword",
+    )
+}
+
+/// A punctuation mark between two tokens.
+fn insert_punctuation(rng: &mut Rng, site: &Site) -> (String, &'static str) {
+    let punct = rng.pick(PUNCTUATION).copied().unwrap_or("{");
+    let at = boundary(rng, site.text, site.tokens);
+    (splice_at(site.text, at, at, punct), "insert-punctuation")
+}
+
+/// An odd number (huge, negative, malformed) in place of one of the text's numbers, or
+/// between two tokens when it has none.
+fn replace_number(rng: &mut Rng, site: &Site) -> (String, &'static str) {
+    let text = site.text;
+    let number = rng.pick(NUMBERS).copied().unwrap_or("0");
+    let numbers: Vec<Token> = site
+        .solid
+        .iter()
+        .copied()
+        .filter(|token| token.kind == TokenKind::Number)
+        .collect();
+    match rng.pick(&numbers) {
+        Some(target) => (
+            splice_at(text, target.start, target.end, number),
+            "replace-number",
+        ),
+        None => {
+            let at = boundary(rng, text, site.tokens);
             (
-                splice_at(text, chosen.end, chosen.end, &format!(" {piece}")),
-                "duplicate-token",
-            )
-        }
-        3 => {
-            let Some(&other) = rng.pick(&solid) else {
-                return (text.to_string(), "swap-tokens");
-            };
-            let (first, second) = if other.start < chosen.start {
-                (other, chosen)
-            } else {
-                (chosen, other)
-            };
-            if first.end > second.start || first == second {
-                return (text.to_string(), "swap-tokens");
-            }
-            let result = format!(
-                "{}{}{}{}{}",
-                slice(text, 0, first.start),
-                slice(text, second.start, second.end),
-                slice(text, first.end, second.start),
-                slice(text, first.start, first.end),
-                slice(text, second.end, text.len())
-            );
-            (result, "swap-tokens")
-        }
-        4 | 5 => {
-            let Some((donor, donor_tokens)) = donors.pick(rng) else {
-                return (text.to_string(), "splice");
-            };
-            let from = rng.below(donor_tokens.len());
-            let to = (from + 1 + rng.below(24)).min(donor_tokens.len());
-            let (Some(start), Some(end)) = (
-                donor_tokens.get(from).map(|token| token.start),
-                donor_tokens
-                    .get(to.saturating_sub(1))
-                    .map(|token| token.end),
-            ) else {
-                return (text.to_string(), "splice");
-            };
-            let piece = slice(donor, start, end);
-            let replace = rng.chance(1, 2);
-            let stop = if replace {
-                solid
-                    .iter()
-                    .filter(|token| token.start >= chosen.start)
-                    .nth(rng.below(24))
-                    .map_or(chosen.end, |token| token.end)
-            } else {
-                chosen.start
-            };
-            (
-                splice_at(text, chosen.start, stop, piece),
-                "splice-from-corpus",
-            )
-        }
-        6 => {
-            let keyword = rng.pick(KEYWORDS).copied().unwrap_or("spec");
-            let at = boundary(rng, text, &tokens);
-            (
-                splice_at(text, at, at, &format!(" {keyword} ")),
-                "insert-keyword",
-            )
-        }
-        7 => {
-            let punct = rng.pick(PUNCTUATION).copied().unwrap_or("{");
-            let at = boundary(rng, text, &tokens);
-            (splice_at(text, at, at, punct), "insert-punctuation")
-        }
-        8 => {
-            let number = rng.pick(NUMBERS).copied().unwrap_or("0");
-            let numbers: Vec<Token> = solid
-                .iter()
-                .copied()
-                .filter(|token| token.kind == TokenKind::Number)
-                .collect();
-            match rng.pick(&numbers) {
-                Some(target) => (
-                    splice_at(text, target.start, target.end, number),
-                    "replace-number",
-                ),
-                None => {
-                    let at = boundary(rng, text, &tokens);
-                    (
-                        splice_at(text, at, at, &format!(" {number} ")),
-                        "insert-number",
-                    )
-                }
-            }
-        }
-        9 => {
-            let unicode = rng.pick(UNICODE).copied().unwrap_or("é");
-            let at = if rng.chance(1, 2) {
-                // Inside a token, not only between tokens: identifiers and strings too.
-                char_boundary(
-                    text,
-                    chosen.start + rng.below(chosen.end - chosen.start + 1),
-                )
-            } else {
-                boundary(rng, text, &tokens)
-            };
-            (splice_at(text, at, at, unicode), "insert-unicode")
-        }
-        10 => {
-            let noise = rng.pick(UNBALANCED).copied().unwrap_or("\"");
-            let at = boundary(rng, text, &tokens);
-            (splice_at(text, at, at, noise), "insert-unbalanced")
-        }
-        11 => {
-            let at = char_boundary(text, rng.below(text.len() + 1));
-            (slice(text, 0, at).to_string(), "truncate")
-        }
-        12 => {
-            // Another token of the same kind from the corpus: names become unknown,
-            // duplicated or misplaced, numbers and strings change meaning.
-            let mut replacement = "x";
-            for _ in 0..8 {
-                let Some((donor, donor_tokens)) = donors.pick(rng) else {
-                    break;
-                };
-                if let Some(token) = donor_tokens.get(rng.below(donor_tokens.len()))
-                    && token.kind == chosen.kind
-                {
-                    replacement = slice(donor, token.start, token.end);
-                    break;
-                }
-            }
-            (
-                splice_at(text, chosen.start, chosen.end, replacement),
-                "replace-same-kind",
-            )
-        }
-        13 => {
-            let lines: Vec<&str> = text.split_inclusive('\n').collect();
-            let index = rng.below(lines.len());
-            let mut result: Vec<&str> = lines.clone();
-            match rng.below(3) {
-                0 => {
-                    if let Some(line) = lines.get(index) {
-                        result.insert(index, line);
-                    }
-                }
-                1 => {
-                    if index < result.len() {
-                        result.remove(index);
-                    }
-                }
-                _ => {
-                    let other = rng.below(lines.len());
-                    if index < result.len() && other < result.len() {
-                        result.swap(index, other);
-                    }
-                }
-            }
-            (result.concat(), "edit-lines")
-        }
-        14 => {
-            // Deep nesting: a recursive-descent parser must not overflow its stack.
-            let (open, close) = [
-                ("(", ")"),
-                ("[", "]"),
-                ("{", "}"),
-                ("not ", ""),
-                ("-", ""),
-                ("list<", ">"),
-            ]
-            .get(rng.below(6))
-            .copied()
-            .unwrap_or(("(", ")"));
-            let depth = 1 + rng.below(3000);
-            let closed = rng.chance(1, 2);
-            let nested = format!(
-                "{}x{}",
-                open.repeat(depth),
-                if closed {
-                    close.repeat(depth)
-                } else {
-                    String::new()
-                }
-            );
-            (
-                splice_at(text, chosen.start, chosen.end, &nested),
-                "deep-nesting",
-            )
-        }
-        _ => {
-            // A long run of one token: huge lists, many arms, very long identifiers.
-            let piece = slice(text, chosen.start, chosen.end);
-            // At most about 16 KiB more text, so stacked mutations stay small enough that
-            // slowness means a real problem, not a huge input.
-            let count = 1 + rng.below(2000).min(16 * 1024 / piece.len().max(1));
-            let separator = if chosen.kind == TokenKind::Ident {
-                "_"
-            } else {
-                " "
-            };
-            let repeated = vec![piece; count].join(separator);
-            (
-                splice_at(text, chosen.start, chosen.end, &repeated),
-                "repeat-token",
+                splice_at(text, at, at, &format!(" {number} ")),
+                "insert-number",
             )
         }
     }
+}
+
+/// Odd Unicode inside the chosen token or between two tokens.
+fn insert_unicode(rng: &mut Rng, site: &Site) -> (String, &'static str) {
+    let (text, chosen) = (site.text, site.chosen);
+    let unicode = rng.pick(UNICODE).copied().unwrap_or("é");
+    let at = if rng.chance(1, 2) {
+        // Inside a token, not only between tokens: identifiers and strings too.
+        char_boundary(
+            text,
+            chosen.start + rng.below(chosen.end - chosen.start + 1),
+        )
+    } else {
+        boundary(rng, text, site.tokens)
+    };
+    (splice_at(text, at, at, unicode), "insert-unicode")
+}
+
+/// An unbalanced quote, brace or bracket between two tokens.
+fn insert_unbalanced(rng: &mut Rng, site: &Site) -> (String, &'static str) {
+    let noise = rng.pick(UNBALANCED).copied().unwrap_or("\"");
+    let at = boundary(rng, site.text, site.tokens);
+    (splice_at(site.text, at, at, noise), "insert-unbalanced")
+}
+
+/// The text cut at a random point.
+fn truncate(rng: &mut Rng, text: &str) -> (String, &'static str) {
+    let at = char_boundary(text, rng.below(text.len() + 1));
+    (slice(text, 0, at).to_string(), "truncate")
+}
+
+/// Another token of the same kind from the corpus in place of the chosen one: names
+/// become unknown, duplicated or misplaced, numbers and strings change meaning.
+fn replace_same_kind(rng: &mut Rng, site: &Site, donors: &Donors) -> (String, &'static str) {
+    let chosen = site.chosen;
+    let mut replacement = "x";
+    for _ in 0..8 {
+        let Some((donor, donor_tokens)) = donors.pick(rng) else {
+            break;
+        };
+        if let Some(token) = donor_tokens.get(rng.below(donor_tokens.len()))
+            && token.kind == chosen.kind
+        {
+            replacement = slice(donor, token.start, token.end);
+            break;
+        }
+    }
+    (
+        splice_at(site.text, chosen.start, chosen.end, replacement),
+        "replace-same-kind",
+    )
+}
+
+/// A line duplicated, removed or swapped with another.
+fn edit_lines(rng: &mut Rng, text: &str) -> (String, &'static str) {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let index = rng.below(lines.len());
+    let mut result: Vec<&str> = lines.clone();
+    match rng.below(3) {
+        0 => {
+            if let Some(line) = lines.get(index) {
+                result.insert(index, line);
+            }
+        }
+        1 => {
+            if index < result.len() {
+                result.remove(index);
+            }
+        }
+        _ => {
+            let other = rng.below(lines.len());
+            if index < result.len() && other < result.len() {
+                result.swap(index, other);
+            }
+        }
+    }
+    (result.concat(), "edit-lines")
+}
+
+/// Deep nesting in place of the chosen token (up to 3000 levels, closed or not): a
+/// recursive-descent parser must not overflow its stack.
+fn deep_nesting(rng: &mut Rng, site: &Site) -> (String, &'static str) {
+    let (open, close) = [
+        ("(", ")"),
+        ("[", "]"),
+        ("{", "}"),
+        ("not ", ""),
+        ("-", ""),
+        ("list<", ">"),
+    ]
+    .get(rng.below(6))
+    .copied()
+    .unwrap_or(("(", ")"));
+    let depth = 1 + rng.below(3000);
+    let closed = rng.chance(1, 2);
+    let nested = format!(
+        "{}x{}",
+        open.repeat(depth),
+        if closed {
+            close.repeat(depth)
+        } else {
+            String::new()
+        }
+    );
+    (
+        splice_at(site.text, site.chosen.start, site.chosen.end, &nested),
+        "deep-nesting",
+    )
+}
+
+/// A long run of the chosen token: huge lists, many arms, very long identifiers.
+fn repeat_token(rng: &mut Rng, site: &Site) -> (String, &'static str) {
+    let chosen = site.chosen;
+    let piece = slice(site.text, chosen.start, chosen.end);
+    // At most about 16 KiB more text, so stacked mutations stay small enough that
+    // slowness means a real problem, not a huge input.
+    let count = 1 + rng.below(2000).min(16 * 1024 / piece.len().max(1));
+    let separator = if chosen.kind == TokenKind::Ident {
+        "_"
+    } else {
+        " "
+    };
+    let repeated = vec![piece; count].join(separator);
+    (
+        splice_at(site.text, chosen.start, chosen.end, &repeated),
+        "repeat-token",
+    )
 }
 
 fn solid_tokens(text: &str) -> Vec<Token> {

@@ -14,6 +14,7 @@ use charter_runtime::harness::report as golden_report;
 use charter_runtime::harness::{self, HarnessConfig, ProblemKind, ScenarioReport};
 
 use crate::corpus::{FsLoader, display_path, find_specs};
+use crate::measure::format_duration;
 
 /// What to verify.
 #[derive(Clone, Debug, Default)]
@@ -206,27 +207,28 @@ fn code_stages(root: &Path, config: &VerifyConfig) -> Vec<StageResult> {
     stages
 }
 
-/// The architecture check (`layers.rs`): the runtime's layers import only downward, and
-/// no crate has an import circle between its modules.
+/// The architecture check (`layers.rs`, also `cargo xtask layers`): no file import
+/// circle in any crate, the runtime's layers import only downward and its engine does no
+/// I/O, and a CLI command is a leaf.
 fn layers_stage(root: &Path) -> StageResult {
-    println!("==> layers: the runtime's layers import only downward; no import circle");
+    println!(
+        "==> layers: no file import circle; the runtime's layers import only downward, its engine does no I/O; a CLI command imports no command"
+    );
     let started = Instant::now();
     let (verdict, note) = match crate::layers::check_workspace(root) {
-        Ok((findings, _)) if findings.is_empty() => (Verdict::Pass, String::new()),
+        Ok((findings, arrows)) if findings.is_empty() => (
+            Verdict::Pass,
+            format!("{arrows} paths between files; formats < engine < world < top"),
+        ),
         Ok((findings, _)) => {
-            for finding in &findings {
-                println!("  {finding}");
+            for line in crate::layers::grouped(&findings).lines() {
+                println!("  {line}");
             }
             (Verdict::Fail, format!("{} finding(s)", findings.len()))
         }
         Err(error) => (Verdict::Fail, error),
     };
     let time = started.elapsed();
-    let note = if note.is_empty() {
-        "formats < engine < world < top".to_string()
-    } else {
-        note
-    };
     print_stage_line("layers", verdict, time, &note);
     StageResult {
         name: "layers",
@@ -739,18 +741,6 @@ fn escape_xml(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// `850ms`, `12.3s`, `2m05s`.
-pub fn format_duration(duration: Duration) -> String {
-    let millis = duration.as_millis();
-    if millis < 1_000 {
-        format!("{millis}ms")
-    } else if millis < 60_000 {
-        format!("{:.1}s", duration.as_secs_f64())
-    } else {
-        format!("{}m{:02}s", millis / 60_000, (millis / 1_000) % 60)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -783,13 +773,6 @@ mod tests {
         assert!(verify(&root, &config(Some("good"))));
         assert!(!verify(&root, &config(Some("not_really"))));
         let _ = std::fs::remove_dir_all(&root);
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(format_duration(Duration::from_millis(850)), "850ms");
-        assert_eq!(format_duration(Duration::from_millis(12_340)), "12.3s");
-        assert_eq!(format_duration(Duration::from_secs(125)), "2m05s");
     }
 
     #[test]

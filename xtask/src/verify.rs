@@ -1,8 +1,14 @@
-//! `cargo xtask verify`: the single gate CI runs. Formatting, clippy, the test suite, then
-//! the specs' layout (`charter fmt --check`), the spec corpus compiled in-process, then the golden scenarios (through the runtime's
-//! harness, the comparison `cargo test` and `charter verify` use) and their determinism,
-//! then every seed's base golden explored for fault variants that break a property
-//! (`explore.rs`), with a summary table at the end.
+//! `cargo xtask verify`: the single gate CI runs, stage by stage, each with a PASS/FAIL line.
+//!
+//! The stages, in order: `fmt`, `clippy` (`-D warnings`), `test`, `layers` (the
+//! architecture check, `layers.rs`), `editors` (`editors.rs`), `spec-fmt` (`charter fmt
+//! --check specs`, through `cargo run`), `specs` and `invalid` (the corpus compiled
+//! in-process), `golden` and `determinism` (through the runtime's harness, the comparison
+//! `cargo test` and `charter verify` use), and `explore` (every seed's base golden explored
+//! for fault variants that break a property, `explore.rs`), with a summary table at the
+//! end. A failing stage does not stop the later ones; `--skip-cargo` skips `fmt`,
+//! `clippy`, `test`, `layers`, `editors` and `spec-fmt`. `.ci/run` is the CI entry point
+//! that installs what the stages need and runs this.
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};

@@ -1393,24 +1393,6 @@ fn model_params(params: &[ModelParam]) -> ModelParamsIr {
     ir
 }
 
-#[cfg(test)]
-mod tests {
-    use super::strip_front_matter;
-
-    #[test]
-    fn front_matter_is_stripped_from_role_files() {
-        assert_eq!(
-            strip_front_matter("---\nid: x\n---\nHello {{ a }}\n"),
-            "Hello {{ a }}\n"
-        );
-        assert_eq!(strip_front_matter("no front matter"), "no front matter");
-        assert_eq!(
-            strip_front_matter("---\nunterminated\n"),
-            "---\nunterminated\n"
-        );
-    }
-}
-
 /// A tool's `sandbox` as the runtime reads it: paths and names as written.
 fn sandbox(sandbox: &Sandbox) -> SandboxIr {
     let paths = |paths: &Option<SandboxPaths>| {
@@ -1432,5 +1414,23 @@ fn sandbox(sandbox: &Sandbox) -> SandboxIr {
             .required
             .as_ref()
             .is_some_and(|required| required.value),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_front_matter;
+
+    #[test]
+    fn front_matter_is_stripped_from_role_files() {
+        assert_eq!(
+            strip_front_matter("---\nid: x\n---\nHello {{ a }}\n"),
+            "Hello {{ a }}\n"
+        );
+        assert_eq!(strip_front_matter("no front matter"), "no front matter");
+        assert_eq!(
+            strip_front_matter("---\nunterminated\n"),
+            "---\nunterminated\n"
+        );
     }
 }

@@ -155,6 +155,8 @@ pub enum Code {
     E017,
     /// A template uses a filter or test the renderer does not provide, or loads another template.
     E018,
+    /// A tool's sandbox grants a write outside the project.
+    E019,
     /// Unused contract.
     W001,
     /// Unused tool.
@@ -179,10 +181,14 @@ pub enum Code {
     W011,
     /// A role file's front-matter key Charter does not know, which nothing reads as `meta`.
     W012,
+    /// An `effect: read` tool whose sandbox grants writes.
+    W013,
+    /// A sandbox path that is empty or goes through `..`.
+    W014,
 }
 
 impl Code {
-    pub const ALL: [Code; 31] = [
+    pub const ALL: [Code; 34] = [
         Code::E000,
         Code::E001,
         Code::E002,
@@ -202,6 +208,7 @@ impl Code {
         Code::E016,
         Code::E017,
         Code::E018,
+        Code::E019,
         Code::W001,
         Code::W002,
         Code::W003,
@@ -214,6 +221,8 @@ impl Code {
         Code::W010,
         Code::W011,
         Code::W012,
+        Code::W013,
+        Code::W014,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -237,6 +246,7 @@ impl Code {
             Code::E016 => "E016",
             Code::E017 => "E017",
             Code::E018 => "E018",
+            Code::E019 => "E019",
             Code::W001 => "W001",
             Code::W002 => "W002",
             Code::W003 => "W003",
@@ -249,6 +259,8 @@ impl Code {
             Code::W010 => "W010",
             Code::W011 => "W011",
             Code::W012 => "W012",
+            Code::W013 => "W013",
+            Code::W014 => "W014",
         }
     }
 

@@ -28,6 +28,7 @@ pub fn explain(code: Code) -> &'static str {
         Code::E016 => E016,
         Code::E017 => E017,
         Code::E018 => E018,
+        Code::E019 => E019,
         Code::W001 => W001,
         Code::W002 => W002,
         Code::W003 => W003,
@@ -40,6 +41,8 @@ pub fn explain(code: Code) -> &'static str {
         Code::W010 => W010,
         Code::W011 => W011,
         Code::W012 => W012,
+        Code::W013 => W013,
+        Code::W014 => W014,
     }
 }
 
@@ -361,7 +364,7 @@ A literal is well-formed but meaningless: a range whose minimum is above its max
 written `a..b` (write `a..=b`), a score weight that is zero or negative, a `below`
 threshold outside the range of the score's value, a duration with an unknown unit
 (use `ms`, `s`, `m` or `h`), or a count of zero where one is needed (`ask "…" max 0`,
-`history: [...] last 0`).
+`history: [...] last 0`, `processes: 0` in a tool's sandbox).
 
 Wrong:
 
@@ -789,6 +792,64 @@ Right:
     workflows: [wf_1, wf_2]
     ---
     You may run only these workflows: {{ meta.workflows | join(", ") }}
+"#;
+
+const E019: &str = r#"E019: a tool's sandbox grants a write outside the project
+
+A tool runs sandboxed (DESIGN §20): it may write only its own per-call directory (its
+HOME and TMPDIR, always writable) and the paths its `sandbox { write: [...] }` grants.
+Those paths must be inside the project: relative to its root, with no `..` that climbs
+out of it. An absolute path, one under `~` (the user's home) or one that leaves the
+project would let a tool a model drives change files elsewhere on the machine. Write
+inside the project, or let the tool write in its own directory and read the result from
+its output.
+
+Wrong:
+
+    tool fetch_page {
+      input: Url  output: Page  effect: write
+      sandbox { write: ["~/.cache/pages", "/tmp/out", "../shared"] }
+    }
+
+Right:
+
+    tool fetch_page {
+      input: Url  output: Page  effect: write
+      sandbox { read: ["~/.cache/pages"]  write: ["out/pages"] }
+    }
+"#;
+
+const W013: &str = r#"W013: a read-only tool whose sandbox lets it write
+
+A tool with `effect: read` says it changes nothing: judges may hold it (E011), and a
+provider retry may repeat its calls. Its `sandbox` grants `write` paths all the same, so
+either the tool does write (say `effect: write`) or the grant is not needed (remove it;
+the tool may still write its own directory, its HOME and TMPDIR).
+
+Wrong:
+
+    tool lint { input: Code  output: Report  effect: read  sandbox { write: ["out/"] } }
+
+Right:
+
+    tool lint { input: Code  output: Report  effect: read }
+"#;
+
+const W014: &str = r#"W014: a sandbox path that is empty or goes through `..`
+
+A `read` or `write` path of a tool's sandbox is resolved against the project root (or
+the user's home for `~/...`). An empty path names the whole project, and a `..` makes the
+path say something other than what it grants: `data/../..` is the project's parent. Name
+the directory itself: without `..` (`data/../out` is `out`), from `~` or absolutely for a
+directory outside the project (reads only: a write outside the project is E019).
+
+Wrong:
+
+    tool search { input: Query  output: Hits  effect: read  sandbox { read: ["", "data/../index"] } }
+
+Right:
+
+    tool search { input: Query  output: Hits  effect: read  sandbox { read: ["index"] } }
 "#;
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Completion: keywords and the names in scope, a contract's fields after `.`, issue codes
-//! in `repair`, and the variables a role's prompt template may read inside `{{ }}`.
+//! in `repair`, a tool's properties and its sandbox's keys and values, and the variables a
+//! role's prompt template may read inside `{{ }}`.
 
 use std::ops::Range;
 
@@ -10,10 +11,11 @@ use charter_compiler::syntax::ast::Role;
 
 use crate::Analysis;
 use crate::index::{Def, field_contract, request_contract, step_contract};
+use crate::props::{self, Block};
 use crate::scan::{TemplateItem, tag_at, template_items};
 
 /// Keywords of the language, offered where a name is expected.
-pub const KEYWORDS: [&str; 66] = [
+pub const KEYWORDS: [&str; 71] = [
     "spec",
     "version",
     "import",
@@ -52,6 +54,11 @@ pub const KEYWORDS: [&str; 66] = [
     "read",
     "write",
     "external",
+    "sandbox",
+    "network",
+    "env",
+    "processes",
+    "required",
     "hard",
     "warn",
     "score",
@@ -177,6 +184,9 @@ impl Analysis {
         if !path_before.is_empty() {
             return self.field_completions(&symbols, text, offset, &path_before);
         }
+        if let Some(found) = tool_completions(text, offset) {
+            return found;
+        }
         if in_block(text, offset, "repair") {
             return self.repair_completions(&symbols);
         }
@@ -243,6 +253,45 @@ impl Analysis {
         }
         found
     }
+}
+
+/// Inside a `tool` block: its properties where a key goes, `required` after `sandbox:`
+/// and the effects after `effect:`; inside its `sandbox { }`: the sandbox's keys, the
+/// network modes after `network:` and `true`/`false` after `required:`. `None` elsewhere
+/// (and after any other key, where the general completions apply).
+fn tool_completions(text: &str, offset: usize) -> Option<Vec<Completion>> {
+    let word = word_at(text, offset);
+    let place = props::place(text, word.start..offset)?;
+    if place.in_list {
+        return None;
+    }
+    let table = |entries: &[(&str, &str)], what: &str| {
+        entries
+            .iter()
+            .map(|(name, detail)| {
+                item(
+                    name,
+                    CompletionKind::Keyword,
+                    Some(format!("{what}: {detail}")),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let words = |words: &[&str]| {
+        words
+            .iter()
+            .map(|word| item(word, CompletionKind::Keyword, None))
+            .collect::<Vec<_>>()
+    };
+    Some(match (place.block, place.after_key.as_deref()) {
+        (Block::Tool, None) => table(&props::TOOL_PROPS, "tool property"),
+        (Block::Tool, Some("sandbox")) => words(&["required"]),
+        (Block::Tool, Some("effect")) => words(&["read", "write", "external"]),
+        (Block::Sandbox, None) => table(&props::SANDBOX_KEYS, "sandbox"),
+        (Block::Sandbox, Some("network")) => table(&props::NETWORK_VALUES, "network"),
+        (Block::Sandbox, Some("required")) => words(&["true", "false"]),
+        _ => return None,
+    })
 }
 
 /// The contract held by `name` bound before `offset` as `every|some|count NAME in PATH`.

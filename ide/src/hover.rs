@@ -1,6 +1,6 @@
 //! Hover: what a name stands for (a contract's fields, a role's model, input, output and
-//! tools, a step's role and output, a rules block's lines, ...) and an issue code's
-//! `charter explain` text.
+//! tools, a step's role and output, a rules block's lines, ...), an issue code's
+//! `charter explain` text, and what a tool's property or sandbox key means.
 
 use std::ops::Range;
 
@@ -9,7 +9,7 @@ use charter_compiler::explain::explain;
 use charter_compiler::syntax::ast::{
     Contract, GateRule, ModelRef, PromptSource, RepairPattern, Role, Step, StepBody,
 };
-use charter_compiler::{Code, Sources, Span};
+use charter_compiler::{Code, FileId, Sources, Span};
 
 use crate::Analysis;
 use crate::index::{Def, step_contract};
@@ -34,13 +34,30 @@ impl Analysis {
                 markdown: format!("```text\n{}```", explain(code)),
             });
         }
-        let occurrence = self.occurrence_at(path, offset)?;
+        let Some(occurrence) = self.occurrence_at(path, offset) else {
+            return self.keyword_hover(path, text, word);
+        };
         let ast = self.ast.as_ref()?;
         let mut ignored = Vec::new();
         let symbols = Symbols::collect(ast, &mut ignored);
         let markdown = describe(&occurrence.def, &symbols, &self.compilation.sources, self)?;
         Some(Hover {
             range: occurrence.span.range(),
+            markdown,
+        })
+    }
+}
+
+impl Analysis {
+    /// A tool's property, a sandbox key or a network mode, in the spec where it is one.
+    fn keyword_hover(&self, path: &str, text: &str, word: Range<usize>) -> Option<Hover> {
+        if self.file_id(path)? != FileId(0) {
+            return None;
+        }
+        let place = crate::props::place(text, word.clone())?;
+        let markdown = crate::props::describe(text.get(word.clone())?, &place)?;
+        Some(Hover {
+            range: word,
             markdown,
         })
     }

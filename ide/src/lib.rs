@@ -20,6 +20,7 @@ mod index;
 mod line_index;
 mod navigate;
 mod outline;
+mod props;
 mod scan;
 
 use std::collections::BTreeMap;

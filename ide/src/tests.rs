@@ -759,3 +759,92 @@ fn a_permit_completes_and_hovers_the_work_item_it_reads() {
         .expect("a hover");
     assert!(hover.markdown.contains("kind"), "{}", hover.markdown);
 }
+
+#[test]
+fn a_tools_sandbox_is_completed_and_explained_on_hover() {
+    let text = r#"spec s version "1"
+contract Url { url: string }
+contract Page { text: string }
+tool fetch {
+  input: Url
+  output: Page
+  effect: read
+  sandbox { read: ["data/"]  network: loopback  env: [GITHUB_TOKEN]  processes: 8 }
+  timeout: 30s
+}
+tool lint { input: Url  output: Page  effect: read  sandbox: required }
+flow { a = tool fetch(request) -> done }
+"#;
+    let analysis = inline(text);
+    let path = "/p/specs/x.charter";
+    let labels = |offset: usize| -> Vec<String> {
+        analysis
+            .completions(path, offset)
+            .into_iter()
+            .map(|completion| completion.label)
+            .collect()
+    };
+    // A key of the tool: its properties, `sandbox` among them.
+    let tool_keys = labels(offset_of(text, "  timeout", 0, 2));
+    assert_eq!(
+        tool_keys,
+        ["input", "output", "effect", "timeout", "retry", "sandbox"]
+    );
+    assert_eq!(labels(offset_of(text, "sandbox {", 0, 3)), tool_keys);
+    // A key of the sandbox, typed or half-typed.
+    let sandbox_keys = ["read", "write", "network", "env", "processes", "required"];
+    assert_eq!(labels(offset_of(text, "network:", 0, 0)), sandbox_keys);
+    assert_eq!(labels(offset_of(text, "processes", 0, 4)), sandbox_keys);
+    // Values after `network:`, `sandbox:` and `effect:`.
+    assert_eq!(
+        labels(offset_of(text, "loopback", 0, 2)),
+        ["none", "loopback", "any"]
+    );
+    assert_eq!(
+        labels(offset_of(text, "sandbox: required", 0, 9)),
+        ["required"]
+    );
+    assert_eq!(
+        labels(offset_of(text, "effect: read", 0, 8)),
+        ["read", "write", "external"]
+    );
+    // Inside a list, and at a value of another key, the general completions.
+    assert!(labels(offset_of(text, "GITHUB_TOKEN", 0, 0)).contains(&"Url".to_string()));
+    assert!(labels(offset_of(text, "input: Url", 0, 7)).contains(&"Url".to_string()));
+    // Half-typed: the sandbox's keys in a block that does not parse yet.
+    let typing = text.replace("  timeout: 30s\n", "  sandbox { net");
+    let at = offset_of(&typing, "{ net", 0, 5);
+    let half: Vec<String> = inline(&typing)
+        .completions(path, at)
+        .into_iter()
+        .map(|completion| completion.label)
+        .collect();
+    assert!(half.contains(&"network".to_string()), "{half:?}");
+
+    let hover = |needle: &str, nth: usize, within: usize| {
+        analysis
+            .hover(path, offset_of(text, needle, nth, within))
+            .map(|hover| hover.markdown)
+    };
+    let sandbox = hover("sandbox {", 0, 1).expect("a hover on `sandbox`");
+    assert!(sandbox.contains("256 processes"), "{sandbox}");
+    assert!(
+        hover("network:", 0, 1).is_some_and(|text| text.contains("`loopback`")),
+        "network"
+    );
+    assert!(
+        hover("loopback", 0, 1).is_some_and(|text| text.contains("only this machine")),
+        "loopback"
+    );
+    assert!(
+        hover("env:", 0, 0).is_some_and(|text| text.contains("environment variables")),
+        "env"
+    );
+    assert!(
+        hover("sandbox: required", 0, 10).is_some_and(|text| text.contains("fails")),
+        "required"
+    );
+    // `read` is a sandbox key in the block, an effect outside it (no hover there).
+    assert!(hover("read: [", 0, 0).is_some_and(|text| text.contains("may read")));
+    assert_eq!(hover("effect: read", 0, 9), None);
+}

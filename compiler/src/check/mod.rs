@@ -2,12 +2,14 @@
 //! resolved tables the graph builder lowers from.
 //!
 //! `check` first collects every definition into [`Symbols`] (reporting duplicates, E003),
-//! then runs the name/type checks (`types`, `templates`) and the flow checks (`flow`).
+//! then runs the name/type checks (`types`, `templates`) and the flow checks (`flow`);
+//! last, what lowering needs (`required`) and tools' sandboxes (`sandbox`).
 //! Checks that assume a well-formed graph (cycles, reachability, repair coverage) run
 //! only when the earlier ones found no error.
 
 pub mod flow;
 pub mod required;
+pub mod sandbox;
 pub mod templates;
 pub mod types;
 
@@ -278,5 +280,6 @@ pub fn check(spec: &SpecFile, sources: &Sources) -> (Checked, Vec<Diagnostic>) {
         flow::feedback::check(&symbols, &checked.templates, &mut diagnostics);
     }
     required::check(&symbols, &mut diagnostics);
+    sandbox::check(spec, &mut diagnostics);
     (checked, diagnostics)
 }

@@ -126,6 +126,14 @@ pub(crate) struct Printer<'s, 'l> {
     pub force_multi: bool,
     /// Set when a block printed on one line cannot stay so.
     pub multi_needed: bool,
+    /// Print blocks inside members (a tool's `sandbox { }`) one entry a line.
+    pub force_sub_multi: bool,
+    /// Set when a block inside a member printed on one line cannot stay so.
+    pub sub_multi_needed: bool,
+    /// The block inside a member being printed, if any.
+    sub: Option<Sub>,
+    /// The group of the entries of a block inside a member printed one entry a line.
+    sub_group: usize,
     depth: usize,
     one_line: bool,
     block_group: usize,
@@ -159,6 +167,10 @@ impl<'s, 'l> Printer<'s, 'l> {
             prev_end,
             force_multi,
             multi_needed: false,
+            force_sub_multi: false,
+            sub_multi_needed: false,
+            sub: None,
+            sub_group: 0,
             depth: 0,
             one_line: false,
             block_group: 0,
@@ -204,10 +216,10 @@ impl<'s, 'l> Printer<'s, 'l> {
 
     /// The indentation, group and depth of a member line at the current depth.
     fn member_place(&self) -> (Indent, usize, usize) {
-        if self.depth == 0 {
-            (Indent::Fixed(0), 0, 0)
-        } else {
-            (Indent::Fixed(2), self.block_group, 1)
+        match self.depth {
+            0 => (Indent::Fixed(0), 0, 0),
+            1 => (Indent::Fixed(2), self.block_group, 1),
+            _ => (Indent::Fixed(4), self.sub_group, 2),
         }
     }
 
@@ -288,6 +300,9 @@ impl<'s, 'l> Printer<'s, 'l> {
 
     fn token(&mut self, token: Tok<'s>, breaks: usize) {
         let blank = breaks >= 2;
+        if breaks > 0 && self.sub.as_ref().is_some_and(|sub| sub.one_line) {
+            self.sub_multi_needed = true;
+        }
         match token.mark {
             Mark::Member(key) => {
                 if self.depth > 0 && self.one_line {
@@ -312,6 +327,13 @@ impl<'s, 'l> Printer<'s, 'l> {
             }
             Mark::Open => return self.open(token),
             Mark::Close => return self.close(token),
+            Mark::SubOpen => return self.sub_open(token),
+            Mark::SubClose => return self.sub_close(token),
+            Mark::SubMember(key) => {
+                if self.sub_member(token, key, breaks) {
+                    return;
+                }
+            }
             Mark::Arm => self.start_continuation(Key::Arm),
             Mark::Doc => {
                 self.flush(Indent::Fixed(0), 0, 0, false);
@@ -397,9 +419,96 @@ impl<'s, 'l> Printer<'s, 'l> {
         self.force_break = false;
     }
 
+    /// The `{` of a block inside a member: on one line with the member when the item is
+    /// (or when it may be), else its entries one a line, indented one more level.
+    fn sub_open(&mut self, token: Tok<'s>) {
+        let one_line = self.one_line || !self.force_sub_multi;
+        self.append(token);
+        self.sub = Some(Sub {
+            one_line,
+            line: self.lines.len().saturating_sub(1),
+            first: true,
+        });
+        if !one_line {
+            self.depth = 2;
+            self.sub_group = self.group();
+            self.first_in_block = true;
+        }
+        self.force_break = false;
+    }
+
+    /// The first token of an entry of a block inside a member. Returns true when it was
+    /// printed; otherwise a line was started for it and it is still to be printed.
+    fn sub_member(&mut self, token: Tok<'s>, key: Key, breaks: usize) -> bool {
+        let Some(sub) = self.sub.as_mut() else {
+            self.append(token);
+            return true;
+        };
+        if sub.one_line {
+            if breaks > 0 && self.one_line {
+                self.multi_needed = true;
+            }
+            if std::mem::replace(&mut sub.first, false) {
+                self.append(token);
+            } else {
+                let gap = if self.after_comma() { 1 } else { 2 };
+                self.append_after(token, gap);
+            }
+            return true;
+        }
+        let kind = match key {
+            Key::Rule(rule) => rule,
+            _ => Rule::header,
+        };
+        self.start_member(key, kind, breaks >= 2);
+        false
+    }
+
+    /// The `}` of a block inside a member.
+    fn sub_close(&mut self, token: Tok<'s>) {
+        let Some(sub) = self.sub.take() else {
+            return self.append(token);
+        };
+        self.force_break = false;
+        if sub.one_line {
+            if !self.pending.is_empty() || self.breaks_before(token.start) > 0 {
+                self.sub_multi_needed = true;
+                if self.one_line {
+                    self.multi_needed = true;
+                }
+            }
+            self.append(token);
+            // Inside a block printed one member a line, the member's line must fit.
+            if !self.one_line
+                && let Some(line) = self.lines.get(sub.line)
+                && (line.multiline() || plain_width(line) > MAX_WIDTH)
+            {
+                self.sub_multi_needed = true;
+            }
+            return;
+        }
+        let (indent, group, depth) = self.member_place();
+        self.flush(indent, group, depth, self.first_in_block);
+        self.depth = 1;
+        let mut line = Line::new(Indent::Fixed(2), self.block_group, 1, Key::Close);
+        line.cells.push(Cell {
+            text: token.text.to_string(),
+            gap: 0,
+            last: Some((token.rule, token.parent)),
+        });
+        self.lines.push(line);
+        self.last_line = Some(self.lines.len() - 1);
+        self.main = Some(self.lines.len() - 1);
+        self.cont_group = self.group();
+        self.first_in_block = false;
+    }
+
     fn comment(&mut self, comment: Comment<'s>, breaks: usize) {
         if self.one_line {
             self.multi_needed = true;
+        }
+        if self.sub.as_ref().is_some_and(|sub| sub.one_line) {
+            self.sub_multi_needed = true;
         }
         match comment.place {
             Place::Trailing if self.last_line.is_some() && breaks == 0 => {
@@ -519,6 +628,17 @@ impl<'s, 'l> Printer<'s, 'l> {
         }
         self.last_line = Some(self.lines.len() - 1);
     }
+}
+
+/// A block inside a member being printed.
+#[derive(Clone, Copy, Debug)]
+struct Sub {
+    /// Printed on one line, with its member.
+    one_line: bool,
+    /// The line its `{` is on.
+    line: usize,
+    /// No entry printed yet.
+    first: bool,
 }
 
 /// Whether a space goes between a token `(rule, parent)` (`None`: a comment) and `next`.

@@ -346,19 +346,22 @@ fn print(text: &str, parts: &[Part]) -> String {
     let mut prev_end = 0;
     for part in parts {
         let mark = lines.len();
-        let mut force_multi = false;
+        // 0: blocks on one line where written so; 1: the item's block one member a line,
+        // blocks inside members still on one line; 2: those one entry a line too.
+        let mut level = 0;
         loop {
-            let mut printer = Printer::new(text, &mut lines, &mut groups, prev_end, force_multi);
+            let mut printer = Printer::new(text, &mut lines, &mut groups, prev_end, level >= 1);
+            printer.force_sub_multi = level >= 2;
             for event in &part.events {
                 printer.event(event);
             }
             printer.finish();
-            let again = printer.multi_needed && !force_multi;
-            if !again {
-                break;
-            }
+            level = match (level, printer.multi_needed, printer.sub_multi_needed) {
+                (0, true, _) => 1,
+                (0 | 1, _, true) => 2,
+                _ => break,
+            };
             lines.truncate(mark);
-            force_multi = true;
         }
         let source = text.get(part.start()..part.end()).unwrap_or("");
         if lex(&plain(lines.get(mark..).unwrap_or(&[]))) != lex(source) {

@@ -182,6 +182,46 @@ fn one_line_tools_in_a_run_are_a_table_and_a_far_longer_cell_is_left_out() {
 }
 
 #[test]
+fn a_tools_sandbox_is_one_line_while_it_fits_and_one_entry_a_line_otherwise() {
+    // In a one-line tool: on its line, its entries two spaces apart.
+    assert_eq!(
+        body("tool a{input:A output:B effect:read sandbox{read:[\"x\"] network:any}}\n"),
+        "tool a { input: A  output: B  effect: read  sandbox { read: [\"x\"]  network: any } }\n"
+    );
+    assert_eq!(
+        body("tool a { input: A  sandbox : required }\n"),
+        "tool a { input: A  sandbox: required }\n"
+    );
+    // A tool too long for one line: the sandbox is a member, on one line while it fits.
+    let long = "tool fetch_page { input: Url  output: Page  effect: read  timeout: 30s  sandbox { read: [\"data/\"]  network: any } }\n";
+    assert_eq!(
+        body(long),
+        "tool fetch_page {\n  input: Url\n  output: Page\n  effect: read\n  timeout: 30s\n  sandbox { read: [\"data/\"]  network: any }\n}\n"
+    );
+    // A sandbox too long for its line: one entry a line, indented one more level.
+    let wide = "tool fetch_page {\n  input: Url\n  sandbox { read: [\"data/\", \"~/.cache/pages\"]  write: [\"out/\"]  network: any  env: [GITHUB_TOKEN]  processes: 64 }\n}\n";
+    assert_eq!(
+        body(wide),
+        "tool fetch_page {\n  input: Url\n  sandbox {\n    read: [\"data/\", \"~/.cache/pages\"]\n    write: [\"out/\"]\n    network: any\n    env: [GITHUB_TOKEN]\n    processes: 64\n  }\n}\n"
+    );
+    // Written over several lines, or holding a comment: one entry a line, comments kept.
+    assert_eq!(
+        body(
+            "tool t {\n  input: A\n  sandbox {   read: [\"d\"] // data\n\n\n   network: any\n\n }  // after\n  effect: read\n}\n"
+        ),
+        "tool t {\n  input: A\n  sandbox {\n    read: [\"d\"]  // data\n\n    network: any\n  }  // after\n  effect: read\n}\n"
+    );
+    assert_eq!(
+        body("tool t { input: A  sandbox { /* why */ network: any } }\n"),
+        "tool t {\n  input: A\n  sandbox {  /* why */\n    network: any\n  }\n}\n"
+    );
+    assert_eq!(
+        body("tool t { input: A  sandbox {} }\n"),
+        "tool t { input: A  sandbox {} }\n"
+    );
+}
+
+#[test]
 fn block_strings_and_the_doc_are_kept_as_written() {
     let text = "spec demo version \"1\" \"\"\"\n   The doc,\n     indented.\n\"\"\"\nrules r {\n      \"\"\"\n      A rule\n        over lines.\n      \"\"\"\n}\n";
     assert_eq!(
@@ -232,7 +272,7 @@ fn the_guard_compares_tokens_and_comments_not_spacing() {
 
 #[test]
 fn the_guard_counts_no_part_on_a_spec_with_every_kind_of_item() {
-    let text = "spec demo version \"1\"\nimport role \"r.md\" { permit t when x > 1 }\nsession S keep 3 { a: int }\nremember a = 1\nbudget { tokens 10  on_exhausted s }\ncontract A { x: int }\nflow {\n  s = r(request) -> done\n}\n";
+    let text = "spec demo version \"1\"\nimport role \"r.md\" { permit t when x > 1 }\nsession S keep 3 { a: int }\nremember a = 1\nbudget { tokens 10  on_exhausted s }\ncontract A { x: int }\ntool t {\n  input: A  sandbox { read: [\"a\", \"\"], write: [\"o\"]  network: loopback  env: [K]  processes: 2  required: false }\n}\nflow {\n  s = r(request) -> done\n}\n";
     assert_eq!(super::guarded_parts(text), 0);
     assert!(fmt(text).contains("import role \"r.md\" { permit t when x > 1 }\n"));
 }

@@ -43,6 +43,12 @@ pub(crate) enum Mark {
     Arm,
     /// The header's doc block: on a line of its own at column 0.
     Doc,
+    /// The `{` of a block inside a member (a tool's `sandbox { ... }`).
+    SubOpen,
+    /// The first token of an entry of a block inside a member.
+    SubMember(Key),
+    /// The `}` of a block inside a member.
+    SubClose,
 }
 
 /// One token of the source.
@@ -181,6 +187,32 @@ fn block_tokens<'a>(pair: Pair<'a, Rule>, offset: usize, out: &mut Vec<Tok<'a>>)
     }
 }
 
+/// A block inside a member (`sandbox { read: [...]  network: any }`): `{`, one entry per
+/// child, `}`, marked so the printer can lay it out on one line or one entry a line.
+fn nested_block_tokens<'a>(pair: Pair<'a, Rule>, offset: usize, out: &mut Vec<Tok<'a>>) {
+    let rule = pair.as_rule();
+    for child in pair.into_inner() {
+        match child.as_rule() {
+            Rule::lbrace => out.push(Tok {
+                mark: Mark::SubOpen,
+                ..leaf(&child, rule, offset)
+            }),
+            Rule::rbrace => out.push(Tok {
+                mark: Mark::SubClose,
+                ..leaf(&child, rule, offset)
+            }),
+            Rule::comma => out.push(leaf(&child, rule, offset)),
+            entry => {
+                let first = out.len();
+                member_tokens(child, offset, out);
+                if let Some(token) = out.get_mut(first) {
+                    token.mark = Mark::SubMember(Key::Rule(entry));
+                }
+            }
+        }
+    }
+}
+
 /// One member (or a one-line item): its leaves, with the cells of its table marked.
 fn member_tokens<'a>(pair: Pair<'a, Rule>, offset: usize, out: &mut Vec<Tok<'a>>) {
     let kind = pair.as_rule();
@@ -201,6 +233,11 @@ fn member_tokens<'a>(pair: Pair<'a, Rule>, offset: usize, out: &mut Vec<Tok<'a>>
                     token.mark = Mark::Arm;
                 }
             }
+            continue;
+        }
+        // A block inside the member: one line if it fits, else one entry a line.
+        if child_rule == Rule::sandbox_block {
+            nested_block_tokens(child, offset, out);
             continue;
         }
         // `on_error -> STEP` goes on a line of its own, like a `when` arm.

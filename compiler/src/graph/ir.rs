@@ -187,10 +187,74 @@ pub struct ToolIr {
     /// The wait before the first retry (doubling after), from `retry: N backoff D`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub backoff_ms: u64,
+    /// `sandbox { ... }` / `sandbox: required`: what the tool's processes may reach beyond
+    /// the default sandbox (DESIGN §20). `None` when the tool says nothing: the default
+    /// sandbox, not required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxIr>,
 }
 
 fn is_zero(value: &u64) -> bool {
     *value == 0
+}
+
+/// A tool's `sandbox`: grants on top of the default sandbox (DESIGN §20: read the system's
+/// program directories and the project, write only the call's own directory, its HOME and
+/// TMPDIR; no network; a clean environment; 256 processes).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SandboxIr {
+    /// More paths the tool may read, as written: relative to the project root, `~/...`
+    /// (the user's home) or absolute. The runtime resolves them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    /// More paths the tool may write, as written (inside the project: the checker rejects
+    /// any other, E019).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write: Vec<String>,
+    /// What the tool may connect to (default: nothing).
+    #[serde(default, skip_serializing_if = "NetworkIr::is_default")]
+    pub network: NetworkIr,
+    /// Environment variables passed through to the tool, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// How many processes the tool may have at once (`None`: the runtime's default, 256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// A tool that cannot be sandboxed is an error, not a warning (`sandbox: required`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub required: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// `network: none | loopback | any` of a tool's sandbox.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkIr {
+    /// No network (a network namespace of its own).
+    #[default]
+    None,
+    /// Only the machine itself.
+    Loopback,
+    /// Any address.
+    Any,
+}
+
+impl NetworkIr {
+    pub fn is_default(&self) -> bool {
+        *self == NetworkIr::None
+    }
+
+    /// As written in a spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkIr::None => "none",
+            NetworkIr::Loopback => "loopback",
+            NetworkIr::Any => "any",
+        }
+    }
 }
 
 /// What a tool does to the world.

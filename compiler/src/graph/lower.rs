@@ -17,9 +17,9 @@ use crate::check::{Checked, Symbols};
 use crate::diagnostics::Sources;
 use crate::syntax::ast::{
     Action, BinaryOp, Effect, Expr, ExprKind, FailTarget, Gate, GateRule, InvariantKind,
-    ModelParam, ModelRef, Next, NumberLit, OutputMode, Prompt, PromptSource, QuantifierKind,
-    RangeLit, RepairPattern, Role, RoleOrigin, Severity, SpecFile, StepBody, Target, TypeExpr,
-    TypeKind, UnaryOp,
+    ModelParam, ModelRef, Network, Next, NumberLit, OutputMode, Prompt, PromptSource,
+    QuantifierKind, RangeLit, RepairPattern, Role, RoleOrigin, Sandbox, SandboxPaths, Severity,
+    SpecFile, StepBody, Target, TypeExpr, TypeKind, UnaryOp,
 };
 
 type Result<T> = std::result::Result<T, InternalError>;
@@ -252,6 +252,7 @@ impl<'a> Lowerer<'a, '_> {
                         .as_ref()
                         .and_then(|retry| retry.backoff.as_ref())
                         .map_or(0, |backoff| backoff.millis),
+                    sandbox: tool.sandbox.as_ref().map(sandbox),
                 },
             );
         }
@@ -1390,6 +1391,30 @@ fn model_params(params: &[ModelParam]) -> ModelParamsIr {
         }
     }
     ir
+}
+
+/// A tool's `sandbox` as the runtime reads it: paths and names as written.
+fn sandbox(sandbox: &Sandbox) -> SandboxIr {
+    let paths = |paths: &Option<SandboxPaths>| {
+        paths.as_ref().map_or_else(Vec::new, |paths| {
+            paths.paths.iter().map(|path| path.value.clone()).collect()
+        })
+    };
+    SandboxIr {
+        read: paths(&sandbox.read),
+        write: paths(&sandbox.write),
+        network: match sandbox.network.as_ref().map(|network| network.network) {
+            None | Some(Network::None) => NetworkIr::None,
+            Some(Network::Loopback) => NetworkIr::Loopback,
+            Some(Network::Any) => NetworkIr::Any,
+        },
+        env: sandbox.env.iter().map(|name| name.name.clone()).collect(),
+        processes: sandbox.processes.as_ref().map(|processes| processes.value),
+        required: sandbox
+            .required
+            .as_ref()
+            .is_some_and(|required| required.value),
+    }
 }
 
 #[cfg(test)]

@@ -1152,6 +1152,70 @@ fn tool_steps_lower_with_their_tool_limits_and_count_no_model_call() {
     assert!(to_mermaid(&spec).contains("tool validate("));
 }
 
+/// A tool's sandbox lowers as written: paths kept, the network mode, env names, the
+/// process limit and `required`; a tool without one has none, and the JSON of a tool
+/// without a sandbox has no `sandbox` key (older IR and recordings read the same).
+#[test]
+fn tool_sandboxes_lower_to_the_ir_as_written() {
+    let text = TOOL_STEP
+        .replace(
+            "retry: 2 backoff 1s }",
+            "retry: 2 backoff 1s\n  sandbox { read: [\"data/\", \"~/.cache/pages\", \"/opt/x\"]  write: [\"out/\"]  network: loopback  env: [GITHUB_TOKEN, _X1]  processes: 64 } }",
+        )
+        .replace(
+            "tool lint { input: WorkflowRef  output: Report  effect: read }",
+            "tool lint { input: WorkflowRef  output: Report  effect: read  sandbox: required }\ntool plain { input: WorkflowRef  output: Report  effect: read  sandbox { network: any } }",
+        )
+        .replace("effect: read  timeout: 30s", "effect: write  timeout: 30s");
+    let (spec, diagnostics) = compiled(&text, &MemoryLoader::default());
+    let validate = spec.tools.get("validate").expect("validate");
+    assert_eq!(
+        validate.sandbox,
+        Some(SandboxIr {
+            read: vec!["data/".into(), "~/.cache/pages".into(), "/opt/x".into()],
+            write: vec!["out/".into()],
+            network: NetworkIr::Loopback,
+            env: vec!["GITHUB_TOKEN".into(), "_X1".into()],
+            processes: Some(64),
+            required: false,
+        })
+    );
+    let lint = spec.tools.get("lint").expect("lint");
+    assert_eq!(
+        lint.sandbox,
+        Some(SandboxIr {
+            required: true,
+            ..SandboxIr::default()
+        })
+    );
+    let json = serde_json::to_value(&spec.tools).expect("json");
+    assert_eq!(
+        json["lint"]["sandbox"],
+        serde_json::json!({ "required": true })
+    );
+    assert_eq!(
+        json["plain"]["sandbox"],
+        serde_json::json!({ "network": "any" })
+    );
+    assert_eq!(json["validate"]["sandbox"]["network"], "loopback");
+    // Nothing about the sandboxes (`plain` is unused, W002; `Out` too, W001).
+    assert!(
+        diagnostics
+            .iter()
+            .all(|d| matches!(d.code, Code::W001 | Code::W002)),
+        "{diagnostics:?}"
+    );
+    // Without a sandbox: none, and no key in the JSON.
+    let (plain, _) = compiled(TOOL_STEP, &MemoryLoader::default());
+    let json = serde_json::to_value(&plain.tools).expect("json");
+    assert!(plain.tools.values().all(|tool| tool.sandbox.is_none()));
+    assert!(json["lint"].get("sandbox").is_none(), "{json}");
+    // It reads back.
+    let back: std::collections::BTreeMap<String, ToolIr> =
+        serde_json::from_value(serde_json::to_value(&spec.tools).expect("json")).expect("read");
+    assert_eq!(back, spec.tools);
+}
+
 /// The console writes durations the way a spec does: what W007 suggests can be pasted.
 #[test]
 fn console_durations_read_back_as_spec_durations() {

@@ -215,7 +215,7 @@ pub struct RangeLit {
     pub span: Span,
 }
 
-/// `tool NAME { input: T output: T effect: read|write|external timeout: D retry: N }`
+/// `tool NAME { input: T output: T effect: read|write|external timeout: D retry: N sandbox { ... } }`
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tool {
     pub name: Ident,
@@ -226,6 +226,59 @@ pub struct Tool {
     pub timeout: Option<DurationLit>,
     /// `retry: N (backoff D)?`: re-runs of a call that failed or timed out.
     pub retry: Option<Retry>,
+    /// `sandbox { ... }` or `sandbox: required`: what the tool may reach beyond the
+    /// default sandbox (DESIGN §20).
+    pub sandbox: Option<Sandbox>,
+    pub span: Span,
+}
+
+/// A tool's `sandbox` block, as written; `sandbox: required` is a block with only
+/// `required: true`. A key not written is `None` (empty for `env`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sandbox {
+    /// `read: ["data/", "~/.cache/x"]`: more paths the tool may read.
+    pub read: Option<SandboxPaths>,
+    /// `write: ["out/"]`: more paths the tool may write.
+    pub write: Option<SandboxPaths>,
+    /// `network: none | loopback | any`.
+    pub network: Option<NetworkLit>,
+    /// `env: [GITHUB_TOKEN]`: variables passed through from Charter's environment.
+    pub env: Vec<Ident>,
+    /// `processes: N`: how many processes the tool may have at once.
+    pub processes: Option<IntLit>,
+    /// `required: true` (or `sandbox: required`): no sandbox is an error, not a warning.
+    pub required: Option<BoolLit>,
+    pub span: Span,
+}
+
+/// A `read:` or `write:` list of a sandbox: the paths as written, and where the key is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SandboxPaths {
+    pub paths: Vec<StringLit>,
+    pub span: Span,
+}
+
+/// What a sandboxed tool may connect to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Network {
+    /// No network at all (the default).
+    None,
+    /// Only the machine itself (`127.0.0.1`, `::1`).
+    Loopback,
+    /// Any address.
+    Any,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetworkLit {
+    pub network: Network,
+    pub span: Span,
+}
+
+/// `true` or `false`, where it was written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoolLit {
+    pub value: bool,
     pub span: Span,
 }
 

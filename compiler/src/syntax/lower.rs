@@ -117,6 +117,10 @@ fn is_token(rule: Rule) -> bool {
             | Rule::kw_messages
             | Rule::kw_retry_after_effects
             | Rule::kw_on_error
+            | Rule::kw_sandbox
+            | Rule::kw_network
+            | Rule::kw_env
+            | Rule::kw_processes
             | Rule::kw_else
             | Rule::kw_pass
             | Rule::kw_when
@@ -623,6 +627,7 @@ impl Lowerer<'_> {
             effect: None,
             timeout: None,
             retry: None,
+            sandbox: None,
             span,
         };
         let mut seen = Vec::new();
@@ -634,9 +639,14 @@ impl Lowerer<'_> {
                 Rule::tool_output => "output",
                 Rule::tool_timeout => "timeout",
                 Rule::tool_retry => "retry",
+                Rule::tool_sandbox => "sandbox",
                 _ => "effect",
             };
             if self.duplicate(&mut seen, key, property_span, &owner) {
+                continue;
+            }
+            if rule == Rule::tool_sandbox {
+                tool.sandbox = Some(self.sandbox(property, &owner)?);
                 continue;
             }
             if rule == Rule::tool_retry {
@@ -673,6 +683,96 @@ impl Lowerer<'_> {
             }
         }
         Some(tool)
+    }
+
+    /// A tool's `sandbox { ... }` block, or `sandbox: required`. Each key at most once
+    /// (E003); the values are checked later (`check::sandbox`).
+    fn sandbox(&mut self, pair: Pair<'_, Rule>, tool: &str) -> Option<Sandbox> {
+        let span = self.span(&pair);
+        let mut sandbox = Sandbox {
+            read: None,
+            write: None,
+            network: None,
+            env: Vec::new(),
+            processes: None,
+            required: None,
+            span,
+        };
+        let Some(block) = pair
+            .clone()
+            .into_inner()
+            .find(|child| child.as_rule() == Rule::sandbox_block)
+        else {
+            // `sandbox: required`.
+            let word = pair
+                .into_inner()
+                .find(|child| child.as_rule() == Rule::kw_required)?;
+            sandbox.required = Some(BoolLit {
+                value: true,
+                span: self.span(&word),
+            });
+            return Some(sandbox);
+        };
+        let owner = format!("the sandbox of {tool}");
+        let mut seen = Vec::new();
+        for entry in values(block) {
+            let entry_span = self.span(&entry);
+            let rule = entry.as_rule();
+            let key = match rule {
+                Rule::sandbox_read => "read",
+                Rule::sandbox_write => "write",
+                Rule::sandbox_network => "network",
+                Rule::sandbox_env => "env",
+                Rule::sandbox_processes => "processes",
+                _ => "required",
+            };
+            if self.duplicate(&mut seen, key, entry_span, &owner) {
+                continue;
+            }
+            // The value: the last child (after the key and the `:`).
+            let value = entry.into_inner().last()?;
+            match rule {
+                Rule::sandbox_read | Rule::sandbox_write => {
+                    let paths = SandboxPaths {
+                        paths: values(value)
+                            .filter(|child| is_string(child.as_rule()))
+                            .map(|child| self.string(&child))
+                            .collect(),
+                        span: entry_span,
+                    };
+                    if rule == Rule::sandbox_read {
+                        sandbox.read = Some(paths);
+                    } else {
+                        sandbox.write = Some(paths);
+                    }
+                }
+                Rule::sandbox_network => {
+                    let network = match value.as_str() {
+                        "loopback" => Network::Loopback,
+                        "any" => Network::Any,
+                        _ => Network::None,
+                    };
+                    sandbox.network = Some(NetworkLit {
+                        network,
+                        span: self.span(&value),
+                    });
+                }
+                Rule::sandbox_env => {
+                    sandbox.env = values(value)
+                        .filter(|child| child.as_rule() == Rule::env_name)
+                        .map(|child| self.ident(&child))
+                        .collect();
+                }
+                Rule::sandbox_processes => sandbox.processes = self.int(&value),
+                _ => {
+                    sandbox.required = Some(BoolLit {
+                        value: value.as_str() == "true",
+                        span: self.span(&value),
+                    });
+                }
+            }
+        }
+        Some(sandbox)
     }
 
     /// A role block. One piece: one arm per role property (each at most once, in any

@@ -1495,6 +1495,22 @@ fn common_mistakes() {
             "E001 2:27 expected `read`, `write` or `external`",
         ),
         (
+            "tool t { input: Q sandbox { raed: [\"x\"] } }",
+            "E001 2:29 expected one of `read`, `write`, `network`, `env`, `processes`, `required`, `}`",
+        ),
+        (
+            "tool t { input: Q sandbox { network: lan } }",
+            "E001 2:38 expected `none`, `loopback` or `any`",
+        ),
+        (
+            "tool t { input: Q sandbox { read: \"x\" } }",
+            "E001 2:35 expected `[`",
+        ),
+        (
+            "tool t { input: Q sandbox: true }",
+            "E001 2:28 expected `required`",
+        ),
+        (
             "flow {\n  a = each t in xs: w(t) -> b\n  b = gate q pass -> done\n}",
             "E001 5:1 expected `fail`",
         ),

@@ -120,11 +120,25 @@ module.exports = grammar({
         seq(field('key', 'tool_choice'), ':', field('value', $.identifier)),
         seq(field('key', 'retry_after_effects'), ':', field('value', $.boolean)),
         seq(field('key', 'messages'), ':', field('value', $.identifier)),
+        seq(field('key', 'sandbox'), choice(field('value', $.sandbox), seq(':', 'required'))),
         $.permit,
       ),
     permit: ($) => seq('permit', field('tool', $.identifier), 'when', $._expression),
     prompt_file: ($) => seq('file', '(', $._string, ')'),
     effect: (_) => choice('read', 'write', 'external'),
+    /** A tool's `sandbox { ... }`: what its processes may reach beyond the default sandbox. */
+    sandbox: ($) => seq('{', entries($.sandbox_entry), '}'),
+    sandbox_entry: ($) =>
+      choice(
+        seq(field('key', choice('read', 'write')), ':', field('value', $.path_list)),
+        seq(field('key', 'network'), ':', field('value', $.network)),
+        seq(field('key', 'env'), ':', field('value', $.env_list)),
+        seq(field('key', 'processes'), ':', field('value', $.number)),
+        seq(field('key', 'required'), ':', field('value', $.boolean)),
+      ),
+    path_list: ($) => seq('[', commaSep($.string), ']'),
+    env_list: ($) => seq('[', commaSep(alias($.identifier, $.env_name)), ']'),
+    network: (_) => choice('none', 'loopback', 'any'),
     name_list: ($) => seq('[', commaSep($.identifier), ']'),
 
     gate: ($) =>

@@ -581,6 +581,15 @@ fn helpful_messages() {
         "every role property is offered"
     );
     assert_eq!(
+        help(&format!("{HEADER}tool t {{ input: A  sandbx {{}} }}\n")),
+        "expected one of `,`, `input`, `output`, `effect`, `timeout`, `retry`, `sandbox`, `}`: did you mean `sandbox`?"
+    );
+    assert!(
+        help(&format!("{HEADER}tool t {{ sandbox {{ netwrk: any }} }}\n"))
+            .ends_with("did you mean `network`?"),
+        "every sandbox key is offered"
+    );
+    assert_eq!(
         help(&format!(
             "{HEADER}flow {{\n  a = r(x) -> b\n  b = gate g pas -> done fail -> repair\n}}\n"
         )),

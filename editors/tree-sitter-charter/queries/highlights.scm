@@ -20,6 +20,8 @@
 (boolean) @boolean
 (none) @constant.builtin
 (effect) @constant.builtin
+(network) @constant.builtin
+(env_name) @constant
 
 ; Names, by where they stand
 
@@ -68,8 +70,11 @@
   "json_object" "prompt" "keep" "model" "input" "effect" "max_tool_calls" "timeout"
   "retry" "backoff" "tools" "history" "last" "tool_choice" "retry_after_effects" "messages"
   "file" "hard" "warn" "score" "weight" "below" "detail" "rounds" "no_progress" "feedback"
-  "tokens" "cost" "wall" "steps" "on_exhausted" "max"
+  "tokens" "cost" "wall" "steps" "on_exhausted" "max" "sandbox" "network" "env" "processes"
+  "required"
 ] @keyword
+; A sandbox's keys, `read` and `write` among them (an effect's are constants).
+(sandbox_entry key: _ @keyword)
 
 [
   "on" "permit" "when" "else" "on_error" "pass" "fail" "rerun" "with" "replan" "accept" "block"

@@ -37,7 +37,7 @@ use charter_runtime::totals::TotalsSink;
 use charter_runtime::world::files::LocalFiles;
 use charter_runtime::world::providers::{LiveSettings, Providers};
 use charter_runtime::world::record::{Journal, Recording};
-use charter_runtime::world::sandbox::{Enforcement, Grants, Sandbox};
+use charter_runtime::world::sandbox::{Enforcement, Sandbox};
 use charter_runtime::world::secrets::{Scrubber, ScrubbingSink, secrets_by_name};
 use charter_runtime::world::tools::{CommandTool, ToolBox};
 use serde_json::{Value, json};
@@ -314,10 +314,20 @@ pub(crate) fn tool_box(
         let Some((name, command)) = given.split_once('=') else {
             return Err(format!("--tool `{given}` is not NAME=COMMAND"));
         };
+        let declared = spec
+            .tools
+            .get(name.trim())
+            .and_then(|tool| tool.sandbox.as_ref());
+        if declared.is_some_and(|declared| declared.required)
+            && let Some(refusal) = sandbox.refuses_required(name.trim())
+        {
+            return Err(refusal);
+        }
+        let grants = sandbox.grants(declared);
         tool_box
             .insert(
                 name.trim(),
-                Arc::new(CommandTool::new(command).sandboxed(sandbox.clone(), Grants::default())),
+                Arc::new(CommandTool::new(command).sandboxed(sandbox.clone(), grants)),
             )
             .map_err(|error| format!("--tool {}: {error}", name.trim()))?;
     }

@@ -23,10 +23,19 @@ fn project(name: &str, edit: impl Fn(String) -> String) -> PathBuf {
         std::fs::read_to_string(examples.join(path)).unwrap_or_else(|error| panic!("{error}"))
     };
     let _ = std::fs::create_dir_all(dir.join("specs/prompts"));
-    let _ = std::fs::write(
-        dir.join("specs/workflow_runner.charter"),
-        edit(read("workflow_runner.charter")),
-    );
+    // The stand-in tools keep their state (a marker, the pids they started) in the
+    // project, which a tool may write only when its sandbox says so.
+    let granted = read("workflow_runner.charter")
+        .replacen(
+            "  retry: 0\n}",
+            "  retry: 0\n  sandbox { write: [\".\"] }\n}",
+            1,
+        )
+        .replace(
+            "effect: read  timeout: 30s  retry: 1 backoff 1s }",
+            "effect: external  timeout: 30s  retry: 1 backoff 1s  sandbox { write: [\".\"] } }",
+        );
+    let _ = std::fs::write(dir.join("specs/workflow_runner.charter"), edit(granted));
     let _ = std::fs::write(
         dir.join("specs/prompts/operator.md.j2"),
         read("prompts/operator.md.j2"),
@@ -329,8 +338,8 @@ async fn a_tool_step_cut_by_its_timeout_is_retried_then_fails_and_leaves_no_proc
     let server = operator_server().await;
     let project = project("step-timeout", |text| {
         text.replace(
-            "effect: read  timeout: 30s  retry: 1 backoff 1s",
-            "effect: read  timeout: 1s  retry: 1 backoff 100ms",
+            "timeout: 30s  retry: 1 backoff 1s",
+            "timeout: 1s  retry: 1 backoff 100ms",
         )
     });
     let pid_file = project.join("pids.txt");

@@ -35,6 +35,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use charter_compiler::graph::{NetworkIr, SandboxIr};
 use serde::{Deserialize, Serialize};
 
 /// The argument that makes the `charter` binary the trampoline (`charter __sandbox-exec
@@ -105,6 +106,45 @@ impl Default for Grants {
             network: Network::None,
             env: Vec::new(),
             processes: DEFAULT_PROCESSES,
+        }
+    }
+}
+
+impl Grants {
+    /// What a tool's `sandbox { … }` declaration grants (none: the defaults), its paths
+    /// resolved: `~` and `~/…` against `home`, a relative path against `project`.
+    pub fn of(declared: Option<&SandboxIr>, project: &Path, home: Option<&Path>) -> Grants {
+        let Some(declared) = declared else {
+            return Grants::default();
+        };
+        let resolve = |written: &String| -> PathBuf {
+            let path = match (written.strip_prefix('~'), home) {
+                (Some(rest), Some(home)) => home.join(rest.trim_start_matches('/')),
+                _ => project.join(written),
+            };
+            // Lexically, as the checker reads them: `a/../b` is `b`.
+            let mut clean = PathBuf::new();
+            for part in path.components() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        clean.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => clean.push(other),
+                }
+            }
+            clean
+        };
+        Grants {
+            read: declared.read.iter().map(resolve).collect(),
+            write: declared.write.iter().map(resolve).collect(),
+            network: match declared.network {
+                NetworkIr::None => Network::None,
+                NetworkIr::Loopback => Network::Loopback,
+                NetworkIr::Any => Network::Any,
+            },
+            env: declared.env.clone(),
+            processes: declared.processes.unwrap_or(DEFAULT_PROCESSES),
         }
     }
 }
@@ -293,6 +333,29 @@ impl Sandbox {
 
     pub fn enforcement(&self) -> Enforcement {
         self.enforcement
+    }
+
+    /// What `declared` (a tool's `sandbox { … }`) grants in this sandbox's project.
+    pub fn grants(&self, declared: Option<&SandboxIr>) -> Grants {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        Grants::of(declared, &self.project, home.as_deref())
+    }
+
+    /// Why `tool`, whose declaration says `sandbox: required`, cannot run here: the
+    /// sandbox is off, or this machine lacks a piece. `None`: it can.
+    pub fn refuses_required(&self, tool: &str) -> Option<String> {
+        if self.enforcement == Enforcement::Off {
+            return Some(format!(
+                "tool `{tool}` must run sandboxed (`sandbox: required` in its declaration), and --no-sandbox turns the sandbox off"
+            ));
+        }
+        let missing = self.missing();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "tool `{tool}` must run sandboxed (`sandbox: required` in its declaration), and this machine lacks {}",
+                missing.join("; ")
+            )
+        })
     }
 
     /// The pieces this machine lacks (none when the sandbox is off).
@@ -741,6 +804,39 @@ mod tests {
             notes: Vec::new(),
         };
         assert!(full.missing().is_empty());
+    }
+
+    #[test]
+    fn declared_paths_are_resolved_against_the_project_and_home() {
+        let declared = SandboxIr {
+            read: vec![
+                "data/".into(),
+                "~/.cache/pages".into(),
+                "/opt/models".into(),
+            ],
+            write: vec!["out/../out/reports".into()],
+            network: NetworkIr::Loopback,
+            env: vec!["GITHUB_TOKEN".into()],
+            processes: Some(64),
+            required: false,
+        };
+        let grants = Grants::of(
+            Some(&declared),
+            Path::new("/work/project"),
+            Some(Path::new("/home/ada")),
+        );
+        assert_eq!(
+            grants.read,
+            [
+                PathBuf::from("/work/project/data"),
+                PathBuf::from("/home/ada/.cache/pages"),
+                PathBuf::from("/opt/models"),
+            ]
+        );
+        assert_eq!(grants.write, [PathBuf::from("/work/project/out/reports")]);
+        assert_eq!(grants.network, Network::Loopback);
+        assert_eq!(grants.processes, 64);
+        assert_eq!(Grants::of(None, Path::new("/p"), None), Grants::default());
     }
 
     #[test]

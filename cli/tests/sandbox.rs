@@ -267,11 +267,9 @@ fn listener(count: usize) -> u16 {
         .unwrap_or_else(|error| panic!("{error}"))
         .port();
     std::thread::spawn(move || {
-        for stream in listener.incoming().take(count) {
-            if let Ok(mut stream) = stream {
-                use std::io::Write;
-                let _ = stream.write_all(b"hello");
-            }
+        for mut stream in listener.incoming().take(count).flatten() {
+            use std::io::Write;
+            let _ = stream.write_all(b"hello");
         }
     });
     port
@@ -392,4 +390,20 @@ fn the_probe_finds_landlock_and_namespaces_here() {
     if support["root"] == true {
         assert!(support["pids_cgroup"].is_string(), "{support}");
     }
+}
+
+#[test]
+fn a_tool_that_requires_its_sandbox_is_refused_under_no_sandbox() {
+    let project = Project::new("required-off", "sandbox: required");
+    let ran = project.run("env HOME", &["--no-sandbox"]);
+    assert_eq!(ran.output.status.code(), Some(2), "{}", ran.stderr());
+    assert!(
+        ran.stderr()
+            .contains("tool `probe` must run sandboxed (`sandbox: required` in its declaration)"),
+        "{}",
+        ran.stderr()
+    );
+    assert!(ran.events.is_empty(), "nothing ran: {:?}", ran.events);
+    let sandboxed = project.run("env HOME", &[]);
+    assert_eq!(sandboxed.output.status.code(), Some(0), "{}", sandboxed.stderr());
 }

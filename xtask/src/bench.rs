@@ -53,6 +53,8 @@ pub enum Sections {
     Replay,
     /// Only `charter eval`'s throughput (the `charter` binary beside this one).
     Eval,
+    /// Only the tool sandbox's cost per call (the `charter` binary beside this one).
+    Sandbox,
 }
 
 /// The compile-time budget for the generated spec, per 10,000 lines (DESIGN issue 2, item 10).
@@ -149,6 +151,9 @@ pub fn bench_here(root: &Path, config: BenchConfig) -> bool {
     }
     if config.sections == Sections::Eval {
         return eval_section(root);
+    }
+    if config.sections == Sections::Sandbox {
+        return sandbox_section(root);
     }
     if config.sections == Sections::Replay {
         return match crate::bench_replay::bench(root, config.replay_runs) {
@@ -280,7 +285,24 @@ fn golden_section(root: &Path, config: BenchConfig) -> bool {
             true
         }
     };
-    golden && explore && eval
+    golden && explore && eval && sandbox_section(root)
+}
+
+/// The tool sandbox's cost per call, with the `charter` binary built beside this one.
+fn sandbox_section(root: &Path) -> bool {
+    let Some(charter) = crate::bench_eval::charter_beside_xtask() else {
+        println!(
+            "sandbox: skipped (no `charter` binary beside this xtask binary; `cargo xtask bench` builds both)"
+        );
+        return true;
+    };
+    match crate::bench_sandbox::bench(root, &charter) {
+        Ok(()) => true,
+        Err(error) => {
+            println!("sandbox: {error}");
+            false
+        }
+    }
 }
 
 /// `charter eval`'s throughput, with the `charter` binary built beside this one.

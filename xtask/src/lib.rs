@@ -8,6 +8,7 @@ pub mod bench;
 pub mod bench_eval;
 pub mod bench_live;
 pub mod bench_replay;
+pub mod bench_sandbox;
 pub mod corpus;
 pub mod editors;
 pub mod explore;

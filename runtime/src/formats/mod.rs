@@ -5,6 +5,7 @@
 //! I/O beyond parsing and printing text, and nothing here imports a layer above it.
 
 pub mod canonical;
+pub mod lock;
 pub mod scenario;
 pub mod trace;
 pub mod yaml;

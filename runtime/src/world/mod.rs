@@ -9,6 +9,7 @@ pub mod files;
 pub mod fork;
 pub mod jsonl;
 pub mod limits;
+pub mod mcp;
 pub mod providers;
 pub mod record;
 pub mod replay;

@@ -1,11 +1,13 @@
 //! `charter check [PATH...]`: compile specs (the project's, by default) and report their diagnostics.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use charter_compiler::{Compilation, Diagnostic, bounds, compile, render};
 use clap::{Args, ValueEnum};
 
-use crate::loader::{FsLoader, ReadError, collect_specs, display_path, normalize, read_text};
+use crate::loader::{
+    FsLoader, ReadError, collect_specs, display_path, normalize, project_specs, read_text,
+};
 use crate::terminal::{Context, Outcome, count, print_err, print_error, print_out, summary_line};
 
 /// Compile specs and report every error and warning, like rustc.
@@ -159,28 +161,6 @@ pub fn run(args: &CheckArgs, context: Context) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Clean
     })
-}
-
-/// The specs of the project in the current directory, as `charter verify` compiles them:
-/// those under `specs/` but the compile-fail cases in `specs/invalid/`; or, in a directory
-/// with no `specs/`, every spec under it.
-fn project_specs() -> Result<Vec<PathBuf>, Vec<String>> {
-    let specs_dir = Path::new("specs");
-    if !specs_dir.is_dir() {
-        return collect_specs(&[PathBuf::from(".")]);
-    }
-    let invalid = specs_dir.join("invalid");
-    let specs: Vec<PathBuf> = collect_specs(&[specs_dir.to_path_buf()])?
-        .into_iter()
-        .filter(|spec| !spec.starts_with(&invalid))
-        .collect();
-    if specs.is_empty() {
-        return Err(vec![
-            "no `.charter` files found in `specs` but the compile-fail cases of `specs/invalid`"
-                .to_string(),
-        ]);
-    }
-    Ok(specs)
 }
 
 /// Prints one spec's diagnostics (stderr) and, in human format, its summary line.

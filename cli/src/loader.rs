@@ -184,6 +184,28 @@ pub fn display_path(path: &Path) -> String {
     }
 }
 
+/// The specs of the project in the current directory, as `charter verify` compiles them:
+/// those under `specs/` but the compile-fail cases in `specs/invalid/`; or, in a directory
+/// with no `specs/`, every spec under it.
+pub fn project_specs() -> Result<Vec<PathBuf>, Vec<String>> {
+    let specs_dir = Path::new("specs");
+    if !specs_dir.is_dir() {
+        return collect_specs(&[PathBuf::from(".")]);
+    }
+    let invalid = specs_dir.join("invalid");
+    let specs: Vec<PathBuf> = collect_specs(&[specs_dir.to_path_buf()])?
+        .into_iter()
+        .filter(|spec| !spec.starts_with(&invalid))
+        .collect();
+    if specs.is_empty() {
+        return Err(vec![
+            "no `.charter` files found in `specs` but the compile-fail cases of `specs/invalid`"
+                .to_string(),
+        ]);
+    }
+    Ok(specs)
+}
+
 /// The spec files named by `paths`: files as given (they must end in `.charter`), and
 /// every `*.charter` file under a directory, recursively, in sorted order. Each file is
 /// listed once, at its first mention. Problems (a missing path, a file of another kind,

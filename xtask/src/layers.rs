@@ -36,8 +36,9 @@ use syn::visit::{self, Visit};
 
 /// The CLI's commands: top-level modules of `cli/src` (a file `x.rs` or a folder `x/`)
 /// that implement one `charter` command. A command is a leaf: it imports no other command.
-pub const CLI_COMMANDS: [&str; 19] = [
+pub const CLI_COMMANDS: [&str; 20] = [
     "check",
+    "lock",
     "fmt",
     "graph",
     "explain",

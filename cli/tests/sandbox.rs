@@ -405,5 +405,10 @@ fn a_tool_that_requires_its_sandbox_is_refused_under_no_sandbox() {
     );
     assert!(ran.events.is_empty(), "nothing ran: {:?}", ran.events);
     let sandboxed = project.run("env HOME", &[]);
-    assert_eq!(sandboxed.output.status.code(), Some(0), "{}", sandboxed.stderr());
+    assert_eq!(
+        sandboxed.output.status.code(),
+        Some(0),
+        "{}",
+        sandboxed.stderr()
+    );
 }

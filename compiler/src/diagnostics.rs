@@ -157,6 +157,14 @@ pub enum Code {
     E018,
     /// A tool's sandbox grants a write outside the project.
     E019,
+    /// An `mcp` server declared so that it cannot be reached: no `command` or `url`, both, an
+    /// empty command, a key of the other transport, a URL that is not HTTP, no `tools`.
+    E020,
+    /// A `SERVER.TOOL` name that no `mcp` server provides: an unknown server, or a tool its
+    /// allow-list leaves out.
+    E021,
+    /// An `mcp` server named like a `tool`.
+    E022,
     /// Unused contract.
     W001,
     /// Unused tool.
@@ -185,10 +193,12 @@ pub enum Code {
     W013,
     /// A sandbox path that is empty or goes through `..`.
     W014,
+    /// An `mcp` server whose tools no role uses.
+    W015,
 }
 
 impl Code {
-    pub const ALL: [Code; 34] = [
+    pub const ALL: [Code; 38] = [
         Code::E000,
         Code::E001,
         Code::E002,
@@ -209,6 +219,9 @@ impl Code {
         Code::E017,
         Code::E018,
         Code::E019,
+        Code::E020,
+        Code::E021,
+        Code::E022,
         Code::W001,
         Code::W002,
         Code::W003,
@@ -223,6 +236,7 @@ impl Code {
         Code::W012,
         Code::W013,
         Code::W014,
+        Code::W015,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -247,6 +261,9 @@ impl Code {
             Code::E017 => "E017",
             Code::E018 => "E018",
             Code::E019 => "E019",
+            Code::E020 => "E020",
+            Code::E021 => "E021",
+            Code::E022 => "E022",
             Code::W001 => "W001",
             Code::W002 => "W002",
             Code::W003 => "W003",
@@ -261,6 +278,7 @@ impl Code {
             Code::W012 => "W012",
             Code::W013 => "W013",
             Code::W014 => "W014",
+            Code::W015 => "W015",
         }
     }
 

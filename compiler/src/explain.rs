@@ -29,6 +29,9 @@ pub fn explain(code: Code) -> &'static str {
         Code::E017 => E017,
         Code::E018 => E018,
         Code::E019 => E019,
+        Code::E020 => E020,
+        Code::E021 => E021,
+        Code::E022 => E022,
         Code::W001 => W001,
         Code::W002 => W002,
         Code::W003 => W003,
@@ -43,6 +46,7 @@ pub fn explain(code: Code) -> &'static str {
         Code::W012 => W012,
         Code::W013 => W013,
         Code::W014 => W014,
+        Code::W015 => W015,
     }
 }
 
@@ -850,6 +854,87 @@ Wrong:
 Right:
 
     tool search { input: Query  output: Hits  effect: read  sandbox { read: ["index"] } }
+"#;
+
+const E020: &str = r#"E020: an MCP server that cannot be reached as declared
+
+An `mcp` server is reached one of two ways: started as a process and spoken to over stdio
+(`command: ["npx", "PACKAGE", ...]`, run in the project root), or connected to where it
+already runs over streamable HTTP (`url: "http://HOST/mcp"`). A server says exactly one
+of them, and the keys that go with it: `env` (the started process's environment) and
+`sandbox` only with `command`, `headers` only with `url`. The command may not be empty,
+the URL is an `http://` or `https://` address, an `env("VAR")` names an environment
+variable, and `tools` says which of the server's tools the spec may use: a list, or `*`
+for every tool it lists.
+
+Wrong:
+
+    mcp search {
+      command: ["npx", "search-server"]
+      url: "127.0.0.1:3001/mcp"
+      headers: { Authorization: env("SEARCH_TOKEN") }
+    }
+
+Right:
+
+    mcp search {
+      url: "http://127.0.0.1:3001/mcp"
+      headers: { Authorization: env("SEARCH_TOKEN") }
+      tools: [web_search]
+    }
+"#;
+
+const E021: &str = r#"E021: a tool that no MCP server provides
+
+A tool of an MCP server is named `SERVER.TOOL` wherever a tool is named: in a role's
+`tools`, `permit`, `tool_choice` and in invariants. SERVER must be an `mcp` item of the
+spec, and TOOL one of the tools its `tools: [...]` allow-list names: the spec may use no
+other tool of the server. Add the tool to the allow-list, or name one it holds. (Under
+`tools: *` every name is accepted until the server's tools are locked.)
+
+Wrong:
+
+    mcp files { command: ["npx", "@modelcontextprotocol/server-filesystem", "data"]  tools: [read_text_file] }
+    role reader { tools: [files.write_file, file.read_text_file]  max_tool_calls: 4 ... }
+
+Right:
+
+    mcp files { command: ["npx", "@modelcontextprotocol/server-filesystem", "data"]  tools: [read_text_file, write_file] }
+    role reader { tools: [files.write_file, files.read_text_file]  max_tool_calls: 4 ... }
+"#;
+
+const E022: &str = r#"E022: an MCP server named like a tool
+
+A `tool` and an `mcp` server share one namespace: `NAME` names the tool, `NAME.TOOL` a tool
+of the server, and on the command line `--tool NAME=...` and `--mcp NAME=...` name both
+alike. Give the server, or the tool, another name.
+
+Wrong:
+
+    tool search { input: Query  output: Hits  effect: read }
+    mcp search { url: "http://127.0.0.1:3001/mcp"  tools: * }
+
+Right:
+
+    tool search { input: Query  output: Hits  effect: read }
+    mcp web { url: "http://127.0.0.1:3001/mcp"  tools: * }
+"#;
+
+const W015: &str = r#"W015: an MCP server no role uses
+
+An `mcp` server is declared, but no role lists one of its tools (`SERVER.TOOL`) in its
+`tools`, so nothing would ever start or call it. Give a role one of its tools, or remove
+the server.
+
+Wrong:
+
+    mcp files { command: ["npx", "@modelcontextprotocol/server-filesystem", "data"]  tools: [read_text_file] }
+    role reader { tools: []  ... }
+
+Right:
+
+    mcp files { command: ["npx", "@modelcontextprotocol/server-filesystem", "data"]  tools: [read_text_file] }
+    role reader { tools: [files.read_text_file]  max_tool_calls: 4  ... }
 "#;
 
 #[cfg(test)]

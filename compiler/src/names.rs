@@ -1,6 +1,13 @@
 //! The name conventions of the language shared by the checker, the runtime and the editor
 //! tooling: how a contract's name (`WorkflowPlan`) becomes the variable a template, a
-//! `permit` condition and the renderer see it under (`workflow_plan`).
+//! `permit` condition and the renderer see it under (`workflow_plan`); how a tool of an MCP
+//! server is named (`files.read_text_file`).
+
+/// The server and the tool of a name `SERVER.TOOL` (a tool of an `mcp` server, DESIGN §19);
+/// `None` for a plain tool name.
+pub fn mcp_tool(name: &str) -> Option<(&str, &str)> {
+    name.split_once('.')
+}
 
 /// The name a template sees a contract under: `WorkflowPlan` -> `workflow_plan`,
 /// `HTTPRequest` -> `http_request`.

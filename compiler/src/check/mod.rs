@@ -3,11 +3,13 @@
 //!
 //! `check` first collects every definition into [`Symbols`] (reporting duplicates, E003),
 //! then runs the name/type checks (`types`, `templates`) and the flow checks (`flow`);
-//! last, what lowering needs (`required`) and tools' sandboxes (`sandbox`).
+//! last, what lowering needs (`required`), tools' sandboxes (`sandbox`) and MCP servers and
+//! the `SERVER.TOOL` names of their tools (`mcp`).
 //! Checks that assume a well-formed graph (cycles, reachability, repair coverage) run
 //! only when the earlier ones found no error.
 
 pub mod flow;
+pub mod mcp;
 pub mod required;
 pub mod sandbox;
 pub mod templates;
@@ -17,8 +19,8 @@ use std::collections::BTreeMap;
 
 use crate::diagnostics::{Code, Diagnostic, Sources};
 use crate::syntax::ast::{
-    Budget, Contract, Flow, Gate, Ident, Invariant, Item, ModelEntry, Remember, Repair, Role,
-    RulesBlock, Session, SpecFile, Step, Tool,
+    Budget, Contract, Flow, Gate, Ident, Invariant, Item, McpServer, ModelEntry, Remember, Repair,
+    Role, RulesBlock, Session, SpecFile, Step, Tool,
 };
 
 /// The names of the built-in contracts, always in scope.
@@ -30,6 +32,8 @@ pub const BUILTIN_CONTRACTS: [&str; 3] = ["Candidate", "Delivery", "Answer"];
 pub struct Symbols<'a> {
     pub contracts: BTreeMap<&'a str, &'a Contract>,
     pub tools: BTreeMap<&'a str, &'a Tool>,
+    /// Every `mcp` server, whose tools are named `SERVER.TOOL` (DESIGN §19).
+    pub mcp: BTreeMap<&'a str, &'a McpServer>,
     pub roles: BTreeMap<&'a str, &'a Role>,
     pub gates: BTreeMap<&'a str, &'a Gate>,
     pub rules: BTreeMap<&'a str, &'a RulesBlock>,
@@ -102,6 +106,13 @@ impl<'a> Symbols<'a> {
                 Item::Tool(tool) => {
                     insert(&mut symbols.tools, &tool.name, tool, "tool", diagnostics)
                 }
+                Item::Mcp(server) => insert(
+                    &mut symbols.mcp,
+                    &server.name,
+                    server,
+                    "mcp server",
+                    diagnostics,
+                ),
                 Item::Role(role) => {
                     insert(&mut symbols.roles, &role.name, role, "role", diagnostics)
                 }
@@ -165,6 +176,12 @@ impl<'a> Symbols<'a> {
 
     pub fn is_contract(&self, name: &str) -> bool {
         self.contracts.contains_key(name) || BUILTIN_CONTRACTS.contains(&name)
+    }
+
+    /// Whether `name` names a tool a role may hold: a `tool`, or `SERVER.TOOL` of an `mcp`
+    /// server whose allow-list lets the spec use TOOL.
+    pub fn knows_tool(&self, name: &str) -> bool {
+        self.tools.contains_key(name) || mcp::resolve(self, name).is_some()
     }
 
     /// Every contract name in scope, built-ins included (for "did you mean").
@@ -243,6 +260,7 @@ macro_rules! name_span {
 name_span!(
     Contract => name,
     Tool => name,
+    McpServer => name,
     Role => name,
     Gate => name,
     RulesBlock => name,
@@ -281,5 +299,6 @@ pub fn check(spec: &SpecFile, sources: &Sources) -> (Checked, Vec<Diagnostic>) {
     }
     required::check(&symbols, &mut diagnostics);
     sandbox::check(spec, &mut diagnostics);
+    mcp::check(&symbols, &mut diagnostics);
     (checked, diagnostics)
 }

@@ -1,6 +1,7 @@
-//! Checks on tools' `sandbox` blocks (DESIGN §20): a write outside the project (E019), a
-//! process limit of zero (E013), a read-only tool that may write (W013), and a path that
-//! is empty or goes through `..` (W014).
+//! Checks on the `sandbox` blocks of tools and of `mcp` servers started as a process
+//! (DESIGN §20): a write outside the project (E019), a process limit of zero (E013), a
+//! read-only tool that may write (W013), and a path that is empty or goes through `..`
+//! (W014).
 //!
 //! Paths are checked as written, lexically: the runtime resolves them against the
 //! project root (and `~` against the user's home) when it builds the sandbox.
@@ -8,22 +9,35 @@
 use crate::diagnostics::{Code, Diagnostic};
 use crate::syntax::ast::{Effect, Item, Sandbox, SandboxPaths, SpecFile, StringLit, Tool};
 
-/// Checks the sandbox of every tool of `spec`.
+/// Checks the sandbox of every tool and `mcp` server of `spec`.
 pub fn check(spec: &SpecFile, diagnostics: &mut Vec<Diagnostic>) {
     for item in &spec.items {
-        if let Item::Tool(tool) = item
-            && let Some(sandbox) = &tool.sandbox
-        {
-            check_tool(tool, sandbox, diagnostics);
+        match item {
+            Item::Tool(tool) => {
+                if let Some(sandbox) = &tool.sandbox {
+                    let owner = format!("tool `{}`", tool.name.name);
+                    check_sandbox(&owner, sandbox, diagnostics);
+                    if let Some(write) = &sandbox.write {
+                        read_only_writes(tool, write, diagnostics);
+                    }
+                }
+            }
+            Item::Mcp(server) => {
+                if let Some(sandbox) = &server.sandbox {
+                    let owner = format!("mcp server `{}`", server.name.name);
+                    check_sandbox(&owner, sandbox, diagnostics);
+                }
+            }
+            _ => {}
         }
     }
 }
 
-fn check_tool(tool: &Tool, sandbox: &Sandbox, diagnostics: &mut Vec<Diagnostic>) {
-    let name = &tool.name.name;
+/// The checks of one sandbox, whose `owner` is `tool `x`` or `mcp server `x``.
+fn check_sandbox(owner: &str, sandbox: &Sandbox, diagnostics: &mut Vec<Diagnostic>) {
     if let Some(read) = &sandbox.read {
         for path in &read.paths {
-            if let Some(diagnostic) = unclear_path(name, "read", path) {
+            if let Some(diagnostic) = unclear_path(owner, "read", path) {
                 diagnostics.push(diagnostic);
             }
         }
@@ -31,12 +45,11 @@ fn check_tool(tool: &Tool, sandbox: &Sandbox, diagnostics: &mut Vec<Diagnostic>)
     if let Some(write) = &sandbox.write {
         for path in &write.paths {
             if let Some(diagnostic) =
-                outside_project(name, path).or_else(|| unclear_path(name, "write", path))
+                outside_project(owner, path).or_else(|| unclear_path(owner, "write", path))
             {
                 diagnostics.push(diagnostic);
             }
         }
-        read_only_writes(tool, write, diagnostics);
     }
     if let Some(processes) = &sandbox.processes
         && processes.value == 0
@@ -45,7 +58,7 @@ fn check_tool(tool: &Tool, sandbox: &Sandbox, diagnostics: &mut Vec<Diagnostic>)
             Diagnostic::new(
                 Code::E013,
                 processes.span,
-                format!("tool `{name}` may start no process with `processes: 0`"),
+                format!("{owner} may start no process with `processes: 0`"),
             )
             .with_label("zero processes")
             .with_help(
@@ -57,21 +70,21 @@ fn check_tool(tool: &Tool, sandbox: &Sandbox, diagnostics: &mut Vec<Diagnostic>)
 }
 
 /// E019 for a `write` path that is not inside the project.
-fn outside_project(tool: &str, path: &StringLit) -> Option<Diagnostic> {
+fn outside_project(owner: &str, path: &StringLit) -> Option<Diagnostic> {
     let value = path.value.as_str();
     let (message, label) = if is_absolute(value) {
         (
-            format!("tool `{tool}` may write `{value}`, an absolute path outside the project"),
+            format!("{owner} may write `{value}`, an absolute path outside the project"),
             "absolute path",
         )
     } else if value.starts_with('~') {
         (
-            format!("tool `{tool}` may write `{value}`, in the user's home outside the project"),
+            format!("{owner} may write `{value}`, in the user's home outside the project"),
             "in the user's home",
         )
     } else if leaves_project(value) {
         (
-            format!("tool `{tool}` may write `{value}`, whose `..` leaves the project"),
+            format!("{owner} may write `{value}`, whose `..` leaves the project"),
             "leaves the project",
         )
     } else {
@@ -88,14 +101,14 @@ fn outside_project(tool: &str, path: &StringLit) -> Option<Diagnostic> {
 }
 
 /// W014 for a path that is empty or has a `..` component.
-fn unclear_path(tool: &str, key: &str, path: &StringLit) -> Option<Diagnostic> {
+fn unclear_path(owner: &str, key: &str, path: &StringLit) -> Option<Diagnostic> {
     let value = path.value.as_str();
     if value.trim().is_empty() {
         return Some(
             Diagnostic::new(
                 Code::W014,
                 path.span,
-                format!("tool `{tool}` has an empty `{key}` path in its sandbox"),
+                format!("{owner} has an empty `{key}` path in its sandbox"),
             )
             .with_label("empty path")
             .with_help(format!(
@@ -123,7 +136,7 @@ fn unclear_path(tool: &str, key: &str, path: &StringLit) -> Option<Diagnostic> {
         Diagnostic::new(
             Code::W014,
             path.span,
-            format!("tool `{tool}` has a `{key}` path `{value}` that goes through `..`"),
+            format!("{owner} has a `{key}` path `{value}` that goes through `..`"),
         )
         .with_label("`..` in a sandbox path")
         .with_help(help),

@@ -659,7 +659,10 @@ fn spaced(previous: Option<(Rule, Rule)>, next: &Tok) -> bool {
             | Rule::dotdot
             | Rule::dotdoteq
     ) || (next.rule == Rule::lparen
-        && matches!(next.parent, Rule::args | Rule::prompt_file | Rule::range));
+        && matches!(
+            next.parent,
+            Rule::args | Rule::prompt_file | Rule::range | Rule::secret_env
+        ));
     let tight_after = matches!(
         rule,
         Rule::lparen

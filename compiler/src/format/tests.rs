@@ -272,7 +272,7 @@ fn the_guard_compares_tokens_and_comments_not_spacing() {
 
 #[test]
 fn the_guard_counts_no_part_on_a_spec_with_every_kind_of_item() {
-    let text = "spec demo version \"1\"\nimport role \"r.md\" { permit t when x > 1 }\nsession S keep 3 { a: int }\nremember a = 1\nbudget { tokens 10  on_exhausted s }\ncontract A { x: int }\ntool t {\n  input: A  sandbox { read: [\"a\", \"\"], write: [\"o\"]  network: loopback  env: [K]  processes: 2  required: false }\n}\nflow {\n  s = r(request) -> done\n}\n";
+    let text = "spec demo version \"1\"\nimport role \"r.md\" { permit t when x > 1 }\nsession S keep 3 { a: int }\nremember a = 1\nbudget { tokens 10  on_exhausted s }\ncontract A { x: int }\ntool t {\n  input: A  sandbox { read: [\"a\", \"\"], write: [\"o\"]  network: loopback  env: [K]  processes: 2  required: false }\n}\nmcp m { command: [\"x\", \"\"]  env: { A: env(\"B\"), C: \"\" }  tools: [a]  timeout: 1s  retry: 1 backoff 1s  sandbox: required }\nmcp n { url: \"http://h/mcp\"  headers: { X-A: \"1\" }  tools: * }\nflow {\n  s = r(request) -> done\n}\n";
     assert_eq!(super::guarded_parts(text), 0);
     assert!(fmt(text).contains("import role \"r.md\" { permit t when x > 1 }\n"));
 }
@@ -283,4 +283,41 @@ fn a_byte_order_mark_the_file_opened_with_is_kept() {
     let formatted = fmt(text);
     assert_eq!(formatted, "\u{feff}spec x version \"1\"\n");
     assert_eq!(fmt(&formatted), formatted);
+}
+
+#[test]
+fn an_mcp_server_is_laid_out_like_a_tool_its_maps_like_a_sandbox() {
+    // Written on one line and fitting: one line, `*` and `env(...)` spaced as written.
+    assert_eq!(
+        body(
+            "mcp search{url:\"http://h/mcp\" headers:{Authorization:env( \"T\" ),X-Client:\"c\"} tools:*}\n"
+        ),
+        "mcp search { url: \"http://h/mcp\"  headers: { Authorization: env(\"T\"), X-Client: \"c\" }  tools: * }\n"
+    );
+    assert_eq!(
+        body(
+            "mcp search{url:\"http://127.0.0.1:3001/mcp\" headers:{Authorization:env( \"TOKEN\" ),X-Client:\"charter\"} tools:*}\n"
+        ),
+        "mcp search {\n  url: \"http://127.0.0.1:3001/mcp\"\n  headers: { Authorization: env(\"TOKEN\"), X-Client: \"charter\" }\n  tools: *\n}\n"
+    );
+    // Too long for one line: one key a line, each map on its key's line while it fits.
+    let long = "mcp files { command: [\"npx\", \"@modelcontextprotocol/server-filesystem\", \"data\"]  env: { LOG_LEVEL: \"warn\" }  tools: [read_text_file, list_directory]  timeout: 30s  retry: 1 backoff 1s  sandbox { read: [\"data/\"]  network: none } }\n";
+    assert_eq!(
+        body(long),
+        "mcp files {\n  command: [\"npx\", \"@modelcontextprotocol/server-filesystem\", \"data\"]\n  env: { LOG_LEVEL: \"warn\" }\n  tools: [read_text_file, list_directory]\n  timeout: 30s\n  retry: 1 backoff 1s\n  sandbox { read: [\"data/\"]  network: none }\n}\n"
+    );
+    // A map written over several lines: one entry a line, comments kept.
+    assert_eq!(
+        body(
+            "mcp m {\n  url: \"http://a/mcp\"\n  headers: {\n  Authorization: env(\"T\")  // the token\n  X-Client: \"c\" }\n  tools: [a]\n}\n"
+        ),
+        "mcp m {\n  url: \"http://a/mcp\"\n  headers: {\n    Authorization: env(\"T\")  // the token\n    X-Client: \"c\"\n  }\n  tools: [a]\n}\n"
+    );
+    // Tools of a server, named in a role, an invariant and a permit: one word each.
+    assert_eq!(
+        body(
+            "role r { tools: [files.read_text_file , web]  tool_choice: files.read_text_file  permit files.read_text_file when len(args.path)<9 }\ninvariant i: only r uses files.read_text_file\n"
+        ),
+        "role r {\n  tools: [files.read_text_file, web]\n  tool_choice: files.read_text_file\n  permit files.read_text_file when len(args.path) < 9\n}\ninvariant i: only r uses files.read_text_file\n"
+    );
 }

@@ -43,7 +43,8 @@ pub(crate) enum Mark {
     Arm,
     /// The header's doc block: on a line of its own at column 0.
     Doc,
-    /// The `{` of a block inside a member (a tool's `sandbox { ... }`).
+    /// The `{` of a block inside a member (a tool's `sandbox { ... }`, an `mcp` server's
+    /// `env: { ... }` and `headers: { ... }`).
     SubOpen,
     /// The first token of an entry of a block inside a member.
     SubMember(Key),
@@ -83,6 +84,7 @@ fn is_block_item(rule: Rule) -> bool {
             | Rule::rules_block
             | Rule::contract
             | Rule::tool
+            | Rule::mcp
             | Rule::role
             | Rule::gate
             | Rule::repair
@@ -187,7 +189,7 @@ fn block_tokens<'a>(pair: Pair<'a, Rule>, offset: usize, out: &mut Vec<Tok<'a>>)
     }
 }
 
-/// A block inside a member (`sandbox { read: [...]  network: any }`): `{`, one entry per
+/// A block inside a member (`sandbox { read: [...]  network: any }`, `env: { A: "b" }`): `{`, one entry per
 /// child, `}`, marked so the printer can lay it out on one line or one entry a line.
 fn nested_block_tokens<'a>(pair: Pair<'a, Rule>, offset: usize, out: &mut Vec<Tok<'a>>) {
     let rule = pair.as_rule();
@@ -236,7 +238,10 @@ fn member_tokens<'a>(pair: Pair<'a, Rule>, offset: usize, out: &mut Vec<Tok<'a>>
             continue;
         }
         // A block inside the member: one line if it fits, else one entry a line.
-        if child_rule == Rule::sandbox_block {
+        if matches!(
+            child_rule,
+            Rule::sandbox_block | Rule::env_map | Rule::header_map
+        ) {
             nested_block_tokens(child, offset, out);
             continue;
         }

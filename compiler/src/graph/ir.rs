@@ -42,6 +42,11 @@ pub struct CompiledSpec {
     pub contracts: BTreeMap<String, ContractIr>,
     /// Every tool by name.
     pub tools: BTreeMap<String, ToolIr>,
+    /// Every `mcp` server by name, whose tools roles name `SERVER.TOOL` (DESIGN §19). Absent
+    /// from the JSON when the spec declares none, so the IR of every other spec (and its
+    /// hash) is unchanged.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp: BTreeMap<String, McpServerIr>,
     /// Every model alias of the `models` block.
     pub models: BTreeMap<String, ModelIr>,
     /// Every rules block by name, with its content hash.
@@ -65,6 +70,33 @@ pub struct CompiledSpec {
     /// serialized: the runtime does not see source positions.
     #[serde(skip)]
     pub spans: SpecSpans,
+}
+
+impl CompiledSpec {
+    /// Whether a role may name `name` as a tool: a declared tool, or `SERVER.TOOL` of a
+    /// server of [`CompiledSpec::mcp`] whose allow-list holds TOOL (or is `*`).
+    pub fn knows_tool(&self, name: &str) -> bool {
+        self.tools.contains_key(name) || self.mcp_server_of(name).is_some()
+    }
+
+    /// The server of the `SERVER.TOOL` name `name`, when it provides the tool.
+    pub fn mcp_server_of(&self, name: &str) -> Option<(&str, &McpServerIr)> {
+        let (server, tool) = crate::names::mcp_tool(name)?;
+        let (server, ir) = self.mcp.get_key_value(server)?;
+        ir.tools.allows(tool).then_some((server.as_str(), ir))
+    }
+
+    /// Every tool name that can be listed: the declared tools, then `SERVER.TOOL` for the
+    /// allow-listed tools of each server (a `tools: *` server's cannot be listed offline).
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tools.keys().cloned().collect();
+        for (server, ir) in &self.mcp {
+            if let McpToolsIr::Only(tools) = &ir.tools {
+                names.extend(tools.iter().map(|tool| format!("{server}.{tool}")));
+            }
+        }
+        names
+    }
 }
 
 /// `session NAME keep N { fields }` and the spec's `remember` assignments (DESIGN §9.4).
@@ -257,6 +289,143 @@ impl NetworkIr {
     }
 }
 
+/// An `mcp` server: how it is reached and which of its tools the spec may use.
+///
+/// In JSON the transport's keys sit at the server's level: `{"command": ["npx", ...],
+/// "env": {...}, "tools": [...]}` or `{"url": "http://...", "headers": {...}, "tools": "*"}`;
+/// defaults (no env, no timeout, no retry, no sandbox) are left out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpServerIr {
+    /// Started as a process (stdio) or connected to by URL (streamable HTTP).
+    #[serde(flatten)]
+    pub transport: McpTransportIr,
+    /// The environment a started server gets on top of the sandbox's clean one (DESIGN §20),
+    /// by variable name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, SecretOrTextIr>,
+    /// The tools the spec may use from the server (its allow-list).
+    pub tools: McpToolsIr,
+    /// `timeout: D`: one call of one of its tools is cut after this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// `retry: N`: a failed or timed-out call is run again up to N times.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry: u64,
+    /// The wait before the first retry (doubling after), from `retry: N backoff D`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub backoff_ms: u64,
+    /// `sandbox { ... }` / `sandbox: required` of a started server, as on a tool; `None`
+    /// when it says nothing (the default sandbox). Never set for a `url` server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxIr>,
+}
+
+/// How an `mcp` server is reached.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum McpTransportIr {
+    /// `command: [...]`: the program and its arguments, started in the project root and
+    /// spoken to over stdio (`"command": [...]` in JSON).
+    Command {
+        #[serde(rename = "command")]
+        argv: Vec<String>,
+    },
+    /// `url: "..."`: a running server spoken to over streamable HTTP, with the headers sent
+    /// on every request.
+    Url {
+        url: String,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        headers: BTreeMap<String, SecretOrTextIr>,
+    },
+}
+
+/// A value of `env` or `headers`: text as written, or `env("VAR")`, the name of a variable
+/// of Charter's environment read when the value is used (never its value). In JSON: the
+/// text as a string, `{"env": "VAR"}` for a variable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "SecretOrTextJson", into = "SecretOrTextJson")]
+pub enum SecretOrTextIr {
+    Text(String),
+    Env(String),
+}
+
+/// The JSON form of [`SecretOrTextIr`].
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum SecretOrTextJson {
+    Text(String),
+    Env { env: String },
+}
+
+impl From<SecretOrTextJson> for SecretOrTextIr {
+    fn from(json: SecretOrTextJson) -> Self {
+        match json {
+            SecretOrTextJson::Text(text) => SecretOrTextIr::Text(text),
+            SecretOrTextJson::Env { env } => SecretOrTextIr::Env(env),
+        }
+    }
+}
+
+impl From<SecretOrTextIr> for SecretOrTextJson {
+    fn from(value: SecretOrTextIr) -> Self {
+        match value {
+            SecretOrTextIr::Text(text) => SecretOrTextJson::Text(text),
+            SecretOrTextIr::Env(env) => SecretOrTextJson::Env { env },
+        }
+    }
+}
+
+/// The tools of an `mcp` server the spec may use. In JSON: `"*"`, or the list of names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "McpToolsJson", into = "McpToolsJson")]
+pub enum McpToolsIr {
+    /// `tools: *`: every tool the server lists.
+    All,
+    /// `tools: [a, b]`: these, by the server's names for them.
+    Only(Vec<String>),
+}
+
+impl McpToolsIr {
+    /// Whether the spec may use the server's tool `tool`.
+    pub fn allows(&self, tool: &str) -> bool {
+        match self {
+            McpToolsIr::All => true,
+            McpToolsIr::Only(tools) => tools.iter().any(|allowed| allowed == tool),
+        }
+    }
+}
+
+/// The JSON form of [`McpToolsIr`].
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum McpToolsJson {
+    All(String),
+    Only(Vec<String>),
+}
+
+impl TryFrom<McpToolsJson> for McpToolsIr {
+    type Error = String;
+
+    fn try_from(json: McpToolsJson) -> Result<Self, Self::Error> {
+        match json {
+            McpToolsJson::All(star) if star == "*" => Ok(McpToolsIr::All),
+            McpToolsJson::All(other) => Err(format!(
+                "an mcp server's `tools` is `\"*\"` or a list of names, not `{other:?}`"
+            )),
+            McpToolsJson::Only(tools) => Ok(McpToolsIr::Only(tools)),
+        }
+    }
+}
+
+impl From<McpToolsIr> for McpToolsJson {
+    fn from(tools: McpToolsIr) -> Self {
+        match tools {
+            McpToolsIr::All => McpToolsJson::All("*".to_string()),
+            McpToolsIr::Only(tools) => McpToolsJson::Only(tools),
+        }
+    }
+}
+
 /// What a tool does to the world.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -393,7 +562,8 @@ pub struct RoleIr {
     pub inputs: Vec<String>,
     /// Output contract name.
     pub output: String,
-    /// Whitelisted tool names (keys of [`CompiledSpec::tools`]); empty means no tools.
+    /// Whitelisted tool names (keys of [`CompiledSpec::tools`], or `SERVER.TOOL` for a tool
+    /// of a server of [`CompiledSpec::mcp`]); empty means no tools.
     pub tools: Vec<String>,
     /// Tool calls allowed per model call; `None` means no limit was given.
     pub max_tool_calls: Option<u64>,

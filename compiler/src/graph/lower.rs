@@ -18,8 +18,8 @@ use crate::diagnostics::Sources;
 use crate::syntax::ast::{
     Action, BinaryOp, Effect, Expr, ExprKind, FailTarget, Gate, GateRule, InvariantKind,
     ModelParam, ModelRef, Network, Next, NumberLit, OutputMode, Prompt, PromptSource,
-    QuantifierKind, RangeLit, RepairPattern, Role, RoleOrigin, Sandbox, SandboxPaths, Severity,
-    SpecFile, StepBody, Target, TypeExpr, TypeKind, UnaryOp,
+    QuantifierKind, RangeLit, RepairPattern, Role, RoleOrigin, Sandbox, SandboxPaths, SecretMap,
+    SecretValue, Severity, SpecFile, StepBody, Target, TypeExpr, TypeKind, UnaryOp,
 };
 
 type Result<T> = std::result::Result<T, InternalError>;
@@ -85,6 +85,7 @@ impl<'a> Lowerer<'a, '_> {
             source_hashes,
             contracts: self.contracts()?,
             tools: self.tools()?,
+            mcp: self.mcp()?,
             models: self.models()?,
             rules: self.rules(),
             roles: self.roles()?,
@@ -257,6 +258,47 @@ impl<'a> Lowerer<'a, '_> {
             );
         }
         Ok(tools)
+    }
+
+    /// Every `mcp` server: its transport, environment, allow-list, limits and sandbox.
+    fn mcp(&self) -> Result<BTreeMap<String, McpServerIr>> {
+        let mut servers = BTreeMap::new();
+        for (name, server) in &self.symbols.mcp {
+            let missing = |what: &str| internal(format!("mcp server `{name}` has no {what}"));
+            let transport = match (&server.command, &server.url) {
+                (Some(command), None) => McpTransportIr::Command {
+                    argv: command.argv.iter().map(|arg| arg.value.clone()).collect(),
+                },
+                (None, Some(url)) => McpTransportIr::Url {
+                    url: url.url.value.trim().to_string(),
+                    headers: secrets(server.headers.as_ref()),
+                },
+                _ => return Err(missing("single `command` or `url`")),
+            };
+            let tools = server.tools.as_ref().ok_or_else(|| missing("`tools`"))?;
+            servers.insert(
+                (*name).to_string(),
+                McpServerIr {
+                    transport,
+                    env: secrets(server.env.as_ref()),
+                    tools: match &tools.only {
+                        None => McpToolsIr::All,
+                        Some(only) => {
+                            McpToolsIr::Only(only.iter().map(|tool| tool.name.clone()).collect())
+                        }
+                    },
+                    timeout_ms: server.timeout.as_ref().map(|timeout| timeout.millis),
+                    retry: server.retry.as_ref().map_or(0, |retry| retry.count.value),
+                    backoff_ms: server
+                        .retry
+                        .as_ref()
+                        .and_then(|retry| retry.backoff.as_ref())
+                        .map_or(0, |backoff| backoff.millis),
+                    sandbox: server.sandbox.as_ref().map(sandbox),
+                },
+            );
+        }
+        Ok(servers)
     }
 
     fn models(&self) -> Result<BTreeMap<String, ModelIr>> {
@@ -1391,6 +1433,22 @@ fn model_params(params: &[ModelParam]) -> ModelParamsIr {
         }
     }
     ir
+}
+
+/// The entries of an `mcp` server's `env` or `headers`, by name (none when absent).
+fn secrets(map: Option<&SecretMap>) -> BTreeMap<String, SecretOrTextIr> {
+    map.map_or_else(BTreeMap::new, |map| {
+        map.entries
+            .iter()
+            .map(|entry| {
+                let value = match &entry.value {
+                    SecretValue::Text(text) => SecretOrTextIr::Text(text.value.clone()),
+                    SecretValue::Env(variable) => SecretOrTextIr::Env(variable.value.clone()),
+                };
+                (entry.name.name.clone(), value)
+            })
+            .collect()
+    })
 }
 
 /// A tool's `sandbox` as the runtime reads it: paths and names as written.

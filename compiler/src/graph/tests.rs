@@ -1216,6 +1216,125 @@ fn tool_sandboxes_lower_to_the_ir_as_written() {
     assert_eq!(back, spec.tools);
 }
 
+const MCP: &str = r#"spec mcp version "1"
+contract Request { goal: string }
+contract Out { text: string }
+mcp files {
+  command: ["npx", "@modelcontextprotocol/server-filesystem", "data"]
+  env: { LOG_LEVEL: "warn", TOKEN: env("FILES_TOKEN") }
+  tools: [read_text_file, list_directory]
+  timeout: 30s  retry: 1 backoff 1s
+  sandbox { read: ["data/"]  network: none }
+}
+mcp search {
+  url: " http://127.0.0.1:3001/mcp "
+  headers: { Authorization: env("SEARCH_TOKEN"), X-Client: "charter" }
+  tools: *
+}
+role reader {
+  model: "openai:x"  prompt: """{{ request.goal }}"""  input: Request  output: Out
+  tools: [files.read_text_file, search.web_search]  max_tool_calls: 4
+  tool_choice: files.read_text_file
+  permit files.read_text_file when matches(args.path, "^data/")
+}
+invariant only_reader: only reader uses files.read_text_file
+flow { read = reader(request) -> done }
+"#;
+
+/// `mcp` servers lower to `CompiledSpec.mcp` as written, with the transport's keys at the
+/// server's level in JSON and defaults left out; roles, permits, `tool_choice` and
+/// invariants keep `SERVER.TOOL` names; a spec without servers has no `mcp` key.
+#[test]
+fn mcp_servers_lower_to_the_ir_and_read_well_as_json() {
+    let (spec, diagnostics) = compiled(MCP, &MemoryLoader::default());
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let files = spec.mcp.get("files").expect("files");
+    assert_eq!(
+        files,
+        &McpServerIr {
+            transport: McpTransportIr::Command {
+                argv: vec![
+                    "npx".into(),
+                    "@modelcontextprotocol/server-filesystem".into(),
+                    "data".into()
+                ],
+            },
+            env: [
+                ("LOG_LEVEL".to_string(), SecretOrTextIr::Text("warn".into())),
+                (
+                    "TOKEN".to_string(),
+                    SecretOrTextIr::Env("FILES_TOKEN".into())
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            tools: McpToolsIr::Only(vec!["read_text_file".into(), "list_directory".into()]),
+            timeout_ms: Some(30_000),
+            retry: 1,
+            backoff_ms: 1000,
+            sandbox: Some(SandboxIr {
+                read: vec!["data/".into()],
+                ..SandboxIr::default()
+            }),
+        }
+    );
+    let json = serde_json::to_value(&spec.mcp).expect("json");
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "files": {
+                "command": ["npx", "@modelcontextprotocol/server-filesystem", "data"],
+                "env": { "LOG_LEVEL": "warn", "TOKEN": { "env": "FILES_TOKEN" } },
+                "tools": ["read_text_file", "list_directory"],
+                "timeout_ms": 30000,
+                "retry": 1,
+                "backoff_ms": 1000,
+                "sandbox": { "read": ["data/"] }
+            },
+            "search": {
+                "url": "http://127.0.0.1:3001/mcp",
+                "headers": { "Authorization": { "env": "SEARCH_TOKEN" }, "X-Client": "charter" },
+                "tools": "*"
+            }
+        })
+    );
+    let back: std::collections::BTreeMap<String, McpServerIr> =
+        serde_json::from_value(json).expect("read");
+    assert_eq!(back, spec.mcp);
+    assert!(serde_json::from_value::<McpToolsIr>(serde_json::json!("all")).is_err());
+    let reader = spec.roles.get("reader").expect("reader");
+    assert_eq!(reader.tools, ["files.read_text_file", "search.web_search"]);
+    assert_eq!(
+        reader.tool_choice,
+        ToolChoiceIr::Tool("files.read_text_file".into())
+    );
+    assert_eq!(
+        spec.invariants.get("only_reader"),
+        Some(&InvariantIr::OnlyUses {
+            role: "reader".into(),
+            tool: "files.read_text_file".into()
+        })
+    );
+    assert!(spec.knows_tool("files.read_text_file"));
+    assert!(spec.knows_tool("search.anything"));
+    assert!(!spec.knows_tool("files.write_file"));
+    assert!(!spec.knows_tool("nope.x"));
+    assert_eq!(
+        spec.tool_names(),
+        ["files.read_text_file", "files.list_directory"]
+    );
+    // The whole spec reads back from its JSON, `mcp` and all.
+    let whole = serde_json::to_string(&spec).expect("json");
+    let read: CompiledSpec = serde_json::from_str(&whole).expect("read");
+    assert_eq!(read.mcp, spec.mcp);
+    // Without servers: no `mcp` key, so every other spec's IR and hash are unchanged.
+    let plain = example();
+    assert!(plain.mcp.is_empty());
+    let json = serde_json::to_value(&plain).expect("json");
+    assert!(json.get("mcp").is_none());
+    assert_eq!(semantic_hash(&plain), plain.spec_hash);
+}
+
 /// The console writes durations the way a spec does: what W007 suggests can be pasted.
 #[test]
 fn console_durations_read_back_as_spec_durations() {

@@ -73,6 +73,8 @@ pub enum Item {
     Rules(RulesBlock),
     Contract(Contract),
     Tool(Tool),
+    /// `mcp NAME { ... }`: an MCP server whose tools roles name `NAME.TOOL` (DESIGN §19).
+    Mcp(McpServer),
     Role(Role),
     Gate(Gate),
     Repair(Repair),
@@ -232,6 +234,76 @@ pub struct Tool {
     pub span: Span,
 }
 
+/// `mcp NAME { command: [...] | url: "..."  headers: {...}  env: {...}  tools: [...] | *
+/// timeout: D  retry: N backoff D  sandbox { ... } }`, as written: a key not written is
+/// `None`. Which keys go together is the checker's business (`check::mcp`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpServer {
+    pub name: Ident,
+    /// `command: ["npx", "pkg", "arg"]`: the program and its arguments (stdio).
+    pub command: Option<McpCommand>,
+    /// `url: "http://..."`: the server's streamable HTTP endpoint.
+    pub url: Option<McpUrl>,
+    /// `headers: { Name: "text" | env("VAR") }`: sent with every request to a `url`.
+    pub headers: Option<SecretMap>,
+    /// `env: { NAME: "text" | env("VAR") }`: the environment of a started server.
+    pub env: Option<SecretMap>,
+    /// `tools: [a, b]` or `tools: *`: the tools the spec may use from the server.
+    pub tools: Option<McpTools>,
+    /// `timeout: D`: bounds one call of one of its tools.
+    pub timeout: Option<DurationLit>,
+    /// `retry: N (backoff D)?`: re-runs of a call that failed or timed out.
+    pub retry: Option<Retry>,
+    /// `sandbox { ... }` / `sandbox: required`: what a started server may reach, as on a
+    /// `tool` (DESIGN §20).
+    pub sandbox: Option<Sandbox>,
+    pub span: Span,
+}
+
+/// `command: [...]`: the argv as written, and where the property is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpCommand {
+    pub argv: Vec<StringLit>,
+    pub span: Span,
+}
+
+/// `url: "..."`: the address as written, and where the property is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpUrl {
+    pub url: StringLit,
+    pub span: Span,
+}
+
+/// `headers: { ... }` or `env: { ... }`: entries in source order, and where the property is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SecretMap {
+    pub entries: Vec<SecretEntry>,
+    pub span: Span,
+}
+
+/// `NAME: "text"` or `NAME: env("VAR")`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SecretEntry {
+    pub name: Ident,
+    pub value: SecretValue,
+    pub span: Span,
+}
+
+/// A value given as text, or read from Charter's environment when it is used.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SecretValue {
+    Text(StringLit),
+    /// `env("VAR")`: the variable's name (the string's span), never its value.
+    Env(StringLit),
+}
+
+/// `tools: [a, b]` (`only` holds them) or `tools: *` (`only` is `None`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpTools {
+    pub only: Option<Vec<Ident>>,
+    pub span: Span,
+}
+
 /// A tool's `sandbox` block, as written; `sandbox: required` is a block with only
 /// `required: true`. A key not written is `None` (empty for `env`).
 #[derive(Clone, Debug, PartialEq)]
@@ -315,6 +387,8 @@ pub struct Role {
     pub rules: Vec<Ident>,
     pub inputs: Vec<Ident>,
     pub output: Option<Ident>,
+    /// The tools it may call: a `tool`'s name, or `SERVER.TOOL` (one [`Ident`] whose name
+    /// holds the dot) for a tool of an `mcp` server.
     pub tools: Vec<Ident>,
     pub max_tool_calls: Option<IntLit>,
     pub timeout: Option<DurationLit>,

@@ -151,12 +151,13 @@ fn is_operator(name: &str) -> bool {
 }
 
 /// The readable names of the words that start an item.
-const ITEM_NAMES: [&str; 13] = [
+const ITEM_NAMES: [&str; 14] = [
     "`import`",
     "`models`",
     "`rules`",
     "`contract`",
     "`tool`",
+    "`mcp`",
     "`role`",
     "`gate`",
     "`repair`",
@@ -188,7 +189,7 @@ fn help(expected: &[&str], found: &str) -> Option<String> {
     }
     if expected == ["an item"] {
         return Some(
-            "an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget`, `session`, `remember` or `flow`"
+            "an item starts with `import`, `models`, `rules`, `contract`, `tool`, `mcp`, `role`, `gate`, `repair`, `invariant`, `budget`, `session`, `remember` or `flow`"
                 .to_string(),
         );
     }
@@ -260,7 +261,7 @@ fn help(expected: &[&str], found: &str) -> Option<String> {
 fn readable(rule: Rule) -> &'static str {
     // One piece: one arm per grammar rule worth naming; splitting would scatter the table.
     match rule {
-        Rule::ident | Rule::has_no_tools | Rule::call_body => "a name",
+        Rule::ident | Rule::has_no_tools | Rule::call_body | Rule::tool_ref => "a name",
         Rule::type_name => "a contract name",
         Rule::code | Rule::codes => "an issue code",
         Rule::bare_name => "a name",
@@ -272,7 +273,11 @@ fn readable(rule: Rule) -> &'static str {
         Rule::rbrace => "`}`",
         Rule::lparen | Rule::args | Rule::paren => "`(`",
         Rule::rparen => "`)`",
-        Rule::lbracket | Rule::ident_list | Rule::list_lit => "`[`",
+        Rule::lbracket
+        | Rule::ident_list
+        | Rule::list_lit
+        | Rule::tool_list
+        | Rule::string_list => "`[`",
         Rule::rbracket => "`]`",
         Rule::langle => "`<`",
         Rule::rangle => "`>`",
@@ -305,6 +310,16 @@ fn readable(rule: Rule) -> &'static str {
         Rule::contract | Rule::kw_contract => "`contract`",
         Rule::field => "a field",
         Rule::tool | Rule::kw_tool => "`tool`",
+        Rule::mcp | Rule::kw_mcp => "`mcp`",
+        Rule::kw_command | Rule::mcp_command => "`command`",
+        Rule::kw_url | Rule::mcp_url => "`url`",
+        Rule::kw_headers | Rule::mcp_headers => "`headers`",
+        Rule::mcp_env => "`env`",
+        Rule::mcp_tools => "`tools`",
+        Rule::star => "`*`",
+        Rule::header_map | Rule::env_map => "`{`",
+        Rule::header_name => "a header name",
+        Rule::secret_env => "`env`",
         Rule::gate | Rule::kw_gate | Rule::gate_body => "`gate`",
         Rule::kw_on => "`on`",
         Rule::repair | Rule::kw_repair | Rule::repair_target => "`repair`",
@@ -332,8 +347,8 @@ fn readable(rule: Rule) -> &'static str {
         Rule::kw_file | Rule::prompt_file => "`file`",
         Rule::kw_tools | Rule::prop_tools => "`tools`",
         Rule::kw_max_tool_calls | Rule::prop_max_tool_calls => "`max_tool_calls`",
-        Rule::kw_timeout | Rule::prop_timeout => "`timeout`",
-        Rule::kw_retry | Rule::prop_retry => "`retry`",
+        Rule::kw_timeout | Rule::prop_timeout | Rule::tool_timeout => "`timeout`",
+        Rule::kw_retry | Rule::prop_retry | Rule::tool_retry => "`retry`",
         Rule::kw_history | Rule::prop_history => "`history`",
         Rule::kw_tool_choice | Rule::prop_tool_choice => "`tool_choice`",
         Rule::kw_retry_after_effects | Rule::prop_retry_after_effects => "`retry_after_effects`",

@@ -121,6 +121,10 @@ fn is_token(rule: Rule) -> bool {
             | Rule::kw_network
             | Rule::kw_env
             | Rule::kw_processes
+            | Rule::kw_mcp
+            | Rule::kw_command
+            | Rule::kw_url
+            | Rule::kw_headers
             | Rule::kw_else
             | Rule::kw_pass
             | Rule::kw_when
@@ -272,9 +276,10 @@ impl Lowerer<'_> {
         }
     }
 
+    /// The names of an `ident_list` or a `tool_list` (whose `SERVER.TOOL` is one name).
     fn ident_list(&self, pair: Pair<'_, Rule>) -> Vec<Ident> {
         values(pair)
-            .filter(|child| child.as_rule() == Rule::ident)
+            .filter(|child| matches!(child.as_rule(), Rule::ident | Rule::tool_ref))
             .map(|child| self.ident(&child))
             .collect()
     }
@@ -333,6 +338,7 @@ impl Lowerer<'_> {
             Rule::rules_block => Item::Rules(self.rules_block(pair)?),
             Rule::contract => Item::Contract(self.contract(pair)?),
             Rule::tool => Item::Tool(self.tool(pair)?),
+            Rule::mcp => Item::Mcp(self.mcp(pair)?),
             Rule::role => Item::Role(self.role(pair)?),
             Rule::gate => Item::Gate(self.gate(pair)?),
             Rule::repair => Item::Repair(self.repair(pair)?),
@@ -683,6 +689,149 @@ impl Lowerer<'_> {
             }
         }
         Some(tool)
+    }
+
+    /// An `mcp NAME { ... }` item: each key at most once (E003); which keys go together
+    /// and what their values say is checked later (`check::mcp`).
+    fn mcp(&mut self, pair: Pair<'_, Rule>) -> Option<McpServer> {
+        let span = self.span(&pair);
+        let mut children = values(pair);
+        let name = self.ident(&children.next()?);
+        let owner = format!("mcp server `{}`", name.name);
+        let mut server = McpServer {
+            name,
+            command: None,
+            url: None,
+            headers: None,
+            env: None,
+            tools: None,
+            timeout: None,
+            retry: None,
+            sandbox: None,
+            span,
+        };
+        let mut seen = Vec::new();
+        for property in children {
+            let property_span = self.span(&property);
+            let rule = property.as_rule();
+            let key = match rule {
+                Rule::mcp_command => "command",
+                Rule::mcp_url => "url",
+                Rule::mcp_headers => "headers",
+                Rule::mcp_env => "env",
+                Rule::mcp_tools => "tools",
+                Rule::tool_timeout => "timeout",
+                Rule::tool_sandbox => "sandbox",
+                _ => "retry",
+            };
+            if self.duplicate(&mut seen, key, property_span, &owner) {
+                continue;
+            }
+            match rule {
+                Rule::tool_sandbox => server.sandbox = Some(self.sandbox(property, &owner)?),
+                Rule::tool_retry => {
+                    let mut parts = values(property);
+                    let count = self.int(&parts.next()?);
+                    let backoff = match parts.next() {
+                        Some(duration) => self.duration(&duration),
+                        None => None,
+                    };
+                    server.retry = count.map(|count| Retry {
+                        count,
+                        backoff,
+                        span: property_span,
+                    });
+                }
+                Rule::tool_timeout => {
+                    server.timeout = self.duration(&values(property).next()?);
+                }
+                Rule::mcp_command => {
+                    let list = values(property).next()?;
+                    server.command = Some(McpCommand {
+                        argv: values(list)
+                            .filter(|child| is_string(child.as_rule()))
+                            .map(|child| self.string(&child))
+                            .collect(),
+                        span: property_span,
+                    });
+                }
+                Rule::mcp_url => {
+                    let url = self.string(&values(property).next()?);
+                    server.url = Some(McpUrl {
+                        url,
+                        span: property_span,
+                    });
+                }
+                Rule::mcp_tools => {
+                    let value = values(property).next()?;
+                    let only = (value.as_rule() != Rule::star).then(|| self.ident_list(value));
+                    server.tools = Some(McpTools {
+                        only,
+                        span: property_span,
+                    });
+                }
+                _ => {
+                    let map = self.secret_map(property, property_span, &owner, key)?;
+                    if rule == Rule::mcp_headers {
+                        server.headers = Some(map);
+                    } else {
+                        server.env = Some(map);
+                    }
+                }
+            }
+        }
+        Some(server)
+    }
+
+    /// The `{ NAME: "text" | env("VAR") ... }` of `headers:` or `env:`. A name given twice
+    /// is E003 (header names compared without case, as HTTP does).
+    fn secret_map(
+        &mut self,
+        property: Pair<'_, Rule>,
+        span: Span,
+        owner: &str,
+        key: &str,
+    ) -> Option<SecretMap> {
+        let headers = property.as_rule() == Rule::mcp_headers;
+        let map = values(property).next()?;
+        let mut entries: Vec<SecretEntry> = Vec::new();
+        for entry in values(map) {
+            let entry_span = self.span(&entry);
+            let mut parts = values(entry);
+            let name = self.ident(&parts.next()?);
+            let value = parts.next()?;
+            let value = if value.as_rule() == Rule::secret_env {
+                SecretValue::Env(self.string(&values(value).next()?))
+            } else {
+                SecretValue::Text(self.string(&value))
+            };
+            let same = |other: &SecretEntry| {
+                if headers {
+                    other.name.name.eq_ignore_ascii_case(&name.name)
+                } else {
+                    other.name.name == name.name
+                }
+            };
+            if let Some(first) = entries.iter().find(|other| same(other)) {
+                self.report(
+                    Diagnostic::new(
+                        Code::E003,
+                        name.span,
+                        format!("`{}` is given twice in `{key}` of {owner}", name.name),
+                    )
+                    .with_label("given again here")
+                    .with_note(first.name.span, "first given here")
+                    .with_help(format!("keep one `{}`", name.name)),
+                );
+                continue;
+            }
+            entries.push(SecretEntry {
+                name,
+                value,
+                span: entry_span,
+            });
+        }
+        Some(SecretMap { entries, span })
     }
 
     /// A tool's `sandbox { ... }` block, or `sandbox: required`. Each key at most once

@@ -36,12 +36,13 @@ const MAX_SYNTAX_ERRORS: usize = 100;
 
 /// Words that start an item; a line that starts with one of them is where parsing
 /// resumes after a syntax error.
-const ITEM_KEYWORDS: [&str; 13] = [
+const ITEM_KEYWORDS: [&str; 14] = [
     "import",
     "models",
     "rules",
     "contract",
     "tool",
+    "mcp",
     "role",
     "gate",
     "repair",
@@ -340,6 +341,7 @@ pub(crate) fn entry_rule(rest: &str) -> Rule {
         "rules" => Rule::rules_entry,
         "contract" => Rule::contract_entry,
         "tool" => Rule::tool_entry,
+        "mcp" => Rule::mcp_entry,
         "role" => Rule::role_entry,
         "gate" => Rule::gate_entry,
         "repair" => Rule::repair_entry,

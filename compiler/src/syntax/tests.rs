@@ -195,6 +195,7 @@ fn design_example_parses_clean() {
             Item::Rules(_) => "rules",
             Item::Contract(_) => "contract",
             Item::Tool(_) => "tool",
+            Item::Mcp(_) => "mcp",
             Item::Role(_) => "role",
             Item::Gate(_) => "gate",
             Item::Repair(_) => "repair",
@@ -590,6 +591,17 @@ fn helpful_messages() {
         "every sandbox key is offered"
     );
     assert_eq!(
+        help(&format!("{HEADER}mcp m {{ comand: [\"x\"] }}\n")),
+        "expected one of `tools`, `timeout`, `retry`, `sandbox`, `env`, `command`, `url`, `headers`, `}`: did you mean `command`?"
+    );
+    assert!(
+        help(&format!(
+            "{HEADER}mcp m {{ url: \"http://a\", header: {{}} }}\n"
+        ))
+        .ends_with("did you mean `headers`?"),
+        "every mcp key is offered"
+    );
+    assert_eq!(
         help(&format!(
             "{HEADER}flow {{\n  a = r(x) -> b\n  b = gate g pas -> done fail -> repair\n}}\n"
         )),
@@ -601,7 +613,7 @@ fn helpful_messages() {
     );
     assert_eq!(
         help(&format!("{HEADER}widget x {{}}\n")),
-        "expected an item: an item starts with `import`, `models`, `rules`, `contract`, `tool`, `role`, `gate`, `repair`, `invariant`, `budget`, `session`, `remember` or `flow`"
+        "expected an item: an item starts with `import`, `models`, `rules`, `contract`, `tool`, `mcp`, `role`, `gate`, `repair`, `invariant`, `budget`, `session`, `remember` or `flow`"
     );
 }
 
@@ -1518,6 +1530,20 @@ fn common_mistakes() {
         (
             "tool t { input: Q sandbox: true }",
             "E001 2:28 expected `required`",
+        ),
+        (
+            "mcp m { tools: [files.read] }",
+            "E001 2:22 expected `,` or `]`",
+        ),
+        (
+            "mcp m { url: \"http://a\"  headers: { Authorization: env(TOKEN) } }",
+            "E001 2:56 expected a string",
+        ),
+        ("mcp m { command: \"npx x\" }", "E001 2:18 expected `[`"),
+        ("mcp m { tools: all }", "E001 2:16 expected `[` or `*`"),
+        (
+            "role r { tools: [files. read] }",
+            "E001 2:23 expected `,` or `]`",
         ),
         (
             "flow {\n  a = each t in xs: w(t) -> b\n  b = gate q pass -> done\n}",

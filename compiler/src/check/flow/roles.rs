@@ -168,7 +168,7 @@ fn check_invariants(symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagnostic>) {
             }
             InvariantKind::OnlyUses { role, tool } => {
                 if !symbols.roles.contains_key(role.name.as_str())
-                    || !symbols.tools.contains_key(tool.name.as_str())
+                    || !symbols.knows_tool(&tool.name)
                 {
                     continue;
                 }

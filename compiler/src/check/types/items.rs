@@ -7,6 +7,7 @@ use crate::check::Symbols;
 use crate::check::types::expr::quoted;
 use crate::check::types::ty::number;
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
+use crate::names::mcp_tool;
 use crate::syntax::ast::{
     Action, Budget, Contract, FailTarget, Gate, GateRule, Ident, Invariant, InvariantKind, Item,
     ModelEntry, ModelParam, ModelRef, Next, RangeLit, Remember, Repair, RepairPattern, Role,
@@ -66,6 +67,8 @@ pub fn check(spec: &SpecFile, symbols: &Symbols<'_>, diagnostics: &mut Vec<Diagn
             Item::Rules(_) => {}
             Item::Contract(contract) => checker.contract(contract),
             Item::Tool(tool) => checker.tool(tool),
+            // `mcp` servers and the names of their tools: `check::mcp`.
+            Item::Mcp(_) => {}
             Item::Role(role) => checker.role(role),
             Item::Gate(gate) => checker.gate(gate),
             Item::Repair(repair) => checker.repair(repair),
@@ -521,7 +524,12 @@ impl Items<'_, '_> {
         if let Some(mode) = role.messages.as_ref().filter(|mode| mode.name == "chat") {
             self.chat_input(role, mode);
         }
-        for tool in &role.tools {
+        // `SERVER.TOOL` names are checked with the servers (`check::mcp`).
+        for tool in role
+            .tools
+            .iter()
+            .filter(|tool| mcp_tool(&tool.name).is_none())
+        {
             if !self.symbols.tools.contains_key(tool.name.as_str()) {
                 let names: Vec<&str> = self.symbols.tools.keys().copied().collect();
                 unknown("tool", tool, names, self.diagnostics);
@@ -766,7 +774,9 @@ impl Items<'_, '_> {
             InvariantKind::HasNoTools { role } => self.role_ref(role),
             InvariantKind::OnlyUses { role, tool } => {
                 self.role_ref(role);
-                if !self.symbols.tools.contains_key(tool.name.as_str()) {
+                if mcp_tool(&tool.name).is_none()
+                    && !self.symbols.tools.contains_key(tool.name.as_str())
+                {
                     let names: Vec<&str> = self.symbols.tools.keys().copied().collect();
                     unknown("tool", tool, names, self.diagnostics);
                 }

@@ -1,5 +1,6 @@
-//! Completion: keywords and the names in scope, a contract's fields after `.`, issue codes
-//! in `repair`, a tool's properties and its sandbox's keys and values, and the variables a
+//! Completion: keywords and the names in scope, a contract's fields after `.`, an `mcp`
+//! server's tools after `SERVER.` where a tool is named, issue codes in `repair`, a tool's
+//! properties, an `mcp` server's keys and a sandbox's keys and values, and the variables a
 //! role's prompt template may read inside `{{ }}`.
 
 use std::ops::Range;
@@ -7,7 +8,7 @@ use std::ops::Range;
 use charter_compiler::check::Symbols;
 use charter_compiler::check::templates::provided_variables;
 use charter_compiler::names::snake_case;
-use charter_compiler::syntax::ast::Role;
+use charter_compiler::syntax::ast::{McpServer, Role};
 
 use crate::Analysis;
 use crate::index::{Def, field_contract, request_contract, step_contract};
@@ -15,7 +16,7 @@ use crate::props::{self, Block};
 use crate::scan::{TemplateItem, tag_at, template_items};
 
 /// Keywords of the language, offered where a name is expected.
-pub const KEYWORDS: [&str; 71] = [
+pub const KEYWORDS: [&str; 72] = [
     "spec",
     "version",
     "import",
@@ -23,6 +24,7 @@ pub const KEYWORDS: [&str; 71] = [
     "rules",
     "contract",
     "tool",
+    "mcp",
     "role",
     "gate",
     "repair",
@@ -100,6 +102,8 @@ pub enum CompletionKind {
     Gate,
     Rules,
     Tool,
+    /// An `mcp` server (its tools follow a `.`).
+    Server,
     Model,
     Issue,
     Variable,
@@ -181,6 +185,12 @@ impl Analysis {
             return Vec::new();
         }
         let (path_before, _) = typed_path(text, offset);
+        if let [server] = path_before.as_slice()
+            && let Some(server) = symbols.mcp.get(server.as_str())
+            && names_a_tool(text, offset)
+        {
+            return server_tools(server);
+        }
         if !path_before.is_empty() {
             return self.field_completions(&symbols, text, offset, &path_before);
         }
@@ -256,7 +266,8 @@ impl Analysis {
 }
 
 /// Inside a `tool` block: its properties where a key goes, `required` after `sandbox:`
-/// and the effects after `effect:`; inside its `sandbox { }`: the sandbox's keys, the
+/// and the effects after `effect:`; inside an `mcp` block: its keys, and `env` as a value
+/// of its `env` and `headers` maps; inside a `sandbox { }`: the sandbox's keys, the
 /// network modes after `network:` and `true`/`false` after `required:`. `None` elsewhere
 /// (and after any other key, where the general completions apply).
 fn tool_completions(text: &str, offset: usize) -> Option<Vec<Completion>> {
@@ -285,13 +296,60 @@ fn tool_completions(text: &str, offset: usize) -> Option<Vec<Completion>> {
     };
     Some(match (place.block, place.after_key.as_deref()) {
         (Block::Tool, None) => table(&props::TOOL_PROPS, "tool property"),
-        (Block::Tool, Some("sandbox")) => words(&["required"]),
+        (Block::Mcp, None) => table(&props::MCP_KEYS, "mcp server"),
+        (Block::Tool | Block::Mcp, Some("sandbox")) => words(&["required"]),
+        // A map's names are the author's; a value is text or `env("VAR")`.
+        (Block::McpMap, None) => Vec::new(),
+        (Block::McpMap, Some(_)) => words(&["env"]),
         (Block::Tool, Some("effect")) => words(&["read", "write", "external"]),
         (Block::Sandbox, None) => table(&props::SANDBOX_KEYS, "sandbox"),
         (Block::Sandbox, Some("network")) => table(&props::NETWORK_VALUES, "network"),
         (Block::Sandbox, Some("required")) => words(&["true", "false"]),
         _ => return None,
     })
+}
+
+/// Whether the `SERVER.` path typed before `offset` stands where a tool is named: in a
+/// `tools: [...]` list, after `permit`, `tool_choice:` or `uses`.
+fn names_a_tool(text: &str, offset: usize) -> bool {
+    let mut start = word_at(text, offset).start;
+    // Back over `SERVER.`: the word before the dot.
+    if start > 0 && text.get(start - 1..start) == Some(".") {
+        start = word_at(text, start - 1).start;
+    }
+    let before = text.get(..start).unwrap_or("").trim_end();
+    if before.ends_with("permit") || before.ends_with("uses") || before.ends_with("tool_choice:") {
+        return true;
+    }
+    let Some(open) = before.rfind('[') else {
+        return false;
+    };
+    let list = before.get(open + 1..).unwrap_or("");
+    !list.contains(']')
+        && before
+            .get(..open)
+            .unwrap_or("")
+            .trim_end()
+            .strip_suffix(':')
+            .is_some_and(|key| key.trim_end().ends_with("tools"))
+}
+
+/// The tools an `mcp` server lets the spec use, after `SERVER.` (none under `tools: *`:
+/// they are not known offline).
+fn server_tools(server: &McpServer) -> Vec<Completion> {
+    let name = &server.name.name;
+    server
+        .tools
+        .iter()
+        .flat_map(|tools| tools.only.iter().flatten())
+        .map(|tool| {
+            item(
+                &tool.name,
+                CompletionKind::Tool,
+                Some(format!("tool of mcp server `{name}`")),
+            )
+        })
+        .collect()
 }
 
 /// The contract held by `name` bound before `offset` as `every|some|count NAME in PATH`.
@@ -422,6 +480,11 @@ fn names(symbols: &Symbols<'_>) -> Vec<Completion> {
         symbols.tools.keys().copied().collect(),
         CompletionKind::Tool,
         "tool",
+    );
+    add(
+        symbols.mcp.keys().copied().collect(),
+        CompletionKind::Server,
+        "mcp server: its tools are `SERVER.TOOL`",
     );
     add(
         symbols.models.keys().copied().collect(),

@@ -7,7 +7,7 @@ use std::ops::Range;
 use charter_compiler::check::Symbols;
 use charter_compiler::explain::explain;
 use charter_compiler::syntax::ast::{
-    Contract, GateRule, ModelRef, PromptSource, RepairPattern, Role, Step, StepBody,
+    Contract, GateRule, McpServer, ModelRef, PromptSource, RepairPattern, Role, Step, StepBody,
 };
 use charter_compiler::{Code, FileId, Sources, Span};
 
@@ -125,6 +125,14 @@ fn describe(
             format!("rules `{name}`{version}\n\n{}", lines.join("\n"))
         }
         Def::Tool(name) => code_block(&snippet(sources, symbols.tools.get(name.as_str())?.span)),
+        Def::Mcp(name) => mcp_text(symbols.mcp.get(name.as_str())?),
+        Def::McpTool(server, tool) => {
+            let found = symbols.mcp.get(server.as_str())?;
+            format!(
+                "tool `{tool}` of MCP server `{server}`\n\n{}",
+                mcp_text(found)
+            )
+        }
         Def::Model(name) => code_block(&snippet(sources, symbols.models.get(name.as_str())?.span)),
         Def::Invariant(name) => code_block(&snippet(
             sources,
@@ -145,6 +153,48 @@ fn describe(
         }
         Def::Issue(code) => issue_text(code, symbols, sources),
     })
+}
+
+/// An `mcp` server as it is reached (its command or URL) and the tools it lets the spec
+/// use, with what that means.
+fn mcp_text(server: &McpServer) -> String {
+    let quote = |text: &str| format!("{text:?}");
+    let mut lines = vec![format!("mcp {} {{", server.name.name)];
+    let how = match (&server.command, &server.url) {
+        (Some(command), _) => {
+            let argv: Vec<String> = command.argv.iter().map(|arg| quote(&arg.value)).collect();
+            lines.push(format!("  command: [{}]", argv.join(", ")));
+            "started as a process in the project root, spoken to over stdio"
+        }
+        (None, Some(url)) => {
+            lines.push(format!("  url: {}", quote(&url.url.value)));
+            "reached over streamable HTTP"
+        }
+        (None, None) => "neither started nor reached: it needs `command` or `url`",
+    };
+    let tools = match server.tools.as_ref().map(|tools| tools.only.as_ref()) {
+        Some(Some(only)) => {
+            lines.push(format!("  tools: [{}]", names(only)));
+            format!(
+                "the spec may use these tools of it, as `{}.TOOL`",
+                server.name.name
+            )
+        }
+        Some(None) => {
+            lines.push("  tools: *".to_string());
+            format!(
+                "the spec may use every tool it lists, as `{}.TOOL` (not known offline yet: any \
+                 name is accepted)",
+                server.name.name
+            )
+        }
+        None => "it lets the spec use no tool yet: it needs `tools`".to_string(),
+    };
+    lines.push("}".to_string());
+    format!(
+        "{}\n\nMCP server, {how}; {tools}",
+        code_block(&lines.join("\n"))
+    )
 }
 
 fn contract_text(contract: &Contract, sources: &Sources) -> String {

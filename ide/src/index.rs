@@ -10,7 +10,7 @@
 //! list's item contract, and `X.step == "NAME"` names a step.
 
 use charter_compiler::check::Symbols;
-use charter_compiler::names::snake_case;
+use charter_compiler::names::{mcp_tool, snake_case};
 use charter_compiler::syntax::ast::{
     Action, Contract, Expr, ExprKind, Gate, GateRule, Item, ModelRef, Next, PromptSource,
     RepairPattern, Role, RoleOrigin, SpecFile, Step, StepBody, Target, TypeExpr, TypeKind,
@@ -30,6 +30,10 @@ pub enum Def {
     Gate(String),
     Rules(String),
     Tool(String),
+    /// An `mcp` server.
+    Mcp(String),
+    /// A tool of an `mcp` server: (server, tool), defined by its allow-list entry.
+    McpTool(String, String),
     Model(String),
     /// A role file or prompt template, by its path.
     File(String),
@@ -205,6 +209,33 @@ impl Builder<'_, '_> {
         });
     }
 
+    /// A tool where a role names one: a `tool`, or `SERVER.TOOL` (the server where its name
+    /// is written, the tool where its name is, when the name is written as spelled).
+    fn tool_ref(&mut self, ident: &charter_compiler::syntax::ast::Ident) {
+        let Some((server, tool)) = mcp_tool(&ident.name) else {
+            self.add(ident.span, Def::Tool(ident.name.clone()), false);
+            return;
+        };
+        let span = ident.span;
+        let (server_span, tool_span) = if (span.end - span.start) as usize == ident.name.len() {
+            let dot = span.start as usize + server.len();
+            (
+                Span::new(span.file, span.start as usize, dot),
+                Span::new(span.file, dot + 1, span.end as usize),
+            )
+        } else {
+            (span, span)
+        };
+        self.add(server_span, Def::Mcp(server.to_string()), false);
+        if tool_span != server_span {
+            self.add(
+                tool_span,
+                Def::McpTool(server.to_string(), tool.to_string()),
+                false,
+            );
+        }
+    }
+
     fn contract_ref(&mut self, ident: &charter_compiler::syntax::ast::Ident) {
         self.add(ident.span, Def::Contract(ident.name.clone()), false);
     }
@@ -219,7 +250,7 @@ impl Builder<'_, '_> {
                         self.role(role);
                     }
                     for permit in &import.permits {
-                        self.add(permit.tool.span, Def::Tool(permit.tool.name.clone()), false);
+                        self.tool_ref(&permit.tool);
                     }
                 }
                 Item::Models(block) => {
@@ -236,6 +267,18 @@ impl Builder<'_, '_> {
                     self.add(tool.name.span, Def::Tool(tool.name.name.clone()), true);
                     for contract in tool.input.iter().chain(&tool.output) {
                         self.contract_ref(contract);
+                    }
+                }
+                Item::Mcp(server) => {
+                    let name = server.name.name.clone();
+                    self.add(server.name.span, Def::Mcp(name.clone()), true);
+                    let allowed = server.tools.iter().flat_map(|tools| tools.only.iter());
+                    for tool in allowed.flatten() {
+                        self.add(
+                            tool.span,
+                            Def::McpTool(name.clone(), tool.name.clone()),
+                            true,
+                        );
                     }
                 }
                 Item::Role(role) => self.role(role),
@@ -293,7 +336,7 @@ impl Builder<'_, '_> {
             }
             InvariantKind::OnlyUses { role, tool } => {
                 self.add(role.span, Def::Role(role.name.clone()), false);
-                self.add(tool.span, Def::Tool(tool.name.clone()), false);
+                self.tool_ref(tool);
             }
             InvariantKind::Always(expr) => {
                 self.expr(expr);
@@ -356,15 +399,16 @@ impl Builder<'_, '_> {
             self.contract_ref(contract);
         }
         for tool in &role.tools {
-            self.add(tool.span, Def::Tool(tool.name.clone()), false);
+            self.tool_ref(tool);
         }
         for rule in &role.tool_rules {
-            self.add(rule.tool.span, Def::Tool(rule.tool.name.clone()), false);
+            self.tool_ref(&rule.tool);
         }
         if let Some(choice) = &role.tool_choice
-            && self.symbols.tools.contains_key(choice.name.as_str())
+            && (self.symbols.tools.contains_key(choice.name.as_str())
+                || mcp_tool(&choice.name).is_some())
         {
-            self.add(choice.span, Def::Tool(choice.name.clone()), false);
+            self.tool_ref(choice);
         }
         if let Some(history) = &role.history {
             for step in &history.steps {
@@ -372,7 +416,7 @@ impl Builder<'_, '_> {
             }
         }
         for permit in &role.permits {
-            self.add(permit.tool.span, Def::Tool(permit.tool.name.clone()), false);
+            self.tool_ref(&permit.tool);
             let input = self
                 .symbols
                 .tools

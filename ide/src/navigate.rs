@@ -36,11 +36,23 @@ impl Analysis {
                 range: 0..0,
             }];
         }
-        self.index
+        let found: Vec<FileRange> = self
+            .index
             .of(&occurrence.def)
             .filter(|found| found.is_def)
             .filter_map(|found| self.file_range(found.span))
-            .collect()
+            .collect();
+        // A tool of a server with `tools: *` is defined by no entry: go to the server.
+        if let (true, Def::McpTool(server, _)) = (found.is_empty(), &occurrence.def) {
+            let server = Def::Mcp(server.clone());
+            return self
+                .index
+                .of(&server)
+                .filter(|found| found.is_def)
+                .filter_map(|found| self.file_range(found.span))
+                .collect();
+        }
+        found
     }
 
     /// Every place the name at `offset` is written, its definitions included or not.
@@ -213,7 +225,7 @@ fn check_name(name: &str) -> Result<(), String> {
 
 /// Words a renamed name may not be: the grammar's reserved words, the words that start an
 /// item or a step's body, the flow's terminals and the names every expression sees.
-const RESERVED: [&str; 30] = [
+const RESERVED: [&str; 31] = [
     "true",
     "false",
     "none",
@@ -227,6 +239,7 @@ const RESERVED: [&str; 30] = [
     "rules",
     "contract",
     "tool",
+    "mcp",
     "role",
     "gate",
     "repair",

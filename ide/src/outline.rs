@@ -20,6 +20,8 @@ pub enum SymbolKind {
     Contract,
     Field,
     Tool,
+    /// An `mcp` server, with the tools it lets the spec use.
+    Mcp,
     Role,
     Gate,
     GateRule,
@@ -208,7 +210,8 @@ fn def_kind(def: &Def) -> TokenKind {
         Def::Step(_) => TokenKind::Variable,
         Def::Gate(_) | Def::Invariant(_) => TokenKind::Class,
         Def::Rules(_) => TokenKind::Namespace,
-        Def::Tool(_) => TokenKind::Method,
+        Def::Tool(_) | Def::McpTool(..) => TokenKind::Method,
+        Def::Mcp(_) => TokenKind::Namespace,
         Def::Model(_) => TokenKind::Macro,
         Def::File(_) => TokenKind::String,
         Def::Issue(_) => TokenKind::EnumMember,
@@ -249,6 +252,23 @@ fn outline_item(item: &Item) -> Option<OutlineItem> {
         Item::Contract(contract) => contract_entry(contract, SymbolKind::Contract),
         Item::Session(session) => contract_entry(&session.contract, SymbolKind::Session),
         Item::Tool(tool) => entry(&tool.name.name, SymbolKind::Tool, tool.span, tool.name.span),
+        Item::Mcp(server) => {
+            let name = &server.name.name;
+            let mut found = entry(name, SymbolKind::Mcp, server.span, server.name.span);
+            let allowed = server.tools.iter().flat_map(|tools| tools.only.iter());
+            found.children = allowed
+                .flatten()
+                .map(|tool| {
+                    entry(
+                        &format!("{name}.{}", tool.name),
+                        SymbolKind::Tool,
+                        tool.span,
+                        tool.span,
+                    )
+                })
+                .collect();
+            found
+        }
         Item::Role(role) => role_entry(role, role.span),
         Item::Gate(gate) => {
             let mut found = entry(&gate.name.name, SymbolKind::Gate, gate.span, gate.name.span);

@@ -1,6 +1,6 @@
-//! The properties of a `tool` block and of its `sandbox { }` (DESIGN §20), for completion
-//! and hover: which block the cursor is in, whether it is at a key or after `key:`, and
-//! a line on what each key and value means.
+//! The properties of a `tool` block, of an `mcp` server (DESIGN §19) and of their
+//! `sandbox { }` (DESIGN §20), for completion and hover: which block the cursor is in,
+//! whether it is at a key or after `key:`, and a line on what each key and value means.
 
 use std::ops::Range;
 
@@ -25,6 +25,42 @@ pub const TOOL_PROPS: [(&str, &str); 6] = [
     (
         "sandbox",
         "what the tool's processes may reach beyond the default sandbox: `sandbox { read: [...]  write: [...]  network: none | loopback | any  env: [NAME]  processes: N  required: true }`, or `sandbox: required`. By default a tool reads only the system (`/usr`, `/bin`, `/lib*`, `/etc`, `/opt`) and the project, writes only its own per-call directory (its HOME and TMPDIR), has no network, a clean environment and at most 256 processes",
+    ),
+];
+
+/// An `mcp` server's keys, with what each says.
+pub const MCP_KEYS: [(&str, &str); 8] = [
+    (
+        "command",
+        "`[\"npx\", \"PACKAGE\", ...]`: the program and its arguments, started in the project root and spoken to over stdio (or `url`)",
+    ),
+    (
+        "url",
+        "`\"http://HOST/mcp\"`: a running server, spoken to over streamable HTTP (or `command`)",
+    ),
+    (
+        "headers",
+        "`{ Name: \"text\", Authorization: env(\"TOKEN\") }`: sent with every request to a `url` server; `env(\"VAR\")` is read when the server is used",
+    ),
+    (
+        "env",
+        "`{ NAME: \"text\", TOKEN: env(\"TOKEN\") }`: the environment of a started server (with `command`)",
+    ),
+    (
+        "tools",
+        "`[read_text_file, ...]`: the tools the spec may use, named `SERVER.TOOL`; `*` for every tool the server lists",
+    ),
+    (
+        "timeout",
+        "one call of one of its tools is cut after this long",
+    ),
+    (
+        "retry",
+        "`retry: N backoff D`: a failed call is run again up to N times",
+    ),
+    (
+        "sandbox",
+        "what a started server may reach beyond the default sandbox, as on a `tool`: `sandbox { read: [...]  network: ... }` or `sandbox: required` (not with `url`)",
     ),
 ];
 
@@ -68,7 +104,11 @@ pub const NETWORK_VALUES: [(&str, &str); 3] = [
 pub enum Block {
     /// A `tool NAME { }` block, outside its sandbox.
     Tool,
-    /// The `sandbox { }` block of a tool.
+    /// An `mcp NAME { }` block, outside its sandbox and maps.
+    Mcp,
+    /// The `env: { }` or `headers: { }` of an `mcp` server.
+    McpMap,
+    /// The `sandbox { }` block of a tool or an `mcp` server.
     Sandbox,
 }
 
@@ -126,7 +166,8 @@ pub fn place(text: &str, word: Range<usize>) -> Option<Place> {
     })
 }
 
-/// The innermost open `{` of `before`, when it is a tool's or its sandbox's, and where.
+/// The innermost open `{` of `before`, when it is a tool's, an `mcp` server's, or one of
+/// their blocks', and where.
 fn block(before: &str, lexemes: &[(Lexeme, Range<usize>)]) -> Option<(Block, usize)> {
     let mut open: Vec<usize> = Vec::new();
     let mut skip = lexemes
@@ -157,12 +198,14 @@ fn block(before: &str, lexemes: &[(Lexeme, Range<usize>)]) -> Option<(Block, usi
     match words.as_slice() {
         [.., "sandbox"] if open.len() >= 2 => Some((Block::Sandbox, brace)),
         [.., "tool", _] if open.len() == 1 => Some((Block::Tool, brace)),
+        [.., "mcp", _] if open.len() == 1 => Some((Block::Mcp, brace)),
+        [.., "env" | "headers"] if open.len() >= 2 => Some((Block::McpMap, brace)),
         _ => None,
     }
 }
 
-/// What `word` means at `place`, when it is a tool property, a sandbox key or a network
-/// mode written there.
+/// What `word` means at `place`, when it is a tool property, an `mcp` server's key, a
+/// sandbox key or a network mode written there.
 pub fn describe(word: &str, place: &Place) -> Option<String> {
     let find = |table: &[(&str, &str)]| {
         table
@@ -175,7 +218,8 @@ pub fn describe(word: &str, place: &Place) -> Option<String> {
     }
     match (place.block, place.after_key.as_deref()) {
         (Block::Tool, None) => find(&TOOL_PROPS).map(|what| format!("`{word}` (tool): {what}")),
-        (Block::Tool, Some("sandbox")) if word == "required" => Some(
+        (Block::Mcp, None) => find(&MCP_KEYS).map(|what| format!("`{word}` (mcp server): {what}")),
+        (Block::Tool | Block::Mcp, Some("sandbox")) if word == "required" => Some(
             "`sandbox: required`: the default sandbox, and a call fails where the machine \
              cannot sandbox it instead of running with a warning"
                 .to_string(),
@@ -221,6 +265,17 @@ mod tests {
             })
         );
         assert_eq!(at(text, "model"), None);
+        let text = "mcp files {\n  command: [\"npx\"]\n  env: { A: env(\"B\") }\n  sandbox { network: any }\n  tools: *\n}\n";
+        let mcp = |block: Block, after: Option<&str>| {
+            Some(Place {
+                block,
+                after_key: after.map(str::to_string),
+                in_list: false,
+            })
+        };
+        assert_eq!(at(text, "tools"), mcp(Block::Mcp, None));
+        assert_eq!(at(text, "A"), mcp(Block::McpMap, None));
+        assert_eq!(at(text, "any"), mcp(Block::Sandbox, Some("network")));
         assert_eq!(place("sandbox {", 0..0), None);
     }
 }

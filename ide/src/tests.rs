@@ -848,3 +848,167 @@ flow { a = tool fetch(request) -> done }
     assert!(hover("read: [", 0, 0).is_some_and(|text| text.contains("may read")));
     assert_eq!(hover("effect: read", 0, 9), None);
 }
+
+const MCP: &str = r#"spec s version "1"
+contract Ask { path: string }
+contract Reply { text: string }
+mcp files {
+  command: ["npx", "@modelcontextprotocol/server-filesystem", "data"]
+  env: { LOG_LEVEL: "warn" }
+  tools: [read_text_file, list_directory]
+  timeout: 30s
+  sandbox { read: ["data/"] }
+}
+mcp search { url: "http://127.0.0.1:3001/mcp"  tools: * }
+role reader {
+  model: "openai:gpt-4o-mini"
+  prompt: """Read {{ ask.path }}"""
+  input: Ask
+  output: Reply
+  tools: [files.read_text_file, search.web_search]
+  max_tool_calls: 4
+  permit files.read_text_file when len(args.path) < 200
+}
+invariant one_reader: only reader uses files.read_text_file
+flow { read = reader(request) -> done }
+"#;
+
+#[test]
+fn mcp_servers_complete_hover_and_lead_to_their_definition() {
+    let analysis = inline(MCP);
+    let path = "/p/specs/x.charter";
+    assert!(
+        analysis.diagnostics().is_empty(),
+        "{:?}",
+        analysis.diagnostics()
+    );
+    let labels = |text: &str, offset: usize| -> Vec<String> {
+        inline(text)
+            .completions(path, offset)
+            .into_iter()
+            .map(|completion| completion.label)
+            .collect()
+    };
+    // The server's keys where a key goes, `required` after `sandbox:`, `env` as a map value.
+    let keys = [
+        "command", "url", "headers", "env", "tools", "timeout", "retry", "sandbox",
+    ];
+    assert_eq!(labels(MCP, offset_of(MCP, "  timeout: 30s", 0, 2)), keys);
+    assert_eq!(labels(MCP, offset_of(MCP, "  tools: *", 0, 2)), keys);
+    assert_eq!(labels(MCP, offset_of(MCP, "LOG_LEVEL: \"", 0, 11)), ["env"]);
+    assert_eq!(
+        labels(MCP, offset_of(MCP, "read: [\"data", 0, 0)),
+        ["read", "write", "network", "env", "processes", "required"]
+    );
+    // `SERVER.` then its allow-listed tools, where a tool is named; none under `tools: *`.
+    let tools = ["read_text_file", "list_directory"];
+    assert_eq!(
+        labels(MCP, offset_of(MCP, "files.read_text_file, search", 0, 6)),
+        tools
+    );
+    assert_eq!(labels(MCP, offset_of(MCP, "permit files.", 0, 13)), tools);
+    assert_eq!(labels(MCP, offset_of(MCP, "uses files.", 0, 11)), tools);
+    let typing = MCP.replace("search.web_search]", "search.web_search, files.]");
+    assert_eq!(labels(&typing, offset_of(&typing, "files.]", 0, 6)), tools);
+    let typing = MCP.replace("search.web_search]", "search.]");
+    assert_eq!(
+        labels(&typing, offset_of(&typing, "search.]", 0, 7)),
+        Vec::<String>::new()
+    );
+    // The servers are offered with the other names.
+    let names = analysis.completions(path, offset_of(MCP, "files.read_text_file, search", 0, 0));
+    assert!(
+        names
+            .iter()
+            .any(|c| c.label == "files" && c.kind == CompletionKind::Server),
+        "{names:?}"
+    );
+
+    // Hover: a server shows how it is reached and its allow-list; a key says what it means.
+    let hover = |needle: &str, nth: usize, within: usize| {
+        analysis
+            .hover(path, offset_of(MCP, needle, nth, within))
+            .map(|hover| hover.markdown)
+            .unwrap_or_default()
+    };
+    let server = hover("files.read_text_file, search", 0, 2);
+    assert!(
+        server
+            .contains("command: [\"npx\", \"@modelcontextprotocol/server-filesystem\", \"data\"]")
+            && server.contains("tools: [read_text_file, list_directory]")
+            && server.contains("stdio"),
+        "{server}"
+    );
+    let tool = hover("files.read_text_file, search", 0, 8);
+    assert!(
+        tool.starts_with("tool `read_text_file` of MCP server `files`"),
+        "{tool}"
+    );
+    let web = hover("search.web_search", 0, 2);
+    assert!(
+        web.contains("url: \"http://127.0.0.1:3001/mcp\"") && web.contains("tools: *"),
+        "{web}"
+    );
+    assert!(hover("command:", 0, 2).contains("stdio"));
+    assert!(hover("  tools: [read", 0, 3).contains("`SERVER.TOOL`"));
+
+    // Go to definition: the server part to `mcp files`, the tool part to its allow-list
+    // entry, and under `tools: *` to the server.
+    let definition = |needle: &str, nth: usize, within: usize| -> Vec<(usize, usize)> {
+        analysis
+            .definition(path, offset_of(MCP, needle, nth, within))
+            .into_iter()
+            .map(|found| (found.range.start, found.range.end))
+            .collect()
+    };
+    let files = offset_of(MCP, "mcp files", 0, 4);
+    assert_eq!(
+        definition("files.read_text_file, search", 0, 1),
+        [(files, files + 5)]
+    );
+    let entry = offset_of(MCP, "read_text_file, list", 0, 0);
+    assert_eq!(
+        definition("files.read_text_file, search", 0, 9),
+        [(entry, entry + 14)]
+    );
+    assert_eq!(
+        definition("uses files.read_text_file", 0, 14),
+        [(entry, entry + 14)]
+    );
+    assert_eq!(definition("permit files", 0, 8), [(files, files + 5)]);
+    let search = offset_of(MCP, "mcp search", 0, 4);
+    assert_eq!(
+        definition("search.web_search", 0, 10),
+        [(search, search + 6)]
+    );
+    // Every place the server is written, and the outline shows it with its tools.
+    let references = analysis.references(path, offset_of(MCP, "mcp files", 0, 5), true);
+    assert_eq!(references.len(), 4, "{references:?}");
+    let outline = analysis.outline();
+    let server = outline
+        .iter()
+        .find(|item| item.name == "files")
+        .expect("the server in the outline");
+    assert_eq!(server.kind, SymbolKind::Mcp);
+    let children: Vec<&str> = server.children.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(children, ["files.read_text_file", "files.list_directory"]);
+}
+
+#[test]
+fn no_feature_panics_on_any_prefix_of_a_spec_with_mcp_servers() {
+    let path = "/p/specs/x.charter";
+    for cut in (0..MCP.len()).step_by(5) {
+        let prefix = &MCP[..cut];
+        let analysis = inline(prefix);
+        for offset in [0, cut / 2, cut.saturating_sub(1), cut] {
+            let _ = analysis.hover(path, offset);
+            let _ = analysis.definition(path, offset);
+            let _ = analysis.references(path, offset, true);
+            let _ = analysis.completions(path, offset);
+            let _ = analysis.rename(path, offset, "x");
+        }
+        let _ = analysis.outline();
+        let _ = analysis.tokens(path);
+        let _ = analysis.diagnostics();
+    }
+}

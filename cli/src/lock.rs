@@ -16,6 +16,7 @@ use crate::driver::SandboxFlags;
 use crate::loader::{
     collect_specs, compile_whole, display_path, project_root_above, project_specs, read_text,
 };
+use crate::recording::shown_from_here;
 use crate::terminal::{Context, Outcome, count, print_err, print_error, summary_line};
 
 /// Lock the MCP servers the specs declare: start (or reach) each, ask what it offers, and
@@ -162,7 +163,10 @@ fn lock_all(
                 continue;
             }
         };
-        print_err(&format!("locking `{name}` ({})…\n", where_it_is(&config.endpoint)));
+        print_err(&format!(
+            "locking `{name}` ({})…\n",
+            where_it_is(&config.endpoint)
+        ));
         match runtime.block_on(lock_server(&config, sandbox)) {
             Ok(server) => {
                 print_err(&format!(
@@ -184,7 +188,9 @@ fn lock_all(
     if failed {
         print_error(
             context,
-            &format!("nothing was written: every server must answer for `{LOCK_FILE}` to be written"),
+            &format!(
+                "nothing was written: every server must answer for `{LOCK_FILE}` to be written"
+            ),
         );
         return Err(Outcome::Failed);
     }
@@ -253,13 +259,16 @@ fn write_lock(context: Context, path: &Path, lock: &Lock) -> anyhow::Result<Outc
         }
     };
     if let Err(error) = charter_runtime::world::files::write_atomically(path, text.as_bytes()) {
-        print_error(context, &format!("cannot write `{}`: {error}", display_path(path)));
+        print_error(
+            context,
+            &format!("cannot write `{}`: {error}", shown_from_here(path)),
+        );
         return Ok(Outcome::Failed);
     }
     let tools: usize = lock.servers.values().map(|server| server.tools.len()).sum();
     print_err(&format!(
         "wrote {}: {}, {}\n",
-        display_path(path),
+        shown_from_here(path),
         count(lock.servers.len(), "server"),
         count(tools, "tool")
     ));
@@ -284,19 +293,25 @@ fn check_lock(context: Context, path: &Path, lock: &Lock) -> anyhow::Result<Outc
         Err(_) => {
             print_error(
                 context,
-                &format!("there is no `{}`: run `charter lock` and commit it", display_path(path)),
+                &format!(
+                    "there is no `{}`: run `charter lock` and commit it",
+                    shown_from_here(path)
+                ),
             );
             return Ok(Outcome::Failed);
         }
     };
     if kept == now {
-        print_err(&format!("{} matches every server\n", display_path(path)));
+        print_err(&format!("{} matches every server\n", shown_from_here(path)));
         return Ok(Outcome::Clean);
     }
     let diff = similar::TextDiff::from_lines(&kept, &now)
         .unified_diff()
         .context_radius(3)
-        .header(&format!("{} (kept)", display_path(path)), "the servers now")
+        .header(
+            &format!("{} (kept)", shown_from_here(path)),
+            "the servers now",
+        )
         .to_string();
     print_err(&diff);
     print_err(&summary_line(
@@ -304,7 +319,7 @@ fn check_lock(context: Context, path: &Path, lock: &Lock) -> anyhow::Result<Outc
         "error",
         &format!(
             "{} no longer matches the servers: review the diff above, then run `charter lock` and commit it",
-            display_path(path)
+            shown_from_here(path)
         ),
     ));
     Ok(Outcome::Failed)

@@ -30,6 +30,7 @@ mod explore;
 mod fmt;
 mod fork;
 mod graph;
+mod lock;
 mod lsp;
 mod new;
 mod replay;
@@ -108,12 +109,13 @@ Flags mean one thing in every command that takes them:
       run a `models` alias on another model
   --show-output                    [chat, run, serve, worker]
       show each model answer, shortened, on stderr as it arrives
-  --no-sandbox                     [chat, eval, run, serve, worker]
+  --no-sandbox                     [chat, eval, lock, run, serve, worker]
       run tool commands unsandboxed, with all of your rights
-  --require-sandbox                [chat, eval, run, serve, worker]
+  --require-sandbox                [chat, eval, lock, run, serve, worker]
       refuse to run tools where the machine cannot sandbox them fully
-  --check                          [fmt]
-      change nothing: exit 1 and show a diff when a spec is not formatted
+  --check                          [fmt, lock]
+      change nothing: exit 1 and show a diff when a spec is not formatted (fmt) or a
+      server no longer matches charter.lock (lock)
   --color WHEN                     [every command]
       auto (a terminal, and NO_COLOR unset), always or never
 A PATH or DIR left out is the project in the current directory (check, fmt, verify,
@@ -129,6 +131,7 @@ other than completed: below_target, blocked, failed or cancelled (eval: interrup
 #[derive(Debug, Subcommand)]
 enum Command {
     Check(check::CheckArgs),
+    Lock(lock::LockArgs),
     Fmt(fmt::FmtArgs),
     Graph(graph::GraphArgs),
     Explain(explain::ExplainArgs),
@@ -167,6 +170,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Check(args) => check::run(&args, context),
+        Command::Lock(args) => lock::run(&args, context),
         Command::Fmt(args) => fmt::run(&args, context),
         Command::Graph(args) => graph::run(&args, context),
         Command::Explain(args) => explain::run(&args, context),

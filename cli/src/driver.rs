@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use charter_compiler::CompiledSpec;
+use charter_compiler::graph::ToolChoiceIr;
 use charter_runtime::engine::effects::{Clock, Effects, HumanChannel, Provider};
 use charter_runtime::engine::models::{apply_overrides, parse_override};
 use charter_runtime::engine::provider::{
@@ -282,6 +283,7 @@ impl LiveEnvironment {
             Outcome::Usage
         })?;
         warn_of_tools_without_command(context, spec, &tools);
+        warn_of_mcp_servers(context, spec);
         self.settings.providers(Arc::new(tools)).map_err(|error| {
             print_error(context, &error.to_string());
             Outcome::Failed
@@ -354,6 +356,59 @@ fn warn_of_tools_without_command(context: Context, spec: &CompiledSpec, tools: &
                 ),
             ));
         }
+    }
+}
+
+/// Warns, once per MCP server, that this build does not connect to MCP servers yet: the
+/// server's tools the called roles hold are not offered to the model (a `tool_choice` that
+/// names one cannot be met).
+fn warn_of_mcp_servers(context: Context, spec: &CompiledSpec) {
+    let called = roles_called(spec);
+    let mut held: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (_, role) in spec
+        .roles
+        .iter()
+        .filter(|(role, _)| called.contains(role.as_str()))
+    {
+        for tool in &role.tools {
+            if let Some((server, _)) = spec.mcp_server_of(tool) {
+                let tools = held.entry(server).or_default();
+                if !tools.contains(&tool.as_str()) {
+                    tools.push(tool);
+                }
+            }
+        }
+    }
+    for (server, tools) in held {
+        let chosen: Vec<String> = spec
+            .roles
+            .iter()
+            .filter(|(role, _)| called.contains(role.as_str()))
+            .filter_map(|(name, role)| match &role.tool_choice {
+                ToolChoiceIr::Tool(tool) if tools.contains(&tool.as_str()) => {
+                    Some(format!("`{name}`"))
+                }
+                _ => None,
+            })
+            .collect();
+        let choice = if chosen.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the `tool_choice` of {} names one, so its calls will fail",
+                chosen.join(", ")
+            )
+        };
+        let tools: Vec<String> = tools.iter().map(|tool| format!("`{tool}`")).collect();
+        print_err(&summary_line(
+            context,
+            "warning",
+            &format!(
+                "MCP server `{server}` is not connected: this build of charter does not speak MCP yet, so {} {} not offered to the model{choice}",
+                tools.join(", "),
+                if tools.len() == 1 { "is" } else { "are" }
+            ),
+        ));
     }
 }
 

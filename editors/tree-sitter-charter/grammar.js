@@ -58,6 +58,7 @@ module.exports = grammar({
         $.rules,
         $.contract,
         $.tool,
+        $.mcp,
         $.role,
         $.gate,
         $.repair,
@@ -103,13 +104,43 @@ module.exports = grammar({
     tool: ($) => seq('tool', field('name', $.identifier), '{', entries($.property), '}'),
     role: ($) => seq('role', field('name', $.identifier), '{', entries($.property), '}'),
 
+    /** `mcp NAME { ... }`: an MCP server and the tools a spec may use from it (DESIGN §19). */
+    mcp: ($) => seq('mcp', field('name', $.identifier), '{', entries($.mcp_entry), '}'),
+    mcp_entry: ($) =>
+      choice(
+        seq(field('key', 'command'), ':', field('value', $.string_list)),
+        seq(field('key', 'url'), ':', field('value', $.string)),
+        seq(field('key', choice('headers', 'env')), ':', field('value', $.secret_map)),
+        seq(field('key', 'tools'), ':', field('value', choice($.name_list, $.all_tools))),
+        seq(field('key', 'timeout'), ':', field('value', $.duration)),
+        seq(field('key', 'retry'), ':', field('value', $.number),
+          optional(seq('backoff', $.duration))),
+        seq(field('key', 'sandbox'), choice(field('value', $.sandbox), seq(':', 'required'))),
+      ),
+    string_list: ($) => seq('[', commaSep($.string), ']'),
+    /** `tools: *`: every tool the server lists. */
+    all_tools: (_) => '*',
+    /** `headers: { ... }` or `env: { ... }`: names (a header's may hold `-`) to values. */
+    secret_map: ($) => seq('{', entries($.secret_entry), '}'),
+    secret_entry: ($) =>
+      seq(field('name', $.secret_name), ':', field('value', choice($.string, $.env_call))),
+    secret_name: (_) => /[A-Za-z_][A-Za-z0-9_-]*/,
+    /** `env("VAR")`: a variable of Charter's environment, read when the value is used. */
+    env_call: ($) => seq('env', '(', $.string, ')'),
+    /** `SERVER.TOOL`: a tool of an `mcp` server, where a role names a tool. */
+    mcp_tool: ($) =>
+      seq(field('server', $.identifier), token.immediate('.'), field('tool', $.identifier)),
+    _tool_name: ($) => choice($.identifier, $.mcp_tool),
+    tool_list: ($) => seq('[', commaSep($._tool_name), ']'),
+
     /** A property of a role or a tool. */
     property: ($) =>
       choice(
         seq(field('key', 'model'), ':', field('value', choice($.identifier, $._string))),
         seq(field('key', 'prompt'), ':', field('value', choice($.prompt_file, $._string))),
-        seq(field('key', choice('rules', 'tools', 'history')), ':', field('value', $.name_list),
+        seq(field('key', choice('rules', 'history')), ':', field('value', $.name_list),
           optional(seq('last', $.number))),
+        seq(field('key', 'tools'), ':', field('value', $.tool_list)),
         seq(field('key', 'input'), ':', commaSep1(field('value', $.type_identifier))),
         seq(field('key', 'output'), ':', field('value', $.type_identifier)),
         seq(field('key', 'effect'), ':', field('value', $.effect)),
@@ -117,16 +148,16 @@ module.exports = grammar({
         seq(field('key', 'timeout'), ':', field('value', $.duration)),
         seq(field('key', 'retry'), ':', field('value', $.number),
           optional(seq('backoff', $.duration))),
-        seq(field('key', 'tool_choice'), ':', field('value', $.identifier)),
+        seq(field('key', 'tool_choice'), ':', field('value', $._tool_name)),
         seq(field('key', 'retry_after_effects'), ':', field('value', $.boolean)),
         seq(field('key', 'messages'), ':', field('value', $.identifier)),
         seq(field('key', 'sandbox'), choice(field('value', $.sandbox), seq(':', 'required'))),
         $.permit,
       ),
-    permit: ($) => seq('permit', field('tool', $.identifier), 'when', $._expression),
+    permit: ($) => seq('permit', field('tool', $._tool_name), 'when', $._expression),
     prompt_file: ($) => seq('file', '(', $._string, ')'),
     effect: (_) => choice('read', 'write', 'external'),
-    /** A tool's `sandbox { ... }`: what its processes may reach beyond the default sandbox. */
+    /** The `sandbox { ... }` of a tool or an `mcp` server: what its processes may reach. */
     sandbox: ($) => seq('{', entries($.sandbox_entry), '}'),
     sandbox_entry: ($) =>
       choice(
@@ -169,7 +200,7 @@ module.exports = grammar({
     invariant: ($) =>
       seq('invariant', field('name', $.identifier), ':',
         choice(
-          seq('only', field('role', $.identifier), 'uses', field('tool', $.identifier)),
+          seq('only', field('role', $.identifier), 'uses', field('tool', $._tool_name)),
           seq('always', $._expression),
           seq(field('role', $.identifier), 'has', 'no', 'tools'),
         )),

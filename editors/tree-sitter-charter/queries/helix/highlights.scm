@@ -38,6 +38,9 @@
 
 (header name: (identifier) @namespace)
 (rules name: (identifier) @namespace)
+(mcp name: (identifier) @namespace)
+(mcp_tool server: (identifier) @namespace)
+(secret_name) @variable.other.member
 (role name: (identifier) @function)
 (tool name: (identifier) @function)
 (gate name: (identifier) @function)
@@ -64,7 +67,7 @@
 ; Keywords
 
 [
-  "spec" "version" "import" "role" "models" "rules" "contract" "tool" "gate" "repair"
+  "spec" "version" "import" "role" "models" "rules" "contract" "tool" "mcp" "gate" "repair"
   "invariant" "budget" "flow" "session" "remember"
 ] @keyword
 
@@ -74,10 +77,12 @@
   "retry" "backoff" "tools" "history" "last" "tool_choice" "retry_after_effects" "messages"
   "file" "hard" "warn" "score" "weight" "below" "detail" "rounds" "no_progress" "feedback"
   "tokens" "cost" "wall" "steps" "on_exhausted" "max" "sandbox" "network" "env" "processes"
-  "required"
+  "required" "command" "url" "headers"
 ] @keyword
-; A sandbox's keys, `read` and `write` among them (an effect's are constants).
+; A sandbox's keys, `read` and `write` among them (an effect's are constants), and an MCP
+; server's.
 (sandbox_entry key: _ @keyword)
+(mcp_entry key: _ @keyword)
 
 [
   "on" "permit" "when" "else" "on_error" "pass" "fail" "rerun" "with" "replan" "accept" "block"
@@ -96,6 +101,8 @@
 (list_type [ "<" ">" ] @punctuation.bracket)
 [ "{" "}" "(" ")" "[" "]" ] @punctuation.bracket
 [ "," ":" "." ] @punctuation.delimiter
+; `tools: *` of an MCP server: every tool it lists (after the operators, which hold `*`).
+(all_tools "*" @constant.builtin)
 
 ; Last, so that nothing inside a comment is highlighted otherwise.
 (comment) @comment

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use charter_compiler::graph::{EffectIr, MessagesIr, RoleIr, StepKind};
+use charter_compiler::graph::{CompiledSpec, EffectIr, MessagesIr, RoleIr, StepKind};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -715,10 +715,7 @@ impl Scheduler<'_> {
         for call in calls {
             let whitelisted = role.tools.iter().any(|tool| tool == &call.tool);
             let within_limit = role.max_tool_calls.is_none_or(|max| executed < max);
-            let tool = spec
-                .tools
-                .get(&call.tool)
-                .filter(|_| whitelisted && within_limit);
+            let tool = called_tool(spec, &call.tool).filter(|_| whitelisted && within_limit);
             let Some(tool) = tool else {
                 self.emit_call(
                     unit,
@@ -786,12 +783,13 @@ impl Scheduler<'_> {
                 },
             )?;
             if !is_error_answer(&call.result)
-                && let Err(violations) = validator.validate(&tool.output, &call.result)
+                && let Some(output) = tool.output
+                && let Err(violations) = validator.validate(output, &call.result)
             {
                 self.emit_call(
                     unit,
                     EventKind::ContractViolation {
-                        contract: tool.output.clone(),
+                        contract: output.clone(),
                         tool: Some(call.tool.clone()),
                         violations,
                     },
@@ -804,6 +802,34 @@ impl Scheduler<'_> {
 
 /// A tool call answered with an error (`{"error": "..."}`, what the tool loop tells the
 /// model when the tool failed or did not run), not with the tool's output.
+/// What the scheduler reads of a tool a role called: its effect, its timeout and the
+/// contract its result is checked against.
+struct CalledTool<'a> {
+    effect: EffectIr,
+    timeout_ms: Option<u64>,
+    output: Option<&'a String>,
+}
+
+/// A declared tool, or a tool `SERVER.TOOL` of an MCP server whose allow-list holds it,
+/// which is recorded and replayed like a declared tool. An MCP tool's effect is not known
+/// offline yet (the server's annotations will say): it counts as `external`, so a provider
+/// retry never repeats it; its result has no contract to be checked against yet.
+fn called_tool<'a>(spec: &'a CompiledSpec, name: &str) -> Option<CalledTool<'a>> {
+    if let Some(tool) = spec.tools.get(name) {
+        return Some(CalledTool {
+            effect: tool.effect,
+            timeout_ms: tool.timeout_ms,
+            output: Some(&tool.output),
+        });
+    }
+    let (_, server) = spec.mcp_server_of(name)?;
+    Some(CalledTool {
+        effect: EffectIr::External,
+        timeout_ms: server.timeout_ms,
+        output: None,
+    })
+}
+
 fn is_error_answer(result: &Value) -> bool {
     error_answer(result).is_some()
 }

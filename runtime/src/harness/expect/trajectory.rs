@@ -21,7 +21,9 @@ const MAX_LISTED_STEPS: usize = 40;
 /// each, in the order the keys are written.
 pub fn name_problems(expect: &Expectation, spec: &CompiledSpec) -> Vec<String> {
     let steps = || spec.flow.steps.keys().map(String::as_str);
-    let tools = || spec.tools.keys().map(String::as_str);
+    // Declared tools and the allow-listed `SERVER.TOOL`s of the spec's MCP servers.
+    let tool_names = spec.tool_names();
+    let tools = || tool_names.iter().map(String::as_str);
     let gates = || spec.gates.keys().map(String::as_str);
     let mut problems = Vec::new();
     for step in &expect.steps {
@@ -30,7 +32,7 @@ pub fn name_problems(expect: &Expectation, spec: &CompiledSpec) -> Vec<String> {
         }
     }
     for (tool, count) in &expect.tools {
-        if !spec.tools.contains_key(tool) {
+        if !spec.knows_tool(tool) {
             problems.push(unknown("tools", "tool", tool, &spec.name, tools()));
         }
         problems.extend(count_problem(tool, count));
@@ -111,7 +113,7 @@ fn kinds_of(name: &str, spec: &CompiledSpec) -> Vec<&'static str> {
     if spec.roles.contains_key(name) {
         kinds.push("role");
     }
-    if spec.tools.contains_key(name) {
+    if spec.knows_tool(name) {
         kinds.push("tool");
     }
     kinds

@@ -166,6 +166,33 @@ fn a_definition_carries_the_input_schema_without_its_draft() {
     let _shared: Arc<dyn Tool> = Arc::new(CommandTool::new("true"));
 }
 
+/// A role's tools from an MCP server (`SERVER.TOOL`) have no schema before Charter speaks
+/// MCP: no definition is offered to a model, none counts as a declared tool left
+/// unimplemented, and a call is an unknown tool's error, never a panic.
+#[tokio::test]
+async fn tools_of_mcp_servers_are_not_offered_before_charter_speaks_mcp() {
+    let spec = compile_spec(
+        &SPEC
+            .replace("tools: [search]", "tools: [search, files.read_text_file]")
+            .replace(
+                "flow {",
+                "mcp files { command: [\"npx\", \"server\"]  tools: [read_text_file] }\nflow {",
+            ),
+    );
+    let tools = ToolBox::for_spec(&spec);
+    assert!(tools.definition("search").is_some());
+    assert!(tools.definition("files.read_text_file").is_none());
+    assert_eq!(tools.unimplemented(), ["publish", "search"]);
+    assert_eq!(
+        tools
+            .call("files.read_text_file", json!({"path": "data/x"}))
+            .await,
+        Err(ToolError::Unknown {
+            tool: "files.read_text_file".into()
+        })
+    );
+}
+
 #[test]
 fn tails_cut_at_character_boundaries() {
     assert_eq!(tail("héllo", 4), "llo");

@@ -365,3 +365,29 @@ fn unknown_keys_under_a_trajectory_check_are_errors() {
         );
     }
 }
+
+/// Tools of MCP servers are named `SERVER.TOOL` in `expect` too: an allow-listed one (or
+/// any under `tools: *`) is known, another gets "did you mean".
+#[test]
+fn tools_of_mcp_servers_are_named_server_dot_tool() {
+    let spec = compile_spec(&format!(
+        "{LOOP_SPEC}\nmcp files {{ command: [\"npx\", \"server\"]  tools: [read_text_file] }}\nmcp web {{ url: \"http://127.0.0.1:3001/mcp\"  tools: * }}\n"
+    ));
+    let known = expect(
+        "{ tools: { files.read_text_file: { min: 1 }, web.search: { max: 2 } }, not_called: [files.read_text_file, web.fetch] }",
+    );
+    assert_eq!(name_problems(&known, &spec), Vec::<String>::new());
+    let wrong =
+        expect("{ tools: { files.read_file: { min: 1 } }, not_called: [file.read_text_file] }");
+    assert_eq!(
+        name_problems(&wrong, &spec),
+        [
+            "`expect.tools` names tool `files.read_file`, which the spec `closed_loop` does not have; did you mean `files.read_text_file`?",
+            "`expect.not_called` names `file.read_text_file`, which is no step, role or tool of the spec `closed_loop`; did you mean `files.read_text_file`?",
+        ]
+    );
+    // Counted like any tool from the run's trace.
+    let events = [tool_call(1, "execute", "files.read_text_file")];
+    let counted = expect("{ tools: { files.read_text_file: { min: 1, max: 1 } } }");
+    assert_eq!(unmet(&counted, &events, &spec), Vec::<String>::new());
+}

@@ -6,18 +6,22 @@
 //! canonical layout (`charter fmt`); `names` holds the language's name conventions (a
 //! contract's snake_case variable name), shared with the runtime and the editor tooling.
 //! The compiler does no I/O of its own: files named by a spec come through the [`Loader`]
-//! passed in.
+//! passed in. `lock` is the format of the project's `charter.lock`; `canonical` and `yaml`
+//! are the canonical JSON and the YAML reading it needs, shared with the runtime's formats.
 
 pub mod bounds;
+pub mod canonical;
 pub mod check;
 pub mod diagnostics;
 pub mod explain;
 pub mod format;
 pub mod graph;
+pub mod lock;
 pub mod names;
 pub mod render;
 pub mod render_env;
 pub mod syntax;
+pub mod yaml;
 
 pub use diagnostics::{Code, Diagnostic, FileId, Severity, Sources, Span};
 pub use graph::CompiledSpec;

@@ -156,10 +156,7 @@ mod tests {
 
     #[test]
     fn sha256_matches_the_compiler() {
-        assert_eq!(
-            sha256(b"abc"),
-            crate::graph::hash::sha256(b"abc")
-        );
+        assert_eq!(sha256(b"abc"), crate::graph::hash::sha256(b"abc"));
         assert_eq!(
             sha256(b""),
             "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

@@ -24,5 +24,4 @@ mod tests {
             assert_eq!(hash_value(&parsed), hash_value(&value), "{text}");
         }
     }
-
 }

@@ -34,7 +34,7 @@
 use std::path::{Path, PathBuf};
 
 use charter_compiler::lock::LOCK_FILE;
-use charter_compiler::{Code, Compilation, LoadedFile, LockFile, Loader, compile, render};
+use charter_compiler::{Code, Compilation, LoadedFile, Loader, LockFile, compile, render};
 
 /// The case that shows the compiler reports every error, not just the first.
 const THREE_ERRORS_CASE: &str = "three_independent_errors";

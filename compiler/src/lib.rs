@@ -116,7 +116,8 @@ pub struct Compilation {
     pub diagnostics: Vec<Diagnostic>,
     pub spec: Option<CompiledSpec>,
     /// The project's `charter.lock` as the checks read it: only for a spec that declares an
-    /// `mcp` server, and when the loader found a lock that could be read.
+    /// `mcp` server (even one with syntax errors), when the loader found a lock that could
+    /// be read.
     pub lock: Option<lock::Lock>,
 }
 
@@ -153,19 +154,19 @@ pub fn compile_with_syntax(
     let spec_file = sources.add(name, text);
     let (ast, mut diagnostics) = syntax::parse(spec_file, &mut sources, loader);
     let mut compiled = None;
-    let mut read_lock = None;
+    // Only a spec that declares an MCP server reads the lock; one with a syntax error too,
+    // so the language service knows the servers' tools while a name is half typed.
+    let project_lock = match ast.as_ref() {
+        Some(ast) if check::lock::declares_servers(ast) => {
+            check::lock::ProjectLock::read(loader.load_lock(), &mut sources)
+        }
+        _ => check::lock::ProjectLock::NotChecked,
+    };
     // Checks run only on a file that parsed cleanly: an item the parser had to skip (or a
     // role file it could not read) would otherwise show up again as unknown names.
     let parsed_cleanly = !diagnostics.iter().any(Diagnostic::is_error);
     if let Some(ast) = ast.as_ref().filter(|_| parsed_cleanly) {
-        // Only a spec that declares an MCP server reads the lock.
-        let project_lock = if check::lock::declares_servers(ast) {
-            check::lock::ProjectLock::read(loader.load_lock(), &mut sources)
-        } else {
-            check::lock::ProjectLock::NotChecked
-        };
         let (checked, check_diagnostics) = check::check_with_lock(ast, &sources, &project_lock);
-        read_lock = project_lock.into_lock();
         diagnostics.extend(check_diagnostics);
         if !diagnostics.iter().any(Diagnostic::is_error) {
             match graph::build(ast, &checked, &sources) {
@@ -182,7 +183,7 @@ pub fn compile_with_syntax(
         sources,
         diagnostics,
         spec: compiled,
-        lock: read_lock,
+        lock: project_lock.into_lock(),
     };
     (compilation, ast)
 }

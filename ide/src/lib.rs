@@ -26,6 +26,7 @@ mod scan;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use charter_compiler::lock::LockedServer;
 use charter_compiler::syntax::ast::SpecFile;
 use charter_compiler::{
     Compilation, Diagnostic, FileId, LoadedFile, Loader, LockFile, Severity, Span,
@@ -222,6 +223,12 @@ impl Analysis {
 
     pub fn compilation(&self) -> &Compilation {
         &self.compilation
+    }
+
+    /// What `charter.lock` holds of the server `name`, when the spec declares servers and
+    /// the project's lock could be read.
+    pub(crate) fn locked_server(&self, name: &str) -> Option<&LockedServer> {
+        self.compilation.lock.as_ref()?.servers.get(name)
     }
 
     pub(crate) fn file_id(&self, path: &str) -> Option<FileId> {

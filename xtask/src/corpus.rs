@@ -1,11 +1,13 @@
 //! The spec corpus on disk: finding the workspace and its `specs/`, and a file-system
-//! [`Loader`] that resolves a spec's `import`/`file(...)` paths against its directory.
+//! [`Loader`] that resolves a spec's `import`/`file(...)` paths against its directory and
+//! finds a case's `charter.lock` in its folder (as `compiler/tests/invalid.rs` does).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-use charter_compiler::{LoadedFile, Loader, MemoryLoader};
+use charter_compiler::lock::LOCK_FILE;
+use charter_compiler::{LoadedFile, Loader, LockFile, MemoryLoader};
 
 /// The workspace root: the parent of this crate's manifest directory.
 pub fn workspace_root() -> PathBuf {
@@ -62,6 +64,9 @@ pub struct FsLoader {
     dir: PathBuf,
     /// The spec's directory as shown in diagnostics (e.g. `specs/seeds`).
     display_dir: String,
+    /// The case's `charter.lock` on disk and as shown, when its folder holds one: the
+    /// folder named after the spec beside it, or the case folder the spec is in.
+    lock: Option<(PathBuf, String)>,
     cache: RefCell<BTreeMap<String, Result<LoadedFile, String>>>,
 }
 
@@ -74,14 +79,33 @@ impl FsLoader {
         let display_dir = spec_display
             .rsplit_once('/')
             .map_or_else(String::new, |(dir, _)| dir.to_string());
+        let stem = |path: &Path| path.file_stem().map(|stem| stem.to_os_string());
+        let support = spec_path.with_extension("");
+        let own_folder = Some(dir.as_path()).filter(|folder| {
+            stem(folder) == stem(spec_path) || stem(spec_path).is_some_and(|stem| stem == "main")
+        });
+        let lock = [Some(support.as_path()), own_folder]
+            .into_iter()
+            .flatten()
+            .map(|folder| folder.join(LOCK_FILE))
+            .find(|lock| lock.is_file())
+            .map(|path| {
+                let shown = path
+                    .strip_prefix(&dir)
+                    .map(|below| normalize(&Path::new(&display_dir).join(below)))
+                    .unwrap_or_else(|_| path.display().to_string());
+                (path, shown)
+            });
         FsLoader {
             dir,
             display_dir,
+            lock,
             cache: RefCell::new(BTreeMap::new()),
         }
     }
 
-    /// The files read successfully so far, keyed by the relative path the spec wrote.
+    /// The files read successfully so far, keyed by the relative path the spec wrote (the
+    /// lock, when read, as `charter.lock`, where a [`MemoryLoader`] finds it).
     pub fn to_memory_loader(&self) -> MemoryLoader {
         let files = self
             .cache
@@ -152,6 +176,29 @@ impl Loader for FsLoader {
             .borrow_mut()
             .insert(relative_path.to_string(), loaded.clone());
         loaded
+    }
+
+    fn load_lock(&self) -> LockFile {
+        let Some((path, display_name)) = &self.lock else {
+            return LockFile::NotChecked;
+        };
+        let read = match std::fs::read_to_string(path) {
+            Ok(text) => Ok(LoadedFile {
+                display_name: display_name.clone(),
+                text,
+            }),
+            Err(error) => Err(format!("cannot read `{display_name}`: {error}")),
+        };
+        self.cache
+            .borrow_mut()
+            .insert(LOCK_FILE.to_string(), read.clone());
+        match read {
+            Ok(loaded) => LockFile::Found(loaded),
+            Err(reason) => LockFile::Unreadable {
+                display_name: display_name.clone(),
+                reason,
+            },
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::ServiceExt;
-use rmcp::model::PaginatedRequestParams;
+use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
@@ -75,7 +75,7 @@ pub struct Connection {
     service: RunningService<RoleClient, ()>,
     timeout: Duration,
     /// The stdio server's process and its sandbox (its directory, its cgroup).
-    _process: Option<Process>,
+    process: Option<Process>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -188,7 +188,7 @@ impl Connection {
                     name: config.name.clone(),
                     service,
                     timeout: config.timeout,
-                    _process: Some(process),
+                    process: Some(process),
                 })
             }
         }
@@ -258,6 +258,134 @@ impl Connection {
     /// Ends the session and the server.
     pub async fn close(self) {
         let _ = self.service.cancel().await;
+    }
+}
+
+/// What a tool call answered: its content blocks (as MCP's JSON), its structured content,
+/// and whether the server marked it an error (`isError`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallResult {
+    pub content: Vec<Value>,
+    pub structured: Option<Value>,
+    pub is_error: bool,
+}
+
+impl CallResult {
+    /// The result as a tool's answer: `{content, structuredContent?, isError?}`.
+    pub fn to_value(&self) -> Value {
+        let mut value = serde_json::json!({ "content": self.content });
+        if let Some(structured) = &self.structured {
+            value["structuredContent"] = structured.clone();
+        }
+        if self.is_error {
+            value["isError"] = Value::Bool(true);
+        }
+        value
+    }
+
+    /// The text of its text blocks, one after another (what a model reads of an error).
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|block| block["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Where `value` breaks `schema` (JSON Schema), one line each with its path: `at /message:
+/// "message" is a required property`. A schema that is not one is a violation too.
+pub fn violations(schema: &Value, value: &Value) -> Vec<String> {
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(validator) => validator,
+        Err(error) => return vec![format!("the schema is not a valid JSON Schema: {error}")],
+    };
+    validator
+        .iter_errors(value)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            let path = if path.is_empty() {
+                "/".to_string()
+            } else {
+                path
+            };
+            format!("at {path}: {error}")
+        })
+        .take(20)
+        .collect()
+}
+
+impl Connection {
+    /// Calls `tool` with `args`: the arguments checked against its locked `inputSchema`
+    /// first (a violation is an error naming each path, and no call is made), the call
+    /// bounded by the server's timeout (dropping it sends `notifications/cancelled`; then
+    /// the server's group is killed, so a hung call frees its process), and a
+    /// `structuredContent` checked against its `outputSchema`.
+    pub async fn call(
+        &mut self,
+        name: &str,
+        locked: &LockedTool,
+        args: Value,
+    ) -> Result<CallResult, McpError> {
+        let failed = |message: String| McpError {
+            server: self.name.clone(),
+            message,
+        };
+        let broken = violations(&locked.input_schema, &args);
+        if !broken.is_empty() {
+            return Err(failed(format!(
+                "the arguments of `{name}` do not match its inputSchema, so it was not called:\n{}",
+                broken.join("\n")
+            )));
+        }
+        let Value::Object(arguments) = args else {
+            return Err(failed(format!(
+                "the arguments of `{name}` are not an object"
+            )));
+        };
+        let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
+        let answered = tokio::time::timeout(self.timeout, self.service.call_tool(params)).await;
+        let result = match answered {
+            Ok(Ok(result)) => result,
+            Ok(Err(error)) => return Err(failed(format!("`{name}` failed: {error}"))),
+            Err(_) => {
+                // The dropped request told the server to cancel; a stdio server that
+                // still runs it is ended with its group.
+                self.process = None;
+                return Err(failed(format!(
+                    "`{name}` did not answer within {} (cancelled; the server was stopped)",
+                    crate::formats::scenario::duration_text::format(self.timeout)
+                )));
+            }
+        };
+        let content: Vec<Value> = result
+            .content
+            .iter()
+            .filter_map(|block| serde_json::to_value(block).ok())
+            .collect();
+        let answer = CallResult {
+            content,
+            structured: result.structured_content.clone(),
+            is_error: result.is_error.unwrap_or(false),
+        };
+        if let (Some(schema), Some(structured), false) =
+            (&locked.output_schema, &answer.structured, answer.is_error)
+        {
+            let broken = violations(schema, structured);
+            if !broken.is_empty() {
+                return Err(failed(format!(
+                    "the structuredContent of `{name}` does not match its outputSchema:\n{}",
+                    broken.join("\n")
+                )));
+            }
+        }
+        Ok(answer)
+    }
+
+    /// Whether the server is still there to call (a stdio server stopped after a call that
+    /// timed out is not: the next call needs a new connection).
+    pub fn is_alive(&self) -> bool {
+        self.process.is_some()
     }
 }
 

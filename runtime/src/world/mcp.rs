@@ -7,7 +7,7 @@
 //! `initialize` and each `tools/list` page are bounded by the server's timeout; a list is
 //! bounded to [`MAX_TOOLS`] tools and [`MAX_PAGES`] pages, and a message to rmcp's line
 //! limit (16 MiB), so a server that answers garbage, hangs or floods fails with a sentence
-//! instead of holding the run.
+//! instead of holding the run. [`drift`] says how a live offer differs from the lock.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::process::Stdio;
@@ -412,6 +412,52 @@ pub async fn lock_server(
     })
 }
 
+/// How a server's live offer differs from what the lock kept, one line per difference
+/// (a tool new, gone or changed — its description, schemas or annotations —, another name,
+/// version or protocol); none when it matches. What a run refuses to start on unless drift
+/// is allowed, and what `charter lock --check` summarises under its diff.
+pub fn drift(locked: &LockedServer, live: &LockedServer) -> Vec<String> {
+    let mut lines = Vec::new();
+    if locked.server != live.server {
+        lines.push(format!(
+            "it is {} {} now, {} {} in the lock",
+            live.server.name, live.server.version, locked.server.name, locked.server.version
+        ));
+    }
+    if locked.protocol_version != live.protocol_version {
+        lines.push(format!(
+            "it speaks protocol {} now, {} in the lock",
+            live.protocol_version, locked.protocol_version
+        ));
+    }
+    for (name, tool) in &live.tools {
+        match locked.tools.get(name) {
+            None => lines.push(format!("tool `{name}` is new")),
+            Some(kept) => {
+                // By what it holds, not by its hash: a hand edit keeps the old hash.
+                let what: Vec<&str> = [
+                    ("description", kept.description != tool.description),
+                    ("inputSchema", kept.input_schema != tool.input_schema),
+                    ("outputSchema", kept.output_schema != tool.output_schema),
+                    ("annotations", kept.annotations != tool.annotations),
+                ]
+                .into_iter()
+                .filter_map(|(field, changed)| changed.then_some(field))
+                .collect();
+                if !what.is_empty() {
+                    lines.push(format!("tool `{name}` changed its {}", what.join(", ")));
+                }
+            }
+        }
+    }
+    for name in locked.tools.keys() {
+        if !live.tools.contains_key(name) {
+            lines.push(format!("tool `{name}` is gone"));
+        }
+    }
+    lines
+}
+
 /// Reads `pipe` to its end, keeping its last [`STDERR_TAIL`] bytes in `tail`.
 async fn keep_tail(mut pipe: impl tokio::io::AsyncRead + Unpin, tail: Arc<Mutex<VecDeque<u8>>>) {
     let mut buffer = [0u8; 4096];
@@ -424,5 +470,54 @@ async fn keep_tail(mut pipe: impl tokio::io::AsyncRead + Unpin, tail: Arc<Mutex<
             let excess = tail.len().saturating_sub(STDERR_TAIL);
             tail.drain(..excess);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn server(tools: &[(&str, &str)]) -> LockedServer {
+        LockedServer {
+            command: Some(vec!["node".into()]),
+            url: None,
+            protocol_version: "2025-11-25".into(),
+            server: ServerIdentity {
+                name: "files".into(),
+                version: "1.0.0".into(),
+            },
+            tools: tools
+                .iter()
+                .map(|(name, description)| {
+                    (
+                        name.to_string(),
+                        LockedTool::new(
+                            Some(description.to_string()),
+                            json!({"type": "object"}),
+                            None,
+                            None,
+                        ),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn drift_names_each_tool_that_is_new_gone_or_changed() {
+        let locked = server(&[("read", "Reads a file"), ("list", "Lists a directory")]);
+        assert!(drift(&locked, &locked).is_empty());
+        let mut live = server(&[("read", "Reads any file"), ("write", "Writes a file")]);
+        live.server.version = "2.0.0".into();
+        assert_eq!(
+            drift(&locked, &live),
+            [
+                "it is files 2.0.0 now, files 1.0.0 in the lock",
+                "tool `read` changed its description",
+                "tool `write` is new",
+                "tool `list` is gone",
+            ]
+        );
     }
 }

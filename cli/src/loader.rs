@@ -1,9 +1,11 @@
-//! Reading specs from disk: the filesystem `Loader` the compiler reads imports and prompt
-//! files through, and the collection of `.charter` files from the paths a user gives.
+//! Reading specs from disk: the filesystem `Loader` the compiler reads imports, prompt
+//! files and the project's `charter.lock` through, and the collection of `.charter` files
+//! from the paths a user gives.
 
 use std::path::{Component, Path, PathBuf};
 
-use charter_compiler::{CompiledSpec, LoadedFile, Loader, compile, render};
+use charter_compiler::lock::LOCK_FILE;
+use charter_compiler::{CompiledSpec, LoadedFile, Loader, LockFile, compile, render};
 use charter_runtime::world::files;
 
 use crate::terminal::{Context, print_err, print_error};
@@ -17,11 +19,14 @@ pub const SPEC_EXTENSION: &str = "charter";
 ///
 /// Files are read only inside the spec's project root ([`project_root`]), after
 /// following symlinks, and only regular files within the size limit; the reason a file
-/// is refused quotes nothing of it.
+/// is refused quotes nothing of it. The project's lock is `charter.lock` at that root,
+/// shown the same way (`specs/x.charter` run from the root shows `charter.lock`).
 #[derive(Debug)]
 pub struct FsLoader {
     directory: PathBuf,
     root: PathBuf,
+    /// Whether the spec's MCP tools are checked against the project's `charter.lock`.
+    checks_lock: bool,
 }
 
 impl FsLoader {
@@ -33,6 +38,37 @@ impl FsLoader {
                 .map(Path::to_path_buf)
                 .unwrap_or_default(),
             root: project_root(spec_path),
+            checks_lock: true,
+        }
+    }
+
+    /// The same loader, reading no lock: for `charter lock`, which writes it.
+    pub fn without_lock(self) -> FsLoader {
+        FsLoader {
+            checks_lock: false,
+            ..self
+        }
+    }
+
+    /// `charter.lock` at the project root, as the spec's directory was written joined with
+    /// the way up to the root.
+    fn lock_display_name(&self) -> String {
+        let directory = if self.directory.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            self.directory.as_path()
+        };
+        let absolute = std::path::absolute(directory).unwrap_or_else(|_| directory.to_path_buf());
+        match absolute.strip_prefix(&self.root) {
+            Ok(below) => {
+                let mut path = directory.to_path_buf();
+                for _ in below.components() {
+                    path.push("..");
+                }
+                path.push(LOCK_FILE);
+                display_path(&normalize(&path))
+            }
+            Err(_) => display_path(&self.root.join(LOCK_FILE)),
         }
     }
 }
@@ -74,6 +110,21 @@ impl Loader for FsLoader {
             Err(ReadError::Other(message)) => Err(message),
         }
     }
+
+    fn load_lock(&self) -> LockFile {
+        if !self.checks_lock {
+            return LockFile::NotChecked;
+        }
+        let display_name = self.lock_display_name();
+        match read_text_in(&self.root.join(LOCK_FILE), &display_name, Some(&self.root)) {
+            Ok(text) => LockFile::Found(LoadedFile { display_name, text }),
+            Err(ReadError::Missing) => LockFile::Missing { display_name },
+            Err(ReadError::Other(reason)) => LockFile::Unreadable {
+                display_name,
+                reason,
+            },
+        }
+    }
 }
 
 /// Compiles the spec `text` (read from `path`, shown as `name`) for a command that needs
@@ -86,7 +137,18 @@ pub fn compile_whole(
     path: &Path,
     what: &str,
 ) -> Option<CompiledSpec> {
-    let compilation = compile(name, text, &FsLoader::for_spec(path));
+    compile_whole_with(context, name, text, &FsLoader::for_spec(path), what)
+}
+
+/// [`compile_whole`], reading the files the spec names through `loader`.
+pub fn compile_whole_with(
+    context: Context,
+    name: &str,
+    text: &str,
+    loader: &dyn Loader,
+    what: &str,
+) -> Option<CompiledSpec> {
+    let compilation = compile(name, text, loader);
     if compilation.has_errors() || compilation.spec.is_none() {
         print_err(&render::text(
             &compilation.diagnostics,
@@ -313,6 +375,35 @@ mod tests {
             error,
             "`bad.charter` is not UTF-8 text (the first bad byte is at 2:3); save it as UTF-8"
         );
+    }
+
+    #[test]
+    fn the_lock_is_shown_from_the_spec_directory_up_to_the_project_root() {
+        let directory =
+            std::env::temp_dir().join(format!("charter-lock-name-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(directory.join("specs/deep"));
+        let spec = directory.join("specs/deep/x.charter");
+        let loader = FsLoader::for_spec(&spec);
+        let expected = display_path(&directory.join("charter.lock"));
+        assert_eq!(
+            loader.load_lock(),
+            LockFile::Missing {
+                display_name: expected.clone()
+            }
+        );
+        let _ = std::fs::write(directory.join("charter.lock"), "version: 1\n");
+        match loader.load_lock() {
+            LockFile::Found(found) => {
+                assert_eq!(found.display_name, expected);
+                assert_eq!(found.text, "version: 1\n");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            FsLoader::for_spec(&spec).without_lock().load_lock(),
+            LockFile::NotChecked
+        );
+        let _ = std::fs::remove_dir_all(&directory);
     }
 
     #[test]

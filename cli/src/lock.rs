@@ -14,7 +14,8 @@ use clap::Args;
 
 use crate::driver::SandboxFlags;
 use crate::loader::{
-    collect_specs, compile_whole, display_path, project_root_above, project_specs, read_text,
+    FsLoader, collect_specs, compile_whole_with, display_path, project_root_above, project_specs,
+    read_text,
 };
 use crate::recording::shown_from_here;
 use crate::terminal::{Context, Outcome, count, print_err, print_error, summary_line};
@@ -102,7 +103,9 @@ fn declared_servers(
             print_error(context, &format!("cannot read `{shown}`: {error:?}"));
             Outcome::Usage
         })?;
-        let Some(spec) = compile_whole(context, &shown, &text, &path, "locked") else {
+        // The lock is what is being written: the specs are compiled without it.
+        let loader = FsLoader::for_spec(&path).without_lock();
+        let Some(spec) = compile_whole_with(context, &shown, &text, &loader, "locked") else {
             return Err(Outcome::Usage);
         };
         add_servers(context, &spec, &shown, &mut servers)?;

@@ -1,4 +1,4 @@
-//! `charter lock` (DESIGN §19) against the real `@modelcontextprotocol/server-everything` over stdio, sandboxed (installed into `target/mcp/` by `.ci/run`; without it the test is skipped, except in CI where it fails): the lock is written with every tool and its schema, `--check` passes, a drift is shown as a diff (exit 1), a server that will not start writes nothing, and a project without servers passes `--check`.
+//! `charter lock` (DESIGN §19) against the real `@modelcontextprotocol/server-everything` over stdio, sandboxed (installed into `target/mcp/` by `.ci/run`; without it the test is skipped, except in CI where it fails): the lock is written with every tool and its schema, `--check` passes, a drift is shown as a diff (exit 1), a server that will not start writes nothing, a project without servers passes `--check`, and `charter check` then checks tool names and permits against the lock offline.
 
 mod support;
 
@@ -170,5 +170,81 @@ fn a_project_without_servers_passes_the_check_and_a_missing_lock_fails_it() {
     let checked = charter(&dir, &["lock", "--check"]);
     assert_eq!(checked.status.code(), Some(1), "{}", stderr(&checked));
     assert!(stderr(&checked).contains("there is no `charter.lock`: run `charter lock`"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn check_holds_tool_names_and_permits_to_the_lock() {
+    let Some(entry) = everything() else {
+        return;
+    };
+    // Paths without `..` (a sandbox path through `..` is W014).
+    let canonical = |path: PathBuf| std::fs::canonicalize(&path).unwrap_or(path);
+    let (entry, prefix) = (
+        canonical(entry),
+        canonical(support::repository().join("target/mcp")),
+    );
+    let spec = |tools: &str, argument: &str| {
+        format!(
+            "spec locked version \"1\"\n\
+             models {{ default = \"openai:gpt-4o-mini\" }}\n\
+             contract Request {{ text: string }}\n\
+             contract Reply {{ text: string }}\n\
+             mcp everything {{ command: [\"node\", \"{}\", \"stdio\"]  tools: *  sandbox {{ read: [\"{}\"] }} }}\n\
+             role helper {{\n\
+             \x20 model: default  prompt: \"\"\"Answer {{{{ request.text }}}}\"\"\"  input: Request  output: Reply\n\
+             \x20 tools: [{tools}]  max_tool_calls: 2\n\
+             \x20 permit everything.echo when len(args.{argument}) < 200\n\
+             }}\n\
+             flow {{ answer = helper(request) -> done }}\n",
+            entry.display(),
+            prefix.display()
+        )
+    };
+    let dir = project("checked", "");
+    let path = dir.join("specs/locked.charter");
+    let write =
+        |text: String| std::fs::write(&path, text).unwrap_or_else(|error| panic!("{error}"));
+
+    // Misspelt names: the lock is written all the same (it asks the server, not the roles).
+    write(spec("everything.ecko, everything.echo", "mesage"));
+    let unlocked = charter(&dir, &["check"]);
+    assert_eq!(unlocked.status.code(), Some(1), "{}", stderr(&unlocked));
+    assert!(
+        stderr(&unlocked).contains(
+            "error[E023]: MCP server `everything` is not in charter.lock: run `charter lock`"
+        ),
+        "{}",
+        stderr(&unlocked)
+    );
+    let locked = charter(&dir, &["lock"]);
+    assert_eq!(locked.status.code(), Some(0), "{}", stderr(&locked));
+
+    let checked = charter(&dir, &["check"]);
+    let said = stderr(&checked);
+    assert_eq!(checked.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(
+            "error[E024]: MCP server `everything` does not list a tool `ecko` in charter.lock"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("help: did you mean `echo`?"), "{said}");
+    assert!(
+        said.contains("error[E025]: `permit everything.echo` reads `args.mesage`, but the `inputSchema` of `everything.echo` has no property `mesage`"),
+        "{said}"
+    );
+    assert!(said.contains("help: did you mean `message`?"), "{said}");
+    assert!(said.contains("--> specs/locked.charter:8:22"), "{said}");
+    assert!(said.contains("--> specs/locked.charter:9:35"), "{said}");
+
+    write(spec("everything.echo", "message"));
+    let checked = charter(&dir, &["check"]);
+    assert_eq!(checked.status.code(), Some(0), "{}", stderr(&checked));
+    assert!(
+        !stderr(&checked).contains("warning"),
+        "{}",
+        stderr(&checked)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,4 +1,4 @@
-//! Specs that take tools from MCP servers (DESIGN §19), end to end, before Charter speaks MCP: the example checks clean, prints as a graph and formats; a hand-written scenario that calls `files.read_text_file` replays (its `permit` holds); a live run offers the server's tools to no model and says why.
+//! Specs that take tools from MCP servers (DESIGN §19), end to end, before Charter speaks MCP: the example checks clean against the repository's `charter.lock`, prints as a graph and formats; a hand-written scenario that calls `files.read_text_file` replays (its `permit` holds); a live run offers the server's tools to no model and says why.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -8,6 +8,9 @@ use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 const EXAMPLE: &str = "specs/examples/mcp_files.charter";
+
+/// What `charter lock` wrote for the example's server (checked against it, offline).
+const LOCK: &str = "charter.lock";
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -31,7 +34,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A project holding the example spec, and a scenario `scen` that reads `path`.
+/// A project holding the example spec and its lock, and a scenario `scen` that reads `path`.
 fn project(name: &str, path: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("charter-cli-mcp-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -39,6 +42,8 @@ fn project(name: &str, path: &str) -> PathBuf {
     let _ = std::fs::create_dir_all(dir.join("scen"));
     let spec = std::fs::read_to_string(repository().join(EXAMPLE)).expect("the example");
     let _ = std::fs::write(dir.join("specs/mcp_files.charter"), spec);
+    let lock = std::fs::read_to_string(repository().join(LOCK)).expect("the lock");
+    let _ = std::fs::write(dir.join(LOCK), lock);
     let _ = std::fs::write(
         dir.join("scen/scenario.yaml"),
         "spec: specs/mcp_files.charter\n\

@@ -165,6 +165,14 @@ pub enum Code {
     E021,
     /// An `mcp` server named like a `tool`.
     E022,
+    /// An `mcp` server that `charter.lock` does not hold (or there is no lock).
+    E023,
+    /// A tool of an `mcp` server that its entry in `charter.lock` does not list.
+    E024,
+    /// A `permit` on an MCP tool reading an argument the tool's `inputSchema` lacks.
+    E025,
+    /// `charter.lock` cannot be read (not YAML of the lock's form, a newer version).
+    E026,
     /// Unused contract.
     W001,
     /// Unused tool.
@@ -195,10 +203,12 @@ pub enum Code {
     W014,
     /// An `mcp` server whose tools no role uses.
     W015,
+    /// An `mcp` server locked with another command or URL than the spec declares.
+    W016,
 }
 
 impl Code {
-    pub const ALL: [Code; 38] = [
+    pub const ALL: [Code; 43] = [
         Code::E000,
         Code::E001,
         Code::E002,
@@ -222,6 +232,10 @@ impl Code {
         Code::E020,
         Code::E021,
         Code::E022,
+        Code::E023,
+        Code::E024,
+        Code::E025,
+        Code::E026,
         Code::W001,
         Code::W002,
         Code::W003,
@@ -237,6 +251,7 @@ impl Code {
         Code::W013,
         Code::W014,
         Code::W015,
+        Code::W016,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -264,6 +279,10 @@ impl Code {
             Code::E020 => "E020",
             Code::E021 => "E021",
             Code::E022 => "E022",
+            Code::E023 => "E023",
+            Code::E024 => "E024",
+            Code::E025 => "E025",
+            Code::E026 => "E026",
             Code::W001 => "W001",
             Code::W002 => "W002",
             Code::W003 => "W003",
@@ -279,6 +298,7 @@ impl Code {
             Code::W013 => "W013",
             Code::W014 => "W014",
             Code::W015 => "W015",
+            Code::W016 => "W016",
         }
     }
 

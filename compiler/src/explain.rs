@@ -32,6 +32,10 @@ pub fn explain(code: Code) -> &'static str {
         Code::E020 => E020,
         Code::E021 => E021,
         Code::E022 => E022,
+        Code::E023 => E023,
+        Code::E024 => E024,
+        Code::E025 => E025,
+        Code::E026 => E026,
         Code::W001 => W001,
         Code::W002 => W002,
         Code::W003 => W003,
@@ -47,6 +51,7 @@ pub fn explain(code: Code) -> &'static str {
         Code::W013 => W013,
         Code::W014 => W014,
         Code::W015 => W015,
+        Code::W016 => W016,
     }
 }
 
@@ -890,7 +895,8 @@ A tool of an MCP server is named `SERVER.TOOL` wherever a tool is named: in a ro
 `tools`, `permit`, `tool_choice` and in invariants. SERVER must be an `mcp` item of the
 spec, and TOOL one of the tools its `tools: [...]` allow-list names: the spec may use no
 other tool of the server. Add the tool to the allow-list, or name one it holds. (Under
-`tools: *` every name is accepted until the server's tools are locked.)
+`tools: *` any name passes here; E024 checks it against what `charter.lock` says the
+server lists.)
 
 Wrong:
 
@@ -920,6 +926,83 @@ Right:
     mcp web { url: "http://127.0.0.1:3001/mcp"  tools: * }
 "#;
 
+const E023: &str = r#"E023: an MCP server that charter.lock does not hold
+
+`check` knows what an MCP server offers from `charter.lock`, at the project root, without
+starting it: `charter lock` starts (or reaches) every server the specs declare, asks for its
+tools, and writes their names, descriptions and input schemas there. A spec that declares a
+server the lock does not hold, or a project that has no lock, cannot have its tools
+checked, and a run could not compare the live server with what was reviewed. Run
+`charter lock` and commit `charter.lock`.
+
+Wrong:
+
+    mcp files { command: ["npx", "@modelcontextprotocol/server-filesystem", "data"]  tools: [read_text_file] }
+    (and no charter.lock, or one written before `files` was declared)
+
+Right:
+
+    mcp files { command: ["npx", "@modelcontextprotocol/server-filesystem", "data"]  tools: [read_text_file] }
+    $ charter lock       # writes charter.lock with `files` and its tools; commit it
+"#;
+
+const E024: &str = r#"E024: a tool the locked MCP server does not list
+
+A tool of an MCP server must be one the server offers, as `charter.lock` holds it: each
+entry of the server's `tools: [...]` allow-list, and, for a server with `tools: *`, each
+`SERVER.TOOL` a role's `tools` or an invariant names. The help suggests the closest tool
+the lock lists. If the server offers the tool now (a newer version), run `charter lock`
+again and review the change.
+
+Wrong:
+
+    mcp everything { command: ["npx", "@modelcontextprotocol/server-everything"]  tools: * }
+    role helper { tools: [everything.ecko]  max_tool_calls: 2  ... }
+
+Right:
+
+    mcp everything { command: ["npx", "@modelcontextprotocol/server-everything"]  tools: * }
+    role helper { tools: [everything.echo]  max_tool_calls: 2  ... }
+"#;
+
+const E025: &str = r#"E025: a permit reads an argument the MCP tool does not take
+
+In `permit SERVER.TOOL when EXPR`, `args` is the call's arguments, which the tool's
+`inputSchema` (as `charter.lock` holds it) describes. `args.X` must name one of the
+schema's properties, and `args.X.Y` one of X's when X is an object with properties; a
+misspelt name would never be set, so the rule would not test what it says. A schema that
+allows other properties (`additionalProperties`, `patternProperties`, `anyOf`, ...) is not
+checked below that level.
+
+Wrong:
+
+    permit everything.echo when len(args.mesage) < 200
+
+Right:
+
+    permit everything.echo when len(args.message) < 200
+"#;
+
+const E026: &str = r#"E026: charter.lock cannot be read
+
+The spec declares an MCP server, so `check` reads the project's `charter.lock`, and it is
+not a lock this build reads: not YAML, YAML of another form (a key it does not know, a
+value of the wrong kind), or a newer version of the format. The message says where. The
+file is written by `charter lock`, not by hand: write it again, or restore it from
+version control.
+
+Wrong:
+
+    # charter.lock, edited by hand
+    version: 1
+    servers:
+      files: [read_text_file
+
+Right:
+
+    $ charter lock       # writes charter.lock again from the servers
+"#;
+
 const W015: &str = r#"W015: an MCP server no role uses
 
 An `mcp` server is declared, but no role lists one of its tools (`SERVER.TOOL`) in its
@@ -935,6 +1018,24 @@ Right:
 
     mcp files { command: ["npx", "@modelcontextprotocol/server-filesystem", "data"]  tools: [read_text_file] }
     role reader { tools: [files.read_text_file]  max_tool_calls: 4  ... }
+"#;
+
+const W016: &str = r#"W016: charter.lock was made with another command or URL
+
+The lock holds, per server, the command it was started with or the URL it was reached at,
+and what that server offered. The spec now declares the server another way (another
+package, version, argument or address), so the tools checked against the lock may not be
+the tools the spec's server offers. Run `charter lock` to ask the server as declared.
+
+Wrong:
+
+    mcp files { command: ["npx", "-y", "@modelcontextprotocol/server-filesystem@2", "data"]  tools: [read_text_file] }
+    (charter.lock made with ["npx", "-y", "@modelcontextprotocol/server-filesystem", "data"])
+
+Right:
+
+    mcp files { command: ["npx", "-y", "@modelcontextprotocol/server-filesystem@2", "data"]  tools: [read_text_file] }
+    $ charter lock       # charter.lock now holds the command as declared
 "#;
 
 #[cfg(test)]

@@ -10,6 +10,12 @@
 //!   when that does not exist, and files it names are read relative to the folder. A
 //!   folder that is neither a case's support folder nor a case is an error.
 //!   The folder `specs/invalid/snapshots/` holds the snapshots and is not a case.
+//! - a case that declares `mcp` servers is checked against the `charter.lock` in its folder
+//!   (the case's own folder, or the support folder named after it), as `charter check`
+//!   checks a project against the lock at its root; without one, its MCP tools are checked
+//!   only against the spec's allow-lists (the compiler's default, a loader that knows no
+//!   project). A warning case (`specs/warnings/<case>.charter`) finds its lock the same
+//!   way, in `specs/warnings/<case>/`.
 //!
 //! Each case must yield at least one error, and its name must start with the lower-case
 //! code of its first error (`e006_unbounded_retry_loop`), except
@@ -27,7 +33,8 @@
 
 use std::path::{Path, PathBuf};
 
-use charter_compiler::{Code, Compilation, LoadedFile, Loader, compile, render};
+use charter_compiler::lock::LOCK_FILE;
+use charter_compiler::{Code, Compilation, LoadedFile, Loader, LockFile, compile, render};
 
 /// The case that shows the compiler reports every error, not just the first.
 const THREE_ERRORS_CASE: &str = "three_independent_errors";
@@ -258,13 +265,24 @@ fn snapshot_text(root: &Path, spec: &Path, compilation: &Compilation) -> String 
 }
 
 /// Compiles `spec`, shown by its path relative to the repository root, reading the files
-/// it names from `directory`.
+/// it names from `directory` and its lock from its case's folder (this file's header).
 fn compile_file(root: &Path, spec: &Path, directory: &Path) -> Compilation {
     let text = std::fs::read_to_string(spec)
         .unwrap_or_else(|error| panic!("cannot read {}: {error}", spec.display()));
+    // The support folder named after the spec, or the case folder the spec is in.
+    let support = spec.with_extension("");
+    let own_folder = spec
+        .parent()
+        .filter(|parent| stem(parent) == stem(spec) || stem(spec) == "main");
+    let lock = [Some(support.as_path()), own_folder]
+        .into_iter()
+        .flatten()
+        .map(|folder| folder.join(LOCK_FILE))
+        .find(|lock| lock.is_file());
     let loader = DirectoryLoader {
         directory: directory.to_path_buf(),
         root: root.to_path_buf(),
+        lock,
     };
     compile(&relative(root, spec), &text, &loader)
 }
@@ -273,6 +291,8 @@ fn compile_file(root: &Path, spec: &Path, directory: &Path) -> Compilation {
 struct DirectoryLoader {
     directory: PathBuf,
     root: PathBuf,
+    /// The case's `charter.lock`, when its folder holds one.
+    lock: Option<PathBuf>,
 }
 
 impl Loader for DirectoryLoader {
@@ -285,6 +305,20 @@ impl Loader for DirectoryLoader {
                 text,
             })
             .map_err(|_| format!("no such file `{display_name}`"))
+    }
+
+    fn load_lock(&self) -> LockFile {
+        let Some(path) = &self.lock else {
+            return LockFile::NotChecked;
+        };
+        let display_name = relative(&self.root, path);
+        match std::fs::read_to_string(path) {
+            Ok(text) => LockFile::Found(LoadedFile { display_name, text }),
+            Err(error) => LockFile::Unreadable {
+                reason: format!("cannot read `{display_name}`: {error}"),
+                display_name,
+            },
+        }
     }
 }
 

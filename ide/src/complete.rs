@@ -1,5 +1,6 @@
 //! Completion: keywords and the names in scope, a contract's fields after `.`, an `mcp`
-//! server's tools after `SERVER.` where a tool is named, issue codes in `repair`, a tool's
+//! server's tools after `SERVER.` where a tool is named (those `charter.lock` lists, marked
+//! when its allow-list leaves them out), issue codes in `repair`, a tool's
 //! properties, an `mcp` server's keys and a sandbox's keys and values, and the variables a
 //! role's prompt template may read inside `{{ }}`.
 
@@ -7,6 +8,7 @@ use std::ops::Range;
 
 use charter_compiler::check::Symbols;
 use charter_compiler::check::templates::provided_variables;
+use charter_compiler::lock::LockedServer;
 use charter_compiler::names::snake_case;
 use charter_compiler::syntax::ast::{McpServer, Role};
 
@@ -189,7 +191,7 @@ impl Analysis {
             && let Some(server) = symbols.mcp.get(server.as_str())
             && names_a_tool(text, offset)
         {
-            return server_tools(server);
+            return server_tools(server, self.locked_server(&server.name.name));
         }
         if !path_before.is_empty() {
             return self.field_completions(&symbols, text, offset, &path_before);
@@ -334,22 +336,57 @@ fn names_a_tool(text: &str, offset: usize) -> bool {
             .is_some_and(|key| key.trim_end().ends_with("tools"))
 }
 
-/// The tools an `mcp` server lets the spec use, after `SERVER.` (none under `tools: *`:
-/// they are not known offline).
-fn server_tools(server: &McpServer) -> Vec<Completion> {
+/// The tools of an `mcp` server, after `SERVER.`: its allow-list's entries first, then
+/// every other tool its entry in `charter.lock` lists, marked when the allow-list leaves
+/// it out. With no lock, the allow-list alone (and nothing under `tools: *`).
+fn server_tools(server: &McpServer, locked: Option<&LockedServer>) -> Vec<Completion> {
     let name = &server.name.name;
-    server
-        .tools
-        .iter()
-        .flat_map(|tools| tools.only.iter().flatten())
-        .map(|tool| {
+    let only = server.tools.as_ref().and_then(|tools| tools.only.as_ref());
+    let listed = |tool: &str| only.is_some_and(|only| only.iter().any(|entry| entry.name == tool));
+    let allowed = |tool: &str| {
+        let description = locked
+            .and_then(|locked| locked.tools.get(tool))
+            .and_then(|locked| locked.description.as_deref())
+            .map(summary)
+            .unwrap_or_default();
+        format!("tool of mcp server `{name}`{description}")
+    };
+    let mut found: Vec<Completion> = only
+        .into_iter()
+        .flatten()
+        .map(|entry| {
             item(
-                &tool.name,
+                &entry.name,
                 CompletionKind::Tool,
-                Some(format!("tool of mcp server `{name}`")),
+                Some(allowed(&entry.name)),
             )
         })
-        .collect()
+        .collect();
+    for tool in locked.into_iter().flat_map(|locked| locked.tools.keys()) {
+        if listed(tool) {
+            continue;
+        }
+        let detail = if only.is_some() {
+            format!("not in the allow-list of mcp server `{name}`: add it to `tools: [...]`")
+        } else {
+            allowed(tool)
+        };
+        found.push(item(tool, CompletionKind::Tool, Some(detail)));
+    }
+    found
+}
+
+/// `: ` and the first line of a tool's description, cut to a completion's detail.
+fn summary(description: &str) -> String {
+    const MOST: usize = 80;
+    let line = description.lines().next().unwrap_or("").trim();
+    if line.is_empty() {
+        return String::new();
+    }
+    match line.char_indices().nth(MOST) {
+        Some((at, _)) => format!(": {}…", line.get(..at).unwrap_or(line)),
+        None => format!(": {line}"),
+    }
 }
 
 /// The contract held by `name` bound before `offset` as `every|some|count NAME in PATH`.

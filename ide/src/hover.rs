@@ -1,11 +1,13 @@
 //! Hover: what a name stands for (a contract's fields, a role's model, input, output and
-//! tools, a step's role and output, a rules block's lines, ...), an issue code's
-//! `charter explain` text, and what a tool's property or sandbox key means.
+//! tools, a step's role and output, a rules block's lines, an MCP tool's description and
+//! arguments from `charter.lock`, ...), an issue code's `charter explain` text, and what a
+//! tool's property or sandbox key means.
 
 use std::ops::Range;
 
 use charter_compiler::check::Symbols;
 use charter_compiler::explain::explain;
+use charter_compiler::lock::{LOCK_FILE, LockedServer};
 use charter_compiler::syntax::ast::{
     Contract, GateRule, McpServer, ModelRef, PromptSource, RepairPattern, Role, Step, StepBody,
 };
@@ -125,12 +127,17 @@ fn describe(
             format!("rules `{name}`{version}\n\n{}", lines.join("\n"))
         }
         Def::Tool(name) => code_block(&snippet(sources, symbols.tools.get(name.as_str())?.span)),
-        Def::Mcp(name) => mcp_text(symbols.mcp.get(name.as_str())?),
+        Def::Mcp(name) => mcp_text(
+            symbols.mcp.get(name.as_str())?,
+            analysis.locked_server(name),
+        ),
         Def::McpTool(server, tool) => {
             let found = symbols.mcp.get(server.as_str())?;
+            let locked = analysis.locked_server(server);
             format!(
-                "tool `{tool}` of MCP server `{server}`\n\n{}",
-                mcp_text(found)
+                "tool `{tool}` of MCP server `{server}`{}\n\n{}",
+                locked_tool_text(locked, tool),
+                mcp_text(found, locked)
             )
         }
         Def::Model(name) => code_block(&snippet(sources, symbols.models.get(name.as_str())?.span)),
@@ -155,9 +162,47 @@ fn describe(
     })
 }
 
+/// What `charter.lock` says of `tool`: its description and its arguments (the input
+/// schema as pretty JSON, cut to [`SCHEMA_LINES`] lines), or that it does not list it.
+fn locked_tool_text(locked: Option<&LockedServer>, tool: &str) -> String {
+    let Some(locked) = locked else {
+        return format!(
+            "\n\nits description and arguments show here once `charter lock` has written {LOCK_FILE}"
+        );
+    };
+    let Some(found) = locked.tools.get(tool) else {
+        return format!("\n\n**not listed** by the server in {LOCK_FILE} (E024)");
+    };
+    let mut text = String::new();
+    if let Some(description) = found
+        .description
+        .as_deref()
+        .filter(|d| !d.trim().is_empty())
+    {
+        text.push_str(&format!("\n\n{}", description.trim()));
+    }
+    let schema = format!("{:#}", found.input_schema);
+    let lines: Vec<&str> = schema.lines().collect();
+    let shown: Vec<&str> = lines.iter().take(SCHEMA_LINES).copied().collect();
+    let mut block = shown.join("\n");
+    if lines.len() > SCHEMA_LINES {
+        block.push_str(&format!(
+            "\n… {} more lines in {LOCK_FILE}",
+            lines.len() - SCHEMA_LINES
+        ));
+    }
+    text.push_str(&format!(
+        "\n\narguments (`inputSchema`):\n```json\n{block}\n```"
+    ));
+    text
+}
+
+/// The most lines of a tool's input schema a hover shows.
+const SCHEMA_LINES: usize = 40;
+
 /// An `mcp` server as it is reached (its command or URL) and the tools it lets the spec
-/// use, with what that means.
-fn mcp_text(server: &McpServer) -> String {
+/// use, with what that means, and what `charter.lock` holds of it.
+fn mcp_text(server: &McpServer, locked: Option<&LockedServer>) -> String {
     let quote = |text: &str| format!("{text:?}");
     let mut lines = vec![format!("mcp {} {{", server.name.name)];
     let how = match (&server.command, &server.url) {
@@ -183,16 +228,27 @@ fn mcp_text(server: &McpServer) -> String {
         Some(None) => {
             lines.push("  tools: *".to_string());
             format!(
-                "the spec may use every tool it lists, as `{}.TOOL` (not known offline yet: any \
-                 name is accepted)",
+                "the spec may use every tool it lists, as `{}.TOOL` (checked against \
+                 {LOCK_FILE})",
                 server.name.name
             )
         }
         None => "it lets the spec use no tool yet: it needs `tools`".to_string(),
     };
     lines.push("}".to_string());
+    let lock = match locked {
+        Some(locked) => format!(
+            "\n\n{LOCK_FILE}: {} {}, protocol {}, {} tool{}",
+            locked.server.name,
+            locked.server.version,
+            locked.protocol_version,
+            locked.tools.len(),
+            if locked.tools.len() == 1 { "" } else { "s" }
+        ),
+        None => String::new(),
+    };
     format!(
-        "{}\n\nMCP server, {how}; {tools}",
+        "{}\n\nMCP server, {how}; {tools}{lock}",
         code_block(&lines.join("\n"))
     )
 }

@@ -26,9 +26,11 @@ mod scan;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use charter_compiler::lock::LockedServer;
 use charter_compiler::syntax::ast::SpecFile;
 use charter_compiler::{
-    Compilation, Diagnostic, FileId, LoadedFile, Loader, Severity, Span, compile_with_syntax,
+    Compilation, Diagnostic, FileId, LoadedFile, Loader, LockFile, Severity, Span,
+    compile_with_syntax,
 };
 
 pub use complete::{Completion, CompletionKind};
@@ -110,7 +112,8 @@ pub fn normalize(path: &str) -> String {
     }
 }
 
-/// The files a spec names, read from the open documents first, then through `disk`.
+/// The files a spec names, read from the open documents first, then through `disk`; the
+/// project's `charter.lock` where `disk` finds it, its open text first.
 struct Overlay<'a> {
     directory: String,
     documents: &'a Documents,
@@ -137,6 +140,25 @@ impl Loader for Overlay<'_> {
             display_name: path,
             text: loaded.text,
         })
+    }
+
+    fn load_lock(&self) -> LockFile {
+        let found = self.disk.load_lock();
+        let display_name = match &found {
+            LockFile::NotChecked => return found,
+            LockFile::Missing { display_name } | LockFile::Unreadable { display_name, .. } => {
+                display_name
+            }
+            LockFile::Found(loaded) => &loaded.display_name,
+        };
+        let path = normalize(display_name);
+        match self.documents.get(&path) {
+            Some(text) => LockFile::Found(LoadedFile {
+                display_name: path,
+                text: text.to_string(),
+            }),
+            None => found,
+        }
     }
 }
 
@@ -201,6 +223,12 @@ impl Analysis {
 
     pub fn compilation(&self) -> &Compilation {
         &self.compilation
+    }
+
+    /// What `charter.lock` holds of the server `name`, when the spec declares servers and
+    /// the project's lock could be read.
+    pub(crate) fn locked_server(&self, name: &str) -> Option<&LockedServer> {
+        self.compilation.lock.as_ref()?.servers.get(name)
     }
 
     pub(crate) fn file_id(&self, path: &str) -> Option<FileId> {

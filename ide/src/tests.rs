@@ -1012,3 +1012,217 @@ fn no_feature_panics_on_any_prefix_of_a_spec_with_mcp_servers() {
         let _ = analysis.diagnostics();
     }
 }
+
+/// What `charter lock` would write for [`MCP`]'s servers (the hashes are not checked here).
+fn mcp_lock(extra_properties: usize) -> String {
+    let many: String = (0..extra_properties)
+        .map(|index| format!("            p{index:03}:\n              type: string\n"))
+        .collect();
+    format!(
+        r#"version: 1
+servers:
+  files:
+    command:
+    - npx
+    - "@modelcontextprotocol/server-filesystem"
+    - data
+    protocol_version: "2025-11-25"
+    server:
+      name: secure-filesystem-server
+      version: "0.2.0"
+    tools:
+      list_directory:
+        description: List the entries of a directory.
+        input_schema:
+          properties:
+            path:
+              type: string
+          type: object
+        hash: sha256:1
+      read_text_file:
+        description: |-
+          Read the complete contents of a file from the file system as text.
+          Use 'head' or 'tail' for part of it.
+        input_schema:
+          properties:
+            head:
+              type: number
+{many}            path:
+              type: string
+          required:
+          - path
+          type: object
+        hash: sha256:2
+      write_file:
+        description: Create or overwrite a file.
+        input_schema:
+          properties:
+            content:
+              type: string
+            path:
+              type: string
+          type: object
+        hash: sha256:3
+  search:
+    url: http://127.0.0.1:3001/mcp
+    protocol_version: "2025-11-25"
+    server:
+      name: search
+      version: "1.0.0"
+    tools:
+      fetch_page:
+        input_schema:
+          type: object
+        hash: sha256:4
+      web_search:
+        description: Search the web.
+        input_schema:
+          properties:
+            query:
+              type: string
+          type: object
+        hash: sha256:5
+"#
+    )
+}
+
+fn with_lock(text: &str, lock: &str) -> Analysis {
+    let mut loader = MemoryLoader::default();
+    loader
+        .files
+        .insert("charter.lock".to_string(), lock.to_string());
+    Analysis::new("/p/specs/x.charter", text, &Documents::new(), &loader)
+}
+
+#[test]
+fn mcp_tools_complete_and_hover_from_the_lock() {
+    let path = "/p/specs/x.charter";
+    let analysis = with_lock(MCP, &mcp_lock(0));
+    assert!(
+        analysis.diagnostics().is_empty(),
+        "{:?}",
+        analysis.diagnostics()
+    );
+    let completions = |analysis: &Analysis, text: &str, needle: &str, within: usize| {
+        analysis
+            .completions(path, offset_of(text, needle, 0, within))
+            .into_iter()
+            .map(|completion| (completion.label, completion.detail.unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+    // An allow-list: its entries first, then the lock's other tools, marked.
+    let files = completions(&analysis, MCP, "files.read_text_file, search", 6);
+    let labels: Vec<&str> = files.iter().map(|(label, _)| label.as_str()).collect();
+    assert_eq!(labels, ["read_text_file", "list_directory", "write_file"]);
+    assert_eq!(
+        files[0].1,
+        "tool of mcp server `files`: Read the complete contents of a file from the file system as text."
+    );
+    assert_eq!(
+        files[2].1,
+        "not in the allow-list of mcp server `files`: add it to `tools: [...]`"
+    );
+    // `tools: *`: every tool the lock lists, while the name is half typed (a syntax error).
+    let typing = MCP.replace("search.web_search]", "search.]");
+    let search = completions(&with_lock(&typing, &mcp_lock(0)), &typing, "search.]", 7);
+    assert_eq!(
+        search,
+        [
+            (
+                "fetch_page".to_string(),
+                "tool of mcp server `search`".to_string()
+            ),
+            (
+                "web_search".to_string(),
+                "tool of mcp server `search`: Search the web.".to_string()
+            ),
+        ]
+    );
+
+    // Hover: the tool's description and arguments; the server's locked identity.
+    let hover = |analysis: &Analysis, needle: &str, within: usize| {
+        analysis
+            .hover(path, offset_of(MCP, needle, 0, within))
+            .map(|hover| hover.markdown)
+            .unwrap_or_default()
+    };
+    let tool = hover(&analysis, "files.read_text_file, search", 8);
+    assert!(
+        tool.starts_with("tool `read_text_file` of MCP server `files`\n\nRead the complete contents of a file from the file system as text.\nUse 'head' or 'tail' for part of it.\n\narguments (`inputSchema`):\n```json\n{"),
+        "{tool}"
+    );
+    assert!(tool.contains("\"path\": {"), "{tool}");
+    let server = hover(&analysis, "files.read_text_file, search", 2);
+    assert!(
+        server.ends_with(
+            "charter.lock: secure-filesystem-server 0.2.0, protocol 2025-11-25, 3 tools"
+        ),
+        "{server}"
+    );
+    let web = hover(&analysis, "search.web_search", 9);
+    assert!(web.contains("Search the web."), "{web}");
+
+    // A large schema is cut; a tool the lock does not list says so; no lock, no arguments.
+    let large = hover(
+        &with_lock(MCP, &mcp_lock(200)),
+        "files.read_text_file, search",
+        8,
+    );
+    assert!(large.contains("more lines in charter.lock"), "{large}");
+    let schema_lines = large
+        .lines()
+        .skip_while(|line| *line != "```json")
+        .skip(1)
+        .take_while(|line| *line != "```")
+        .count();
+    assert_eq!(schema_lines, 41, "{large}");
+    let unlisted = mcp_lock(0).replace("      web_search:", "      web_searching:");
+    let web = hover(&with_lock(MCP, &unlisted), "search.web_search", 9);
+    assert!(
+        web.contains("**not listed** by the server in charter.lock"),
+        "{web}"
+    );
+    let unlocked = hover(&inline(MCP), "files.read_text_file, search", 8);
+    assert!(
+        unlocked.contains("once `charter lock` has written charter.lock"),
+        "{unlocked}"
+    );
+    assert!(!unlocked.contains("```json"), "{unlocked}");
+}
+
+#[test]
+fn an_open_lock_is_read_before_the_disk_and_a_broken_one_is_a_diagnostic() {
+    let path = "/p/specs/x.charter";
+    let mut loader = MemoryLoader::default();
+    loader.files.insert("charter.lock".to_string(), mcp_lock(0));
+    let mut documents = Documents::new();
+    documents.set(
+        "charter.lock",
+        mcp_lock(0).replace("      write_file:", "      write_text_file:"),
+    );
+    let analysis = Analysis::new(path, MCP, &documents, &loader);
+    let labels: Vec<String> = analysis
+        .completions(path, offset_of(MCP, "files.read_text_file, search", 0, 6))
+        .into_iter()
+        .map(|completion| completion.label)
+        .collect();
+    assert_eq!(
+        labels,
+        ["read_text_file", "list_directory", "write_text_file"]
+    );
+    assert!(analysis.files().contains(&"charter.lock".to_string()));
+
+    documents.set("charter.lock", "version: 1\nservers: [\n".to_string());
+    let analysis = Analysis::new(path, MCP, &documents, &loader);
+    let diagnostics = analysis.diagnostics();
+    let in_lock = diagnostics.get("charter.lock").cloned().unwrap_or_default();
+    assert_eq!(in_lock.len(), 1, "{diagnostics:?}");
+    assert_eq!(in_lock[0].code, "E026");
+    // The service still answers, as with no lock.
+    assert_eq!(
+        analysis
+            .completions(path, offset_of(MCP, "files.read_text_file, search", 0, 6))
+            .len(),
+        2
+    );
+}

@@ -3,8 +3,8 @@
 //! a server named like a `tool` (E022), a tool listed twice (E003), and a server whose
 //! tools no role uses (W015). A server's `sandbox` is checked with the tools' (`sandbox`).
 //!
-//! Offline, a server's tools are known only through its allow-list: under `tools: *` any
-//! TOOL is accepted (a later change checks it against the lock file, `charter.lock`).
+//! Here a server's tools are known only through its allow-list: under `tools: *` any TOOL
+//! is accepted. What the server really offers is checked against `charter.lock` (`lock`).
 
 use crate::check::Symbols;
 use crate::diagnostics::{Code, Diagnostic, Span, did_you_mean};
@@ -123,7 +123,7 @@ fn names_a_tool(symbols: &Symbols<'_>, tool: &Ident, diagnostics: &mut Vec<Diagn
 
 /// The spans of SERVER and of TOOL in `SERVER.TOOL`, when the name is written as spelled
 /// (a role file's may be quoted or spelled otherwise: then both are the whole name).
-fn parts(tool: &Ident, server_length: usize) -> (Span, Span) {
+pub(crate) fn parts(tool: &Ident, server_length: usize) -> (Span, Span) {
     let span = tool.span;
     let written = (span.end - span.start) as usize;
     if written != tool.name.len() {

@@ -3,12 +3,14 @@
 //!
 //! `check` first collects every definition into [`Symbols`] (reporting duplicates, E003),
 //! then runs the name/type checks (`types`, `templates`) and the flow checks (`flow`);
-//! last, what lowering needs (`required`), tools' sandboxes (`sandbox`) and MCP servers and
-//! the `SERVER.TOOL` names of their tools (`mcp`).
+//! last, what lowering needs (`required`), tools' sandboxes (`sandbox`), MCP servers and
+//! the `SERVER.TOOL` names of their tools (`mcp`), and those tools against the project's
+//! `charter.lock` (`lock`).
 //! Checks that assume a well-formed graph (cycles, reachability, repair coverage) run
 //! only when the earlier ones found no error.
 
 pub mod flow;
+pub mod lock;
 pub mod mcp;
 pub mod required;
 pub mod sandbox;
@@ -281,8 +283,17 @@ pub struct Checked {
     pub flow: flow::FlowFacts,
 }
 
-/// Runs every check over `spec`.
+/// Runs every check over `spec`, its MCP tools checked against no lock.
 pub fn check(spec: &SpecFile, sources: &Sources) -> (Checked, Vec<Diagnostic>) {
+    check_with_lock(spec, sources, &lock::ProjectLock::NotChecked)
+}
+
+/// Runs every check over `spec`, its MCP tools checked against `project_lock`.
+pub fn check_with_lock(
+    spec: &SpecFile,
+    sources: &Sources,
+    project_lock: &lock::ProjectLock,
+) -> (Checked, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
     let symbols = Symbols::collect(spec, &mut diagnostics);
     // Every contract's resolved fields, built once for the type and template checks.
@@ -300,5 +311,6 @@ pub fn check(spec: &SpecFile, sources: &Sources) -> (Checked, Vec<Diagnostic>) {
     required::check(&symbols, &mut diagnostics);
     sandbox::check(spec, &mut diagnostics);
     mcp::check(&symbols, &mut diagnostics);
+    lock::check(&symbols, project_lock, &mut diagnostics);
     (checked, diagnostics)
 }

@@ -805,7 +805,7 @@ impl Front<'_> {
 }
 
 /// The byte offset of one-based `line` and `column` (in characters) in `text`.
-fn offset_of(text: &str, line: u64, column: u64) -> Option<usize> {
+pub(crate) fn offset_of(text: &str, line: u64, column: u64) -> Option<usize> {
     let line = usize::try_from(line).ok()?.checked_sub(1)?;
     let column = usize::try_from(column).ok()?.saturating_sub(1);
     let mut line_start = 0;

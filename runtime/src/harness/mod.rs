@@ -46,7 +46,7 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use charter_compiler::{CompiledSpec, LoadedFile, Loader, compile, render};
+use charter_compiler::{CompiledSpec, LoadedFile, Loader, LockFile, compile, render};
 use serde_json::Value;
 
 use crate::engine::effects::Provider;
@@ -546,6 +546,27 @@ impl Loader for FsLoader {
             display_name: shown,
             text,
         })
+    }
+
+    /// `charter.lock` at the project root, shown as `charter.lock`.
+    fn load_lock(&self) -> LockFile {
+        use crate::world::files::{MAX_SOURCE_BYTES, SourceError, read_source};
+        let display_name = crate::formats::lock::LOCK_FILE.to_string();
+        let path = self.root.join(&display_name);
+        match read_source(&path, Some(&self.root), MAX_SOURCE_BYTES) {
+            Err(SourceError::Missing) => LockFile::Missing { display_name },
+            Err(error) => LockFile::Unreadable {
+                reason: error.message(&display_name, "."),
+                display_name,
+            },
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => LockFile::Found(LoadedFile { display_name, text }),
+                Err(_) => LockFile::Unreadable {
+                    reason: format!("`{display_name}` is not UTF-8 text"),
+                    display_name,
+                },
+            },
+        }
     }
 }
 

@@ -17,22 +17,11 @@ pub fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), 
     value.serialize(&mut Writer { out })
 }
 
-/// Appends `text` as a JSON string, quotes and escapes included.
+/// Appends `text` as a JSON string, quotes and escapes included (the canonical form's
+/// string writer, which copies a string needing no escape whole).
+#[inline]
 pub fn write_str(out: &mut Vec<u8>, text: &str) {
-    let bytes = text.as_bytes();
-    // No short cut out of the loop: a fold over every byte is vectorized.
-    let plain = bytes.iter().fold(true, |plain, &byte| {
-        plain & (byte >= 0x20) & (byte != b'"') & (byte != b'\\')
-    });
-    if plain {
-        out.reserve(bytes.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(bytes);
-        out.push(b'"');
-    } else {
-        // Writing a `&str` into a `Vec` cannot fail.
-        let _ = serde_json::to_writer(&mut *out, text);
-    }
+    crate::formats::canonical::write_string(text, out);
 }
 
 /// A number (or anything else `serde_json` writes without strings) as `serde_json` writes it.

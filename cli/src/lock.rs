@@ -8,7 +8,7 @@ use std::time::Duration;
 use charter_compiler::CompiledSpec;
 use charter_compiler::graph::{McpServerIr, McpTransportIr, SecretOrTextIr};
 use charter_runtime::formats::lock::{LOCK_FILE, Lock};
-use charter_runtime::world::mcp::{DEFAULT_TIMEOUT, Endpoint, ServerConfig, lock_server};
+use charter_runtime::world::mcp::{DEFAULT_TIMEOUT, Endpoint, ServerConfig, drift, lock_server};
 use charter_runtime::world::sandbox::{Network, Sandbox};
 use clap::Args;
 
@@ -307,6 +307,30 @@ fn check_lock(context: Context, path: &Path, lock: &Lock) -> anyhow::Result<Outc
     if kept == now {
         print_err(&format!("{} matches every server\n", shown_from_here(path)));
         return Ok(Outcome::Clean);
+    }
+    match Lock::from_yaml(LOCK_FILE, &kept) {
+        Ok(kept_lock) => {
+            for (name, live) in &lock.servers {
+                match kept_lock.servers.get(name) {
+                    Some(locked) => {
+                        for line in drift(locked, live) {
+                            print_err(&format!("`{name}`: {line}\n"));
+                        }
+                    }
+                    None => print_err(&format!("`{name}`: not in the lock\n")),
+                }
+            }
+            for name in kept_lock.servers.keys() {
+                if !lock.servers.contains_key(name) {
+                    print_err(&format!("`{name}`: in the lock, but no spec declares it\n"));
+                }
+            }
+        }
+        Err(error) => print_err(&summary_line(
+            context,
+            "error",
+            &format!("the kept lock cannot be read: {error}"),
+        )),
     }
     let diff = similar::TextDiff::from_lines(&kept, &now)
         .unified_diff()

@@ -114,10 +114,28 @@ fn the_lock_holds_every_tool_checks_clean_and_shows_a_drift_as_a_diff() {
         "{said}"
     );
     assert!(said.contains("no longer matches the servers"), "{said}");
+    assert!(
+        said.contains("`everything`: tool `echo` changed its description"),
+        "{said}"
+    );
     assert_eq!(
         std::fs::read_to_string(dir.join("charter.lock")).unwrap_or_default(),
         drifted,
         "--check changes nothing"
+    );
+
+    // Edited by hand into YAML that does not parse: named with its line and column.
+    std::fs::write(
+        dir.join("charter.lock"),
+        "version: 1\nservers:\n  everything: [unclosed\n",
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    let checked = charter(&dir, &["lock", "--check"]);
+    assert_eq!(checked.status.code(), Some(1), "{}", stderr(&checked));
+    assert!(
+        stderr(&checked).contains("the kept lock cannot be read: charter.lock:3:"),
+        "{}",
+        stderr(&checked)
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

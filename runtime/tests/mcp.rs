@@ -1,7 +1,9 @@
-//! MCP servers as the client sees them (DESIGN §19), against the real `@modelcontextprotocol/server-everything` over stdio (installed into `target/mcp/` by `.ci/run`; without it the test is skipped, except in CI where it fails): its identity and every page of its tools; and servers that will not start, hang in `initialize` or answer garbage, each refused in bounded time with a sentence.
+//! MCP servers as the client sees them (DESIGN §19), against the real `@modelcontextprotocol/server-everything` over stdio (installed into `target/mcp/` by `.ci/run`; without it the test is skipped, except in CI where it fails): its identity and every page of its tools; calls checked against the locked input and output schemas and bounded in time; and servers that will not start, hang in `initialize` or answer garbage, each refused in bounded time with a sentence.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use serde_json::json;
 
 use charter_runtime::world::mcp::{Connection, Endpoint, ServerConfig, lock_server};
 use charter_runtime::world::sandbox::{Grants, Sandbox};
@@ -136,4 +138,109 @@ async fn a_server_that_hangs_or_answers_garbage_is_refused_in_bounded_time() {
             started.elapsed()
         );
     }
+}
+
+#[tokio::test]
+async fn calls_are_checked_against_the_locked_schemas_and_bounded_in_time() {
+    let Some(entry) = everything() else {
+        return;
+    };
+    let entry = entry.to_string_lossy().into_owned();
+    let server = config(
+        "everything",
+        &["node", &entry, "stdio"],
+        Duration::from_secs(3),
+    );
+    let mut connection = Connection::open(&server, &Sandbox::off())
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let tools = connection
+        .tools()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let tool = |name: &str| {
+        tools
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {:?}", tools.keys()))
+    };
+
+    let echoed = connection
+        .call(
+            "echo",
+            &tool("echo"),
+            json!({"message": "hello from charter"}),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(!echoed.is_error);
+    assert!(echoed.text().contains("hello from charter"), "{echoed:?}");
+
+    // Arguments that break the inputSchema: refused before the call, each violation with
+    // its path.
+    let refused = connection
+        .call("echo", &tool("echo"), json!({"message": 7}))
+        .await
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(
+        refused.contains("do not match its inputSchema"),
+        "{refused}"
+    );
+    assert!(refused.contains("at /message:"), "{refused}");
+
+    // structuredContent, checked against the outputSchema.
+    let weather = connection
+        .call(
+            "get-structured-content",
+            &tool("get-structured-content"),
+            json!({"location": "Chicago"}),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        weather
+            .structured
+            .as_ref()
+            .map(|value| value["temperature"].clone()),
+        Some(json!(36))
+    );
+    // The same answer against an outputSchema it breaks is a tool error.
+    let mut strict = tool("get-structured-content");
+    strict.output_schema = Some(json!({"type": "object", "required": ["wind"]}));
+    let broken = connection
+        .call(
+            "get-structured-content",
+            &strict,
+            json!({"location": "Chicago"}),
+        )
+        .await
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(
+        broken.contains("does not match its outputSchema"),
+        "{broken}"
+    );
+
+    // A call that runs past the server's timeout is cancelled and the server stopped.
+    let started = Instant::now();
+    let slow = connection
+        .call(
+            "trigger-long-running-operation",
+            &tool("trigger-long-running-operation"),
+            json!({"duration": 30, "steps": 3}),
+        )
+        .await
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(slow.contains("did not answer within 3s"), "{slow}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!connection.is_alive());
 }

@@ -7,7 +7,7 @@
 //! `initialize` and each `tools/list` page are bounded by the server's timeout; a list is
 //! bounded to [`MAX_TOOLS`] tools and [`MAX_PAGES`] pages, and a message to rmcp's line
 //! limit (16 MiB), so a server that answers garbage, hangs or floods fails with a sentence
-//! instead of holding the run.
+//! instead of holding the run. [`drift`] says how a live offer differs from the lock.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::process::Stdio;
@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::ServiceExt;
-use rmcp::model::PaginatedRequestParams;
+use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
@@ -75,7 +75,7 @@ pub struct Connection {
     service: RunningService<RoleClient, ()>,
     timeout: Duration,
     /// The stdio server's process and its sandbox (its directory, its cgroup).
-    _process: Option<Process>,
+    process: Option<Process>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -188,7 +188,7 @@ impl Connection {
                     name: config.name.clone(),
                     service,
                     timeout: config.timeout,
-                    _process: Some(process),
+                    process: Some(process),
                 })
             }
         }
@@ -261,6 +261,134 @@ impl Connection {
     }
 }
 
+/// What a tool call answered: its content blocks (as MCP's JSON), its structured content,
+/// and whether the server marked it an error (`isError`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallResult {
+    pub content: Vec<Value>,
+    pub structured: Option<Value>,
+    pub is_error: bool,
+}
+
+impl CallResult {
+    /// The result as a tool's answer: `{content, structuredContent?, isError?}`.
+    pub fn to_value(&self) -> Value {
+        let mut value = serde_json::json!({ "content": self.content });
+        if let Some(structured) = &self.structured {
+            value["structuredContent"] = structured.clone();
+        }
+        if self.is_error {
+            value["isError"] = Value::Bool(true);
+        }
+        value
+    }
+
+    /// The text of its text blocks, one after another (what a model reads of an error).
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|block| block["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Where `value` breaks `schema` (JSON Schema), one line each with its path: `at /message:
+/// "message" is a required property`. A schema that is not one is a violation too.
+pub fn violations(schema: &Value, value: &Value) -> Vec<String> {
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(validator) => validator,
+        Err(error) => return vec![format!("the schema is not a valid JSON Schema: {error}")],
+    };
+    validator
+        .iter_errors(value)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            let path = if path.is_empty() {
+                "/".to_string()
+            } else {
+                path
+            };
+            format!("at {path}: {error}")
+        })
+        .take(20)
+        .collect()
+}
+
+impl Connection {
+    /// Calls `tool` with `args`: the arguments checked against its locked `inputSchema`
+    /// first (a violation is an error naming each path, and no call is made), the call
+    /// bounded by the server's timeout (dropping it sends `notifications/cancelled`; then
+    /// the server's group is killed, so a hung call frees its process), and a
+    /// `structuredContent` checked against its `outputSchema`.
+    pub async fn call(
+        &mut self,
+        name: &str,
+        locked: &LockedTool,
+        args: Value,
+    ) -> Result<CallResult, McpError> {
+        let failed = |message: String| McpError {
+            server: self.name.clone(),
+            message,
+        };
+        let broken = violations(&locked.input_schema, &args);
+        if !broken.is_empty() {
+            return Err(failed(format!(
+                "the arguments of `{name}` do not match its inputSchema, so it was not called:\n{}",
+                broken.join("\n")
+            )));
+        }
+        let Value::Object(arguments) = args else {
+            return Err(failed(format!(
+                "the arguments of `{name}` are not an object"
+            )));
+        };
+        let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
+        let answered = tokio::time::timeout(self.timeout, self.service.call_tool(params)).await;
+        let result = match answered {
+            Ok(Ok(result)) => result,
+            Ok(Err(error)) => return Err(failed(format!("`{name}` failed: {error}"))),
+            Err(_) => {
+                // The dropped request told the server to cancel; a stdio server that
+                // still runs it is ended with its group.
+                self.process = None;
+                return Err(failed(format!(
+                    "`{name}` did not answer within {} (cancelled; the server was stopped)",
+                    crate::formats::scenario::duration_text::format(self.timeout)
+                )));
+            }
+        };
+        let content: Vec<Value> = result
+            .content
+            .iter()
+            .filter_map(|block| serde_json::to_value(block).ok())
+            .collect();
+        let answer = CallResult {
+            content,
+            structured: result.structured_content.clone(),
+            is_error: result.is_error.unwrap_or(false),
+        };
+        if let (Some(schema), Some(structured), false) =
+            (&locked.output_schema, &answer.structured, answer.is_error)
+        {
+            let broken = violations(schema, structured);
+            if !broken.is_empty() {
+                return Err(failed(format!(
+                    "the structuredContent of `{name}` does not match its outputSchema:\n{}",
+                    broken.join("\n")
+                )));
+            }
+        }
+        Ok(answer)
+    }
+
+    /// Whether the server is still there to call (a stdio server stopped after a call that
+    /// timed out is not: the next call needs a new connection).
+    pub fn is_alive(&self) -> bool {
+        self.process.is_some()
+    }
+}
+
 /// What `config`'s server offers, as `charter.lock` keeps it: started in `sandbox`,
 /// asked, and ended.
 pub async fn lock_server(
@@ -284,6 +412,52 @@ pub async fn lock_server(
     })
 }
 
+/// How a server's live offer differs from what the lock kept, one line per difference
+/// (a tool new, gone or changed — its description, schemas or annotations —, another name,
+/// version or protocol); none when it matches. What a run refuses to start on unless drift
+/// is allowed, and what `charter lock --check` summarises under its diff.
+pub fn drift(locked: &LockedServer, live: &LockedServer) -> Vec<String> {
+    let mut lines = Vec::new();
+    if locked.server != live.server {
+        lines.push(format!(
+            "it is {} {} now, {} {} in the lock",
+            live.server.name, live.server.version, locked.server.name, locked.server.version
+        ));
+    }
+    if locked.protocol_version != live.protocol_version {
+        lines.push(format!(
+            "it speaks protocol {} now, {} in the lock",
+            live.protocol_version, locked.protocol_version
+        ));
+    }
+    for (name, tool) in &live.tools {
+        match locked.tools.get(name) {
+            None => lines.push(format!("tool `{name}` is new")),
+            Some(kept) => {
+                // By what it holds, not by its hash: a hand edit keeps the old hash.
+                let what: Vec<&str> = [
+                    ("description", kept.description != tool.description),
+                    ("inputSchema", kept.input_schema != tool.input_schema),
+                    ("outputSchema", kept.output_schema != tool.output_schema),
+                    ("annotations", kept.annotations != tool.annotations),
+                ]
+                .into_iter()
+                .filter_map(|(field, changed)| changed.then_some(field))
+                .collect();
+                if !what.is_empty() {
+                    lines.push(format!("tool `{name}` changed its {}", what.join(", ")));
+                }
+            }
+        }
+    }
+    for name in locked.tools.keys() {
+        if !live.tools.contains_key(name) {
+            lines.push(format!("tool `{name}` is gone"));
+        }
+    }
+    lines
+}
+
 /// Reads `pipe` to its end, keeping its last [`STDERR_TAIL`] bytes in `tail`.
 async fn keep_tail(mut pipe: impl tokio::io::AsyncRead + Unpin, tail: Arc<Mutex<VecDeque<u8>>>) {
     let mut buffer = [0u8; 4096];
@@ -296,5 +470,54 @@ async fn keep_tail(mut pipe: impl tokio::io::AsyncRead + Unpin, tail: Arc<Mutex<
             let excess = tail.len().saturating_sub(STDERR_TAIL);
             tail.drain(..excess);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn server(tools: &[(&str, &str)]) -> LockedServer {
+        LockedServer {
+            command: Some(vec!["node".into()]),
+            url: None,
+            protocol_version: "2025-11-25".into(),
+            server: ServerIdentity {
+                name: "files".into(),
+                version: "1.0.0".into(),
+            },
+            tools: tools
+                .iter()
+                .map(|(name, description)| {
+                    (
+                        name.to_string(),
+                        LockedTool::new(
+                            Some(description.to_string()),
+                            json!({"type": "object"}),
+                            None,
+                            None,
+                        ),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn drift_names_each_tool_that_is_new_gone_or_changed() {
+        let locked = server(&[("read", "Reads a file"), ("list", "Lists a directory")]);
+        assert!(drift(&locked, &locked).is_empty());
+        let mut live = server(&[("read", "Reads any file"), ("write", "Writes a file")]);
+        live.server.version = "2.0.0".into();
+        assert_eq!(
+            drift(&locked, &live),
+            [
+                "it is files 2.0.0 now, files 1.0.0 in the lock",
+                "tool `read` changed its description",
+                "tool `write` is new",
+                "tool `list` is gone",
+            ]
+        );
     }
 }

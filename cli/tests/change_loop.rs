@@ -134,6 +134,11 @@ fn comments_and_layout_in_every_spec_change_no_snapshot_and_stale_no_recording()
     for directory in ["specs/seeds", "specs/examples", "golden"] {
         copy_dir(&repo.join(directory), &root.join(directory));
     }
+    // The MCP example is checked against the project's lock.
+    write(
+        &root.join("charter.lock"),
+        &read(&repo.join("charter.lock")),
+    );
     let mut seeds = specs_under(&root.join("specs/seeds"));
     seeds.extend(specs_under(&root.join("specs/examples")));
     assert!(seeds.len() >= 6, "{seeds:?}");

@@ -138,6 +138,11 @@ pub(crate) fn parts(tool: &Ident, server_length: usize) -> (Span, Span) {
 }
 
 /// E020 for a server that cannot be reached as declared, E003 for a tool listed twice.
+///
+/// One piece on purpose: it reads as the declaration's checklist in source order (transport,
+/// command, url, maps, allow-list), each check a few lines sharing the one `error` builder,
+/// so every E020 of a server reads alike; split, each stage would take that builder and the
+/// server again for a handful of lines.
 fn declaration(server: &McpServer, diagnostics: &mut Vec<Diagnostic>) {
     let name = &server.name.name;
     let error = |span: Span, message: String, label: &str, help: String| {
